@@ -1,10 +1,11 @@
+import { defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 
 // One runner for every workspace. Workspace packages resolve to their TypeScript
 // sources through the "source" export condition, so tests never need a build.
 export default defineConfig({
-  resolve: { conditions: ['source', 'module', 'node', 'import', 'default'] },
-  ssr: { resolve: { conditions: ['source', 'module', 'node', 'import', 'default'] } },
+  resolve: { conditions: ['source', ...defaultServerConditions] },
+  ssr: { resolve: { conditions: ['source', ...defaultServerConditions], externalConditions: ['source'] } },
   test: {
     include: [
       'packages/*/test/**/*.test.ts',
@@ -15,5 +16,6 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    globalSetup: ['apps/platform/test/support/global-setup.ts'],
   },
 });

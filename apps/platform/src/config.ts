@@ -1,0 +1,164 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+
+/** Typed platform configuration: defaults < config file < environment < command-line flags. */
+export interface PlatformConfig {
+  host: string;
+  apiPort: number;
+  agentsPort: number;
+  devicesPort: number;
+  verifyPort: number;
+  dataDir: string;
+  /** Unset: an embedded PostgreSQL runs in `${dataDir}/pgdata`. */
+  databaseUrl: string | null;
+  /** Port of the embedded PostgreSQL (0 = pick a free one). */
+  embeddedPgPort: number;
+  /** Seals carry `env`: test or prod (spec StatsSeal body.env). */
+  env: 'test' | 'prod';
+  /** Only ever true when started with --test-clock. */
+  testClock: boolean;
+  logLevel: string;
+  /** Public base URLs as callers reach them (used for envelope_url and the like). */
+  publicUrls: { api: string; agents: string; devices: string; verify: string };
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Source = Record<string, unknown>;
+
+const ENV_NAMES = {
+  apiPort: 'API_PORT',
+  agentsPort: 'AGENTS_PORT',
+  devicesPort: 'DEVICES_PORT',
+  verifyPort: 'VERIFY_PORT',
+  host: 'HOST',
+  dataDir: 'DATA_DIR',
+  databaseUrl: 'DATABASE_URL',
+  embeddedPgPort: 'EMBEDDED_PG_PORT',
+  env: 'PLATFORM_ENV',
+  logLevel: 'LOG_LEVEL',
+  publicApiUrl: 'PUBLIC_API_URL',
+  publicAgentsUrl: 'PUBLIC_AGENTS_URL',
+  publicDevicesUrl: 'PUBLIC_DEVICES_URL',
+  publicVerifyUrl: 'PUBLIC_VERIFY_URL',
+} as const;
+
+export interface LoadConfigOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Path of a JSON config file (CONFIG_FILE in the environment also names one). */
+  file?: string | undefined;
+  testClock?: boolean;
+  overrides?: Partial<PlatformConfig>;
+}
+
+export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
+  const env = options.env ?? process.env;
+  const problems: string[] = [];
+  let file: Source = {};
+  const filePath = options.file ?? env['CONFIG_FILE'];
+  if (filePath) {
+    try {
+      const parsed: unknown = JSON.parse(readFileSync(filePath, 'utf8'));
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+        problems.push(`config file ${filePath}: must hold a JSON object`);
+      } else {
+        file = parsed as Source;
+      }
+    } catch (error) {
+      problems.push(`config file ${filePath}: ${(error as Error).message}`);
+    }
+  }
+
+  const pick = (key: keyof typeof ENV_NAMES, fileKey: string): { value: unknown; origin: string } | undefined => {
+    const fromEnv = env[ENV_NAMES[key]];
+    if (fromEnv !== undefined && fromEnv !== '') return { value: fromEnv, origin: ENV_NAMES[key] };
+    if (fileKey in file) return { value: file[fileKey], origin: `config file "${fileKey}"` };
+    return undefined;
+  };
+
+  const port = (key: keyof typeof ENV_NAMES, fileKey: string, fallback: number): number => {
+    const got = pick(key, fileKey);
+    if (!got) return fallback;
+    const n = typeof got.value === 'number' ? got.value : Number(String(got.value).trim());
+    if (!Number.isInteger(n) || n < 0 || n > 65535) {
+      problems.push(`${got.origin}: "${String(got.value)}" is not a port number (0-65535)`);
+      return fallback;
+    }
+    return n;
+  };
+  const text = (key: keyof typeof ENV_NAMES, fileKey: string, fallback: string | null): string | null => {
+    const got = pick(key, fileKey);
+    if (!got) return fallback;
+    if (typeof got.value !== 'string' || got.value.trim() === '') {
+      problems.push(`${got.origin}: must be a non-empty string`);
+      return fallback;
+    }
+    return got.value.trim();
+  };
+
+  const host = text('host', 'host', '127.0.0.1')!;
+  const apiPort = port('apiPort', 'api_port', 8080);
+  const agentsPort = port('agentsPort', 'agents_port', 8081);
+  const devicesPort = port('devicesPort', 'devices_port', 8443);
+  const verifyPort = port('verifyPort', 'verify_port', 8082);
+  const embeddedPgPort = port('embeddedPgPort', 'embedded_pg_port', 0);
+  const dataDir = path.resolve(text('dataDir', 'data_dir', '.data')!);
+  const databaseUrl = text('databaseUrl', 'database_url', null);
+  if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    problems.push(`DATABASE_URL: "${databaseUrl}" is not a postgres:// or postgresql:// URL`);
+  }
+  const envName = text('env', 'env', 'prod');
+  if (envName !== 'test' && envName !== 'prod') problems.push(`PLATFORM_ENV: must be test or prod, not "${envName}"`);
+  const logLevel = text('logLevel', 'log_level', 'info')!;
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    problems.push(`LOG_LEVEL: "${logLevel}" is not one of fatal, error, warn, info, debug, trace, silent`);
+  }
+  const ports = { API_PORT: apiPort, AGENTS_PORT: agentsPort, DEVICES_PORT: devicesPort, VERIFY_PORT: verifyPort };
+  const seen = new Map<number, string>();
+  for (const [name, value] of Object.entries(ports)) {
+    if (value === 0) continue;
+    const other = seen.get(value);
+    if (other) problems.push(`${name}: port ${value} is already used by ${other}`);
+    seen.set(value, name);
+  }
+  const urlOf = (key: keyof typeof ENV_NAMES, fileKey: string, scheme: string, p: number): string => {
+    const given = text(key, fileKey, null);
+    if (given !== null) {
+      try {
+        return new URL(given).toString().replace(/\/$/, '');
+      } catch {
+        problems.push(`${ENV_NAMES[key]}: "${given}" is not a URL`);
+      }
+    }
+    const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+    return `${scheme}://${shownHost}:${p}`;
+  };
+  const publicUrls = {
+    api: urlOf('publicApiUrl', 'public_api_url', 'http', apiPort),
+    agents: urlOf('publicAgentsUrl', 'public_agents_url', 'http', agentsPort),
+    devices: urlOf('publicDevicesUrl', 'public_devices_url', 'https', devicesPort),
+    verify: urlOf('publicVerifyUrl', 'public_verify_url', 'http', verifyPort),
+  };
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    host,
+    apiPort,
+    agentsPort,
+    devicesPort,
+    verifyPort,
+    dataDir,
+    databaseUrl,
+    embeddedPgPort,
+    env: envName as 'test' | 'prod',
+    testClock: options.testClock ?? false,
+    logLevel,
+    publicUrls,
+    ...options.overrides,
+  };
+}

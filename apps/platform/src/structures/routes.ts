@@ -1,0 +1,140 @@
+import { Type } from '@sinclair/typebox';
+import type { FieldError } from '@ooh/protocol';
+import { principalOf } from '../auth/plugin.js';
+import { isUniqueViolation, withTransaction } from '../db/pool.js';
+import type { Feature } from '../features.js';
+import { validationFailed } from '../http/problem.js';
+import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
+import { isUuid, notFound, pathUuid } from '../shared/ids.js';
+import { STRUCTURE_COLUMNS, type StructureRow, structuresByIds, structureView } from './repository.js';
+
+const Code = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$' });
+const StructureBody = Type.Object(
+  {
+    organisation_id: Type.String({ format: 'uuid' }),
+    code: Code,
+    district: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9_-]*$' }),
+    format: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9_-]*$' }),
+    address: Type.Optional(Type.String({ maxLength: 500 })),
+    lat: Type.Optional(Type.Number({ minimum: -90, maximum: 90 })),
+    lon: Type.Optional(Type.Number({ minimum: -180, maximum: 180 })),
+  },
+  { additionalProperties: false },
+);
+type StructureBody = {
+  organisation_id: string;
+  code: string;
+  district: string;
+  format: string;
+  address?: string;
+  lat?: number;
+  lon?: number;
+};
+
+const SetBody = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 200 }),
+    structure_ids: Type.Array(Type.String({ format: 'uuid' }), { minItems: 1, maxItems: 2000, uniqueItems: true }),
+  },
+  { additionalProperties: false },
+);
+
+const SUBMITTERS = { anyOf: [{ scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] }] } as const;
+
+export const structuresFeature: Feature = {
+  name: 'structures',
+  api(app, ctx) {
+    app.post<{ Body: StructureBody }>(
+      '/api/v1/console/structures',
+      { config: { auth: AUTHORITY_ADMIN }, schema: { body: StructureBody } },
+      async (request, reply) => {
+        const b = request.body;
+        const { rows: orgs } = await ctx.db.query<{ kind: string }>('SELECT kind FROM organisations WHERE id = $1', [
+          b.organisation_id,
+        ]);
+        const errors: FieldError[] = [];
+        if (!orgs[0]) errors.push({ path: '/organisation_id', code: 'not_found', message: 'no such organisation' });
+        else if (orgs[0].kind !== 'operator') {
+          errors.push({ path: '/organisation_id', code: 'not_allowed', message: 'structures belong to operators' });
+        }
+        if ((b.lat === undefined) !== (b.lon === undefined)) {
+          errors.push({ path: b.lat === undefined ? '/lat' : '/lon', code: 'required', message: 'give lat and lon together' });
+        }
+        if (errors.length > 0) throw validationFailed(errors);
+        try {
+          const { rows } = await ctx.db.query<StructureRow>(
+            `INSERT INTO structures (organisation_id, code, district, format, address, lat, lon, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${STRUCTURE_COLUMNS}`,
+            [b.organisation_id, b.code, b.district, b.format, b.address ?? null, b.lat ?? null, b.lon ?? null, ctx.clock.now()],
+          );
+          return reply.code(201).send(structureView(rows[0]!));
+        } catch (error) {
+          if (isUniqueViolation(error)) {
+            throw validationFailed([{ path: '/code', code: 'duplicate', message: `structure code ${b.code} is taken` }]);
+          }
+          throw error;
+        }
+      },
+    );
+
+    app.post<{ Params: { id: string } }>(
+      '/api/v1/console/structures/:id/retire',
+      { config: { auth: AUTHORITY_ADMIN } },
+      async (request) => {
+        const id = pathUuid(request.params.id, 'structure');
+        const { rows } = await ctx.db.query<StructureRow>(
+          `UPDATE structures SET retired_at = COALESCE(retired_at, $2) WHERE id = $1 RETURNING ${STRUCTURE_COLUMNS}`,
+          [id, ctx.clock.now()],
+        );
+        if (!rows[0]) throw notFound('structure', id);
+        return structureView(rows[0]);
+      },
+    );
+
+    app.get<{ Querystring: { organisation_id?: string } }>(
+      '/api/v1/console/structures',
+      { config: { auth: AUTHORITY_ADMIN } },
+      async (request) => {
+        const org = request.query.organisation_id;
+        const { rows } = await ctx.db.query<StructureRow>(
+          `SELECT ${STRUCTURE_COLUMNS} FROM structures WHERE ($1::uuid IS NULL OR organisation_id = $1) ORDER BY code`,
+          [isUuid(org) ? org : null],
+        );
+        return { items: rows.map(structureView) };
+      },
+    );
+
+    app.post<{ Body: { name: string; structure_ids: string[] } }>(
+      '/api/v1/structure-sets',
+      { config: { auth: SUBMITTERS }, schema: { body: SetBody } },
+      async (request, reply) => {
+        const principal = principalOf(request);
+        const ids = request.body.structure_ids.map((s) => s.toLowerCase());
+        const found = await structuresByIds(ctx.db, ids);
+        const errors: FieldError[] = [];
+        ids.forEach((id, i) => {
+          const s = found.get(id);
+          if (!s) errors.push({ path: `/structure_ids/${i}`, code: 'not_found', message: `no structure ${id}` });
+          else if (s.retired_at) errors.push({ path: `/structure_ids/${i}`, code: 'retired', message: `structure ${s.code} is retired` });
+          else if (principal.organisation.kind === 'operator' && s.organisation_id !== principal.organisation.id) {
+            errors.push({ path: `/structure_ids/${i}`, code: 'not_allowed', message: `structure ${s.code} is not yours` });
+          }
+        });
+        if (errors.length > 0) throw validationFailed(errors);
+        const set = await withTransaction(ctx.db, async (client) => {
+          const { rows } = await client.query<{ id: string; name: string }>(
+            'INSERT INTO structure_sets (organisation_id, name, created_at) VALUES ($1, $2, $3) RETURNING id, name',
+            [principal.organisation.id, request.body.name, ctx.clock.now()],
+          );
+          await client.query(
+            `INSERT INTO structure_set_members (set_id, structure_id, position)
+             SELECT $1, s.id, s.ord FROM unnest($2::uuid[]) WITH ORDINALITY AS s(id, ord)`,
+            [rows[0]!.id, ids],
+          );
+          return rows[0]!;
+        });
+        return reply.code(201).send({ id: set.id, name: set.name, structure_ids: ids });
+      },
+    );
+  },
+};

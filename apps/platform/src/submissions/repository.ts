@@ -1,0 +1,103 @@
+import { almatyDate, formatAlmaty } from '@ooh/protocol';
+import type { Db, DbClient } from '../db/pool.js';
+import { categories } from '../categories/catalogue.js';
+import { nextSerial } from '../shared/numbers.js';
+import type { ValidSubmission } from './validate.js';
+
+export interface SubmissionRow {
+  id: string;
+  number: string;
+  organisation_id: string;
+  state: string;
+  advertiser_name: string;
+  advertiser_bin: string | null;
+  period_from: string | null;
+  period_to: string | null;
+  category_id: number | null;
+  channel: 'direct' | 'programmatic';
+  fast_track: boolean;
+  external_refs: Record<string, unknown> | null;
+  declared_daily_plays: Record<string, number> | null;
+  review_due_at: Date | null;
+  created_at: Date;
+}
+
+export const SUBMISSION_COLUMNS = `id, number, organisation_id, state, advertiser_name, advertiser_bin,
+  to_char(period_from, 'YYYY-MM-DD') AS period_from, to_char(period_to, 'YYYY-MM-DD') AS period_to,
+  category_id, channel, fast_track, external_refs, declared_daily_plays, review_due_at, created_at`;
+
+/** Submission numbers: SUB-<Almaty year>-<serial, 6 digits>, gap-free per year. */
+export function submissionNumber(year: number, serial: number): string {
+  return `SUB-${year}-${String(serial).padStart(6, '0')}`;
+}
+
+export async function insertSubmission(
+  client: DbClient,
+  organisationId: string,
+  value: ValidSubmission,
+  now: Date,
+): Promise<SubmissionRow> {
+  const year = Number(almatyDate(now).slice(0, 4));
+  const number = submissionNumber(year, await nextSerial(client, 'submission', year));
+  const { rows } = await client.query<SubmissionRow>(
+    `INSERT INTO submissions (number, organisation_id, state, advertiser_name, advertiser_bin, period_from, period_to,
+       category_id, channel, fast_track, external_refs, declared_daily_plays, created_at, updated_at)
+     VALUES ($1, $2, 'draft', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+     RETURNING ${SUBMISSION_COLUMNS}`,
+    [
+      number,
+      organisationId,
+      value.advertiser_name,
+      value.advertiser_bin,
+      value.period_from,
+      value.period_to,
+      value.category_id,
+      value.channel,
+      value.fast_track,
+      value.external_refs === null ? null : JSON.stringify(value.external_refs),
+      value.declared_daily_plays === null ? null : JSON.stringify(value.declared_daily_plays),
+      now,
+    ],
+  );
+  await client.query(
+    `INSERT INTO submission_structures (submission_id, structure_id, position)
+     SELECT $1, s.id, s.ord FROM unnest($2::uuid[]) WITH ORDINALITY AS s(id, ord)`,
+    [rows[0]!.id, value.structure_ids],
+  );
+  return rows[0]!;
+}
+
+export async function findSubmission(db: Db, id: string): Promise<SubmissionRow | null> {
+  const { rows } = await db.query<SubmissionRow>(`SELECT ${SUBMISSION_COLUMNS} FROM submissions WHERE id = $1`, [id]);
+  return rows[0] ?? null;
+}
+
+export async function submissionStructureIds(db: Db, id: string): Promise<string[]> {
+  const { rows } = await db.query<{ structure_id: string }>(
+    'SELECT structure_id FROM submission_structures WHERE submission_id = $1 ORDER BY position',
+    [id],
+  );
+  return rows.map((r) => r.structure_id);
+}
+
+/** The spec's Submission resource. */
+export function submissionView(row: SubmissionRow) {
+  const category = row.category_id === null ? null : (categories().get(row.category_id) ?? null);
+  return {
+    id: row.id,
+    number: row.number,
+    state: row.state,
+    advertiser_name: row.advertiser_name,
+    period_from: row.period_from,
+    period_to: row.period_to,
+    declared_daily_plays: row.declared_daily_plays ?? {},
+    category_id: row.category_id,
+    category: category
+      ? { id: category.id, parent_id: category.parent_id, tier: category.tier, name: category.name }
+      : null,
+    channel: row.channel,
+    fast_track: row.fast_track,
+    external_refs: row.external_refs ?? {},
+    review_due_at: row.review_due_at ? formatAlmaty(row.review_due_at) : null,
+  };
+}
