@@ -33,7 +33,13 @@ export async function bootstrap(
     const { rows: keys } = await client.query<{ id: string }>(
       `INSERT INTO api_keys (organisation_id, name, key_hash, scopes, created_at)
        VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-      [organisationId, options.keyName ?? `bootstrap admin ${now.toISOString()}`, hash, ['console:admin'], now],
+      [
+        organisationId,
+        options.keyName ?? `bootstrap admin ${now.toISOString()}`,
+        hash,
+        ['console:admin'],
+        now,
+      ],
     );
     return { organisationId, created, keyId: keys[0]!.id, key };
   });

@@ -74,7 +74,10 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     }
   }
 
-  const pick = (key: keyof typeof ENV_NAMES, fileKey: string): { value: unknown; origin: string } | undefined => {
+  const pick = (
+    key: keyof typeof ENV_NAMES,
+    fileKey: string,
+  ): { value: unknown; origin: string } | undefined => {
     const fromEnv = env[ENV_NAMES[key]];
     if (fromEnv !== undefined && fromEnv !== '') return { value: fromEnv, origin: ENV_NAMES[key] };
     if (fileKey in file) return { value: file[fileKey], origin: `config file "${fileKey}"` };
@@ -113,12 +116,18 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     problems.push(`DATABASE_URL: "${databaseUrl}" is not a postgres:// or postgresql:// URL`);
   }
   const envName = text('env', 'env', 'prod');
-  if (envName !== 'test' && envName !== 'prod') problems.push(`PLATFORM_ENV: must be test or prod, not "${envName}"`);
+  if (envName !== 'test' && envName !== 'prod')
+    problems.push(`PLATFORM_ENV: must be test or prod, not "${envName}"`);
   const logLevel = text('logLevel', 'log_level', 'info')!;
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     problems.push(`LOG_LEVEL: "${logLevel}" is not one of fatal, error, warn, info, debug, trace, silent`);
   }
-  const ports = { API_PORT: apiPort, AGENTS_PORT: agentsPort, DEVICES_PORT: devicesPort, VERIFY_PORT: verifyPort };
+  const ports = {
+    API_PORT: apiPort,
+    AGENTS_PORT: agentsPort,
+    DEVICES_PORT: devicesPort,
+    VERIFY_PORT: verifyPort,
+  };
   const seen = new Map<number, string>();
   for (const [name, value] of Object.entries(ports)) {
     if (value === 0) continue;

@@ -39,7 +39,9 @@ async function main(argv: string[]): Promise<number> {
     try {
       const result = await bootstrap(database.db, systemClock);
       console.error(
-        result.created ? `created the authority organisation ${result.organisationId}` : 'authority organisation exists',
+        result.created
+          ? `created the authority organisation ${result.organisationId}`
+          : 'authority organisation exists',
       );
       console.error('admin API key (scope console:admin), shown once:');
       console.log(result.key);

@@ -30,7 +30,9 @@ export interface AuthOptions {
 export function authenticateRoutes(scope: FastifyInstance, options: AuthOptions): void {
   scope.addHook('onRoute', (route) => {
     if (!route.config || !(route.config as { auth?: RouteAuth }).auth) {
-      throw new Error(`route ${route.method} ${route.url} is in an authenticated context but declares no auth`);
+      throw new Error(
+        `route ${route.method} ${route.url} is in an authenticated context but declares no auth`,
+      );
     }
   });
   scope.addHook('preValidation', async (request) => {
@@ -75,7 +77,10 @@ function authorize(request: FastifyRequest, principal: Principal): void {
   }
   const byKind = byScope.filter((g) => !g.kinds || g.kinds.includes(principal.organisation.kind));
   if (byKind.length === 0) {
-    throw new ProblemError('forbidden', `organisations of kind ${principal.organisation.kind} may not call this`);
+    throw new ProblemError(
+      'forbidden',
+      `organisations of kind ${principal.organisation.kind} may not call this`,
+    );
   }
 }
 

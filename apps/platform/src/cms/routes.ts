@@ -23,7 +23,10 @@ const InstallationBody = Type.Object(
   { additionalProperties: false },
 );
 const KeyBody = Type.Object({ public_key: PublicKey }, { additionalProperties: false });
-const PlayerBody = Type.Object({ structure_id: Type.String({ format: 'uuid' }) }, { additionalProperties: false });
+const PlayerBody = Type.Object(
+  { structure_id: Type.String({ format: 'uuid' }) },
+  { additionalProperties: false },
+);
 const EXTERNAL_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 
 function checkP256(publicKey: string, path: string): void {
@@ -31,7 +34,11 @@ function checkP256(publicKey: string, path: string): void {
     importPublicKey(publicKey);
   } catch (error) {
     throw validationFailed([
-      { path, code: 'invalid_key', message: `not an ECDSA P-256 public key as base64 SPKI: ${(error as Error).message}` },
+      {
+        path,
+        code: 'invalid_key',
+        message: `not an ECDSA P-256 public key as base64 SPKI: ${(error as Error).message}`,
+      },
     ]);
   }
 }
@@ -61,16 +68,23 @@ export const cmsFeature: Feature = {
         const principal = principalOf(request);
         const b = request.body;
         checkP256(b.public_key, '/public_key');
-        const { rows: orgs } = await ctx.db.query<{ kind: string }>('SELECT kind FROM organisations WHERE id = $1', [
-          b.organisation_id,
-        ]);
+        const { rows: orgs } = await ctx.db.query<{ kind: string }>(
+          'SELECT kind FROM organisations WHERE id = $1',
+          [b.organisation_id],
+        );
         const org = orgs[0];
         if (!org || (!isAuthority(principal) && b.organisation_id !== principal.organisation.id)) {
-          throw validationFailed([{ path: '/organisation_id', code: 'not_found', message: 'no such organisation' }]);
+          throw validationFailed([
+            { path: '/organisation_id', code: 'not_found', message: 'no such organisation' },
+          ]);
         }
         if (org.kind !== 'operator') {
           throw validationFailed([
-            { path: '/organisation_id', code: 'not_allowed', message: 'CMS installations belong to operators' },
+            {
+              path: '/organisation_id',
+              code: 'not_allowed',
+              message: 'CMS installations belong to operators',
+            },
           ]);
         }
         const now = ctx.clock.now();
@@ -98,7 +112,11 @@ export const cmsFeature: Feature = {
           'SELECT id, organisation_id, name, kind, created_at FROM cms_installations WHERE id = $1',
           [inst.id],
         );
-        const { rows: keys } = await ctx.db.query<{ id: string; registered_at: Date; superseded_at: Date | null }>(
+        const { rows: keys } = await ctx.db.query<{
+          id: string;
+          registered_at: Date;
+          superseded_at: Date | null;
+        }>(
           'SELECT id, registered_at, superseded_at FROM cms_keys WHERE installation_id = $1 ORDER BY registered_at',
           [inst.id],
         );
@@ -113,7 +131,9 @@ export const cmsFeature: Feature = {
           keys: keys.map((k) => ({
             id: k.id,
             registered_at: k.registered_at.toISOString(),
-            accepted_until: k.superseded_at ? new Date(k.superseded_at.getTime() + CMS_KEY_GRACE_MS).toISOString() : null,
+            accepted_until: k.superseded_at
+              ? new Date(k.superseded_at.getTime() + CMS_KEY_GRACE_MS).toISOString()
+              : null,
           })),
           players,
         };
@@ -156,7 +176,11 @@ export const cmsFeature: Feature = {
         const externalId = request.params.external_id;
         if (!EXTERNAL_ID.test(externalId)) {
           throw validationFailed([
-            { path: 'params:/external_id', code: 'pattern', message: 'characters A-Za-z0-9._:@- , up to 128' },
+            {
+              path: 'params:/external_id',
+              code: 'pattern',
+              message: 'characters A-Za-z0-9._:@- , up to 128',
+            },
           ]);
         }
         const structureId = request.body.structure_id.toLowerCase();
@@ -167,10 +191,17 @@ export const cmsFeature: Feature = {
         const s = structures[0];
         if (!s || s.organisation_id !== inst.organisation_id) {
           throw validationFailed([
-            { path: '/structure_id', code: 'not_allowed', message: "not a structure of the installation's organisation" },
+            {
+              path: '/structure_id',
+              code: 'not_allowed',
+              message: "not a structure of the installation's organisation",
+            },
           ]);
         }
-        if (s.retired_at) throw validationFailed([{ path: '/structure_id', code: 'retired', message: 'structure is retired' }]);
+        if (s.retired_at)
+          throw validationFailed([
+            { path: '/structure_id', code: 'retired', message: 'structure is retired' },
+          ]);
         const now = ctx.clock.now();
         await ctx.db.query(
           `INSERT INTO cms_players (installation_id, external_id, structure_id, mapped_at)
@@ -179,7 +210,12 @@ export const cmsFeature: Feature = {
            DO UPDATE SET structure_id = EXCLUDED.structure_id, mapped_at = EXCLUDED.mapped_at, removed_at = NULL`,
           [inst.id, externalId, structureId, now],
         );
-        return { installation_id: inst.id, external_id: externalId, structure_id: structureId, mapped_at: now.toISOString() };
+        return {
+          installation_id: inst.id,
+          external_id: externalId,
+          structure_id: structureId,
+          mapped_at: now.toISOString(),
+        };
       },
     );
 

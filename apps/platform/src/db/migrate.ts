@@ -35,7 +35,11 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
     if (migrations.some((m) => m.version === version)) {
       throw new MigrationError(`two migrations share number ${match[1]}`, file);
     }
-    migrations.push({ version, name: match[2]!, sql: await readFile(new URL(file, `file://${dir}/`), 'utf8') });
+    migrations.push({
+      version,
+      name: match[2]!,
+      sql: await readFile(new URL(file, `file://${dir}/`), 'utf8'),
+    });
   }
   return migrations;
 }
@@ -82,7 +86,10 @@ export async function migrate(
       try {
         await client.query('BEGIN');
         await client.query(m.sql);
-        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [
+          m.version,
+          m.name,
+        ]);
         await client.query('COMMIT');
       } catch (error) {
         await client.query('ROLLBACK').catch(() => {});

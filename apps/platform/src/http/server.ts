@@ -60,7 +60,11 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
 
   // JSON bodies are parsed here, keeping the raw bytes for signature checks.
   app.removeAllContentTypeParsers();
-  const parseJson = (request: FastifyRequest, body: Buffer, done: (err: Error | null, body?: unknown) => void) => {
+  const parseJson = (
+    request: FastifyRequest,
+    body: Buffer,
+    done: (err: Error | null, body?: unknown) => void,
+  ) => {
     request.rawBody = body;
     if (body.length === 0) {
       done(new ProblemError('invalid_json', 'the body is empty'), undefined);
@@ -81,7 +85,11 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     const allowed = allowedMethods(app, request.url);
     if (allowed.length > 0) {
       reply.header('allow', allowed.join(', '));
-      return sendProblem(reply, 'method_not_allowed', `${request.method} is not allowed here; use ${allowed.join(', ')}`);
+      return sendProblem(
+        reply,
+        'method_not_allowed',
+        `${request.method} is not allowed here; use ${allowed.join(', ')}`,
+      );
     }
     return sendProblem(reply, 'not_found', `no route ${request.method} ${request.url.split('?')[0]}`);
   });
@@ -168,6 +176,17 @@ function toFieldError(v: AjvLikeError, context?: string): FieldError {
   };
 }
 
+/** Routes of a host as registered, with their auth requirement (used by the authorisation matrix test). */
+export interface RegisteredRoute {
+  method: string;
+  url: string;
+  auth: unknown;
+}
+const ROUTE_LIST = new WeakMap<object, RegisteredRoute[]>();
+export function registeredRoutes(app: FastifyInstance): RegisteredRoute[] {
+  return ROUTE_LIST.get(app) ?? [];
+}
+
 // 405 for a known path with another method: routes are collected as they are
 // added and matched by pattern when nothing else matched.
 const ROUTES = Symbol('routes');
@@ -175,11 +194,23 @@ type RouteIndex = { pattern: RegExp; methods: Set<string> }[];
 
 function registerMethodNotAllowed(app: FastifyInstance): void {
   const index: RouteIndex = [];
+  const list: RegisteredRoute[] = [];
+  ROUTE_LIST.set(app, list);
   (app as unknown as Record<symbol, RouteIndex>)[ROUTES] = index;
   app.addHook('onRoute', (route) => {
+    for (const m of Array.isArray(route.method) ? route.method : [route.method]) {
+      if (m !== 'HEAD')
+        list.push({
+          method: m,
+          url: route.url,
+          auth: (route.config as { auth?: unknown } | undefined)?.auth,
+        });
+    }
     const source = route.url
       .split('/')
-      .map((part) => (part.startsWith(':') ? '[^/]+' : part === '*' ? '.*' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+      .map((part) =>
+        part.startsWith(':') ? '[^/]+' : part === '*' ? '.*' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+      )
       .join('/');
     const pattern = new RegExp(`^${source}/?$`);
     const methods = Array.isArray(route.method) ? route.method : [route.method];

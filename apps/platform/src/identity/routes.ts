@@ -21,7 +21,10 @@ const ApiKeyBody = Type.Object(
     name: Type.String({ minLength: 1, maxLength: 200 }),
     scopes: Type.Array(Type.String(), { minItems: 1, maxItems: 20, uniqueItems: true }),
     routes: Type.Optional(
-      Type.Array(Type.String({ pattern: '^(GET|POST|PUT|PATCH|DELETE) /\\S*$' }), { maxItems: 200, uniqueItems: true }),
+      Type.Array(Type.String({ pattern: '^(GET|POST|PUT|PATCH|DELETE) /\\S*$' }), {
+        maxItems: 200,
+        uniqueItems: true,
+      }),
     ),
   },
   { additionalProperties: false },
@@ -32,7 +35,10 @@ export const identityFeature: Feature = {
   api(app, ctx) {
     app.post<{ Body: { name: string; kind: OrganisationKind } }>(
       '/api/v1/console/organisations',
-      { config: { auth: AUTHORITY_ADMIN }, schema: { body: OrganisationBody, response: { 201: Organisation } } },
+      {
+        config: { auth: AUTHORITY_ADMIN },
+        schema: { body: OrganisationBody, response: { 201: Organisation } },
+      },
       async (request, reply) => {
         const { rows } = await ctx.db.query(
           'INSERT INTO organisations (name, kind, created_at) VALUES ($1, $2, $3) RETURNING id, name, kind',
@@ -42,20 +48,19 @@ export const identityFeature: Feature = {
       },
     );
 
-    app.get(
-      '/api/v1/console/organisations',
-      { config: { auth: AUTHORITY_ADMIN } },
-      async () => {
-        const { rows } = await ctx.db.query('SELECT id, name, kind FROM organisations ORDER BY created_at, id');
-        return { items: rows };
-      },
-    );
+    app.get('/api/v1/console/organisations', { config: { auth: AUTHORITY_ADMIN } }, async () => {
+      const { rows } = await ctx.db.query('SELECT id, name, kind FROM organisations ORDER BY created_at, id');
+      return { items: rows };
+    });
 
     app.post<{ Params: { id: string }; Body: { name: string; scopes: string[]; routes?: string[] } }>(
       '/api/v1/console/organisations/:id/api-keys',
       {
         config: { auth: AUTHORITY_ADMIN },
-        schema: { body: ApiKeyBody, response: { 201: Type.Object({ id: Type.String(), key: Type.String() }) } },
+        schema: {
+          body: ApiKeyBody,
+          response: { 201: Type.Object({ id: Type.String(), key: Type.String() }) },
+        },
       },
       async (request, reply) => {
         const orgId = pathUuid(request.params.id, 'organisation');
@@ -77,7 +82,10 @@ export const identityFeature: Feature = {
            VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
           [orgId, request.body.name, hash, request.body.scopes, request.body.routes ?? null, ctx.clock.now()],
         );
-        request.log.info({ keyId: rows[0]!.id, organisation: orgId, by: principalOf(request).id }, 'api key issued');
+        request.log.info(
+          { keyId: rows[0]!.id, organisation: orgId, by: principalOf(request).id },
+          'api key issued',
+        );
         return reply.code(201).send({ id: rows[0]!.id, key });
       },
     );
@@ -98,4 +106,3 @@ export const identityFeature: Feature = {
     );
   },
 };
-

@@ -14,7 +14,10 @@ export interface StructureRow {
 
 export const STRUCTURE_COLUMNS = 'id, organisation_id, code, district, format, address, lat, lon, retired_at';
 
-export async function structuresByIds(db: Db | DbClient, ids: readonly string[]): Promise<Map<string, StructureRow>> {
+export async function structuresByIds(
+  db: Db | DbClient,
+  ids: readonly string[],
+): Promise<Map<string, StructureRow>> {
   if (ids.length === 0) return new Map();
   const { rows } = await db.query<StructureRow>(
     `SELECT ${STRUCTURE_COLUMNS} FROM structures WHERE id = ANY($1::uuid[])`,

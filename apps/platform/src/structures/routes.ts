@@ -34,12 +34,18 @@ type StructureBody = {
 const SetBody = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 200 }),
-    structure_ids: Type.Array(Type.String({ format: 'uuid' }), { minItems: 1, maxItems: 2000, uniqueItems: true }),
+    structure_ids: Type.Array(Type.String({ format: 'uuid' }), {
+      minItems: 1,
+      maxItems: 2000,
+      uniqueItems: true,
+    }),
   },
   { additionalProperties: false },
 );
 
-const SUBMITTERS = { anyOf: [{ scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] }] } as const;
+const SUBMITTERS = {
+  anyOf: [{ scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] }],
+} as const;
 
 export const structuresFeature: Feature = {
   name: 'structures',
@@ -49,28 +55,49 @@ export const structuresFeature: Feature = {
       { config: { auth: AUTHORITY_ADMIN }, schema: { body: StructureBody } },
       async (request, reply) => {
         const b = request.body;
-        const { rows: orgs } = await ctx.db.query<{ kind: string }>('SELECT kind FROM organisations WHERE id = $1', [
-          b.organisation_id,
-        ]);
+        const { rows: orgs } = await ctx.db.query<{ kind: string }>(
+          'SELECT kind FROM organisations WHERE id = $1',
+          [b.organisation_id],
+        );
         const errors: FieldError[] = [];
-        if (!orgs[0]) errors.push({ path: '/organisation_id', code: 'not_found', message: 'no such organisation' });
+        if (!orgs[0])
+          errors.push({ path: '/organisation_id', code: 'not_found', message: 'no such organisation' });
         else if (orgs[0].kind !== 'operator') {
-          errors.push({ path: '/organisation_id', code: 'not_allowed', message: 'structures belong to operators' });
+          errors.push({
+            path: '/organisation_id',
+            code: 'not_allowed',
+            message: 'structures belong to operators',
+          });
         }
         if ((b.lat === undefined) !== (b.lon === undefined)) {
-          errors.push({ path: b.lat === undefined ? '/lat' : '/lon', code: 'required', message: 'give lat and lon together' });
+          errors.push({
+            path: b.lat === undefined ? '/lat' : '/lon',
+            code: 'required',
+            message: 'give lat and lon together',
+          });
         }
         if (errors.length > 0) throw validationFailed(errors);
         try {
           const { rows } = await ctx.db.query<StructureRow>(
             `INSERT INTO structures (organisation_id, code, district, format, address, lat, lon, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${STRUCTURE_COLUMNS}`,
-            [b.organisation_id, b.code, b.district, b.format, b.address ?? null, b.lat ?? null, b.lon ?? null, ctx.clock.now()],
+            [
+              b.organisation_id,
+              b.code,
+              b.district,
+              b.format,
+              b.address ?? null,
+              b.lat ?? null,
+              b.lon ?? null,
+              ctx.clock.now(),
+            ],
           );
           return reply.code(201).send(structureView(rows[0]!));
         } catch (error) {
           if (isUniqueViolation(error)) {
-            throw validationFailed([{ path: '/code', code: 'duplicate', message: `structure code ${b.code} is taken` }]);
+            throw validationFailed([
+              { path: '/code', code: 'duplicate', message: `structure code ${b.code} is taken` },
+            ]);
           }
           throw error;
         }
@@ -114,10 +141,23 @@ export const structuresFeature: Feature = {
         const errors: FieldError[] = [];
         ids.forEach((id, i) => {
           const s = found.get(id);
-          if (!s) errors.push({ path: `/structure_ids/${i}`, code: 'not_found', message: `no structure ${id}` });
-          else if (s.retired_at) errors.push({ path: `/structure_ids/${i}`, code: 'retired', message: `structure ${s.code} is retired` });
-          else if (principal.organisation.kind === 'operator' && s.organisation_id !== principal.organisation.id) {
-            errors.push({ path: `/structure_ids/${i}`, code: 'not_allowed', message: `structure ${s.code} is not yours` });
+          if (!s)
+            errors.push({ path: `/structure_ids/${i}`, code: 'not_found', message: `no structure ${id}` });
+          else if (s.retired_at)
+            errors.push({
+              path: `/structure_ids/${i}`,
+              code: 'retired',
+              message: `structure ${s.code} is retired`,
+            });
+          else if (
+            principal.organisation.kind === 'operator' &&
+            s.organisation_id !== principal.organisation.id
+          ) {
+            errors.push({
+              path: `/structure_ids/${i}`,
+              code: 'not_allowed',
+              message: `structure ${s.code} is not yours`,
+            });
           }
         });
         if (errors.length > 0) throw validationFailed(errors);

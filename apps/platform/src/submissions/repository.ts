@@ -68,7 +68,10 @@ export async function insertSubmission(
 }
 
 export async function findSubmission(db: Db, id: string): Promise<SubmissionRow | null> {
-  const { rows } = await db.query<SubmissionRow>(`SELECT ${SUBMISSION_COLUMNS} FROM submissions WHERE id = $1`, [id]);
+  const { rows } = await db.query<SubmissionRow>(
+    `SELECT ${SUBMISSION_COLUMNS} FROM submissions WHERE id = $1`,
+    [id],
+  );
   return rows[0] ?? null;
 }
 

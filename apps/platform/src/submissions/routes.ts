@@ -10,7 +10,9 @@ import { notFound, pathUuid } from '../shared/ids.js';
 import { findSubmission, insertSubmission, submissionStructureIds, submissionView } from './repository.js';
 import { validateSubmission } from './validate.js';
 
-const CREATE: RouteAuth = { anyOf: [{ scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] }] };
+const CREATE: RouteAuth = {
+  anyOf: [{ scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] }],
+};
 const READ: RouteAuth = {
   anyOf: [
     { scope: 'write:submissions' },

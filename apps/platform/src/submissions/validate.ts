@@ -29,7 +29,8 @@ export interface Lookups {
   categoryExists: (id: number) => boolean;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * Every rule of POST /api/v1/submissions, collecting all field errors at once
@@ -41,7 +42,8 @@ export async function validateSubmission(
 ): Promise<{ ok: true; value: ValidSubmission } | { ok: false; errors: FieldError[] }> {
   const errors: FieldError[] = [];
   const err = (path: string, code: string, message: string) => errors.push({ path, code, message });
-  if (!isObject(body)) return { ok: false, errors: [{ path: '/', code: 'type', message: 'the body must be a JSON object' }] };
+  if (!isObject(body))
+    return { ok: false, errors: [{ path: '/', code: 'type', message: 'the body must be a JSON object' }] };
 
   const known = new Set([
     'advertiser_name',
@@ -56,7 +58,8 @@ export async function validateSubmission(
     'category_id',
     'declared_daily_plays',
   ]);
-  for (const key of Object.keys(body)) if (!known.has(key)) err(`/${key}`, 'unknown_key', `unknown field ${key}`);
+  for (const key of Object.keys(body))
+    if (!known.has(key)) err(`/${key}`, 'unknown_key', `unknown field ${key}`);
 
   // advertiser_name: required, up to 300 characters.
   const name = body['advertiser_name'];
@@ -87,12 +90,14 @@ export async function validateSubmission(
 
   // channel, external_refs and fast_track.
   const channel = body['channel'] ?? 'direct';
-  if (channel !== 'direct' && channel !== 'programmatic') err('/channel', 'not_allowed', 'must be direct or programmatic');
+  if (channel !== 'direct' && channel !== 'programmatic')
+    err('/channel', 'not_allowed', 'must be direct or programmatic');
   const refs = body['external_refs'];
   if (refs !== undefined && refs !== null) {
     if (!isObject(refs)) err('/external_refs', 'type', 'must be an object');
     else {
-      if (channel !== 'programmatic') err('/external_refs', 'not_allowed', 'external_refs only with channel programmatic');
+      if (channel !== 'programmatic')
+        err('/external_refs', 'not_allowed', 'external_refs only with channel programmatic');
       for (const key of Object.keys(refs)) {
         if (!EXTERNAL_REF_KEYS.has(key)) err(`/external_refs/${key}`, 'unknown_key', `unknown key ${key}`);
       }
@@ -104,7 +109,8 @@ export async function validateSubmission(
       }
       const adomain = refs['adomain'];
       if (adomain !== undefined) {
-        if (!Array.isArray(adomain) || adomain.length > 50) err('/external_refs/adomain', 'type', 'must be an array of up to 50 domains');
+        if (!Array.isArray(adomain) || adomain.length > 50)
+          err('/external_refs/adomain', 'type', 'must be an array of up to 50 domains');
         else {
           adomain.forEach((d, i) => {
             if (typeof d !== 'string' || !DOMAIN.test(d)) {
@@ -116,7 +122,8 @@ export async function validateSubmission(
     }
   }
   const fastTrack = body['fast_track'];
-  if (fastTrack !== undefined && typeof fastTrack !== 'boolean') err('/fast_track', 'type', 'must be a boolean');
+  if (fastTrack !== undefined && typeof fastTrack !== 'boolean')
+    err('/fast_track', 'type', 'must be a boolean');
   else if (fastTrack === true && channel !== 'programmatic') {
     err('/fast_track', 'not_allowed', 'fast_track only with channel programmatic');
   }
@@ -124,7 +131,8 @@ export async function validateSubmission(
   // category_id: optional at draft; when given it must be a tier 1 or 2 category.
   const categoryId = body['category_id'];
   if (categoryId !== undefined && categoryId !== null) {
-    if (typeof categoryId !== 'number' || !Number.isInteger(categoryId)) err('/category_id', 'type', 'must be an integer');
+    if (typeof categoryId !== 'number' || !Number.isInteger(categoryId))
+      err('/category_id', 'type', 'must be an integer');
     else if (!lookups.categoryExists(categoryId)) {
       err('/category_id', 'not_found', `no category ${categoryId} in GET /api/v1/categories`);
     }
@@ -147,7 +155,8 @@ export async function validateSubmission(
     if (!Array.isArray(rawSets)) err('/structure_set_ids', 'type', 'must be an array of set ids');
     else {
       rawSets.forEach((id, i) => {
-        if (typeof id !== 'string' || !UUID.test(id)) err(`/structure_set_ids/${i}`, 'format', 'must be a uuid');
+        if (typeof id !== 'string' || !UUID.test(id))
+          err(`/structure_set_ids/${i}`, 'format', 'must be a uuid');
         else setIds.push(id.toLowerCase());
       });
     }
@@ -155,25 +164,40 @@ export async function validateSubmission(
   const uniqueSets = [...new Set(setIds)];
   const expanded = await lookups.expandSets(uniqueSets);
   for (const missing of expanded.missingSets) {
-    err(`/structure_set_ids/${setIds.indexOf(missing)}`, 'not_found', `no saved set ${missing} in your organisation`);
+    err(
+      `/structure_set_ids/${setIds.indexOf(missing)}`,
+      'not_found',
+      `no saved set ${missing} in your organisation`,
+    );
   }
   const finalIds = [...new Set([...structureIds, ...expanded.structureIds])];
   const found = await lookups.structures(finalIds);
   const fromSets = new Set(expanded.structureIds);
   for (const id of finalIds) {
     const s = found.get(id);
-    const path = structureIds.includes(id) ? `/structure_ids/${(rawIds as unknown[]).indexOf(id)}` : '/structure_set_ids';
+    const path = structureIds.includes(id)
+      ? `/structure_ids/${(rawIds as unknown[]).indexOf(id)}`
+      : '/structure_set_ids';
     if (!s) err(path, 'not_found', `no structure ${id}`);
     else if (s.retired_at && !fromSets.has(id)) err(path, 'retired', `structure ${s.code} is retired`);
     else if (lookups.kind === 'operator' && s.organisation_id !== lookups.organisationId) {
-      err(path, 'not_allowed', `structure ${s.code} belongs to another operator; operators choose their own structures`);
+      err(
+        path,
+        'not_allowed',
+        `structure ${s.code} belongs to another operator; operators choose their own structures`,
+      );
     }
   }
   const max = lookups.kind === 'operator' ? LIMITS.operatorStructuresMax : LIMITS.agencyStructuresMax;
   if (finalIds.length > max) {
-    err('/structure_ids', 'too_many', `${finalIds.length} structures after expanding sets; at most ${max} for a ${lookups.kind}`);
+    err(
+      '/structure_ids',
+      'too_many',
+      `${finalIds.length} structures after expanding sets; at most ${max} for a ${lookups.kind}`,
+    );
   }
-  if (Array.isArray(rawIds) && finalIds.length === 0) err('/structure_ids', 'too_few', 'choose at least one structure');
+  if (Array.isArray(rawIds) && finalIds.length === 0)
+    err('/structure_ids', 'too_few', 'choose at least one structure');
 
   // declared_daily_plays: keyed by chosen structure ids, non-negative integers.
   const declared = body['declared_daily_plays'];
@@ -185,7 +209,8 @@ export async function validateSubmission(
       const chosen = new Set(finalIds);
       for (const [key, value] of Object.entries(declared)) {
         const id = key.toLowerCase();
-        if (!chosen.has(id)) err(`/declared_daily_plays/${key}`, 'not_allowed', 'not one of the chosen structures');
+        if (!chosen.has(id))
+          err(`/declared_daily_plays/${key}`, 'not_allowed', 'not one of the chosen structures');
         if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 1_000_000) {
           err(`/declared_daily_plays/${key}`, 'type', 'must be a whole number of plays per day, 0 or more');
         } else declaredValue[id] = value;

@@ -17,7 +17,9 @@ function withDatabase(url: string, name: string): string {
 }
 
 /** A fresh, empty database on the run's PostgreSQL server; migrated unless told otherwise. */
-export async function createTestDatabase(options: { migrate?: boolean; upTo?: number } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(
+  options: { migrate?: boolean; upTo?: number } = {},
+): Promise<TestDatabase> {
   const admin = inject('pgAdminUrl');
   const name = `t_${randomBytes(6).toString('hex')}`;
   const client = new pg.Client({ connectionString: admin });

@@ -26,7 +26,10 @@ export async function startTestPlatform(
   const database = await createTestDatabase();
   const clock = new TestClock(options.now ?? new Date('2026-11-20T06:00:00Z'), { frozen: true });
   const config = {
-    ...loadConfig({ env: {}, overrides: { env: 'test', testClock: true, logLevel: 'silent', databaseUrl: database.url } }),
+    ...loadConfig({
+      env: {},
+      overrides: { env: 'test', testClock: true, logLevel: 'silent', databaseUrl: database.url },
+    }),
     ...(options.dataDir ? { dataDir: options.dataDir } : {}),
     ...options.config,
   };
@@ -75,13 +78,22 @@ export async function createOrganisation(
   scopes: string[],
   name = `${kind} ${Math.random().toString(36).slice(2, 8)}`,
 ): Promise<{ id: string; key: string; keyId: string }> {
-  const org = await apiCall(p.servers.api, p.adminKey, 'POST', '/api/v1/console/organisations', { name, kind });
+  const org = await apiCall(p.servers.api, p.adminKey, 'POST', '/api/v1/console/organisations', {
+    name,
+    kind,
+  });
   if (org.statusCode !== 201) throw new Error(`organisation: ${org.statusCode} ${org.body}`);
   const id = org.json<{ id: string }>().id;
-  const key = await apiCall(p.servers.api, p.adminKey, 'POST', `/api/v1/console/organisations/${id}/api-keys`, {
-    name: 'test key',
-    scopes,
-  });
+  const key = await apiCall(
+    p.servers.api,
+    p.adminKey,
+    'POST',
+    `/api/v1/console/organisations/${id}/api-keys`,
+    {
+      name: 'test key',
+      scopes,
+    },
+  );
   if (key.statusCode !== 201) throw new Error(`api key: ${key.statusCode} ${key.body}`);
   const k = key.json<{ id: string; key: string }>();
   return { id, key: k.key, keyId: k.id };

@@ -1,0 +1,145 @@
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, test } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { type PlatformProcess, runPlatformCommand, spawnPlatform } from '../support/process.js';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c().catch(() => {});
+});
+
+async function database(): Promise<TestDatabase> {
+  const d = await createTestDatabase({ migrate: false });
+  cleanups.push(() => d.drop());
+  return d;
+}
+const tempDir = () => mkdtemp(path.join(os.tmpdir(), 'ooh-cli-'));
+
+async function json(res: Response) {
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+const post = (url: string, key: string, body: unknown) =>
+  fetch(url, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+
+describe('platform command line', () => {
+  test('bootstrap is idempotent and prints the admin key alone on its last line', async () => {
+    const d = await database();
+    const env = { DATABASE_URL: d.url, DATA_DIR: await tempDir() };
+    const first = await runPlatformCommand(['bootstrap'], env);
+    expect(first.code).toBe(0);
+    const key1 = first.stdout.trim().split('\n').at(-1)!;
+    expect(key1).toMatch(/^ooh_[A-Za-z0-9_-]{40,}$/);
+    const second = await runPlatformCommand(['bootstrap'], env);
+    expect(second.code).toBe(0);
+    const key2 = second.stdout.trim().split('\n').at(-1)!;
+    expect(key2).not.toBe(key1);
+    const { rows } = await d.db.query(
+      "SELECT count(*)::int AS n FROM organisations WHERE kind = 'authority'",
+    );
+    expect(rows[0].n).toBe(1);
+  });
+
+  test('a bad configuration exits non-zero naming the value', async () => {
+    const res = await runPlatformCommand(['run'], { API_PORT: 'http', DATA_DIR: await tempDir() });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(/API_PORT: "http" is not a port/);
+  });
+
+  test('a database the migrations cannot accept stops the start with the error', async () => {
+    const d = await database();
+    await d.db.query(
+      'CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz)',
+    );
+    await d.db.query("INSERT INTO schema_migrations VALUES (999, 'unknown', now())");
+    const res = await runPlatformCommand(['run'], { DATABASE_URL: d.url, DATA_DIR: await tempDir() });
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toMatch(/migration 999 \(unknown\)/);
+  });
+
+  test('two instances on one database serve together; numbers stay gap-free; the test clock is per flag', async () => {
+    const d = await database();
+    const dataDir = await tempDir();
+    const env = { DATABASE_URL: d.url, DATA_DIR: dataDir };
+    const boot = await runPlatformCommand(['bootstrap'], env);
+    const admin = boot.stdout.trim().split('\n').at(-1)!;
+    const a: PlatformProcess = await spawnPlatform(['--test-clock'], env);
+    cleanups.push(() => a.stop('SIGKILL'));
+    const b: PlatformProcess = await spawnPlatform([], { ...env, DATA_DIR: await tempDir() });
+    cleanups.push(() => b.stop('SIGKILL'));
+
+    const org = await json(
+      await post(`${a.urls.api}/api/v1/console/organisations`, admin, { name: 'Op', kind: 'operator' }),
+    );
+    expect(org.status).toBe(201);
+    const key = await json(
+      await post(`${b.urls.api}/api/v1/console/organisations/${org.body['id']}/api-keys`, admin, {
+        name: 'k',
+        scopes: ['write:submissions'],
+      }),
+    );
+    const structure = await json(
+      await post(`${a.urls.api}/api/v1/console/structures`, admin, {
+        organisation_id: org.body['id'],
+        code: 'TWIN-1',
+        district: 'medeu',
+        format: 'led',
+      }),
+    );
+    const body = {
+      advertiser_name: 'Twin Tea',
+      period_from: '2027-01-01',
+      period_to: '2027-01-31',
+      structure_ids: [structure.body['id']],
+    };
+    const results = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        post(`${(i % 2 ? a : b).urls.api}/api/v1/submissions`, key.body['key'] as string, body).then(json),
+      ),
+    );
+    expect(results.map((r) => r.status)).toEqual(Array(16).fill(201));
+    const serials = results.map((r) => Number(String(r.body['number']).split('-')[2])).sort((x, y) => x - y);
+    expect(serials).toEqual(Array.from({ length: 16 }, (_, i) => i + 1));
+
+    const set = await fetch(`${a.urls.api}/api/v1/console/clock`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ now: '2030-01-01T00:00:00Z', frozen: true }),
+    });
+    expect(set.status).toBe(200);
+    expect(((await set.json()) as { now: string }).now).toBe('2030-01-01T00:00:00.000Z');
+    const absent = await fetch(`${b.urls.api}/api/v1/console/clock`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ now: '2030-01-01T00:00:00Z' }),
+    });
+    expect(absent.status).toBe(404);
+
+    expect(await a.stop('SIGTERM')).toBe(0);
+    expect(await b.stop('SIGTERM')).toBe(0);
+  });
+
+  test('without DATABASE_URL an embedded PostgreSQL runs in the data directory and stops on SIGTERM', async () => {
+    const dataDir = await tempDir();
+    const boot = await runPlatformCommand(['bootstrap'], { DATA_DIR: dataDir }, 120_000);
+    expect(boot.code, boot.stderr).toBe(0);
+    const admin = boot.stdout.trim().split('\n').at(-1)!;
+    const p = await spawnPlatform([], { DATA_DIR: dataDir });
+    cleanups.push(() => p.stop('SIGKILL'));
+    const res = await fetch(`${p.urls.api}/api/v1/console/organisations`, {
+      headers: { authorization: `Bearer ${admin}` },
+    });
+    expect(res.status).toBe(200);
+    expect(await p.stop('SIGTERM')).toBe(0);
+    // The cluster was stopped cleanly: a second start on the same folder works.
+    const again = await spawnPlatform([], { DATA_DIR: dataDir });
+    cleanups.push(() => again.stop('SIGKILL'));
+    expect((await fetch(`${again.urls.api}/readyz`)).status).toBe(200);
+    expect(await again.stop('SIGTERM')).toBe(0);
+  }, 180_000);
+});

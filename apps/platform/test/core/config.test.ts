@@ -1,0 +1,56 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+describe('platform configuration', () => {
+  test('defaults, then the file, then the environment', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-config-'));
+    const file = path.join(dir, 'platform.json');
+    await writeFile(file, JSON.stringify({ api_port: 9000, verify_port: 9003, data_dir: dir }));
+    const c = loadConfig({ file, env: { VERIFY_PORT: '9100', HOST: '0.0.0.0' } });
+    expect(c).toMatchObject({
+      apiPort: 9000,
+      verifyPort: 9100,
+      agentsPort: 8081,
+      host: '0.0.0.0',
+      dataDir: dir,
+    });
+    expect(c.publicUrls.api).toBe('http://127.0.0.1:9000');
+    expect(c.publicUrls.devices).toBe('https://127.0.0.1:8443');
+    expect(c.databaseUrl).toBeNull();
+    expect(c.testClock).toBe(false);
+  });
+
+  test('every bad value is named in one message', () => {
+    let error: unknown;
+    try {
+      loadConfig({
+        env: {
+          API_PORT: 'eighty',
+          AGENTS_PORT: '70000',
+          DATABASE_URL: 'mysql://x',
+          PLATFORM_ENV: 'staging',
+          VERIFY_PORT: '8081',
+        },
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const problems = (error as ConfigError).problems.join('\n');
+    expect(problems).toMatch(/API_PORT: "eighty" is not a port/);
+    expect(problems).toMatch(/AGENTS_PORT: "70000" is not a port/);
+    expect(problems).toMatch(/DATABASE_URL/);
+    expect(problems).toMatch(/PLATFORM_ENV/);
+    expect(problems).toMatch(/VERIFY_PORT: port 8081 is already used by AGENTS_PORT/);
+  });
+
+  test('a config file that is not a JSON object is refused', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-config-'));
+    const file = path.join(dir, 'bad.json');
+    await writeFile(file, '[1,2]');
+    expect(() => loadConfig({ file, env: {} })).toThrow(/must hold a JSON object/);
+  });
+});

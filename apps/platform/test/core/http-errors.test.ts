@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { apiCall, startTestPlatform, type TestPlatform } from '../support/platform.js';
+
+let p: TestPlatform;
+beforeAll(async () => {
+  p = await startTestPlatform();
+});
+afterAll(async () => {
+  await p?.close();
+});
+
+const problemOf = (res: { headers: Record<string, unknown>; json: () => unknown }) => {
+  expect(String(res.headers['content-type'])).toMatch(/^application\/problem\+json/);
+  return res.json() as {
+    type: string;
+    title: string;
+    status: number;
+    code: string;
+    detail?: string;
+    errors?: unknown[];
+  };
+};
+
+describe('every error is a problem document with a stable code', () => {
+  test('unknown route: 404 not_found on every host', async () => {
+    for (const host of ['api', 'agents', 'devices', 'verify'] as const) {
+      const res = await p.servers[host].inject({ method: 'GET', url: '/nothing/here' });
+      expect(res.statusCode).toBe(404);
+      const doc = problemOf(res);
+      expect(doc).toMatchObject({ status: 404, code: 'not_found', type: 'urn:ooh:problem:not_found' });
+      expect(doc.title.length).toBeGreaterThan(0);
+    }
+  });
+
+  test('known path with another method: 405 method_not_allowed with Allow', async () => {
+    const res = await p.servers.api.inject({ method: 'DELETE', url: '/api/v1/submissions' });
+    expect(res.statusCode).toBe(405);
+    expect(problemOf(res).code).toBe('method_not_allowed');
+    expect(res.headers['allow']).toContain('POST');
+  });
+
+  test('non-JSON media type: 415 unsupported_media_type', async () => {
+    const res = await p.servers.api.inject({
+      method: 'POST',
+      url: '/api/v1/submissions',
+      headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'text/plain' },
+      payload: 'hello',
+    });
+    expect(res.statusCode).toBe(415);
+    expect(problemOf(res).code).toBe('unsupported_media_type');
+  });
+
+  test('broken JSON: 400 invalid_json, and an empty JSON body too', async () => {
+    for (const payload of ['{"advertiser_name":', '']) {
+      const res = await p.servers.api.inject({
+        method: 'POST',
+        url: '/api/v1/console/organisations',
+        headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json' },
+        payload,
+      });
+      expect(res.statusCode).toBe(400);
+      expect(problemOf(res).code).toBe('invalid_json');
+    }
+  });
+
+  test('a body over the limit: 413 body_too_large', async () => {
+    const res = await p.servers.api.inject({
+      method: 'POST',
+      url: '/api/v1/console/organisations',
+      headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'application/json' },
+      payload: JSON.stringify({ name: 'x'.repeat(2_000_000), kind: 'operator' }),
+    });
+    expect(res.statusCode).toBe(413);
+    expect(problemOf(res).code).toBe('body_too_large');
+  });
+
+  test('schema errors: 422 validation_failed listing every field at once', async () => {
+    const res = await apiCall(p.servers.api, p.adminKey, 'POST', '/api/v1/console/organisations', {
+      kind: 'pirate',
+      extra: 1,
+    });
+    expect(res.statusCode).toBe(422);
+    const doc = problemOf(res);
+    expect(doc.code).toBe('validation_failed');
+    const paths = (doc.errors as { path: string }[]).map((e) => e.path);
+    expect(paths).toEqual(expect.arrayContaining(['/name', '/extra']));
+  });
+
+  test('an internal failure shows neither stack nor SQL', async () => {
+    // A uuid-shaped id that PostgreSQL cannot take as uuid would surface an SQL error if it leaked.
+    await p.database.db.query('ALTER TABLE organisations RENAME TO organisations_gone');
+    try {
+      const res = await apiCall(p.servers.api, p.adminKey, 'GET', '/api/v1/console/organisations');
+      expect(res.statusCode).toBe(500);
+      const doc = problemOf(res);
+      expect(doc.code).toBe('internal_error');
+      expect(res.body).not.toMatch(/organisations_gone|relation|SELECT|at .*\.ts/);
+    } finally {
+      await p.database.db.query('ALTER TABLE organisations_gone RENAME TO organisations');
+    }
+  });
+
+  test('healthz and readyz answer on each host; responses carry a request id', async () => {
+    for (const host of ['api', 'agents', 'devices', 'verify'] as const) {
+      const h = await p.servers[host].inject({ method: 'GET', url: '/healthz' });
+      expect(h.statusCode).toBe(200);
+      expect(h.json()).toEqual({ status: 'ok', host });
+      expect(h.headers['x-request-id']).toBeTruthy();
+      const r = await p.servers[host].inject({ method: 'GET', url: '/readyz' });
+      expect(r.statusCode).toBe(200);
+    }
+  });
+});

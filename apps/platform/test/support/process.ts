@@ -1,0 +1,107 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../../src/db/embedded.js';
+
+export const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+export const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
+
+export interface PlatformProcess {
+  child: ChildProcess;
+  urls: { api: string; agents: string; devices: string; verify: string };
+  output: () => string;
+  exited: Promise<number | null>;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Runs `platform <args>` to completion; returns exit code and output. */
+export function runPlatformCommand(
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', MAIN, ...args], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => {
+      stdout += c;
+    });
+    child.stderr.on('data', (c) => {
+      stderr += c;
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`platform ${args.join(' ')} timed out\n${stderr}`));
+    }, timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Starts `platform run` on free ports and waits until every host answers /readyz. */
+export async function spawnPlatform(args: string[], env: Record<string, string>): Promise<PlatformProcess> {
+  const ports = {
+    api: await freePort(),
+    agents: await freePort(),
+    devices: await freePort(),
+    verify: await freePort(),
+  };
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', MAIN, 'run', ...args], {
+    cwd: REPO_ROOT,
+    env: {
+      ...process.env,
+      LOG_LEVEL: 'warn',
+      API_PORT: String(ports.api),
+      AGENTS_PORT: String(ports.agents),
+      DEVICES_PORT: String(ports.devices),
+      VERIFY_PORT: String(ports.verify),
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const collect = (c: Buffer) => {
+    output += c;
+  };
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const urls = {
+    api: `http://127.0.0.1:${ports.api}`,
+    agents: `http://127.0.0.1:${ports.agents}`,
+    devices: `https://127.0.0.1:${ports.devices}`,
+    verify: `http://127.0.0.1:${ports.verify}`,
+  };
+  const deadline = Date.now() + 90_000;
+  let ready = false;
+  while (!ready) {
+    if (child.exitCode !== null) throw new Error(`platform exited with ${child.exitCode}:\n${output}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`platform did not become ready:\n${output}`);
+    }
+    try {
+      const res = await fetch(`${urls.api}/readyz`);
+      const verify = await fetch(`${urls.verify}/readyz`);
+      ready = res.ok && verify.ok;
+    } catch {
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  return {
+    child,
+    urls,
+    output: () => output,
+    exited,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}

@@ -1,0 +1,74 @@
+/**
+ * Text forms of dates and instants (spec "Endpoints": "Date fields are YYYY-MM-DD; date-time fields are RFC 3339").
+ * These checks back the "date", "date-time", "uuid" and "uri" formats of the schemas (see schemas/common.ts) and
+ * are stricter than ajv-formats where ajv-formats accepts text a JavaScript Date cannot represent faithfully:
+ * a date-time needs "T" and an offset "Z" or "±HH:MM" (RFC 3339 §5.6 time-numoffset has the colon), and a leap
+ * second (":60") is refused.
+ */
+
+const CALENDAR_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
+const DATE_TIME =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const URI = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s]*$/;
+
+function isLeapYear(year: number): boolean {
+  return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+}
+
+export function daysInMonth(year: number, month: number): number {
+  if (month === 2) return isLeapYear(year) ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+function dateExists(year: number, month: number, day: number): boolean {
+  return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(year, month);
+}
+
+/** Strict YYYY-MM-DD naming a day that exists ('2026-02-30', '2026-2-01' and '2026-13-01' are refused). */
+export function isCalendarDate(text: string): boolean {
+  if (typeof text !== 'string') return false;
+  const match = CALENDAR_DATE.exec(text);
+  if (match === null) return false;
+  return dateExists(Number(match[1]), Number(match[2]), Number(match[3]));
+}
+
+/** Instant named by an RFC 3339 date-time, or null when the text is not one. Digits beyond milliseconds are cut. */
+export function parseDateTime(text: string): Date | null {
+  if (typeof text !== 'string') return null;
+  const match = DATE_TIME.exec(text);
+  if (match === null) return null;
+  const [, y, mo, d, h, mi, s, fraction, zulu, sign, offsetHours, offsetMinutes] = match;
+  const year = Number(y);
+  const month = Number(mo);
+  const day = Number(d);
+  const hour = Number(h);
+  const minute = Number(mi);
+  const second = Number(s);
+  if (!dateExists(year, month, day) || hour > 23 || minute > 59 || second > 59) return null;
+  let offset = 0;
+  if (zulu === undefined) {
+    const oh = Number(offsetHours);
+    const om = Number(offsetMinutes);
+    if (oh > 23 || om > 59) return null;
+    offset = (sign === '-' ? -1 : 1) * (oh * 60 + om);
+  }
+  const milliseconds = fraction === undefined ? 0 : Number(fraction.slice(0, 3).padEnd(3, '0'));
+  const instant = new Date(0);
+  // setUTCFullYear keeps years 0..99 as they are (Date.UTC would read them as 1900..1999).
+  instant.setUTCFullYear(year, month - 1, day);
+  instant.setUTCHours(hour, minute - offset, second, milliseconds);
+  return instant;
+}
+
+export function isDateTime(text: string): boolean {
+  return parseDateTime(text) !== null;
+}
+
+export function isUuid(text: string): boolean {
+  return typeof text === 'string' && UUID.test(text);
+}
+
+export function isUri(text: string): boolean {
+  return typeof text === 'string' && URI.test(text);
+}
