@@ -8,6 +8,7 @@ import type { PlatformContext } from './context.js';
 import { type EmbeddedDatabase, startEmbeddedPostgres } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
 import { createPool, type Db } from './db/pool.js';
+import { type DevicesHttpsOptions, devicesHttpsOptions } from './devices/tls.js';
 import { FEATURES, type Feature } from './features.js';
 import { createHostServer, type HostName } from './http/server.js';
 
@@ -22,12 +23,24 @@ export interface Servers {
  * Builds the four host servers with every feature's routes, without
  * listening. Tests use this with `inject()`; `startPlatform` listens.
  */
-export async function buildServers(ctx: PlatformContext, features: Feature[] = FEATURES): Promise<Servers> {
+export async function buildServers(
+  ctx: PlatformContext,
+  features: Feature[] = FEATURES,
+  options: { devicesHttps?: DevicesHttpsOptions | null } = {},
+): Promise<Servers> {
   const ready = async () => {
     await ctx.db.query('SELECT 1');
   };
-  const make = (name: HostName) => createHostServer({ name, logger: ctx.log, ready });
-  const servers: Servers = { api: make('api'), agents: make('agents'), devices: make('devices'), verify: make('verify') };
+  // The devices host is HTTPS with client certificates when given its TLS options (src/devices/tls.ts).
+  const https = (name: HostName) =>
+    name === 'devices' && options.devicesHttps ? { https: options.devicesHttps } : {};
+  const make = (name: HostName) => createHostServer({ name, logger: ctx.log, ready, ...https(name) });
+  const servers: Servers = {
+    api: make('api'),
+    agents: make('agents'),
+    devices: make('devices'),
+    verify: make('verify'),
+  };
 
   await servers.api.register(async (publicScope) => {
     for (const f of features) await f.apiPublic?.(publicScope, ctx);
@@ -80,7 +93,7 @@ export async function openDatabase(config: PlatformConfig, log: Logger): Promise
     url = embedded.url;
     log.info({ dir: `${config.dataDir}/pgdata` }, 'embedded PostgreSQL started');
   }
-  const db = createPool(url);
+  const db = createPool(url, { onIdleError: (error) => log.warn({ err: error }, 'idle database connection lost') });
   const close = async () => {
     await db.end();
     await embedded?.stop();
@@ -110,7 +123,9 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
     const testClock = config.testClock ? new TestClock() : null;
     const clock = options.clock ?? testClock ?? systemClock;
     const ctx: PlatformContext = { config, db, clock, testClock, log };
-    const servers = await buildServers(ctx, options.features);
+    const servers = await buildServers(ctx, options.features, {
+      devicesHttps: await devicesHttpsOptions(ctx),
+    });
     cleanup.unshift(async () => {
       await Promise.all(Object.values(servers).map((s: FastifyInstance) => s.close()));
     });
@@ -142,7 +157,8 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
       close: async () => {
         if (closed) return;
         closed = true;
-        for (const step of cleanup) await step().catch((error) => log.error({ err: error }, 'error while closing'));
+        for (const step of cleanup)
+          await step().catch((error) => log.error({ err: error }, 'error while closing'));
       },
     };
   } catch (error) {

@@ -6,12 +6,18 @@ export type DbClient = pg.PoolClient;
 // int8 (bigint) columns come back as strings by default; our counters stay far below 2^53.
 pg.types.setTypeParser(20, (value: string) => Number(value));
 
-export function createPool(url: string, options: { max?: number; applicationName?: string } = {}): Db {
-  return new pg.Pool({
+export function createPool(url: string, options: { max?: number; applicationName?: string; onIdleError?: (error: Error) => void } = {}): Db {
+  const pool = new pg.Pool({
     connectionString: url,
     max: options.max ?? 20,
     application_name: options.applicationName ?? 'ooh-platform',
   });
+  // An idle client whose server went away (restart, shutdown) must not crash the process:
+  // the pool drops it and the next query opens a new connection.
+  pool.on('error', (error) => {
+    options.onIdleError?.(error);
+  });
+  return pool;
 }
 
 /** Runs `work` in one transaction; rolls back on any error and rethrows it. */

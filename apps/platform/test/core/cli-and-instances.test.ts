@@ -120,8 +120,8 @@ describe('platform command line', () => {
     });
     expect(absent.status).toBe(404);
 
-    expect(await a.stop('SIGTERM')).toBe(0);
-    expect(await b.stop('SIGTERM')).toBe(0);
+    expect(await a.stop('SIGTERM'), a.output()).toBe(0);
+    expect(await b.stop('SIGTERM'), b.output()).toBe(0);
   });
 
   test('without DATABASE_URL an embedded PostgreSQL runs in the data directory and stops on SIGTERM', async () => {
@@ -135,11 +135,11 @@ describe('platform command line', () => {
       headers: { authorization: `Bearer ${admin}` },
     });
     expect(res.status).toBe(200);
-    expect(await p.stop('SIGTERM')).toBe(0);
+    expect(await p.stop('SIGTERM'), p.output()).toBe(0);
     // The cluster was stopped cleanly: a second start on the same folder works.
     const again = await spawnPlatform([], { DATA_DIR: dataDir });
     cleanups.push(() => again.stop('SIGKILL'));
     expect((await fetch(`${again.urls.api}/readyz`)).status).toBe(200);
-    expect(await again.stop('SIGTERM')).toBe(0);
+    expect(await again.stop('SIGTERM'), again.output()).toBe(0);
   }, 180_000);
 });
