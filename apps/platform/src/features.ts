@@ -3,6 +3,7 @@ import type { PlatformContext } from './context.js';
 import { categoriesFeature } from './categories/routes.js';
 import { clockFeature } from './clock/routes.js';
 import { cmsFeature } from './cms/routes.js';
+import { devicesFeature } from './devices/routes.js';
 import { identityFeature } from './identity/routes.js';
 import { structuresFeature } from './structures/routes.js';
 import { submissionsFeature } from './submissions/routes.js';
@@ -30,4 +31,5 @@ export const FEATURES: Feature[] = [
   categoriesFeature,
   submissionsFeature,
   clockFeature,
+  devicesFeature,
 ];

@@ -1,0 +1,117 @@
+import { X509Certificate } from 'node:crypto';
+import { TLSSocket } from 'node:tls';
+import { readCertificate, sha256Hex, verifyChain } from '@ooh/crypto';
+import type { FastifyRequest } from 'fastify';
+import type { PlatformContext } from '../context.js';
+import { ProblemError } from '../http/problem.js';
+import { deviceCaFor } from './ca.js';
+import { certificateBySerial, findDevice, markFirstUse } from './repository.js';
+import { deviceIdentitySettings, normaliseAddress } from './settings.js';
+import { certificateState } from './state.js';
+
+export interface DeviceIdentity {
+  deviceId: string;
+  /** Lowercase hex serial of the client certificate that authenticated the request. */
+  certificateSerial: string;
+}
+
+const unauthorized = (detail: string) => new ProblemError('device_unauthorized', detail);
+
+/**
+ * The client certificate's DER. Direct TLS: the peer certificate, which TLS has already chained to the device
+ * CA (against the machine clock). Behind a TLS-terminating proxy: the configured header, believed only on
+ * connections from a configured proxy address and chained to the device CA here again; from anyone else the
+ * header is removed and ignored.
+ */
+async function presentedCertificate(ctx: PlatformContext, request: FastifyRequest): Promise<Buffer> {
+  const settings = deviceIdentitySettings(ctx);
+  if (settings.termination === 'proxy' && settings.clientCertHeader) {
+    const header = request.headers[settings.clientCertHeader];
+    delete request.headers[settings.clientCertHeader];
+    const from = normaliseAddress(request.socket.remoteAddress ?? '');
+    if (!settings.trustedProxies.includes(from)) throw unauthorized('a client certificate is required');
+    if (typeof header !== 'string' || header.trim() === '')
+      throw unauthorized('a client certificate is required');
+    let der: Buffer;
+    try {
+      const text = header.includes('%') ? decodeURIComponent(header) : header;
+      der = Buffer.from(new X509Certificate(readCertificate(text.trim()).pem).raw);
+    } catch (cause) {
+      throw new ProblemError(
+        'device_unauthorized',
+        'the client certificate passed by the proxy is unreadable',
+        {
+          cause,
+        },
+      );
+    }
+    const ca = await deviceCaFor(ctx);
+    const leafPem = new X509Certificate(der).toString();
+    const chain = await verifyChain({
+      leafPem,
+      intermediatesPem: ca.trustPems.slice(0, -1),
+      rootsPem: [ca.rootPem],
+      at: ctx.clock.now(),
+    });
+    if (!chain.ok) throw unauthorized('the client certificate does not chain to the device CA');
+    return der;
+  }
+  const socket = request.raw.socket;
+  // TLS with rejectUnauthorized already refused anything else; this is the belt to those braces.
+  if (!(socket instanceof TLSSocket) || socket.authorized !== true) {
+    throw unauthorized('a client certificate issued by the device CA is required');
+  }
+  const peer = socket.getPeerCertificate();
+  if (!peer || !Buffer.isBuffer(peer.raw) || peer.raw.length === 0) {
+    throw unauthorized('a client certificate issued by the device CA is required');
+  }
+  return peer.raw;
+}
+
+/**
+ * Which device a request comes from, by its client certificate (DESIGN.md §3): the device's newest certificate
+ * is accepted; the one it replaced until its old_valid_until (spec "Certificate rule": "the old certificate
+ * stays accepted until old_valid_until (24 hours)"); a superseded certificate, a revoked device, an unknown
+ * serial or a certificate outside its dates at ctx.clock are 401 device_unauthorized. Marks the first use of a
+ * certificate.
+ */
+export async function deviceFromClientCertificate(
+  ctx: PlatformContext,
+  request: FastifyRequest,
+): Promise<DeviceIdentity> {
+  const der = await presentedCertificate(ctx, request);
+  let serial: string;
+  try {
+    serial = readCertificate(der).serialHex;
+  } catch (cause) {
+    throw new ProblemError('device_unauthorized', 'the client certificate is unreadable', { cause });
+  }
+  const certificate = await certificateBySerial(ctx.db, serial);
+  // The serial names the certificate; the digest makes sure it is that very certificate.
+  if (!certificate || certificate.certificate_sha256 !== sha256Hex(der)) {
+    throw unauthorized(`certificate ${serial} was not issued to any device`);
+  }
+  const device = await findDevice(ctx.db, certificate.device_id);
+  if (!device) throw unauthorized(`certificate ${serial} was not issued to any device`);
+  const now = ctx.clock.now();
+  const state = certificateState(certificate, device.revoked_at, now);
+  switch (state) {
+    case 'revoked':
+      throw unauthorized(`device ${device.id} is revoked`);
+    case 'superseded':
+      throw unauthorized(
+        `certificate ${serial} was replaced and is no longer accepted` +
+          (certificate.old_valid_until ? ` (since ${certificate.old_valid_until.toISOString()})` : ''),
+      );
+    case 'current':
+    case 'previous-until':
+      break;
+  }
+  if (now < certificate.not_before || now >= certificate.not_after) {
+    throw unauthorized(
+      `certificate ${serial} is not valid at ${now.toISOString()}; the device must be re-enrolled`,
+    );
+  }
+  if (certificate.first_used_at === null) await markFirstUse(ctx.db, serial, now);
+  return { deviceId: device.id, certificateSerial: serial };
+}

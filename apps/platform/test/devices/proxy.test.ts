@@ -1,0 +1,142 @@
+import { createRootCa, generateEs256KeyPair, issueCertificate, randomSerialHex } from '@ooh/crypto';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { DeviceSettingsError, loadDeviceIdentitySettings } from '../../src/devices/settings.js';
+import { DAY_MS, type DevicesTestPlatform, enrolDevice, realNow, startDevicesPlatform } from './helpers.js';
+
+const PROXY_ENV = {
+  DEVICES_TLS_TERMINATION: 'proxy',
+  DEVICES_CLIENT_CERT_HEADER: 'X-Client-Cert',
+  DEVICES_TRUSTED_PROXIES: '10.1.2.3, ::ffff:10.1.2.4',
+};
+
+describe('behind a TLS-terminating proxy', () => {
+  let p: DevicesTestPlatform;
+  let T0: Date;
+  beforeAll(async () => {
+    T0 = realNow();
+    p = await startDevicesPlatform({ now: T0, env: PROXY_ENV });
+  });
+  afterAll(async () => {
+    await p?.close();
+  });
+
+  const whoamiVia = (remoteAddress: string, certificate?: string) =>
+    p.servers.devices.inject({
+      method: 'GET',
+      url: '/d/v1/whoami',
+      remoteAddress,
+      headers: certificate === undefined ? {} : { 'x-client-cert': certificate },
+    });
+
+  test("the listener is plain HTTP: TLS is the proxy's", () => {
+    expect(p.devicesUrl.startsWith('http://')).toBe(true);
+  });
+
+  test('a trusted proxy passes the certificate (nginx $ssl_client_escaped_cert, PEM or base64 DER)', async () => {
+    const device = await enrolDevice(p);
+    const escaped = encodeURIComponent(device.certPem);
+    for (const [from, form] of [
+      ['10.1.2.3', escaped],
+      ['10.1.2.4', escaped],
+      ['::ffff:10.1.2.3', device.certPem.replace(/-----[A-Z ]+-----|\s/g, '')],
+    ] as const) {
+      const res = await whoamiVia(from, form);
+      expect(res.statusCode, `${from}: ${res.body}`).toBe(200);
+      expect(res.json()).toMatchObject({ device_id: device.id });
+    }
+  });
+
+  test('the header from anyone else is ignored: 401', async () => {
+    const device = await enrolDevice(p);
+    const res = await whoamiVia('10.9.9.9', encodeURIComponent(device.certPem));
+    expect(res.statusCode).toBe(401);
+    expect(res.json<{ code: string }>().code).toBe('device_unauthorized');
+    expect((await whoamiVia('127.0.0.1', encodeURIComponent(device.certPem))).statusCode).toBe(401);
+  });
+
+  test('from a trusted proxy: no header, garbage, or a certificate of another CA: 401', async () => {
+    expect((await whoamiVia('10.1.2.3')).statusCode).toBe(401);
+    expect((await whoamiVia('10.1.2.3', 'garbage')).statusCode).toBe(401);
+    const root = generateEs256KeyPair();
+    const rootPem = await createRootCa({
+      subject: 'CN=Other',
+      keyPair: root,
+      notBefore: new Date(T0.getTime() - DAY_MS),
+      notAfter: new Date(T0.getTime() + DAY_MS),
+    });
+    const key = generateEs256KeyPair();
+    const foreign = await issueCertificate({
+      subject: 'CN=x',
+      publicKey: key.publicKey,
+      issuerCertificatePem: rootPem,
+      issuerKey: root.privateKey,
+      notBefore: new Date(T0.getTime() - DAY_MS),
+      notAfter: new Date(T0.getTime() + DAY_MS),
+      serialHex: randomSerialHex(),
+      usage: 'client',
+    });
+    const res = await whoamiVia('10.1.2.3', encodeURIComponent(foreign));
+    expect(res.statusCode).toBe(401);
+    expect(res.json<{ code: string }>().code).toBe('device_unauthorized');
+  });
+});
+
+describe('device identity settings', () => {
+  test('defaults: direct TLS, generated CA in the data directory', () => {
+    const s = loadDeviceIdentitySettings(
+      { dataDir: '/srv/data', publicDevicesUrl: 'https://devices.example.kz:8443' },
+      {},
+    );
+    expect(s).toEqual({
+      dir: '/srv/data/device-ca',
+      ca: null,
+      tls: null,
+      termination: 'direct',
+      clientCertHeader: null,
+      trustedProxies: [],
+      serverNames: ['devices.example.kz'],
+    });
+  });
+
+  test('configured paths are taken as given', () => {
+    const s = loadDeviceIdentitySettings(
+      { dataDir: '/srv/data' },
+      {
+        DEVICE_CA_CERT: '/run/secrets/ca.pem',
+        DEVICE_CA_KEY: '/run/secrets/ca.key',
+        DEVICE_CA_CHAIN: '/run/secrets/chain.pem',
+        DEVICES_TLS_CERT: '/run/secrets/tls.pem',
+        DEVICES_TLS_KEY: '/run/secrets/tls.key',
+      },
+    );
+    expect(s.ca).toEqual({
+      certPath: '/run/secrets/ca.pem',
+      keyPath: '/run/secrets/ca.key',
+      chainPath: '/run/secrets/chain.pem',
+    });
+    expect(s.tls).toEqual({ certPath: '/run/secrets/tls.pem', keyPath: '/run/secrets/tls.key' });
+  });
+
+  test('incomplete or wrong settings are refused, each named', () => {
+    const problems = (env: NodeJS.ProcessEnv) => {
+      try {
+        loadDeviceIdentitySettings({ dataDir: '/d' }, env);
+      } catch (error) {
+        expect(error).toBeInstanceOf(DeviceSettingsError);
+        return (error as DeviceSettingsError).problems;
+      }
+      return [];
+    };
+    expect(problems({ DEVICE_CA_CERT: '/x' })).toHaveLength(1);
+    expect(problems({ DEVICES_TLS_KEY: '/x' })).toHaveLength(1);
+    expect(problems({ DEVICES_TLS_TERMINATION: 'none' })).toHaveLength(1);
+    expect(problems({ DEVICES_TLS_TERMINATION: 'proxy' })).toHaveLength(2);
+    expect(
+      problems({
+        DEVICES_TLS_TERMINATION: 'proxy',
+        DEVICES_CLIENT_CERT_HEADER: 'x-cert',
+        DEVICES_TRUSTED_PROXIES: 'proxy.local',
+      }),
+    ).toHaveLength(1);
+  });
+});

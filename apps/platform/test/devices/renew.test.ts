@@ -1,0 +1,438 @@
+import { X509Certificate } from 'node:crypto';
+import {
+  base64Encode,
+  createCsr,
+  es256Sign,
+  exportPrivateKeyPem,
+  exportPublicKeySpki,
+  generateEs256KeyPair,
+  publicKeyFingerprint,
+  readCertificate,
+} from '@ooh/crypto';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { apiCall } from '../support/platform.js';
+import {
+  chainParts,
+  csrFor,
+  DAY_MS,
+  type DevicesTestPlatform,
+  enrolDevice,
+  execFileAsync,
+  expectStatus,
+  HOUR_MS,
+  MINUTE_MS,
+  type RenewBody,
+  realNow,
+  renew,
+  startDevicesPlatform,
+  type TestDevice,
+  tempFiles,
+  whoami,
+} from './helpers.js';
+
+let p: DevicesTestPlatform;
+/** The real time to the minute: the platform clock is moved around it (TLS checks dates on the real clock). */
+let T0: Date;
+const at = (ms: number) => new Date(T0.getTime() + ms);
+
+beforeAll(async () => {
+  T0 = realNow();
+  p = await startDevicesPlatform({ now: T0 });
+});
+afterAll(async () => {
+  await p?.close();
+});
+
+/** A device enrolled `daysAgo` days before T0 (its certificate has 365 - daysAgo days left at T0); clock at T0. */
+async function deviceEnrolled(daysAgo: number): Promise<TestDevice> {
+  p.clock.set(at(-daysAgo * DAY_MS));
+  const device = await enrolDevice(p);
+  p.clock.set(T0);
+  return device;
+}
+
+/** A renewal of `device` with a fresh key; returns the new pair and the answer. */
+async function renewWithNewKey(device: TestDevice, options: { force?: boolean } = {}) {
+  const keyPair = generateEs256KeyPair();
+  const csr = await csrFor(keyPair);
+  const res = await renew(p, { cert: device.certPem, key: device.keyPem, csr, ...options });
+  return { keyPair, keyPem: exportPrivateKeyPem(keyPair.privateKey), csr, res };
+}
+
+async function consoleDevice(id: string) {
+  const res = await apiCall(p.servers.api, p.adminKey, 'GET', `/api/v1/console/devices/${id}`);
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json<{
+    certificates: {
+      serial: string;
+      state: string;
+      old_valid_until: string | null;
+      first_used_at: string | null;
+    }[];
+    keys: { fingerprint: string; accepted_until: string | null }[];
+  }>();
+}
+
+describe('renewal: the happy path', () => {
+  test('a new certificate that openssl verifies; the old one is accepted for 24 hours, then refused', async () => {
+    const device = await deviceEnrolled(310); // 55 days left: due
+    const { keyPair, keyPem, res } = await renewWithNewKey(device);
+    const answer = expectStatus(res, 200).json<RenewBody>();
+
+    // spec rule 3: same device id, validity one year, old_valid_until = now + 24 h.
+    expect(answer.device_id).toBe(device.id);
+    expect(answer.old_valid_until).toBe(at(24 * HOUR_MS).toISOString());
+    expect(answer.not_after).toBe(at(365 * DAY_MS).toISOString());
+    const info = readCertificate(answer.certificate_pem);
+    expect(info.subject).toContain(`CN=${device.id}`);
+    expect(info.notBefore.toISOString()).toBe(at(-5 * MINUTE_MS).toISOString());
+    expect(info.publicKeySpki).toBe(exportPublicKeySpki(keyPair.publicKey));
+
+    // openssl accepts the chain the answer carries.
+    const { intermediates, root } = chainParts(answer.chain_pem);
+    expect(intermediates.length).toBeGreaterThan(0);
+    const files = await tempFiles({
+      'cert.pem': answer.certificate_pem,
+      'untrusted.pem': intermediates.join(''),
+      'root.pem': root,
+    });
+    try {
+      const { stdout } = await execFileAsync('openssl', [
+        'verify',
+        '-purpose',
+        'sslclient',
+        '-CAfile',
+        files.paths['root.pem']!,
+        '-untrusted',
+        files.paths['untrusted.pem']!,
+        files.paths['cert.pem']!,
+      ]);
+      expect(stdout.trim()).toBe(`${files.paths['cert.pem']}: OK`);
+    } finally {
+      await files.cleanup();
+    }
+    expect(root.trim()).toBe(p.ca.rootPem.trim());
+
+    // The new certificate authenticates.
+    const asNew = expectStatus(await whoami(p, answer.certificate_pem, keyPem), 200).json();
+    expect(asNew).toMatchObject({
+      device_id: device.id,
+      certificate_serial: info.serialHex,
+      certificate_state: 'current',
+    });
+
+    // The old one: accepted at +23 h 59 min, refused at +24 h 01 min.
+    p.clock.set(at(24 * HOUR_MS - MINUTE_MS));
+    const old = expectStatus(await whoami(p, device.certPem, device.keyPem), 200).json();
+    expect(old).toMatchObject({
+      certificate_state: 'previous-until',
+      old_valid_until: answer.old_valid_until,
+    });
+    p.clock.set(at(24 * HOUR_MS + MINUTE_MS));
+    expectStatus(await whoami(p, device.certPem, device.keyPem), 401, 'device_unauthorized');
+    expectStatus(await whoami(p, answer.certificate_pem, keyPem), 200);
+
+    // device_keys, the interface with proof of play: the old key until old_valid_until, the new one open.
+    const view = await consoleDevice(device.id);
+    const oldKey = view.keys.find((k) => k.fingerprint === publicKeyFingerprint(device.keyPair.publicKey));
+    const newKey = view.keys.find((k) => k.fingerprint === publicKeyFingerprint(keyPair.publicKey));
+    expect(oldKey?.accepted_until).toBe(answer.old_valid_until);
+    expect(newKey?.accepted_until).toBeNull();
+    expect(view.certificates.map((c) => c.state)).toEqual(['current', 'superseded']);
+    p.clock.set(T0);
+  });
+
+  test('the CSR may be base64 of DER; exactly 60 days left is due', async () => {
+    const device = await deviceEnrolled(305); // exactly 60 days left at T0
+    const keyPair = generateEs256KeyPair();
+    const pem = await csrFor(keyPair);
+    const der = base64Encode(new Uint8Array(Buffer.from(pem.replace(/-----[A-Z ]+-----|\s/g, ''), 'base64')));
+    const res = await renew(p, { cert: device.certPem, key: device.keyPem, csr: der });
+    expect(readCertificate(expectStatus(res, 200).json<RenewBody>().certificate_pem).publicKeySpki).toBe(
+      exportPublicKeySpki(keyPair.publicKey),
+    );
+  });
+
+  test('only the new certificate may renew afterwards', async () => {
+    const device = await deviceEnrolled(310);
+    const first = await renewWithNewKey(device);
+    const answer = expectStatus(first.res, 200).json<RenewBody>();
+    const renewed: TestDevice = {
+      ...device,
+      certPem: answer.certificate_pem,
+      keyPem: first.keyPem,
+      keyPair: first.keyPair,
+    };
+    // The old certificate, with another CSR: refused.
+    const fromOld = await renewWithNewKey(device);
+    expect(expectStatus(fromOld.res, 409, 'renewal_refused').json<{ detail: string }>().detail).toMatch(
+      /^not_newest/,
+    );
+    // The new certificate renews (with force, since it has a year left, after a grant).
+    const grant = await apiCall(
+      p.servers.api,
+      p.adminKey,
+      'POST',
+      `/api/v1/console/devices/${device.id}/allow-force-renewal`,
+    );
+    expect(grant.statusCode).toBe(200);
+    const second = await renewWithNewKey(renewed, { force: true });
+    expectStatus(second.res, 200);
+  });
+});
+
+describe('renewal: refusals', () => {
+  test('a revoked device: 401 device_unauthorized', async () => {
+    const device = await deviceEnrolled(310);
+    const revoked = await apiCall(
+      p.servers.api,
+      p.adminKey,
+      'POST',
+      `/api/v1/console/devices/${device.id}/revoke`,
+    );
+    expect(revoked.statusCode).toBe(200);
+    expectStatus((await renewWithNewKey(device)).res, 401, 'device_unauthorized');
+  });
+
+  test('a superseded certificate: 409 within its 24 hours (not the newest), 401 after', async () => {
+    const device = await deviceEnrolled(310);
+    expectStatus((await renewWithNewKey(device)).res, 200);
+    const within = (await renewWithNewKey(device)).res;
+    expect(expectStatus(within, 409, 'renewal_refused').json<{ detail: string }>().detail).toMatch(
+      /^not_newest/,
+    );
+    p.clock.set(at(24 * HOUR_MS + MINUTE_MS));
+    expectStatus((await renewWithNewKey(device)).res, 401, 'device_unauthorized');
+    p.clock.set(T0);
+  });
+
+  test('an unchanged key: 409 renewal_refused', async () => {
+    const device = await deviceEnrolled(310);
+    const res = await renew(p, {
+      cert: device.certPem,
+      key: device.keyPem,
+      csr: await csrFor(device.keyPair),
+    });
+    expect(expectStatus(res, 409, 'renewal_refused').json<{ detail: string }>().detail).toMatch(
+      /^unchanged_key/,
+    );
+  });
+
+  test('a key held by another device: 409 renewal_refused', async () => {
+    const device = await deviceEnrolled(310);
+    const other = await deviceEnrolled(10);
+    const res = await renew(p, {
+      cert: device.certPem,
+      key: device.keyPem,
+      csr: await csrFor(other.keyPair),
+    });
+    expect(expectStatus(res, 409, 'renewal_refused').json<{ detail: string }>().detail).toMatch(/^key_held/);
+  });
+
+  test('61 days left without force: 409; with force but no grant: 409; with a live grant: 200', async () => {
+    const device = await deviceEnrolled(304); // 61 days left
+    const notDue = (await renewWithNewKey(device)).res;
+    expect(expectStatus(notDue, 409, 'renewal_refused').json<{ detail: string }>().detail).toMatch(
+      /^not_due/,
+    );
+    const noGrant = (await renewWithNewKey(device, { force: true })).res;
+    expect(expectStatus(noGrant, 409, 'renewal_refused').json<{ detail: string }>().detail).toMatch(
+      /^force_not_allowed/,
+    );
+
+    p.clock.set(at(-23 * HOUR_MS - 59 * MINUTE_MS));
+    const grant = await apiCall(
+      p.servers.api,
+      p.adminKey,
+      'POST',
+      `/api/v1/console/devices/${device.id}/allow-force-renewal`,
+    );
+    expect(grant.json()).toEqual({ device_id: device.id, until: at(MINUTE_MS).toISOString() });
+    p.clock.set(T0);
+    // A grant does not make force optional.
+    expect(expectStatus((await renewWithNewKey(device)).res, 409).json<{ detail: string }>().detail).toMatch(
+      /^not_due/,
+    );
+    expectStatus((await renewWithNewKey(device, { force: true })).res, 200);
+  });
+
+  test('force outside the 24-hour grant: 409 renewal_refused', async () => {
+    const device = await deviceEnrolled(304);
+    p.clock.set(at(-24 * HOUR_MS - MINUTE_MS));
+    const grant = await apiCall(
+      p.servers.api,
+      p.adminKey,
+      'POST',
+      `/api/v1/console/devices/${device.id}/allow-force-renewal`,
+    );
+    expect(grant.statusCode).toBe(200);
+    p.clock.set(T0);
+    const res = (await renewWithNewKey(device, { force: true })).res;
+    expect(expectStatus(res, 409, 'renewal_refused').json<{ detail: string }>().detail).toMatch(
+      /^force_not_allowed/,
+    );
+  });
+
+  test('a CSR whose key was swapped after signing: 422', async () => {
+    const device = await deviceEnrolled(310);
+    const signer = generateEs256KeyPair();
+    const swapped = generateEs256KeyPair();
+    const der = Buffer.from((await csrFor(signer)).replace(/-----[A-Z ]+-----|\s/g, ''), 'base64');
+    const signerSpki = Buffer.from(exportPublicKeySpki(signer.publicKey), 'base64');
+    const swappedSpki = Buffer.from(exportPublicKeySpki(swapped.publicKey), 'base64');
+    const offset = der.indexOf(signerSpki);
+    expect(offset).toBeGreaterThan(0);
+    swappedSpki.copy(der, offset);
+    const res = await renew(p, { cert: device.certPem, key: device.keyPem, csr: der.toString('base64') });
+    const problem = expectStatus(res, 422, 'validation_failed').json<{
+      errors: { path: string; code: string }[];
+    }>();
+    expect(problem.errors).toEqual([expect.objectContaining({ path: '/csr', code: 'bad_signature' })]);
+  });
+
+  test('a CSR for a P-384 key, or no CSR at all: 422', async () => {
+    const device = await deviceEnrolled(310);
+    const files = await tempFiles({});
+    try {
+      await execFileAsync('openssl', [
+        'ecparam',
+        '-name',
+        'secp384r1',
+        '-genkey',
+        '-noout',
+        '-out',
+        `${files.dir}/k.pem`,
+      ]);
+      const { stdout: csr } = await execFileAsync('openssl', [
+        'req',
+        '-new',
+        '-key',
+        `${files.dir}/k.pem`,
+        '-subj',
+        '/CN=x',
+      ]);
+      const res = await renew(p, { cert: device.certPem, key: device.keyPem, csr });
+      const problem = expectStatus(res, 422, 'validation_failed').json<{ errors: { code: string }[] }>();
+      expect(problem.errors[0]?.code).toBe('unsupported_algorithm');
+    } finally {
+      await files.cleanup();
+    }
+    const garbage = await renew(p, {
+      cert: device.certPem,
+      key: device.keyPem,
+      csr: 'not a certificate request',
+    });
+    expect(
+      expectStatus(garbage, 422, 'validation_failed').json<{ errors: { code: string }[] }>().errors[0]?.code,
+    ).toBe('invalid_csr');
+  });
+
+  test('a missing, malformed or wrong body signature, or one by the wrong key: 401 bad_signature', async () => {
+    const device = await deviceEnrolled(310);
+    const csr = await csrFor(generateEs256KeyPair());
+    const missing = await renew(p, { cert: device.certPem, key: device.keyPem, csr, signWith: null });
+    expectStatus(missing, 401, 'bad_signature');
+    const malformed = await renew(p, { cert: device.certPem, key: device.keyPem, csr, signature: 'abc' });
+    expectStatus(malformed, 401, 'bad_signature');
+    // Signed by the right key, over other bytes.
+    const otherBytes = es256Sign(
+      device.keyPair.privateKey,
+      new TextEncoder().encode('{"csr":"something else"}'),
+    );
+    expectStatus(
+      await renew(p, { cert: device.certPem, key: device.keyPem, csr, signature: otherBytes }),
+      401,
+      'bad_signature',
+    );
+    // Signed by another key: a stranger's, or another device's.
+    const stranger = generateEs256KeyPair().privateKey;
+    expectStatus(
+      await renew(p, { cert: device.certPem, key: device.keyPem, csr, signWith: stranger }),
+      401,
+      'bad_signature',
+    );
+    const other = await deviceEnrolled(310);
+    const byOther = await renew(p, {
+      cert: device.certPem,
+      key: device.keyPem,
+      csr,
+      signWith: other.keyPair.privateKey,
+    });
+    expectStatus(byOther, 401, 'bad_signature');
+    // Nothing was renewed.
+    expect((await consoleDevice(device.id)).certificates).toHaveLength(1);
+  });
+});
+
+describe('renewal: a lost answer', () => {
+  test('the same CSR again from the old certificate gets the certificate already issued', async () => {
+    const device = await deviceEnrolled(310);
+    const first = await renewWithNewKey(device);
+    const issued = expectStatus(first.res, 200).json<RenewBody>();
+    // The answer was lost: later, the player sends the same CSR again (in the other encoding, even).
+    p.clock.set(at(2 * HOUR_MS));
+    const der = first.csr.replace(/-----[A-Z ]+-----|\s/g, '');
+    const again = expectStatus(
+      await renew(p, { cert: device.certPem, key: device.keyPem, csr: der }),
+      200,
+    ).json<RenewBody>();
+    expect(again).toEqual(issued);
+    expect(new X509Certificate(again.certificate_pem).serialNumber).toBe(
+      new X509Certificate(issued.certificate_pem).serialNumber,
+    );
+    // Any other CSR from the old certificate is refused.
+    const other = (await renewWithNewKey(device)).res;
+    expect(expectStatus(other, 409, 'renewal_refused').json<{ detail: string }>().detail).toMatch(
+      /^not_newest/,
+    );
+    expect((await consoleDevice(device.id)).certificates).toHaveLength(2);
+    p.clock.set(T0);
+  });
+
+  test('once the new certificate has been used, the same CSR is refused', async () => {
+    const device = await deviceEnrolled(310);
+    const first = await renewWithNewKey(device);
+    const issued = expectStatus(first.res, 200).json<RenewBody>();
+    expectStatus(await whoami(p, issued.certificate_pem, first.keyPem), 200);
+    const view = await consoleDevice(device.id);
+    expect(view.certificates[0]?.first_used_at).toBe(T0.toISOString());
+    const again = await renew(p, { cert: device.certPem, key: device.keyPem, csr: first.csr });
+    expect(expectStatus(again, 409, 'renewal_refused').json<{ detail: string }>().detail).toMatch(
+      /^not_newest/,
+    );
+  });
+});
+
+describe('renewal: concurrent requests', () => {
+  test('the same CSR twice at once: one certificate, both answered with it', async () => {
+    const device = await deviceEnrolled(310);
+    const csr = await csrFor(generateEs256KeyPair());
+    const [a, b] = await Promise.all([
+      renew(p, { cert: device.certPem, key: device.keyPem, csr }),
+      renew(p, { cert: device.certPem, key: device.keyPem, csr }),
+    ]);
+    expect(expectStatus(a, 200).json<RenewBody>()).toEqual(expectStatus(b, 200).json<RenewBody>());
+    expect((await consoleDevice(device.id)).certificates).toHaveLength(2);
+  });
+
+  test('two different CSRs at once: one renewal, one refusal', async () => {
+    const device = await deviceEnrolled(310);
+    const results = await Promise.all([renewWithNewKey(device), renewWithNewKey(device)]);
+    const statuses = results.map((r) => r.res.status).sort();
+    expect(statuses).toEqual([200, 409]);
+    expect((await consoleDevice(device.id)).certificates).toHaveLength(2);
+  });
+});
+
+describe('createCsr subjects do not matter', () => {
+  test('the certificate names the device id whatever the CSR subject says', async () => {
+    const device = await deviceEnrolled(310);
+    const keyPair = generateEs256KeyPair();
+    const csr = await createCsr({ subject: 'CN=00000000-0000-4000-8000-000000000000', keyPair });
+    const answer = expectStatus(
+      await renew(p, { cert: device.certPem, key: device.keyPem, csr }),
+      200,
+    ).json<RenewBody>();
+    expect(readCertificate(answer.certificate_pem).subject).toContain(`CN=${device.id}`);
+  });
+});
