@@ -1,0 +1,413 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { splitPemChain } from '@ooh/crypto';
+import { LIMITS } from '@ooh/protocol';
+import type { Dispatcher } from 'undici';
+import { CorrectedClock, realSleep, type Sleep } from './clock.js';
+import type { AgentConfig } from './config/config.js';
+import { AgentError } from './errors.js';
+import { createBoardHardware, type Hardware } from './hardware/hardware.js';
+import { FileCredentials } from './identity/file-credentials.js';
+import { AgentState } from './log/agent-state.js';
+import { type Database, openAgentDatabase } from './log/database.js';
+import { PlayLog } from './log/play-log.js';
+import { jsonLogger, type Logger } from './logger.js';
+import { MediaLibrary } from './media/library.js';
+import { RevocationStore } from './media/revocations.js';
+import { createHttpClient, type HttpClient } from './net/http-client.js';
+import type { Display } from './playback/display.js';
+import { type DisplayMode, ModeTracker } from './playback/mode.js';
+import { PlaybackScheduler } from './playback/scheduler.js';
+import { type RenewalCheck, RenewalManager } from './renewal/renewal.js';
+import { BatchStore } from './shipping/batch-store.js';
+import { type ShippingAlert, Shipper, type ShippingStatus } from './shipping/shipper.js';
+
+const CLOCK_OFFSET_KEY = 'clock.offset_ms';
+
+export interface AgentOptions {
+  config: AgentConfig;
+  /** Default: the board named in the config (the stub that reads nothing when none is named). */
+  hardware?: Hardware;
+  /** The screen. Without one the agent verifies media, ships and renews, but plays nothing. */
+  display?: Display;
+  /** An undici dispatcher for every HTTP call (tests, simulators). */
+  dispatcher?: Dispatcher;
+  logger?: Logger;
+  random?: () => number;
+  sleep?: Sleep;
+}
+
+export interface CertificateStatus {
+  serial: string;
+  not_after: string;
+  days_left: number;
+  state: 'valid' | 'renewal_due' | 'expired' | 'not_yet_valid';
+}
+
+export interface AgentStatus {
+  device_id: string | null;
+  structure: string;
+  identity: {
+    public_key_spki: string;
+    public_key_sha256: string;
+    certificate: CertificateStatus | null;
+    renewal: {
+      state: string;
+      last_check: RenewalCheck | null;
+      next_certificate_not_after: string | null;
+    } | null;
+  };
+  queue: { depth: number; last_seq: number; unbatched: number };
+  shipping: ShippingStatus;
+  clock: { offset_ms: number };
+  mode: DisplayMode;
+  media: { playable: number; refused: number; waiting: number } | null;
+  revocation_list_version: number | null;
+}
+
+/**
+ * The agent core, wired together. No process-global state: a simulator may run many agents in one process,
+ * each with its own config, data directory, hardware and display.
+ */
+export class AgentCore {
+  readonly db: Database;
+  readonly log: PlayLog;
+  readonly state: AgentState;
+  readonly batches: BatchStore;
+  readonly clock: CorrectedClock;
+  readonly credentials: FileCredentials;
+  readonly http: HttpClient;
+  readonly revocations: RevocationStore;
+  readonly library: MediaLibrary;
+  readonly modes: ModeTracker;
+  readonly shipper: Shipper;
+  readonly renewal: RenewalManager;
+  readonly scheduler: PlaybackScheduler | null;
+  readonly hardware: Hardware;
+  private readonly logger: Logger;
+  private readonly sleep: Sleep;
+  private controller: AbortController | null = null;
+  private tasks: Promise<void>[] = [];
+  private unsubscribe: (() => void)[] = [];
+
+  constructor(private readonly options: AgentOptions) {
+    const { config } = options;
+    if (!config.deviceId) {
+      throw new AgentError(
+        'config_invalid',
+        'device_id is not set: enter the id the console gave at enrolment',
+      );
+    }
+    this.logger = options.logger ?? jsonLogger();
+    this.sleep = options.sleep ?? realSleep;
+    this.hardware = options.hardware ?? createBoardHardware(config.board ?? undefined);
+    this.credentials = FileCredentials.load({
+      keyFile: config.keyFile,
+      certificateFile: config.certificateFile,
+      caChainFile: config.caChainFile,
+      dataDir: config.dataDir,
+    });
+    this.db = openAgentDatabase(join(config.dataDir, 'agent.sqlite'));
+    this.log = new PlayLog(this.db);
+    this.state = new AgentState(this.db);
+    this.batches = new BatchStore(this.db);
+    this.clock = new CorrectedClock(
+      this.hardware.clock,
+      config.maxClockCorrectionMs,
+      this.state.get<number>(CLOCK_OFFSET_KEY) ?? 0,
+      (offset) => this.state.set(CLOCK_OFFSET_KEY, offset),
+    );
+    const authorityRoots = splitPemChain(readFileSync(config.authorityRootFile, 'utf8'));
+    this.http = createHttpClient({
+      ...(config.serverCaFile ? { serverCaPem: readFileSync(config.serverCaFile, 'utf8') } : {}),
+      ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
+    });
+    this.revocations = new RevocationStore({
+      cachePath: join(config.dataDir, 'revocations.json'),
+      trustedRootsPem: authorityRoots,
+      clock: this.clock,
+      logger: this.logger,
+      http: this.http,
+      verifyUrl: config.verifyUrl,
+    });
+    this.library = new MediaLibrary({
+      mediaDir: config.mediaDir,
+      structure: config.structure,
+      trustedRootsPem: authorityRoots,
+      revocations: this.revocations,
+      clock: this.clock,
+      log: this.log,
+      logger: this.logger,
+      stabilityMs: config.mediaStabilityMs,
+      sidecarGraceMs: config.sidecarGraceMs,
+    });
+    this.modes = new ModeTracker({
+      log: this.log,
+      state: this.state,
+      clock: this.clock,
+      logger: this.logger,
+      offlineAfterMs: config.offlineAfterMs,
+    });
+    this.shipper = new Shipper({
+      batches: this.batches,
+      state: this.state,
+      http: this.http,
+      credentials: this.credentials,
+      clock: this.clock,
+      deviceId: config.deviceId,
+      agentsUrl: config.agentsUrl,
+      devicesUrl: config.devicesUrl,
+      backoff: { baseMs: config.shipping.backoffBaseMs, capMs: config.shipping.backoffCapMs },
+      minIntervalMs: config.shipping.minIntervalMs,
+      idleIntervalMs: config.shipping.idleIntervalMs,
+      logger: this.logger,
+      sleep: this.sleep,
+      ...(options.random ? { random: options.random } : {}),
+      onReachability: (reachable) => {
+        this.modes.setReachable(reachable);
+        this.scheduler?.refreshMode();
+      },
+    });
+    this.renewal = new RenewalManager({
+      credentials: this.credentials,
+      http: this.http,
+      devicesUrl: config.devicesUrl,
+      deviceId: config.deviceId,
+      clock: this.clock,
+      state: this.state,
+      logger: this.logger,
+      checkEveryMs: config.renewalCheckMs,
+      sleep: this.sleep,
+      ...(options.random ? { random: options.random } : {}),
+    });
+    this.scheduler = options.display
+      ? new PlaybackScheduler({
+          library: this.library,
+          display: options.display,
+          hardware: this.hardware,
+          log: this.log,
+          modes: this.modes,
+          clock: this.clock,
+          structure: config.structure,
+          imageDurationMs: config.imageDurationMs,
+          logger: this.logger,
+          sleep: this.sleep,
+        })
+      : null;
+  }
+
+  get running(): boolean {
+    return this.controller !== null;
+  }
+
+  async start(): Promise<void> {
+    if (this.controller) return;
+    const controller = new AbortController();
+    this.controller = controller;
+    const { signal } = controller;
+    const config = this.options.config;
+
+    await this.revocations.loadCache();
+    await this.library.start();
+    this.unsubscribe.push(
+      this.revocations.onChange(() => void this.library.reevaluateAll()),
+      // spec record kinds: a `tamper` record for each change of the tamper switch.
+      this.hardware.onTamperChange((tamperState) => {
+        this.log.appendStatus({ kind: 'tamper', at: this.clock.now(), detail: { state: tamperState } });
+        this.logger.warn({ state: tamperState }, 'tamper switch changed');
+        this.shipper.wake();
+      }),
+    );
+    if (!this.scheduler) this.logger.warn({}, 'no display attached: media are verified but nothing plays');
+
+    const task = (name: string, work: () => Promise<void>) => {
+      this.tasks.push(
+        work().catch((error: unknown) => this.logger.error({ err: error, task: name }, 'agent task stopped')),
+      );
+    };
+    task('shipping', () => this.shipper.run(signal));
+    task('renewal', () => this.renewal.run(signal));
+    task('revocations', () =>
+      this.every(config.revocationRefreshMs, signal, async () => {
+        await this.revocations.refresh();
+      }),
+    );
+    task('media-recheck', () =>
+      // Dates roll over at Almaty midnight and approvals expire: look again regularly.
+      this.every(config.mediaRecheckMs, signal, () => this.library.reevaluateAll(), false),
+    );
+    if (this.scheduler) {
+      const scheduler = this.scheduler;
+      task('playback', () => scheduler.run(signal));
+    }
+  }
+
+  async stop(): Promise<void> {
+    const controller = this.controller;
+    if (!controller) return;
+    controller.abort();
+    await Promise.all(this.tasks);
+    this.tasks = [];
+    for (const off of this.unsubscribe.splice(0)) off();
+    await this.library.stop();
+    this.controller = null;
+  }
+
+  /** Stops (if running) and releases the database and connections. */
+  async close(): Promise<void> {
+    await this.stop();
+    await this.http.close();
+    await this.hardware.close?.();
+    this.db.close();
+  }
+
+  status(): AgentStatus {
+    return buildStatus({
+      config: this.options.config,
+      credentials: this.credentials,
+      log: this.log,
+      shipping: this.shipper.status(),
+      clockOffsetMs: this.clock.offset,
+      now: this.clock.now(),
+      mode: this.modes.current,
+      library: this.library,
+      revocationVersion: this.revocations.version,
+      lastRenewalCheck: this.renewal.last,
+    });
+  }
+
+  private async every(
+    intervalMs: number,
+    signal: AbortSignal,
+    work: () => Promise<void>,
+    immediately = true,
+  ): Promise<void> {
+    if (!immediately) await this.sleep(intervalMs, signal);
+    while (!signal.aborted) {
+      try {
+        await work();
+      } catch (error) {
+        this.logger.warn({ err: error }, 'periodic task failed');
+      }
+      await this.sleep(intervalMs, signal);
+    }
+  }
+}
+
+export async function createAgent(options: AgentOptions): Promise<AgentCore> {
+  return new AgentCore(options);
+}
+
+export function certificateStatus(
+  certificate: { serialHex: string; notBefore: Date; notAfter: Date } | null,
+  now: Date,
+): CertificateStatus | null {
+  if (!certificate) return null;
+  const msLeft = certificate.notAfter.getTime() - now.getTime();
+  const state: CertificateStatus['state'] =
+    now.getTime() < certificate.notBefore.getTime()
+      ? 'not_yet_valid'
+      : now.getTime() >= certificate.notAfter.getTime()
+        ? 'expired'
+        : msLeft < LIMITS.selfRenewDaysLeft * 86_400_000
+          ? 'renewal_due'
+          : 'valid';
+  return {
+    serial: certificate.serialHex,
+    not_after: certificate.notAfter.toISOString(),
+    days_left: Math.floor(msLeft / 86_400_000),
+    state,
+  };
+}
+
+export function buildStatus(args: {
+  config: AgentConfig;
+  credentials: FileCredentials;
+  log: PlayLog;
+  shipping: ShippingStatus;
+  clockOffsetMs: number;
+  now: Date;
+  mode: DisplayMode;
+  library: MediaLibrary | null;
+  revocationVersion: number | null;
+  lastRenewalCheck: RenewalCheck | null;
+}): AgentStatus {
+  const stats = args.log.stats();
+  const files = args.library?.files() ?? null;
+  const renewal = args.credentials.renewalState;
+  return {
+    device_id: args.config.deviceId,
+    structure: args.config.structure,
+    identity: {
+      public_key_spki: args.credentials.publicKeySpki,
+      public_key_sha256: args.credentials.publicKeySha256,
+      certificate: certificateStatus(args.credentials.certificate, args.now),
+      renewal:
+        renewal || args.lastRenewalCheck
+          ? {
+              state: renewal?.state ?? 'none',
+              last_check: args.lastRenewalCheck,
+              next_certificate_not_after: args.credentials.nextCertificate?.notAfter.toISOString() ?? null,
+            }
+          : null,
+    },
+    queue: { depth: stats.queueDepth, last_seq: stats.lastSeq, unbatched: stats.unbatched },
+    shipping: args.shipping,
+    clock: { offset_ms: args.clockOffsetMs },
+    mode: args.mode,
+    media: files
+      ? {
+          playable: files.filter((f) => f.status === 'playable').length,
+          refused: files.filter((f) => f.status === 'refused').length,
+          waiting: files.filter((f) => f.status === 'waiting' || f.status === 'not_yet_valid').length,
+        }
+      : null,
+    revocation_list_version: args.revocationVersion,
+  };
+}
+
+/**
+ * Status read from disk without starting the agent (`agent status`): identity, certificate expiry, queue
+ * depth, last successful send, clock offset, remembered mode. Safe while the agent runs (WAL readers).
+ */
+export async function readStatus(config: AgentConfig): Promise<AgentStatus> {
+  const credentials = FileCredentials.load({
+    keyFile: config.keyFile,
+    certificateFile: config.certificateFile,
+    caChainFile: config.caChainFile,
+    dataDir: config.dataDir,
+  });
+  const db = openAgentDatabase(join(config.dataDir, 'agent.sqlite'));
+  try {
+    const state = new AgentState(db);
+    const offset = state.get<number>(CLOCK_OFFSET_KEY) ?? 0;
+    const now = new Date(Date.now() + offset);
+    const revocations = new RevocationStore({
+      cachePath: join(config.dataDir, 'revocations.json'),
+      trustedRootsPem: splitPemChain(readFileSync(config.authorityRootFile, 'utf8')),
+      clock: { now: () => now },
+      logger: { info() {}, warn() {}, error() {} },
+    });
+    await revocations.loadCache();
+    const alert = state.get<ShippingAlert>('shipping.alert') ?? null;
+    return buildStatus({
+      config,
+      credentials,
+      log: new PlayLog(db),
+      shipping: {
+        state: alert ? 'stopped' : 'not_running',
+        lastSend: state.get<{ at: string; batch_seq: number }>('shipping.last_send') ?? null,
+        alert,
+        consecutiveFailures: 0,
+      },
+      clockOffsetMs: offset,
+      now,
+      mode: state.get<DisplayMode>('display.mode') ?? 'normal',
+      library: null,
+      revocationVersion: revocations.version,
+      lastRenewalCheck: null,
+    });
+  } finally {
+    db.close();
+  }
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env node
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { type AgentStatus, createAgent, readStatus } from '../agent.js';
+import { loadConfig } from '../config/config.js';
+import { AgentError } from '../errors.js';
+import { prepareEnrolment } from '../identity/enrolment.js';
+import { jsonLogger } from '../logger.js';
+
+const USAGE = `usage: agent <command> [--config <file>]
+
+commands:
+  init     create the device key (P-256, mode 0600) if there is none and print what to enter in the console
+  status   show identity, certificate expiry, queue depth, last successful send, clock offset  [--json]
+  run      run the agent until interrupted
+
+The config file defaults to $AGENT_CONFIG, else ./agent.json.
+`;
+
+export async function main(
+  argv: string[],
+  out: (text: string) => void = (t) => process.stdout.write(t),
+): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      config: { type: 'string', short: 'c' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  const command = positionals[0];
+  if (values.help || !command) {
+    out(USAGE);
+    return command || values.help ? 0 : 2;
+  }
+  const configPath = resolve(values.config ?? process.env['AGENT_CONFIG'] ?? 'agent.json');
+  const config = loadConfig(configPath);
+
+  switch (command) {
+    case 'init': {
+      const info = await prepareEnrolment(config);
+      out(
+        [
+          info.created
+            ? `Created device key ${info.keyFile} (mode 0600).`
+            : `Device key ${info.keyFile} already exists; it was kept.`,
+          '',
+          'Enter in the console (device enrolment):',
+          `  structure:        ${config.structure}`,
+          `  public key:       ${info.publicKeySpki}`,
+          `  key fingerprint:  ${info.publicKeySha256}`,
+          '',
+          'Certificate request (optional, for a client certificate):',
+          info.csrPem.trim(),
+          '',
+          config.deviceId
+            ? `device_id is set (${config.deviceId}).`
+            : 'Then write the device id the console shows into "device_id" in the config file.',
+          '',
+        ].join('\n'),
+      );
+      return 0;
+    }
+    case 'status': {
+      const status = await readStatus(config);
+      out(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
+      return status.identity.certificate?.state === 'expired' || status.shipping.alert ? 1 : 0;
+    }
+    case 'run': {
+      const agent = await createAgent({ config, logger: jsonLogger() });
+      await agent.start();
+      await new Promise<void>((resolveStop) => {
+        const stop = () => resolveStop();
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+      });
+      await agent.close();
+      return 0;
+    }
+    default:
+      out(USAGE);
+      return 2;
+  }
+}
+
+export function formatStatus(status: AgentStatus): string {
+  const certificate = status.identity.certificate;
+  const lines = [
+    `device:          ${status.device_id ?? '(not enrolled: device_id not set)'}`,
+    `structure:       ${status.structure}`,
+    `public key:      sha256 ${status.identity.public_key_sha256}`,
+    certificate
+      ? `certificate:     ${certificate.state.toUpperCase()} serial ${certificate.serial}, expires ${certificate.not_after} (${certificate.days_left} days)`
+      : 'certificate:     none (signed channel only)',
+  ];
+  if (certificate?.state === 'expired') {
+    lines.push('                 the certificate has EXPIRED: renewal is impossible; enrol the device again');
+  }
+  if (status.identity.renewal) lines.push(`renewal:         ${status.identity.renewal.state}`);
+  lines.push(
+    `queue:           ${status.queue.depth} records not yet acknowledged (last seq ${status.queue.last_seq})`,
+    `last send:       ${status.shipping.lastSend ? `${status.shipping.lastSend.at} (batch ${status.shipping.lastSend.batch_seq})` : 'never'}`,
+  );
+  if (status.shipping.alert) {
+    lines.push(
+      `SHIPPING STOPPED: ${status.shipping.alert.status} ${status.shipping.alert.code} on batch ${status.shipping.alert.batch_seq} at ${status.shipping.alert.at}`,
+    );
+  }
+  lines.push(
+    `clock offset:    ${status.clock.offset_ms} ms (platform minus board clock)`,
+    `mode:            ${status.mode}`,
+    `revocations:     ${status.revocation_list_version === null ? 'no list yet' : `version ${status.revocation_list_version}`}`,
+    '',
+  );
+  return lines.join('\n');
+}
+
+const invokedDirectly =
+  process.argv[1] !== undefined && import.meta.url === new URL(`file://${resolve(process.argv[1])}`).href;
+if (invokedDirectly) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      if (error instanceof AgentError) {
+        process.stderr.write(`agent: ${error.code}: ${error.message}\n`);
+        process.exitCode = 2;
+      } else {
+        process.stderr.write(`agent: ${(error as Error).stack ?? String(error)}\n`);
+        process.exitCode = 1;
+      }
+    },
+  );
+}

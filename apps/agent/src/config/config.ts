@@ -1,0 +1,263 @@
+import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { AgentError } from '../errors.js';
+
+/**
+ * The agent's configuration, read from one JSON file (snake_case keys on disk, camelCase here). Relative
+ * paths are relative to the directory of the file. Example:
+ *
+ * ```json
+ * {
+ *   "device_id": "6f1c…",               // from the console at enrolment; needed for `agent run`
+ *   "structure": "ALM-0001",
+ *   "platform": {
+ *     "agents_url": "https://agents.example.kz",
+ *     "devices_url": "https://devices.example.kz",
+ *     "verify_url": "https://verify.example.kz"
+ *   },
+ *   "data_dir": "data",
+ *   "media_dir": "media",
+ *   "authority_root_file": "authority-root.pem"
+ * }
+ * ```
+ */
+export interface AgentConfig {
+  /** Path of the file this was read from (null when built in memory). */
+  configFile: string | null;
+  deviceId: string | null;
+  structure: string;
+  agentsUrl: string;
+  devicesUrl: string;
+  verifyUrl: string;
+  dataDir: string;
+  mediaDir: string;
+  /** The pinned authority root that signs approval envelopes and revocation lists (DESIGN.md §4). */
+  authorityRootFile: string;
+  /** CA bundle trusted for the platform's TLS server certificates; system roots when null. */
+  serverCaFile: string | null;
+  /** Device private key (P-256, PKCS#8 PEM, mode 0600). */
+  keyFile: string;
+  /** Device client certificate (PEM); absent until the console issued one. */
+  certificateFile: string;
+  /** Chain up to the device CA (PEM), sent after the client certificate. */
+  caChainFile: string;
+  /** Hardware driver name; null = no board (the stub that reads nothing). */
+  board: string | null;
+  imageDurationMs: number;
+  shipping: {
+    minIntervalMs: number;
+    idleIntervalMs: number;
+    backoffBaseMs: number;
+    backoffCapMs: number;
+  };
+  revocationRefreshMs: number;
+  /** At most an hour (DESIGN.md §9: renewal "checked against the wall clock at least hourly"). */
+  renewalCheckMs: number;
+  mediaRecheckMs: number;
+  offlineAfterMs: number;
+  /** Largest clock correction taken from the platform's Date header. */
+  maxClockCorrectionMs: number;
+  mediaStabilityMs: number;
+  sidecarGraceMs: number;
+}
+
+const HOUR_MS = 3_600_000;
+
+export const CONFIG_DEFAULTS = {
+  imageDurationMs: 10_000,
+  shipping: {
+    // spec Limits: "429 for more than one batch every 10 seconds (burst of 3 allowed)"
+    minIntervalMs: 10_000,
+    idleIntervalMs: 60_000,
+    backoffBaseMs: 2_000,
+    backoffCapMs: 10 * 60_000,
+  },
+  revocationRefreshMs: HOUR_MS,
+  renewalCheckMs: HOUR_MS,
+  mediaRecheckMs: 60_000,
+  offlineAfterMs: 10 * 60_000,
+  maxClockCorrectionMs: 24 * HOUR_MS,
+  mediaStabilityMs: 2_000,
+  sidecarGraceMs: 30_000,
+} as const;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function loadConfig(path: string): AgentConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (cause) {
+    throw new AgentError('config_missing', `cannot read config file ${path}`, { cause });
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (cause) {
+    throw new AgentError('config_invalid', `config file ${path} is not JSON`, { cause });
+  }
+  return parseConfig(raw, dirname(resolve(path)), resolve(path));
+}
+
+/** Parses the on-disk form; every problem is listed in one AgentError('config_invalid'). */
+export function parseConfig(raw: unknown, baseDir: string, configFile: string | null = null): AgentConfig {
+  const problems: string[] = [];
+  const root = asObject(raw, '', problems);
+  const platform = asObject(root['platform'], 'platform', problems);
+  const shipping = root['shipping'] === undefined ? {} : asObject(root['shipping'], 'shipping', problems);
+
+  const str = (
+    object: Record<string, unknown>,
+    key: string,
+    path: string,
+    required: boolean,
+  ): string | null => {
+    const value = object[key];
+    if (value === undefined || value === null) {
+      if (required) problems.push(`${path} is required`);
+      return null;
+    }
+    if (typeof value !== 'string' || value.length === 0) {
+      problems.push(`${path} must be a non-empty string`);
+      return null;
+    }
+    return value;
+  };
+  const url = (key: string): string => {
+    const value = str(platform, key, `platform.${key}`, true);
+    if (value === null) return '';
+    try {
+      const parsed = new URL(value);
+      if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:')
+        problems.push(`platform.${key} must be http(s)`);
+    } catch {
+      problems.push(`platform.${key} is not a URL`);
+    }
+    return value.replace(/\/+$/, '');
+  };
+  const int = (
+    object: Record<string, unknown>,
+    key: string,
+    path: string,
+    fallback: number,
+    min = 0,
+  ): number => {
+    const value = object[key];
+    if (value === undefined) return fallback;
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+      problems.push(`${path} must be an integer >= ${min}`);
+      return fallback;
+    }
+    return value;
+  };
+  const path = (key: string, fallback: string | null): string | null => {
+    const value = str(root, key, key, false);
+    const chosen = value ?? fallback;
+    if (chosen === null) return null;
+    return isAbsolute(chosen) ? chosen : join(baseDir, chosen);
+  };
+
+  const deviceId = str(root, 'device_id', 'device_id', false);
+  if (deviceId !== null && !UUID.test(deviceId)) problems.push('device_id must be a UUID');
+  const structure = str(root, 'structure', 'structure', true) ?? '';
+  const agentsUrl = url('agents_url');
+  const devicesUrl = url('devices_url');
+  const verifyUrl = url('verify_url');
+  const dataDir = path('data_dir', 'data')!;
+  const inData = (name: string) => join(dataDir, name);
+  const authorityRootFile = str(root, 'authority_root_file', 'authority_root_file', true);
+  const renewalCheckMs = int(
+    root,
+    'renewal_check_ms',
+    'renewal_check_ms',
+    CONFIG_DEFAULTS.renewalCheckMs,
+    1000,
+  );
+  if (renewalCheckMs > HOUR_MS) problems.push('renewal_check_ms must be at most one hour');
+  const board = str(root, 'board', 'board', false);
+
+  const config: AgentConfig = {
+    configFile,
+    deviceId: deviceId?.toLowerCase() ?? null,
+    structure,
+    agentsUrl,
+    devicesUrl,
+    verifyUrl,
+    dataDir,
+    mediaDir: path('media_dir', 'media')!,
+    authorityRootFile: authorityRootFile
+      ? isAbsolute(authorityRootFile)
+        ? authorityRootFile
+        : join(baseDir, authorityRootFile)
+      : '',
+    serverCaFile: path('server_ca_file', null),
+    keyFile: path('key_file', inData('device-key.pem'))!,
+    certificateFile: path('certificate_file', inData('device-cert.pem'))!,
+    caChainFile: path('ca_chain_file', inData('device-chain.pem'))!,
+    board: board === 'none' ? null : board,
+    imageDurationMs: int(
+      root,
+      'image_duration_ms',
+      'image_duration_ms',
+      CONFIG_DEFAULTS.imageDurationMs,
+      1000,
+    ),
+    shipping: {
+      minIntervalMs: int(
+        shipping,
+        'min_interval_ms',
+        'shipping.min_interval_ms',
+        CONFIG_DEFAULTS.shipping.minIntervalMs,
+      ),
+      idleIntervalMs: int(
+        shipping,
+        'idle_interval_ms',
+        'shipping.idle_interval_ms',
+        CONFIG_DEFAULTS.shipping.idleIntervalMs,
+      ),
+      backoffBaseMs: int(
+        shipping,
+        'backoff_base_ms',
+        'shipping.backoff_base_ms',
+        CONFIG_DEFAULTS.shipping.backoffBaseMs,
+        1,
+      ),
+      backoffCapMs: int(
+        shipping,
+        'backoff_cap_ms',
+        'shipping.backoff_cap_ms',
+        CONFIG_DEFAULTS.shipping.backoffCapMs,
+        1,
+      ),
+    },
+    revocationRefreshMs: int(
+      root,
+      'revocation_refresh_ms',
+      'revocation_refresh_ms',
+      CONFIG_DEFAULTS.revocationRefreshMs,
+      1000,
+    ),
+    renewalCheckMs,
+    mediaRecheckMs: int(root, 'media_recheck_ms', 'media_recheck_ms', CONFIG_DEFAULTS.mediaRecheckMs, 100),
+    offlineAfterMs: int(root, 'offline_after_ms', 'offline_after_ms', CONFIG_DEFAULTS.offlineAfterMs),
+    maxClockCorrectionMs: int(
+      root,
+      'max_clock_correction_ms',
+      'max_clock_correction_ms',
+      CONFIG_DEFAULTS.maxClockCorrectionMs,
+    ),
+    mediaStabilityMs: int(root, 'media_stability_ms', 'media_stability_ms', CONFIG_DEFAULTS.mediaStabilityMs),
+    sidecarGraceMs: int(root, 'sidecar_grace_ms', 'sidecar_grace_ms', CONFIG_DEFAULTS.sidecarGraceMs),
+  };
+  if (problems.length > 0) {
+    throw new AgentError('config_invalid', `invalid agent config: ${problems.join('; ')}`);
+  }
+  return config;
+}
+
+function asObject(value: unknown, path: string, problems: string[]): Record<string, unknown> {
+  if (typeof value === 'object' && value !== null && !Array.isArray(value))
+    return value as Record<string, unknown>;
+  problems.push(`${path || 'config'} must be an object`);
+  return {};
+}

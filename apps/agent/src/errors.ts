@@ -1,0 +1,26 @@
+/** Stable codes of every error the agent core raises (STYLE.md: errors are values with stable codes). */
+export type AgentErrorCode =
+  | 'config_invalid'
+  | 'config_missing'
+  | 'database_newer'
+  | 'database_invalid'
+  | 'identity_missing'
+  | 'identity_invalid'
+  | 'key_exists'
+  | 'unsupported_board'
+  | 'record_invalid'
+  | 'batch_invalid'
+  | 'answer_invalid'
+  | 'revocation_list_invalid'
+  | 'renewal_failed'
+  | 'not_running';
+
+export class AgentError extends Error {
+  readonly code: AgentErrorCode;
+
+  constructor(code: AgentErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'AgentError';
+    this.code = code;
+  }
+}

@@ -1,0 +1,109 @@
+import type { Database } from 'better-sqlite3';
+import { AgentError } from '../errors.js';
+
+/**
+ * Schema migrations of the agent's SQLite file, numbered by `PRAGMA user_version`.
+ * Players in the field upgrade in place, so migrations are additive only (new tables, new columns, new
+ * indexes): an older agent binary never meets a column it does not know how to ignore, and no data is
+ * rewritten. A file whose version is newer than this build knows is refused instead of being touched.
+ */
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'records and batches',
+    sql: `
+      -- Monotonic counters: a number handed out is never handed out again, even if rows were ever removed.
+      CREATE TABLE counters (
+        name  TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+      ) STRICT;
+      INSERT INTO counters (name, value) VALUES ('record_seq', 0), ('batch_seq', 0);
+
+      -- One row per proof-of-play record; event is the exact JSON text sent on the wire (seq included).
+      CREATE TABLE records (
+        seq       INTEGER PRIMARY KEY,
+        kind      TEXT NOT NULL CHECK (kind IN ('play', 'reject', 'mode_change', 'tamper')),
+        play_id   TEXT UNIQUE,
+        event     TEXT NOT NULL,
+        logged_at TEXT NOT NULL,
+        batch_seq INTEGER
+      ) STRICT;
+      CREATE INDEX records_unbatched ON records (seq) WHERE batch_seq IS NULL;
+      CREATE INDEX records_batch ON records (batch_seq) WHERE batch_seq IS NOT NULL;
+
+      -- One row per batch cut; body holds the exact bytes sent (resent byte for byte until answered).
+      CREATE TABLE batches (
+        batch_seq     INTEGER PRIMARY KEY,
+        first_seq     INTEGER NOT NULL,
+        last_seq      INTEGER NOT NULL,
+        event_count   INTEGER NOT NULL,
+        prev_sha256   TEXT NOT NULL,
+        sent_at       TEXT NOT NULL,
+        ts            TEXT NOT NULL,
+        body          BLOB NOT NULL,
+        body_sha256   TEXT NOT NULL,
+        cut_at        TEXT NOT NULL,
+        attempts      INTEGER NOT NULL DEFAULT 0,
+        answer        TEXT,
+        answered_at   TEXT,
+        channel       TEXT
+      ) STRICT;
+      CREATE INDEX batches_unanswered ON batches (batch_seq) WHERE answer IS NULL;
+    `,
+  },
+  {
+    version: 2,
+    name: 'reject memory and agent state',
+    sql: `
+      -- A refused file (by path, content hash and reason) is reported once, not once per scan or restart.
+      CREATE TABLE rejects_logged (
+        file_key  TEXT NOT NULL,
+        code      TEXT NOT NULL,
+        seq       INTEGER NOT NULL,
+        PRIMARY KEY (file_key, code)
+      ) STRICT;
+
+      -- Small named values that must survive restarts (display mode, shipping alert, last send).
+      CREATE TABLE agent_state (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+      ) STRICT;
+
+      ALTER TABLE batches ADD COLUMN terminal_code TEXT;
+    `,
+  },
+];
+
+export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
+
+/**
+ * Brings the file up to `target` (default: latest). Each migration runs in its own transaction together
+ * with its `user_version` bump, so a power cut leaves the file at one version or the next, never between.
+ */
+export function migrate(db: Database, target: number = LATEST_SCHEMA_VERSION): number {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  if (current > LATEST_SCHEMA_VERSION) {
+    throw new AgentError(
+      'database_newer',
+      `database schema version ${current} is newer than this agent knows (${LATEST_SCHEMA_VERSION})`,
+    );
+  }
+  for (let index = 0; index < MIGRATIONS.length; index++) {
+    const migration = MIGRATIONS[index]!;
+    if (migration.version !== index + 1) {
+      throw new AgentError('database_invalid', `migration list out of order at ${migration.version}`);
+    }
+    if (migration.version <= current || migration.version > target) continue;
+    db.transaction(() => {
+      db.exec(migration.sql);
+      db.pragma(`user_version = ${migration.version}`);
+    })();
+  }
+  return db.pragma('user_version', { simple: true }) as number;
+}

@@ -1,0 +1,142 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { canonicalBytes, cmsVerify } from '@ooh/crypto';
+import {
+  compiledCheck,
+  RevocationList,
+  type RevocationListBody,
+  RevocationListBody as BodySchema,
+} from '@ooh/protocol';
+import type { Clock } from '../clock.js';
+import { writeFileAtomic } from '../fs/atomic.js';
+import type { Logger } from '../logger.js';
+import type { HttpClient } from '../net/http-client.js';
+import type { RevocationIndex } from './envelope.js';
+
+export type RevocationRefresh = 'updated' | 'unchanged' | 'older_refused' | 'invalid' | 'unreachable';
+
+/**
+ * Verifies a signed revocation list `{v:1, body:{version, issued_at, revoked}, signature}` (DESIGN.md §4):
+ * the CMS must verify against the pinned root and its content must be the canonical JSON of `body`.
+ */
+export async function verifyRevocationList(
+  text: string,
+  trustedRootsPem: string[],
+  now: Date,
+): Promise<RevocationListBody | null> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (!compiledCheck(RevocationList).Check(parsed)) return null;
+  const der = Buffer.from(parsed.signature, 'base64');
+  const result = await cmsVerify(der, { trustedRootsPem, at: now });
+  if (!result.ok) return null;
+  let expected: Uint8Array;
+  try {
+    expected = canonicalBytes(parsed.body);
+  } catch {
+    return null;
+  }
+  if (!Buffer.from(result.content).equals(Buffer.from(expected))) return null;
+  if (!compiledCheck(BodySchema).Check(parsed.body)) return null;
+  return parsed.body;
+}
+
+export interface RevocationStoreOptions {
+  /** File where the last verified list is kept (its signed form, verified again when read). */
+  cachePath: string;
+  trustedRootsPem: string[];
+  clock: Clock;
+  logger: Logger;
+  http?: HttpClient;
+  /** `{verify_url}`; the list is at `{verify_url}/v1/revocations.json`. */
+  verifyUrl?: string;
+}
+
+/**
+ * The revocation list: fetched from the verify host, signature checked, cached on disk, refreshed
+ * periodically by the agent. A list with a lower version than the one held is refused (no rollback).
+ */
+export class RevocationStore implements RevocationIndex {
+  private body: RevocationListBody | null = null;
+  private revokedAt = new Map<string, number>();
+  private readonly listeners = new Set<() => void>();
+
+  constructor(private readonly options: RevocationStoreOptions) {}
+
+  get version(): number | null {
+    return this.body?.version ?? null;
+  }
+
+  isRevoked(approvalNumber: string, at: Date): boolean {
+    const revokedAt = this.revokedAt.get(approvalNumber);
+    return revokedAt !== undefined && revokedAt <= at.getTime();
+  }
+
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Reads the cached list, if any, verifying it again (the disk is not trusted more than the network). */
+  async loadCache(): Promise<boolean> {
+    if (!existsSync(this.options.cachePath)) return false;
+    const text = readFileSync(this.options.cachePath, 'utf8');
+    const body = await verifyRevocationList(text, this.options.trustedRootsPem, this.options.clock.now());
+    if (!body) {
+      this.options.logger.warn(
+        { path: this.options.cachePath },
+        'cached revocation list does not verify; ignored',
+      );
+      return false;
+    }
+    this.accept(body);
+    return true;
+  }
+
+  async refresh(): Promise<RevocationRefresh> {
+    const { http, verifyUrl, logger } = this.options;
+    if (!http || !verifyUrl) return 'unreachable';
+    let text: string;
+    try {
+      const response = await http.get(`${verifyUrl.replace(/\/+$/, '')}/v1/revocations.json`);
+      if (response.status !== 200) {
+        logger.warn({ status: response.status }, 'revocation list not fetched');
+        return 'unreachable';
+      }
+      text = response.body.toString('utf8');
+    } catch (error) {
+      logger.warn({ err: error }, 'revocation list not fetched');
+      return 'unreachable';
+    }
+    return this.offer(text);
+  }
+
+  /** Considers a signed list from anywhere (the network, a technician's USB stick). */
+  async offer(text: string): Promise<RevocationRefresh> {
+    const body = await verifyRevocationList(text, this.options.trustedRootsPem, this.options.clock.now());
+    if (!body) {
+      this.options.logger.warn({}, 'revocation list refused: signature or shape invalid');
+      return 'invalid';
+    }
+    const held = this.body?.version ?? 0;
+    if (body.version < held) {
+      this.options.logger.warn({ offered: body.version, held }, 'older revocation list refused');
+      return 'older_refused';
+    }
+    if (body.version === held) return 'unchanged';
+    writeFileAtomic(this.options.cachePath, text, 0o644);
+    this.accept(body);
+    return 'updated';
+  }
+
+  private accept(body: RevocationListBody): void {
+    this.body = body;
+    this.revokedAt = new Map(
+      body.revoked.map((entry) => [entry.approval_number, Date.parse(entry.revoked_at)]),
+    );
+    for (const listener of this.listeners) listener();
+  }
+}

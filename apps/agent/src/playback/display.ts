@@ -1,0 +1,29 @@
+import type { MediaKind } from '../media/library.js';
+
+export interface PlayRequest {
+  playId: string;
+  /** Absolute path of the file. */
+  path: string;
+  relativePath: string;
+  kind: MediaKind;
+  sha256: string;
+  /** Images: how long to show. Videos: the expected length (the display plays to the real end). */
+  durationMs: number | null;
+}
+
+/**
+ * What the display reports about one play. A play is logged only when the display says it really started
+ * and ended (`played`), with the instants it observed.
+ */
+export type PlayReport =
+  | { outcome: 'played'; start: Date; end: Date; interrupted: boolean }
+  | { outcome: 'failed'; reason: string };
+
+/**
+ * The screen: the Electron renderer in a real player (through the main process), a simulated panel in
+ * `hardware-sim`, a fake in tests. `play` resolves when the item has ended; aborting `signal` ends it early
+ * (the file stopped being playable, or emergency content arrived) and the report says so.
+ */
+export interface Display {
+  play(request: PlayRequest, signal: AbortSignal): Promise<PlayReport>;
+}

@@ -1,0 +1,305 @@
+import { es256Sign } from '@ooh/crypto';
+import { compiledCheck, PopAnswer } from '@ooh/protocol';
+import type { CorrectedClock, Sleep } from '../clock.js';
+import { realSleep } from '../clock.js';
+import type { DeviceCredentials } from '../identity/device-credentials.js';
+import type { AgentState } from '../log/agent-state.js';
+import { rfc3339 } from '../log/records.js';
+import type { Logger } from '../logger.js';
+import type { HttpClient, HttpResponse, TlsIdentity } from '../net/http-client.js';
+import { problemCode } from '../net/http-client.js';
+import { type BackoffPolicy, backoffDelayMs, retryAfterMs } from './backoff.js';
+import type { BatchStore, StoredBatch } from './batch-store.js';
+
+export type Channel = 'signed' | 'certificate';
+
+/**
+ * Answers that retrying cannot fix: the same bytes would get the same refusal (DESIGN.md §9: "terminal
+ * answers ... stop and alert instead of looping").
+ */
+const TERMINAL_CODES = new Set([
+  'device_unauthorized',
+  'batch_conflict',
+  'legacy_after_pop',
+  'bad_signature',
+  'invalid_json',
+  'schema_unknown',
+  'body_too_large',
+  'batch_too_large',
+  'unsupported_media_type',
+  'validation_failed',
+]);
+
+/** After this many stale_request answers in a row the re-sign waits like any other failure. */
+const STALE_IMMEDIATE_RETRIES = 2;
+
+export type SendOutcome =
+  | { kind: 'idle' }
+  | { kind: 'answered'; batchSeq: number; answer: PopAnswer; channel: Channel }
+  | { kind: 'retry'; batchSeq: number; delayMs: number; reason: string }
+  | { kind: 'terminal'; batchSeq: number; code: string; status: number };
+
+export interface ShippingAlert {
+  code: string;
+  status: number;
+  batch_seq: number;
+  at: string;
+}
+
+export interface ShippingStatus {
+  state: 'idle' | 'sending' | 'backing_off' | 'stopped' | 'not_running';
+  lastSend: { at: string; batch_seq: number } | null;
+  alert: ShippingAlert | null;
+  consecutiveFailures: number;
+}
+
+export interface ShipperOptions {
+  batches: BatchStore;
+  state: AgentState;
+  http: HttpClient;
+  credentials: DeviceCredentials;
+  clock: CorrectedClock;
+  deviceId: string;
+  agentsUrl: string;
+  devicesUrl: string;
+  backoff: BackoffPolicy;
+  /** Pause between two answered batches when more is queued (spec: one batch every 10 s, burst 3). */
+  minIntervalMs: number;
+  /** Pause when nothing is queued before looking again (a new record also wakes the loop). */
+  idleIntervalMs: number;
+  logger: Logger;
+  random?: () => number;
+  sleep?: Sleep;
+  maxEvents?: number;
+  /** Called whenever shipping reaches the platform or fails to (for the offline display mode). */
+  onReachability?: (reachable: boolean) => void;
+}
+
+export const SEND_STATE_KEY = 'shipping.last_send';
+export const ALERT_STATE_KEY = 'shipping.alert';
+
+/**
+ * Ships batches in order, one in flight (DESIGN.md §5, §9). `sendOnce` is one step and never sleeps, so
+ * tests drive it directly; `run` is the loop around it.
+ */
+export class Shipper {
+  private failures = 0;
+  private staleInARow = 0;
+  private state: ShippingStatus['state'] = 'idle';
+  private wakeController: AbortController | null = null;
+  private readonly random: () => number;
+  private readonly sleep: Sleep;
+
+  constructor(private readonly options: ShipperOptions) {
+    this.random = options.random ?? Math.random;
+    this.sleep = options.sleep ?? realSleep;
+  }
+
+  status(): ShippingStatus {
+    return {
+      state: this.state,
+      lastSend: this.options.state.get<{ at: string; batch_seq: number }>(SEND_STATE_KEY) ?? null,
+      alert: this.options.state.get<ShippingAlert>(ALERT_STATE_KEY) ?? null,
+      consecutiveFailures: this.failures,
+    };
+  }
+
+  /** Cuts short an idle or backoff wait (new records were logged, or a test wants the next step now). */
+  wake(): void {
+    this.wakeController?.abort();
+  }
+
+  async sendOnce(): Promise<SendOutcome> {
+    const { batches, clock, deviceId } = this.options;
+    const batch = batches.pendingOrCut({
+      deviceId,
+      now: clock.now(),
+      ...(this.options.maxEvents !== undefined ? { maxEvents: this.options.maxEvents } : {}),
+    });
+    if (!batch) return { kind: 'idle' };
+
+    const identity = this.options.credentials.tlsIdentity(clock.now(), this.failures);
+    const channel: Channel = identity ? 'certificate' : 'signed';
+    batches.noteAttempt(batch.batchSeq, channel);
+
+    let response: HttpResponse;
+    const sentAt = clock.baseNow();
+    try {
+      response = await this.post(batch, channel, identity);
+    } catch (error) {
+      this.options.onReachability?.(false);
+      return this.retryLater(batch, `network: ${(error as Error).message}`);
+    }
+    clock.observeServerDate(response.headers['date'], sentAt, clock.baseNow());
+    this.options.onReachability?.(true);
+    return this.handleResponse(batch, channel, identity, response);
+  }
+
+  /** Sends until stopped; stops by itself on a terminal answer (after alerting). */
+  async run(signal: AbortSignal): Promise<void> {
+    const alert = this.options.state.get<ShippingAlert>(ALERT_STATE_KEY);
+    if (alert) {
+      this.options.logger.warn(
+        { alert },
+        'shipping was stopped by a terminal answer before this start; trying once more',
+      );
+    }
+    while (!signal.aborted) {
+      this.state = 'sending';
+      let outcome: SendOutcome;
+      try {
+        outcome = await this.sendOnce();
+      } catch (error) {
+        // A local fault (e.g. the disk): report it and wait like any other failure rather than spin.
+        this.options.logger.error({ err: error }, 'shipping step failed');
+        this.failures++;
+        outcome = {
+          kind: 'retry',
+          batchSeq: 0,
+          delayMs: backoffDelayMs(this.options.backoff, this.failures, this.random),
+          reason: 'local',
+        };
+      }
+      if (outcome.kind === 'terminal') {
+        this.state = 'stopped';
+        return;
+      }
+      let waitMs: number;
+      if (outcome.kind === 'idle') {
+        this.state = 'idle';
+        waitMs = this.options.idleIntervalMs;
+      } else if (outcome.kind === 'answered') {
+        waitMs = this.options.minIntervalMs;
+      } else {
+        this.state = 'backing_off';
+        waitMs = outcome.delayMs;
+      }
+      await this.wait(waitMs, signal, outcome.kind !== 'retry');
+    }
+    this.state = 'idle';
+  }
+
+  private async wait(ms: number, signal: AbortSignal, wakeable: boolean): Promise<void> {
+    if (ms <= 0) {
+      // Let I/O run between steps even without a pause (an idle loop must never starve the event loop).
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      return;
+    }
+    const controller = new AbortController();
+    const onAbort = () => controller.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    if (wakeable) this.wakeController = controller;
+    try {
+      await this.sleep(ms, controller.signal);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      if (this.wakeController === controller) this.wakeController = null;
+    }
+  }
+
+  private async post(
+    batch: StoredBatch,
+    channel: Channel,
+    identity: TlsIdentity | null,
+  ): Promise<HttpResponse> {
+    const { http, credentials } = this.options;
+    if (channel === 'certificate' && identity) {
+      // DESIGN.md §5: "the client certificate identifies the device, so no signature header ... needed".
+      return http.post(
+        `${trimSlash(this.options.devicesUrl)}/d/v1/telemetry`,
+        batch.body,
+        { 'content-type': 'application/json' },
+        identity,
+      );
+    }
+    return http.post(`${trimSlash(this.options.agentsUrl)}/s/v1/telemetry`, batch.body, {
+      'content-type': 'application/json',
+      // spec: "ES256 signature of the exact bytes of the body"
+      'x-service-signature': es256Sign(credentials.signingKey(), batch.body),
+    });
+  }
+
+  private handleResponse(
+    batch: StoredBatch,
+    channel: Channel,
+    identity: TlsIdentity | null,
+    response: HttpResponse,
+  ): SendOutcome {
+    const { batches, state, clock, logger } = this.options;
+    if (response.status === 200) {
+      const answer = parseAnswer(response.body);
+      if (!answer || answer.batch_seq !== batch.batchSeq) {
+        logger.warn({ batch_seq: batch.batchSeq }, 'platform answer unreadable or for another batch');
+        return this.retryLater(batch, 'answer_invalid');
+      }
+      // Records count as sent only now, after the answer is stored.
+      batches.storeAnswer(batch.batchSeq, response.body.toString('utf8'), clock.now());
+      state.set(SEND_STATE_KEY, { at: rfc3339(clock.now()), batch_seq: batch.batchSeq });
+      state.delete(ALERT_STATE_KEY);
+      this.options.credentials.confirm(identity);
+      this.failures = 0;
+      this.staleInARow = 0;
+      return { kind: 'answered', batchSeq: batch.batchSeq, answer, channel };
+    }
+
+    const code = problemCode(response);
+    if (response.status === 429) {
+      // spec: "429 rate_limited ... Retry-After gives seconds to wait; on the agent channel resend the same bytes"
+      const wait = retryAfterMs(response.headers['retry-after'], clock.now());
+      this.failures++;
+      return {
+        kind: 'retry',
+        batchSeq: batch.batchSeq,
+        delayMs: wait ?? backoffDelayMs(this.options.backoff, this.failures, this.random),
+        reason: 'rate_limited',
+      };
+    }
+    if (response.status === 401 && code === 'stale_request') {
+      // DESIGN.md §5: "re-signs the same events under the same batch_seq with a fresh ts"; the clock was
+      // already corrected from the Date header of this very answer.
+      batches.refreshTs(batch.batchSeq, this.options.deviceId, clock.now());
+      this.staleInARow++;
+      logger.warn({ batch_seq: batch.batchSeq, clock_offset_ms: clock.offset }, 'stale_request: re-signed');
+      if (this.staleInARow <= STALE_IMMEDIATE_RETRIES) {
+        return { kind: 'retry', batchSeq: batch.batchSeq, delayMs: 0, reason: 'stale_request' };
+      }
+      return this.retryLater(batch, 'stale_request');
+    }
+    if (code !== undefined && TERMINAL_CODES.has(code)) {
+      const alert: ShippingAlert = {
+        code,
+        status: response.status,
+        batch_seq: batch.batchSeq,
+        at: rfc3339(clock.now()),
+      };
+      batches.markTerminal(batch.batchSeq, code);
+      state.set(ALERT_STATE_KEY, alert);
+      logger.error({ alert, channel }, 'shipping stopped: the platform refused the batch for good');
+      return { kind: 'terminal', batchSeq: batch.batchSeq, code, status: response.status };
+    }
+    return this.retryLater(batch, `http ${response.status}${code ? ` ${code}` : ''}`);
+  }
+
+  private retryLater(batch: StoredBatch, reason: string): SendOutcome {
+    this.failures++;
+    const delayMs = backoffDelayMs(this.options.backoff, this.failures, this.random);
+    this.options.logger.warn(
+      { batch_seq: batch.batchSeq, reason, delay_ms: delayMs },
+      'batch not answered; will resend',
+    );
+    return { kind: 'retry', batchSeq: batch.batchSeq, delayMs, reason };
+  }
+}
+
+function parseAnswer(body: Buffer): PopAnswer | null {
+  try {
+    const parsed: unknown = JSON.parse(body.toString('utf8'));
+    return compiledCheck(PopAnswer).Check(parsed) ? parsed : null;
+  } catch {
+    return null;
+  }
+}
+
+export function trimSlash(url: string): string {
+  return url.replace(/\/+$/, '');
+}

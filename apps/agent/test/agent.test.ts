@@ -1,0 +1,133 @@
+import { existsSync } from 'node:fs';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type AgentCore, createAgent, readStatus } from '../src/index.js';
+import { memoryLogger } from '../src/logger.js';
+import { setUpAgent } from './helpers/agent-setup.js';
+import { ManualHardware, TimerDisplay } from './helpers/hardware.js';
+import { writeMedia } from './helpers/media.js';
+import { createTestPki, type TestPki } from './helpers/pki.js';
+import { tempDir } from './helpers/temp.js';
+import { TestPlatform } from './helpers/test-platform.js';
+
+const DAY_MS = 86_400_000;
+
+async function until(condition: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const started = Date.now();
+  while (!condition()) {
+    if (Date.now() - started > timeoutMs) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+describe('the agent core, end to end against the test platform', () => {
+  let pki: TestPki;
+  let platform: TestPlatform;
+  let dir: ReturnType<typeof tempDir>;
+  let agent: AgentCore | null;
+
+  beforeAll(async () => {
+    pki = await createTestPki();
+    platform = await TestPlatform.start({ pki });
+  });
+  afterAll(async () => platform.close());
+  beforeEach(() => {
+    dir = tempDir();
+    agent = null;
+  });
+  afterEach(async () => {
+    await agent?.close();
+    dir.cleanup();
+  });
+
+  it('plays verified media, logs plays and a tamper event, and ships them on the signed channel', async () => {
+    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
+    await writeMedia(pki, setup.config.mediaDir, 'a.png', 'image a');
+    await writeMedia(pki, setup.config.mediaDir, 'b.png', 'image b', {
+      manifest: { approval_number: 'APP-B' },
+    });
+    await writeMedia(pki, setup.config.mediaDir, 'bad.png', 'no sidecar', { sidecar: false });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const hardware = new ManualHardware({ now: () => new Date() });
+    agent = await createAgent({
+      config: setup.config,
+      hardware,
+      display: new TimerDisplay({ now: () => new Date() }),
+      logger: memoryLogger(),
+    });
+    await agent.start();
+    hardware.setTamper('open');
+    await until(() => platform.playCount(setup.deviceId) >= 3);
+    const status = agent.status();
+    expect(status).toMatchObject({
+      device_id: setup.deviceId,
+      structure: 'ALM-0001',
+      identity: { certificate: null },
+      mode: 'normal',
+      media: { playable: 2, refused: 1 },
+    });
+    expect(status.shipping.lastSend).not.toBeNull();
+    await agent.stop();
+    const records = agent.log.records().map((r) => r.record);
+    expect(records.filter((r) => r.kind === 'reject')).toEqual([
+      expect.objectContaining({ code: 'NO_SIGNATURE', detail: expect.objectContaining({ file: 'bad.png' }) }),
+    ]);
+    expect(records.filter((r) => r.kind === 'tamper')).toEqual([
+      expect.objectContaining({ detail: { state: 'open' } }),
+    ]);
+    expect(platform.requests.every((r) => r.channel === 'signed')).toBe(true);
+    // Every record the platform has is one the agent logged, in order, none twice.
+    const device = platform.device(setup.deviceId);
+    const shipped = [...device.batches.values()].flatMap((b) => JSON.parse(b.body.toString()).events);
+    expect(shipped.map((e: { seq: number }) => e.seq)).toEqual(shipped.map((_: unknown, i: number) => i + 1));
+  });
+
+  it('uses the certificate channel with a certificate, renews when due and promotes the new pair after a call', async () => {
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: {
+        notBefore: new Date(Date.now() - 360 * DAY_MS),
+        notAfter: new Date(Date.now() + 5 * DAY_MS),
+      },
+    });
+    await writeMedia(pki, setup.config.mediaDir, 'a.png', 'image a');
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const before = platform.requests.length;
+    agent = await createAgent({
+      config: setup.config,
+      hardware: new ManualHardware({ now: () => new Date() }),
+      display: new TimerDisplay({ now: () => new Date() }),
+      logger: memoryLogger(),
+      random: () => 0,
+    });
+    const firstSerial = agent.credentials.certificate!.serialHex;
+    await agent.start();
+    await until(() => agent!.credentials.certificate?.serialHex !== firstSerial);
+    await until(() => platform.playCount(setup.deviceId) >= 2);
+    const mine = platform.requests.slice(before).filter((r) => r.path.includes('telemetry'));
+    expect(mine.every((r) => r.channel === 'certificate')).toBe(true);
+    expect(platform.requests.slice(before).some((r) => r.path === '/d/v1/renew' && r.status === 200)).toBe(
+      true,
+    );
+    expect(existsSync(`${setup.config.certificateFile}.previous`)).toBe(true);
+    const status = agent.status();
+    expect(status.identity.certificate).toMatchObject({ state: 'valid' });
+    expect(status.identity.certificate!.days_left).toBeGreaterThan(300);
+    await agent.stop();
+    const stopped = agent.status();
+
+    // `agent status` reads the same facts from disk.
+    const offline = await readStatus(setup.config);
+    expect(offline.identity.certificate?.serial).toBe(agent.credentials.certificate!.serialHex);
+    expect(offline.shipping.lastSend).toEqual(stopped.shipping.lastSend);
+    expect(offline.queue).toEqual(stopped.queue);
+  });
+
+  it('refuses to start without a device_id', async () => {
+    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
+    await expect(createAgent({ config: { ...setup.config, deviceId: null } })).rejects.toMatchObject({
+      code: 'config_invalid',
+    });
+  });
+});

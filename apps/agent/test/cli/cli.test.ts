@@ -1,0 +1,152 @@
+import { spawnSync } from 'node:child_process';
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { exportPublicKeySpki, importPrivateKey, parseCsr } from '@ooh/crypto';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
+import { openAgentDatabase } from '../../src/log/database.js';
+import { PlayLog } from '../../src/log/play-log.js';
+import { setUpAgent } from '../helpers/agent-setup.js';
+import { createTestPki, type TestPki } from '../helpers/pki.js';
+import { tempDir } from '../helpers/temp.js';
+import { TestPlatform } from '../helpers/test-platform.js';
+
+const DAY_MS = 86_400_000;
+const AGENT_ROOT = join(import.meta.dirname, '..', '..');
+
+async function run(args: string[]): Promise<{ code: number; output: string }> {
+  let output = '';
+  const code = await main(args, (text) => {
+    output += text;
+  });
+  return { code, output };
+}
+
+describe('agent CLI', () => {
+  let pki: TestPki;
+  let platform: TestPlatform;
+  let dir: ReturnType<typeof tempDir>;
+
+  beforeAll(async () => {
+    pki = await createTestPki();
+    platform = await TestPlatform.start({ pki });
+  });
+  afterAll(async () => platform.close());
+  beforeEach(() => {
+    dir = tempDir();
+  });
+  afterEach(() => dir.cleanup());
+
+  it('init creates a 0600 P-256 key once and prints its public key and a CSR for it', async () => {
+    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
+    // setUpAgent already ran init; running it again keeps the key.
+    const keyBefore = readFileSync(setup.config.keyFile, 'utf8');
+    const { code, output } = await run(['init', '--config', setup.configPath]);
+    expect(code).toBe(0);
+    expect(output).toMatch(/already exists; it was kept/);
+    expect(readFileSync(setup.config.keyFile, 'utf8')).toBe(keyBefore);
+    expect(statSync(setup.config.keyFile).mode & 0o777).toBe(0o600);
+    const spki = exportPublicKeySpki(importPrivateKey(keyBefore));
+    expect(output).toContain(`public key:       ${spki}`);
+    const csrPem = output.slice(
+      output.indexOf('-----BEGIN CERTIFICATE REQUEST-----'),
+      output.indexOf('-----END CERTIFICATE REQUEST-----') + 33,
+    );
+    const csr = await parseCsr(csrPem);
+    expect(csr.signatureValid).toBe(true);
+    expect(csr.publicKeySpki).toBe(spki);
+  });
+
+  it('init on a fresh player creates the key', async () => {
+    const configPath = join(dir.path, 'agent.json');
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(join(dir.path, 'root.pem'), pki.authorityRootPem);
+    writeFileSync(
+      configPath,
+      JSON.stringify({
+        structure: 'ALM-0002',
+        platform: {
+          agents_url: 'https://a.example',
+          devices_url: 'https://d.example',
+          verify_url: 'https://v.example',
+        },
+        authority_root_file: 'root.pem',
+      }),
+    );
+    const { code, output } = await run(['init', '--config', configPath]);
+    expect(code).toBe(0);
+    expect(output).toMatch(/Created device key .*device-key\.pem \(mode 0600\)/);
+    expect(output).toMatch(/write the device id the console shows into "device_id"/);
+    expect(statSync(join(dir.path, 'data', 'device-key.pem')).mode & 0o777).toBe(0o600);
+  });
+
+  it('status shows identity, certificate expiry, queue depth, last send and clock offset', async () => {
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: {
+        notBefore: new Date(Date.now() - DAY_MS),
+        notAfter: new Date(Date.now() + 100 * DAY_MS),
+      },
+    });
+    const db = openAgentDatabase(join(setup.config.dataDir, 'agent.sqlite'));
+    new PlayLog(db).appendStatus({ kind: 'tamper', at: new Date() });
+    db.close();
+    const { code, output } = await run(['status', '--config', setup.configPath]);
+    expect(code).toBe(0);
+    expect(output).toContain(`device:          ${setup.deviceId}`);
+    expect(output).toMatch(/certificate: {5}VALID serial [0-9a-f]+, expires .* \((99|100) days\)/);
+    expect(output).toContain('queue:           1 records not yet acknowledged (last seq 1)');
+    expect(output).toContain('last send:       never');
+    expect(output).toContain('clock offset:    0 ms');
+    const json = await run(['status', '--json', '--config', setup.configPath]);
+    expect(JSON.parse(json.output)).toMatchObject({
+      device_id: setup.deviceId,
+      queue: { depth: 1, last_seq: 1 },
+    });
+  });
+
+  it('status says clearly when the certificate has expired (exit code 1)', async () => {
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: {
+        notBefore: new Date(Date.now() - 400 * DAY_MS),
+        notAfter: new Date(Date.now() - DAY_MS),
+      },
+    });
+    const { code, output } = await run(['status', '--config', setup.configPath]);
+    expect(code).toBe(1);
+    expect(output).toMatch(/certificate: {5}EXPIRED/);
+    expect(output).toMatch(/has EXPIRED: renewal is impossible; enrol the device again/);
+  });
+
+  it('runs as a program: `node --conditions=source --import tsx src/cli/main.ts status`', async () => {
+    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
+    const result = spawnSync(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', 'src/cli/main.ts', 'status', '--config', setup.configPath],
+      { cwd: AGENT_ROOT, encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain('certificate:     none (signed channel only)');
+    const bad = spawnSync(
+      process.execPath,
+      [
+        '--conditions=source',
+        '--import',
+        'tsx',
+        'src/cli/main.ts',
+        'status',
+        '--config',
+        join(dir.path, 'missing.json'),
+      ],
+      { cwd: AGENT_ROOT, encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/config_missing/);
+  });
+});

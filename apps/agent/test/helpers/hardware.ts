@@ -1,0 +1,109 @@
+import type { Clock } from '../../src/clock.js';
+import type { Hardware, TamperState } from '../../src/hardware/hardware.js';
+import type { ScreenPower } from '../../src/log/records.js';
+import type { Display, PlayReport, PlayRequest } from '../../src/playback/display.js';
+
+/** Hardware a test sets by hand. */
+export class ManualHardware implements Hardware {
+  private power: ScreenPower = 'on';
+  private tamperState: TamperState = 'closed';
+  private readonly powerListeners = new Set<(power: ScreenPower) => void>();
+  private readonly tamperListeners = new Set<(state: TamperState) => void>();
+
+  constructor(readonly clock: Clock) {}
+
+  screenPower(): ScreenPower {
+    return this.power;
+  }
+
+  tamper(): TamperState {
+    return this.tamperState;
+  }
+
+  setScreenPower(power: ScreenPower): void {
+    this.power = power;
+    for (const listener of this.powerListeners) listener(power);
+  }
+
+  setTamper(state: TamperState): void {
+    this.tamperState = state;
+    for (const listener of this.tamperListeners) listener(state);
+  }
+
+  onScreenPowerChange(listener: (power: ScreenPower) => void): () => void {
+    this.powerListeners.add(listener);
+    return () => this.powerListeners.delete(listener);
+  }
+
+  onTamperChange(listener: (state: TamperState) => void): () => void {
+    this.tamperListeners.add(listener);
+    return () => this.tamperListeners.delete(listener);
+  }
+}
+
+/**
+ * A display that "plays" on a clock: reports start = now, end = now + duration (after advancing a manual
+ * clock if given), yielding to the event loop in between. `hold` makes a play last until aborted.
+ */
+export class FakeDisplay implements Display {
+  readonly requests: PlayRequest[] = [];
+  hold = false;
+  failPaths = new Set<string>();
+  private readonly waiters: ((request: PlayRequest) => void)[] = [];
+
+  constructor(
+    private readonly clock: Clock & { advance?: (ms: number) => Date },
+    private readonly videoMs = 5000,
+  ) {}
+
+  async play(request: PlayRequest, signal: AbortSignal): Promise<PlayReport> {
+    const start = this.clock.now();
+    this.requests.push(request);
+    for (const waiter of this.waiters.splice(0)) waiter(request);
+    await new Promise((resolve) => setImmediate(resolve));
+    if (this.failPaths.has(request.relativePath)) return { outcome: 'failed', reason: 'decode error' };
+    if (this.hold) {
+      await new Promise<void>((resolve) => {
+        if (signal.aborted) resolve();
+        else signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+      return { outcome: 'played', start, end: this.clock.now(), interrupted: true };
+    }
+    const duration = request.durationMs ?? this.videoMs;
+    const end = this.clock.advance ? this.clock.advance(duration) : new Date(start.getTime() + duration);
+    return { outcome: 'played', start, end, interrupted: false };
+  }
+
+  nextRequest(): Promise<PlayRequest> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+}
+
+/** A display that really waits: images for their duration, videos for `videoMs`; abort ends early. */
+export class TimerDisplay implements Display {
+  plays = 0;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly videoMs = 1000,
+  ) {}
+
+  async play(request: PlayRequest, signal: AbortSignal): Promise<PlayReport> {
+    const start = this.clock.now();
+    const duration = request.durationMs ?? this.videoMs;
+    const interrupted = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(false);
+      }, duration);
+      const onAbort = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    this.plays++;
+    return { outcome: 'played', start, end: this.clock.now(), interrupted };
+  }
+}

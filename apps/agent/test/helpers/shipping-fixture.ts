@@ -1,0 +1,111 @@
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { generateEs256KeyPair } from '@ooh/crypto';
+import type { Dispatcher } from 'undici';
+import { CorrectedClock, systemClock } from '../../src/clock.js';
+import type { DeviceCredentials } from '../../src/identity/device-credentials.js';
+import { AgentState } from '../../src/log/agent-state.js';
+import { type Database, openAgentDatabase } from '../../src/log/database.js';
+import { PlayLog } from '../../src/log/play-log.js';
+import { memoryLogger } from '../../src/logger.js';
+import { createHttpClient, type HttpClient, type TlsIdentity } from '../../src/net/http-client.js';
+import { BatchStore } from '../../src/shipping/batch-store.js';
+import { Shipper, type ShipperOptions } from '../../src/shipping/shipper.js';
+import { SHA_A } from './temp.js';
+
+export interface ShippingFixture {
+  deviceId: string;
+  keys: ReturnType<typeof generateEs256KeyPair>;
+  db: Database;
+  log: PlayLog;
+  batches: BatchStore;
+  state: AgentState;
+  http: HttpClient;
+  clock: CorrectedClock;
+  logger: ReturnType<typeof memoryLogger>;
+  shipper: Shipper;
+  close(): Promise<void>;
+}
+
+export function createShippingFixture(args: {
+  dir: string;
+  agentsUrl: string;
+  devicesUrl?: string;
+  tls?: TlsIdentity | null;
+  serverCaPem?: string;
+  dispatcher?: Dispatcher;
+  overrides?: Partial<ShipperOptions>;
+}): ShippingFixture {
+  const deviceId = randomUUID();
+  const keys = generateEs256KeyPair();
+  const db = openAgentDatabase(join(args.dir, 'agent.sqlite'));
+  const log = new PlayLog(db);
+  const batches = new BatchStore(db);
+  const state = new AgentState(db);
+  const http = createHttpClient({
+    ...(args.serverCaPem ? { serverCaPem: args.serverCaPem } : {}),
+    ...(args.dispatcher ? { dispatcher: args.dispatcher } : {}),
+  });
+  const clock = new CorrectedClock(systemClock, 24 * 3_600_000);
+  const logger = memoryLogger();
+  const confirmed: (TlsIdentity | null)[] = [];
+  const credentials: DeviceCredentials & { confirmed: typeof confirmed } = {
+    confirmed,
+    signingKey: () => keys.privateKey,
+    tlsIdentity: () => args.tls ?? null,
+    confirm: (identity) => confirmed.push(identity),
+  };
+  const shipper = new Shipper({
+    batches,
+    state,
+    http,
+    credentials,
+    clock,
+    deviceId,
+    agentsUrl: args.agentsUrl,
+    devicesUrl: args.devicesUrl ?? args.agentsUrl,
+    backoff: { baseMs: 1000, capMs: 60_000 },
+    minIntervalMs: 0,
+    idleIntervalMs: 50,
+    logger,
+    random: () => 0.5,
+    ...args.overrides,
+  });
+  return {
+    deviceId,
+    keys,
+    db,
+    log,
+    batches,
+    state,
+    http,
+    clock,
+    logger,
+    shipper,
+    async close() {
+      await http.close();
+      db.close();
+    },
+  };
+}
+
+let counter = 0;
+
+/** Logs `count` plays of 2 s ending now-ish. */
+export function logPlays(log: PlayLog, count: number, end: Date = new Date()): void {
+  // One outer transaction (each append becomes a savepoint): fast set-up of large queues.
+  log.inTransaction(() => {
+    for (let i = 0; i < count; i++) {
+      counter++;
+      log.appendPlay({
+        playId: `play-${counter}-${i}`,
+        approvalNumber: 'APP-2026-000001',
+        mediaSha256: SHA_A,
+        start: new Date(end.getTime() - 2000),
+        end,
+        structure: 'ALM-0001',
+        screenPower: 'on',
+      });
+    }
+  });
+}

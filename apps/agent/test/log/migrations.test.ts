@@ -1,0 +1,88 @@
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openAgentDatabase } from '../../src/log/database.js';
+import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../src/log/migrations.js';
+import { PlayLog } from '../../src/log/play-log.js';
+import { SHA_A, tempDir } from '../helpers/temp.js';
+
+describe('schema migrations', () => {
+  let dir: ReturnType<typeof tempDir>;
+  let dbPath: string;
+
+  beforeEach(() => {
+    dir = tempDir();
+    dbPath = join(dir.path, 'agent.sqlite');
+  });
+  afterEach(() => dir.cleanup());
+
+  it('numbers migrations 1..n and brings a new file to the latest version', () => {
+    expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
+    const db = openAgentDatabase(dbPath);
+    expect(db.pragma('user_version', { simple: true })).toBe(LATEST_SCHEMA_VERSION);
+    db.close();
+  });
+
+  it('migration 2 keeps the records and batches of a version-1 file and only adds', () => {
+    // Build a version-1 file and seed it as a version-1 agent would have.
+    const v1 = openAgentDatabase(dbPath, { targetVersion: 1 });
+    expect(v1.pragma('user_version', { simple: true })).toBe(1);
+    v1.prepare("UPDATE counters SET value = 2 WHERE name = 'record_seq'").run();
+    v1.prepare("UPDATE counters SET value = 1 WHERE name = 'batch_seq'").run();
+    v1.prepare(
+      `INSERT INTO records (seq, kind, play_id, event, logged_at, batch_seq) VALUES
+        (1, 'play', 'p1', '{"kind":"play","seq":1}', '2026-01-01T00:00:00.000Z', 1),
+        (2, 'tamper', NULL, '{"kind":"tamper","seq":2}', '2026-01-01T00:00:01.000Z', NULL)`,
+    ).run();
+    v1.prepare(
+      `INSERT INTO batches (batch_seq, first_seq, last_seq, event_count, prev_sha256, sent_at, ts, body, body_sha256, cut_at)
+       VALUES (1, 1, 1, 1, '', 'x', 'x', x'7b7d', ?, 'x')`,
+    ).run(SHA_A);
+    const columnsBefore = tableColumns(v1);
+    v1.close();
+
+    const db = openAgentDatabase(dbPath);
+    expect(db.pragma('user_version', { simple: true })).toBe(2);
+    // Additive only: every table and column of version 1 is still there.
+    const columnsAfter = tableColumns(db);
+    for (const [table, columns] of Object.entries(columnsBefore)) {
+      expect(columnsAfter[table]).toEqual(expect.arrayContaining(columns));
+    }
+    expect(columnsAfter['rejects_logged']).toBeDefined();
+    expect(columnsAfter['agent_state']).toBeDefined();
+    expect(columnsAfter['batches']).toContain('terminal_code');
+    expect(db.prepare('SELECT seq, play_id, batch_seq FROM records ORDER BY seq').all()).toEqual([
+      { seq: 1, play_id: 'p1', batch_seq: 1 },
+      { seq: 2, play_id: null, batch_seq: null },
+    ]);
+    // The counter carried over: the next record is 3.
+    expect(new PlayLog(db).appendStatus({ kind: 'tamper', at: new Date() }).seq).toBe(3);
+    db.close();
+  });
+
+  it('is idempotent: migrating a current file changes nothing', () => {
+    const db = openAgentDatabase(dbPath);
+    new PlayLog(db).appendStatus({ kind: 'tamper', at: new Date() });
+    expect(migrate(db)).toBe(LATEST_SCHEMA_VERSION);
+    expect(db.prepare('SELECT count(*) AS n FROM records').get()).toEqual({ n: 1 });
+    db.close();
+  });
+
+  it('refuses a file written by a newer agent instead of touching it', () => {
+    const raw = new BetterSqlite3(dbPath);
+    raw.pragma(`user_version = ${LATEST_SCHEMA_VERSION + 1}`);
+    raw.close();
+    expect(() => openAgentDatabase(dbPath)).toThrowError(expect.objectContaining({ code: 'database_newer' }));
+  });
+});
+
+function tableColumns(db: BetterSqlite3.Database): Record<string, string[]> {
+  const tables = db
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    .all() as { name: string }[];
+  const result: Record<string, string[]> = {};
+  for (const { name } of tables) {
+    result[name] = (db.prepare(`PRAGMA table_info(${name})`).all() as { name: string }[]).map((c) => c.name);
+  }
+  return result;
+}

@@ -1,0 +1,111 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { verifyEnvelope } from '../../src/media/envelope.js';
+import { manifestFor, sha256Of } from '../helpers/media.js';
+import { createTestPki, signEnvelope, type TestPki } from '../helpers/pki.js';
+
+const noRevocations = { isRevoked: () => false };
+const NOW = new Date('2026-11-21T09:00:00.000Z');
+
+describe('envelope verification (DESIGN.md §4, §9)', () => {
+  let pki: TestPki;
+  let otherPki: TestPki;
+  const media = 'media bytes';
+  const sha = sha256Of(media);
+
+  beforeAll(async () => {
+    pki = await createTestPki(new Date('2026-01-01T00:00:00Z'));
+    otherPki = await createTestPki(new Date('2026-01-01T00:00:00Z'));
+  });
+
+  async function check(
+    envelope: unknown,
+    overrides: { now?: Date; structure?: string; mediaSha256?: string; revoked?: boolean } = {},
+  ) {
+    return verifyEnvelope({
+      envelopeText:
+        envelope === null ? null : typeof envelope === 'string' ? envelope : JSON.stringify(envelope),
+      mediaSha256: overrides.mediaSha256 ?? sha,
+      trustedRootsPem: [pki.authorityRootPem],
+      now: overrides.now ?? NOW,
+      structure: overrides.structure ?? 'ALM-0001',
+      revocations: overrides.revoked ? { isRevoked: () => true } : noRevocations,
+    });
+  }
+
+  it('accepts a signed manifest for this file, structure and day', async () => {
+    const verdict = await check(await signEnvelope(pki, manifestFor(sha)));
+    expect(verdict.status).toBe('playable');
+    if (verdict.status === 'playable') expect(verdict.manifest.approval_number).toBe('APP-2026-000001');
+  });
+
+  it('NO_SIGNATURE without a sidecar or without a signature in it', async () => {
+    expect(await check(null)).toMatchObject({ status: 'refused', code: 'NO_SIGNATURE' });
+    expect(await check({ v: 1, body: manifestFor(sha) })).toMatchObject({
+      status: 'refused',
+      code: 'NO_SIGNATURE',
+    });
+    expect(await check({ v: 1, body: manifestFor(sha), signature: '' })).toMatchObject({
+      code: 'NO_SIGNATURE',
+    });
+  });
+
+  it('BAD_SIGNATURE for another root, an altered body, garbage and a non-manifest body', async () => {
+    expect(await check(await signEnvelope(otherPki, manifestFor(sha)))).toMatchObject({
+      code: 'BAD_SIGNATURE',
+    });
+    const signed = await signEnvelope(pki, manifestFor(sha));
+    const altered = { ...signed, body: { ...(signed.body as object), valid_until: '2199-12-31' } };
+    expect(await check(altered)).toMatchObject({ code: 'BAD_SIGNATURE' });
+    expect(await check({ ...signed, signature: 'AAAA' })).toMatchObject({ code: 'BAD_SIGNATURE' });
+    expect(await check({ ...signed, signature: 'not base64!' })).toMatchObject({ code: 'BAD_SIGNATURE' });
+    expect(await check('{not json')).toMatchObject({ code: 'BAD_SIGNATURE' });
+    const notManifest = await signEnvelope(pki, { hello: 'world' });
+    expect(await check(notManifest)).toMatchObject({ code: 'BAD_SIGNATURE' });
+  });
+
+  it('HASH_MISMATCH when the file is not the approved one', async () => {
+    const verdict = await check(await signEnvelope(pki, manifestFor(sha)), {
+      mediaSha256: sha256Of('other'),
+    });
+    expect(verdict).toMatchObject({ status: 'refused', code: 'HASH_MISMATCH' });
+  });
+
+  it('REVOKED when the revocation list names the approval', async () => {
+    const verdict = await check(await signEnvelope(pki, manifestFor(sha)), { revoked: true });
+    expect(verdict).toMatchObject({ status: 'refused', code: 'REVOKED' });
+  });
+
+  it('EXPIRED_APPROVAL after valid_until, counted in Almaty days (inclusive)', async () => {
+    const envelope = await signEnvelope(
+      pki,
+      manifestFor(sha, { valid_from: '2026-11-01', valid_until: '2026-11-21' }),
+    );
+    // 23:59:59.999 on 21 November in Almaty (UTC+5) is still inside.
+    expect((await check(envelope, { now: new Date('2026-11-21T18:59:59.999Z') })).status).toBe('playable');
+    expect(await check(envelope, { now: new Date('2026-11-21T19:00:00.000Z') })).toMatchObject({
+      status: 'refused',
+      code: 'EXPIRED_APPROVAL',
+      reason: 'valid_until_passed',
+    });
+  });
+
+  it('before valid_from: not yet playable and not refused', async () => {
+    const envelope = await signEnvelope(
+      pki,
+      manifestFor(sha, { valid_from: '2026-11-22', valid_until: '2026-12-01' }),
+    );
+    expect((await check(envelope, { now: new Date('2026-11-21T18:59:59.000Z') })).status).toBe(
+      'not_yet_valid',
+    );
+    expect((await check(envelope, { now: new Date('2026-11-21T19:00:00.000Z') })).status).toBe('playable');
+  });
+
+  it('EXPIRED_APPROVAL (structure_not_covered) on a structure the approval does not name', async () => {
+    const verdict = await check(await signEnvelope(pki, manifestFor(sha, { structures: ['ALM-0002'] })));
+    expect(verdict).toMatchObject({
+      status: 'refused',
+      code: 'EXPIRED_APPROVAL',
+      reason: 'structure_not_covered',
+    });
+  });
+});

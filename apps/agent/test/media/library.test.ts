@@ -1,0 +1,203 @@
+import { appendFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.js';
+import { type Database, openAgentDatabase } from '../../src/log/database.js';
+import { PlayLog } from '../../src/log/play-log.js';
+import type { WireStatusRecord } from '../../src/log/records.js';
+import { memoryLogger } from '../../src/logger.js';
+import { type MediaItem, MediaLibrary } from '../../src/media/library.js';
+import { manifestFor, sha256Of, writeMedia } from '../helpers/media.js';
+import { createTestPki, signEnvelope, type TestPki } from '../helpers/pki.js';
+import { tempDir } from '../helpers/temp.js';
+
+describe('media library', () => {
+  let pki: TestPki;
+  let dir: ReturnType<typeof tempDir>;
+  let mediaDir: string;
+  let db: Database;
+  let log: PlayLog;
+  let revoked: Set<string>;
+  let library: MediaLibrary | null;
+
+  beforeAll(async () => {
+    pki = await createTestPki();
+  });
+  beforeEach(() => {
+    dir = tempDir();
+    mediaDir = join(dir.path, 'media');
+    db = openAgentDatabase(join(dir.path, 'agent.sqlite'));
+    log = new PlayLog(db);
+    revoked = new Set();
+    library = null;
+  });
+  afterEach(async () => {
+    await library?.stop();
+    db.close();
+    dir.cleanup();
+  });
+
+  function create(options: { sidecarGraceMs?: number; stabilityMs?: number } = {}): MediaLibrary {
+    library = new MediaLibrary({
+      mediaDir,
+      structure: 'ALM-0001',
+      trustedRootsPem: [pki.authorityRootPem],
+      revocations: { isRevoked: (number) => revoked.has(number) },
+      clock: systemClock,
+      log,
+      logger: memoryLogger(),
+      stabilityMs: options.stabilityMs ?? 200,
+      sidecarGraceMs: options.sidecarGraceMs ?? 0,
+    });
+    return library;
+  }
+
+  function rejects() {
+    return log
+      .records()
+      .map((r) => r.record)
+      .filter((r): r is WireStatusRecord => r.kind === 'reject');
+  }
+
+  async function nextChange(
+    lib: MediaLibrary,
+    predicate: (items: MediaItem[]) => boolean,
+  ): Promise<MediaItem[]> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no matching change')), 15_000);
+      const off = lib.onChange((items) => {
+        if (!predicate(items)) return;
+        clearTimeout(timer);
+        off();
+        resolve(items);
+      });
+    });
+  }
+
+  it('finds playable files at start, slot folders included, and refuses the rest once each', async () => {
+    await writeMedia(pki, mediaDir, 'ad.png', 'png bytes');
+    await writeMedia(pki, mediaDir, 'clip.webm', 'webm bytes', {
+      manifest: { duration_ms: 15_000, approval_number: 'APP-V' },
+    });
+    await writeMedia(pki, mediaDir, 'gov/notice.png', 'gov bytes', {
+      manifest: { approval_number: 'GOV-1' },
+    });
+    await writeMedia(pki, mediaDir, 'unsigned.jpg', 'unsigned', { sidecar: false });
+    await writeMedia(pki, mediaDir, 'wrong.jpg', 'actual bytes', {
+      manifest: { media_sha256: sha256Of('other bytes') },
+    });
+    writeFileSync(join(mediaDir, 'notes.txt'), 'not media');
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const lib = create();
+    await lib.start();
+
+    const items = lib.playable();
+    expect(items.map((i) => [i.relativePath, i.kind, i.slot, i.durationMs])).toEqual([
+      ['ad.png', 'image', null, null],
+      ['clip.webm', 'video', null, 15_000],
+      ['gov/notice.png', 'image', 'gov', null],
+    ]);
+    expect(rejects().map((r) => [r.code, (r.detail as { file: string }).file])).toEqual(
+      expect.arrayContaining([
+        ['NO_SIGNATURE', 'unsigned.jpg'],
+        ['HASH_MISMATCH', 'wrong.jpg'],
+      ]),
+    );
+    expect(rejects()).toHaveLength(2);
+
+    // Scans again and a restart do not repeat the rejects.
+    await lib.reevaluateAll();
+    await lib.reevaluateAll();
+    await lib.stop();
+    const again = create();
+    await again.start();
+    expect(rejects()).toHaveLength(2);
+    expect(again.playable()).toHaveLength(3);
+  });
+
+  it('picks up a new file, ignores it while partially written, and drops it when deleted', async () => {
+    // Stability 1 s, pieces written 100 ms apart: the file must not be read before the last piece.
+    const lib = create({ stabilityMs: 1000 });
+    await lib.start();
+    const content = Buffer.alloc(200_000, 7);
+    const sha = sha256Of(content);
+    writeFileSync(
+      join(mediaDir, 'big.png.envelope.json'),
+      JSON.stringify(await signEnvelope(pki, manifestFor(sha))),
+    );
+    const appeared = nextChange(lib, (items) => items.some((i) => i.relativePath === 'big.png'));
+    // Written in pieces, 100 ms apart (under the 200 ms stability threshold).
+    const path = join(mediaDir, 'big.png');
+    writeFileSync(path, content.subarray(0, 50_000));
+    for (let offset = 50_000; offset < content.length; offset += 50_000) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      appendFileSync(path, content.subarray(offset, offset + 50_000));
+    }
+    const items = await appeared;
+    expect(items.find((i) => i.relativePath === 'big.png')?.sha256).toBe(sha);
+    expect(rejects()).toEqual([]);
+
+    const gone = nextChange(lib, (list) => list.every((i) => i.relativePath !== 'big.png'));
+    rmSync(path);
+    await gone;
+    expect(lib.isPlayable('big.png', sha)).toBe(false);
+  });
+
+  it('forgets a file removed while it was still settling', async () => {
+    const lib = create({ stabilityMs: 300 });
+    await lib.start();
+    await writeMedia(pki, mediaDir, 'brief.png', 'here and gone');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    rmSync(join(mediaDir, 'brief.png'));
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    expect(lib.files()).toEqual([]);
+    expect(rejects()).toEqual([]);
+  });
+
+  it('ignores temporary names until the copy is renamed into place', async () => {
+    const lib = create();
+    await lib.start();
+    const sha = await writeMedia(pki, mediaDir, 'incoming.png.part', 'image bytes', { sidecar: false });
+    writeFileSync(
+      join(mediaDir, 'incoming.png.envelope.json'),
+      JSON.stringify(await signEnvelope(pki, manifestFor(sha))),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(lib.playable()).toEqual([]);
+    const appeared = nextChange(lib, (items) => items.length === 1);
+    renameSync(join(mediaDir, 'incoming.png.part'), join(mediaDir, 'incoming.png'));
+    await appeared;
+    expect(rejects()).toEqual([]);
+  });
+
+  it('waits for a late sidecar before calling a file unsigned', async () => {
+    const lib = create({ sidecarGraceMs: 60_000 });
+    await lib.start();
+    const sha = await writeMedia(pki, mediaDir, 'late.png', 'late bytes', { sidecar: false });
+    for (let i = 0; i < 200 && lib.files().length === 0; i++)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(lib.files()).toEqual([{ relativePath: 'late.png', sha256: sha, status: 'waiting' }]);
+    const appeared = nextChange(lib, (items) => items.length === 1);
+    writeFileSync(
+      join(mediaDir, 'late.png.envelope.json'),
+      JSON.stringify(await signEnvelope(pki, manifestFor(sha))),
+    );
+    await appeared;
+    expect(rejects()).toEqual([]);
+  });
+
+  it('drops a file the moment its approval is revoked, with one REVOKED reject', async () => {
+    await writeMedia(pki, mediaDir, 'ad.png', 'png bytes', { manifest: { approval_number: 'APP-R' } });
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const lib = create();
+    await lib.start();
+    expect(lib.playable()).toHaveLength(1);
+    revoked.add('APP-R');
+    const emptied = nextChange(lib, (items) => items.length === 0);
+    await lib.reevaluateAll();
+    await emptied;
+    await lib.reevaluateAll();
+    expect(rejects().map((r) => r.code)).toEqual(['REVOKED']);
+    expect(rejects()[0]!.detail).toMatchObject({ file: 'ad.png', approval_number: 'APP-R' });
+  });
+});

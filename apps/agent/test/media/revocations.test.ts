@@ -1,0 +1,94 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.js';
+import { memoryLogger } from '../../src/logger.js';
+import { RevocationStore } from '../../src/media/revocations.js';
+import { createHttpClient, type HttpClient } from '../../src/net/http-client.js';
+import { signedRevocations } from '../helpers/media.js';
+import { createTestPki, type TestPki } from '../helpers/pki.js';
+import { tempDir } from '../helpers/temp.js';
+import { TestPlatform } from '../helpers/test-platform.js';
+
+describe('revocation list', () => {
+  let pki: TestPki;
+  let otherPki: TestPki;
+  let platform: TestPlatform;
+  let dir: ReturnType<typeof tempDir>;
+  let http: HttpClient;
+
+  beforeAll(async () => {
+    pki = await createTestPki();
+    otherPki = await createTestPki();
+    platform = await TestPlatform.start();
+  });
+  afterAll(async () => platform.close());
+  beforeEach(() => {
+    dir = tempDir();
+    http = createHttpClient();
+  });
+  afterEach(async () => {
+    await http.close();
+    dir.cleanup();
+  });
+
+  function store() {
+    return new RevocationStore({
+      cachePath: join(dir.path, 'revocations.json'),
+      trustedRootsPem: [pki.authorityRootPem],
+      clock: systemClock,
+      logger: memoryLogger(),
+      http,
+      verifyUrl: platform.verifyUrl,
+    });
+  }
+
+  it('fetches, verifies, caches on disk and answers isRevoked from revoked_at on', async () => {
+    platform.revocationList = await signedRevocations(pki, 3, [
+      { approval_number: 'APP-1', revoked_at: '2026-11-20T10:00:00Z' },
+    ]);
+    const revocations = store();
+    let changes = 0;
+    revocations.onChange(() => changes++);
+    expect(await revocations.refresh()).toBe('updated');
+    expect(revocations.version).toBe(3);
+    expect(changes).toBe(1);
+    expect(revocations.isRevoked('APP-1', new Date('2026-11-20T10:00:00Z'))).toBe(true);
+    expect(revocations.isRevoked('APP-1', new Date('2026-11-20T09:59:59Z'))).toBe(false);
+    expect(revocations.isRevoked('APP-2', new Date('2030-01-01T00:00:00Z'))).toBe(false);
+    expect(await revocations.refresh()).toBe('unchanged');
+    expect(existsSync(join(dir.path, 'revocations.json'))).toBe(true);
+
+    // A new process starts from the cache, verified again, with the network down.
+    const offline = new RevocationStore({
+      cachePath: join(dir.path, 'revocations.json'),
+      trustedRootsPem: [pki.authorityRootPem],
+      clock: systemClock,
+      logger: memoryLogger(),
+    });
+    expect(await offline.loadCache()).toBe(true);
+    expect(offline.version).toBe(3);
+    expect(await offline.refresh()).toBe('unreachable');
+  });
+
+  it('refuses an older version, a list signed by another root and an altered list', async () => {
+    const revocations = store();
+    platform.revocationList = await signedRevocations(pki, 5, []);
+    expect(await revocations.refresh()).toBe('updated');
+    platform.revocationList = await signedRevocations(pki, 4, [
+      { approval_number: 'X', revoked_at: '2026-01-01T00:00:00Z' },
+    ]);
+    expect(await revocations.refresh()).toBe('older_refused');
+    platform.revocationList = await signedRevocations(otherPki, 9, []);
+    expect(await revocations.refresh()).toBe('invalid');
+    const genuine = await signedRevocations(pki, 6, []);
+    platform.revocationList = { ...genuine, body: { ...(genuine.body as object), version: 60 } };
+    expect(await revocations.refresh()).toBe('invalid');
+    expect(revocations.version).toBe(5);
+  });
+
+  it('reports an unreachable list without throwing', async () => {
+    platform.revocationList = null;
+    expect(await store().refresh()).toBe('unreachable');
+  });
+});

@@ -1,0 +1,191 @@
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { exportPublicKeySpki, readCertificate } from '@ooh/crypto';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { FileCredentials } from '../../src/identity/file-credentials.js';
+import { AgentState } from '../../src/log/agent-state.js';
+import { type Database, openAgentDatabase } from '../../src/log/database.js';
+import { memoryLogger } from '../../src/logger.js';
+import { createHttpClient, type HttpClient } from '../../src/net/http-client.js';
+import { RenewalManager } from '../../src/renewal/renewal.js';
+import { type AgentSetup, setUpAgent } from '../helpers/agent-setup.js';
+import { createTestPki, type TestPki } from '../helpers/pki.js';
+import { ManualClock, tempDir } from '../helpers/temp.js';
+import { TestPlatform } from '../helpers/test-platform.js';
+
+const DAY_MS = 86_400_000;
+
+describe('certificate self-renewal', () => {
+  let pki: TestPki;
+  let platform: TestPlatform;
+  let dir: ReturnType<typeof tempDir>;
+  let db: Database;
+  let http: HttpClient;
+  let setup: AgentSetup;
+  let credentials: FileCredentials;
+  let clock: ManualClock;
+  let logger: ReturnType<typeof memoryLogger>;
+
+  beforeAll(async () => {
+    pki = await createTestPki();
+    platform = await TestPlatform.start({ pki });
+  });
+  afterAll(async () => platform.close());
+  beforeEach(() => {
+    dir = tempDir();
+    clock = new ManualClock(new Date());
+    logger = memoryLogger();
+  });
+  afterEach(async () => {
+    await http?.close();
+    db?.close();
+    dir.cleanup();
+  });
+
+  async function prepare(daysLeft: number, daysSinceIssue = 365 - daysLeft): Promise<RenewalManager> {
+    setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: {
+        notBefore: new Date(Date.now() - daysSinceIssue * DAY_MS),
+        notAfter: new Date(Date.now() + daysLeft * DAY_MS),
+      },
+    });
+    db = openAgentDatabase(join(setup.config.dataDir, 'agent.sqlite'));
+    http = createHttpClient({ serverCaPem: pki.tlsRootPem });
+    credentials = loadCredentials();
+    return manager(() => 0.5);
+  }
+
+  function loadCredentials(): FileCredentials {
+    return FileCredentials.load({
+      keyFile: setup.config.keyFile,
+      certificateFile: setup.config.certificateFile,
+      caChainFile: setup.config.caChainFile,
+      dataDir: setup.config.dataDir,
+    });
+  }
+
+  function manager(random: () => number, sleep?: (ms: number) => Promise<void>): RenewalManager {
+    return new RenewalManager({
+      credentials,
+      http,
+      devicesUrl: setup.config.devicesUrl,
+      deviceId: setup.deviceId,
+      clock,
+      state: new AgentState(db),
+      logger,
+      random,
+      ...(sleep ? { sleep } : {}),
+    });
+  }
+
+  it('does nothing while 30 days or more are left', async () => {
+    const renewal = await prepare(45);
+    expect(await renewal.check()).toEqual({ result: 'not_due', daysLeft: 44 });
+    expect(credentials.renewalState).toBeNull();
+  });
+
+  it('plans a random point in the last 30 days, keeps it across restarts, then renews over mTLS', async () => {
+    const renewal = await prepare(29);
+    const first = await renewal.check();
+    expect(first.result).toBe('scheduled');
+    const plannedAt = Date.parse((first as { at: string }).at);
+    // random 0.5 in [now, notAfter - 15 days] = now + 7 days.
+    expect(Math.abs(plannedAt - (Date.now() + 7 * DAY_MS))).toBeLessThan(60_000);
+    // Another draw (a restart) keeps the plan.
+    expect(await manager(() => 0).check()).toEqual(first);
+
+    clock.set(new Date(plannedAt + 1000));
+    const oldKeySpki = exportPublicKeySpki(credentials.deviceKey);
+    const renewed = await renewal.check();
+    expect(renewed.result).toBe('renewed');
+    // The new pair sits beside the old one; the old pair is untouched.
+    expect(existsSync(`${setup.config.keyFile}.next`)).toBe(true);
+    expect(statSync(`${setup.config.keyFile}.next`).mode & 0o777).toBe(0o600);
+    expect(exportPublicKeySpki(credentials.deviceKey)).toBe(oldKeySpki);
+    expect(credentials.renewalState?.state).toBe('issued');
+    const next = readCertificate(readFileSync(`${setup.config.certificateFile}.next`, 'utf8'));
+    expect(next.publicKeySpki).toBe(exportPublicKeySpki(credentials.signingKey()));
+    expect(next.publicKeySpki).not.toBe(oldKeySpki);
+    // The platform saw the body signature and the current certificate.
+    expect(platform.device(setup.deviceId).certificates).toHaveLength(2);
+
+    // The new pair is offered first; a success with it promotes it and retires the old one.
+    const identity = credentials.tlsIdentity(new Date(), 0)!;
+    expect(identity.id).toBe(next.serialHex);
+    expect(credentials.tlsIdentity(new Date(), 1)!.id).not.toBe(next.serialHex);
+    credentials.confirm(identity);
+    expect(credentials.renewalState).toBeNull();
+    expect(credentials.certificate?.serialHex).toBe(next.serialHex);
+    expect(existsSync(`${setup.config.keyFile}.next`)).toBe(false);
+    expect(exportPublicKeySpki(loadCredentials().deviceKey)).toBe(next.publicKeySpki);
+    expect(await renewal.check()).toMatchObject({ result: 'not_due' });
+  });
+
+  it('recovers a lost answer by sending the same CSR again', async () => {
+    const renewal = await prepare(10);
+    platform.dropRenewAnswerNext(1);
+    expect((await manager(() => 0).check()).result).toBe('failed');
+    const csr = credentials.renewalState?.state === 'requested' ? credentials.renewalState.csr : null;
+    expect(csr).not.toBeNull();
+    // A restart in between: state comes back from disk.
+    credentials = loadCredentials();
+    expect(credentials.renewalState).toMatchObject({ state: 'requested', csr });
+    expect((await manager(() => 0).check()).result).toBe('renewed');
+    expect(platform.device(setup.deviceId).certificates).toHaveLength(2);
+    expect(credentials.renewalState).toMatchObject({ state: 'issued', csr });
+    void renewal;
+  });
+
+  it('finishes a promotion cut short by a power failure', async () => {
+    await prepare(5);
+    expect((await manager(() => 0).check()).result).toBe('renewed');
+    const nextSerial = credentials.nextCertificate!.serialHex;
+    // Power cut after the state said "promoting" and only the key was moved.
+    const statePath = join(setup.config.dataDir, 'renewal.json');
+    const state = JSON.parse(readFileSync(statePath, 'utf8'));
+    writeFileSync(statePath, JSON.stringify({ ...state, state: 'promoting' }));
+    const { renameSync } = await import('node:fs');
+    renameSync(setup.config.keyFile, `${setup.config.keyFile}.previous`);
+    renameSync(`${setup.config.keyFile}.next`, setup.config.keyFile);
+    const reloaded = loadCredentials();
+    expect(reloaded.renewalState).toBeNull();
+    expect(reloaded.certificate?.serialHex).toBe(nextSerial);
+    expect(reloaded.certificate?.publicKeySpki).toBe(exportPublicKeySpki(reloaded.deviceKey));
+  });
+
+  it('reports an expired certificate once instead of looping', async () => {
+    const renewal = await prepare(-1, 366);
+    const renewCalls = () => platform.requests.filter((r) => r.path === '/d/v1/renew').length;
+    const before = renewCalls();
+    expect(await renewal.check()).toMatchObject({ result: 'expired' });
+    expect(await renewal.check()).toMatchObject({ result: 'expired' });
+    expect(logger.lines.filter((l) => l.level === 'error' && /expired/.test(l.message))).toHaveLength(1);
+    expect(credentials.tlsIdentity(new Date())).toBeNull();
+    expect(renewCalls()).toBe(before);
+  });
+
+  it('checks at least hourly, whatever interval is configured', async () => {
+    await prepare(200);
+    const waits: number[] = [];
+    const controller = new AbortController();
+    const renewal = new RenewalManager({
+      credentials,
+      http,
+      devicesUrl: setup.config.devicesUrl,
+      deviceId: setup.deviceId,
+      clock,
+      state: new AgentState(db),
+      logger,
+      checkEveryMs: 5 * 3_600_000,
+      sleep: async (ms) => {
+        waits.push(ms);
+        if (waits.length === 3) controller.abort();
+      },
+    });
+    await renewal.run(controller.signal);
+    expect(waits).toEqual([3_600_000, 3_600_000, 3_600_000]);
+  });
+});

@@ -1,0 +1,269 @@
+import { es256Verify } from '@ooh/crypto';
+import { MockAgent } from 'undici';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createShippingFixture, logPlays, type ShippingFixture } from '../helpers/shipping-fixture.js';
+import { tempDir } from '../helpers/temp.js';
+import { TestPlatform } from '../helpers/test-platform.js';
+
+describe('shipping to the signed channel', () => {
+  let dir: ReturnType<typeof tempDir>;
+  let platform: TestPlatform;
+  let fx: ShippingFixture;
+
+  beforeEach(async () => {
+    dir = tempDir();
+    platform = await TestPlatform.start();
+    fx = createShippingFixture({ dir: dir.path, agentsUrl: platform.agentsUrl });
+    platform.registerDevice(fx.deviceId, fx.keys.publicKey);
+  });
+  afterEach(async () => {
+    await fx.close();
+    await platform.close();
+    dir.cleanup();
+  });
+
+  it('sends a signed batch, stores the answer, and only then counts the records as sent', async () => {
+    logPlays(fx.log, 3);
+    const outcome = await fx.shipper.sendOnce();
+    expect(outcome).toMatchObject({ kind: 'answered', batchSeq: 1, channel: 'signed' });
+    if (outcome.kind !== 'answered') throw new Error('unreachable');
+    expect(outcome.answer).toMatchObject({ batch_seq: 1, received: 3, accepted: 3, duplicate: false });
+    expect(platform.playCount(fx.deviceId)).toBe(3);
+    expect(fx.log.stats().queueDepth).toBe(0);
+    expect(JSON.parse(fx.batches.get(1)!.body.toString()).events).toHaveLength(3);
+    expect(fx.shipper.status().lastSend).toMatchObject({ batch_seq: 1 });
+    expect(await fx.shipper.sendOnce()).toEqual({ kind: 'idle' });
+  });
+
+  it('signs the exact bytes it stored', async () => {
+    logPlays(fx.log, 2);
+    const batch = fx.batches.pendingOrCut({ deviceId: fx.deviceId, now: new Date() })!;
+    await fx.shipper.sendOnce();
+    expect(platform.requests[0]).toMatchObject({ status: 200, bodySha256: batch.bodySha256 });
+    const stored = platform.device(fx.deviceId).batches.get(1)!;
+    expect(stored.body.equals(batch.body)).toBe(true);
+  });
+
+  it('resends byte for byte after a lost answer and accepts the duplicate answer', async () => {
+    logPlays(fx.log, 4);
+    platform.dropAnswerNext(1);
+    const first = await fx.shipper.sendOnce();
+    expect(first).toMatchObject({ kind: 'retry', batchSeq: 1 });
+    expect(fx.log.stats().queueDepth).toBe(4);
+    const second = await fx.shipper.sendOnce();
+    expect(second).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    if (second.kind === 'answered') expect(second.answer.duplicate).toBe(true);
+    expect(platform.requests.map((r) => r.bodySha256)).toEqual([
+      platform.requests[0]!.bodySha256,
+      platform.requests[0]!.bodySha256,
+    ]);
+    expect(platform.playCount(fx.deviceId)).toBe(4);
+  });
+
+  it('waits Retry-After on 429 and then sends the same bytes', async () => {
+    logPlays(fx.log, 1);
+    platform.rateLimitNext(1, 7);
+    const limited = await fx.shipper.sendOnce();
+    expect(limited).toEqual({ kind: 'retry', batchSeq: 1, delayMs: 7000, reason: 'rate_limited' });
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered' });
+    expect(platform.requests[0]!.bodySha256).toBe(platform.requests[1]!.bodySha256);
+  });
+
+  it('backs off exponentially with a cap on server errors, resending the same bytes', async () => {
+    logPlays(fx.log, 1);
+    platform.failNext(8, 503, 'service_unavailable');
+    const delays: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const outcome = await fx.shipper.sendOnce();
+      if (outcome.kind !== 'retry') throw new Error(`expected retry, got ${outcome.kind}`);
+      delays.push(outcome.delayMs);
+    }
+    // random() = 0.5: three quarters of the window 1 s, 2 s, 4 s ... capped at 60 s.
+    expect(delays).toEqual([750, 1500, 3000, 6000, 12_000, 24_000, 45_000, 45_000]);
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered' });
+    expect(new Set(platform.requests.map((r) => r.bodySha256)).size).toBe(1);
+  });
+
+  it('re-signs under the same batch_seq with a fresh ts after stale_request, correcting the clock', async () => {
+    logPlays(fx.log, 2, new Date(Date.now() + 600_000));
+    // The platform's clock runs 10 minutes ahead of the agent's.
+    platform.clockOffsetMs = 600_000;
+    const stale = await fx.shipper.sendOnce();
+    expect(stale).toMatchObject({ kind: 'retry', batchSeq: 1, reason: 'stale_request', delayMs: 0 });
+    expect(Math.abs(fx.clock.offset - 600_000)).toBeLessThan(3000);
+    const answered = await fx.shipper.sendOnce();
+    expect(answered).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    const [first, second] = platform.requests;
+    expect(first).toMatchObject({ status: 401, code: 'stale_request', batchSeq: 1 });
+    expect(second).toMatchObject({ status: 200, batchSeq: 1 });
+    expect(first!.bodySha256).not.toBe(second!.bodySha256);
+    const stored = JSON.parse(platform.device(fx.deviceId).batches.get(1)!.body.toString());
+    expect(Math.abs(Date.parse(stored.ts) - platform.now().getTime())).toBeLessThan(5000);
+    // The next batch chains to the body the platform accepted.
+    logPlays(fx.log, 1, new Date(Date.now() + 600_000));
+    await fx.shipper.sendOnce();
+    const next = JSON.parse(platform.device(fx.deviceId).batches.get(2)!.body.toString());
+    expect(next.prev_sha256).toBe(second!.bodySha256);
+  });
+
+  it('stops and alerts on batch_conflict instead of looping', async () => {
+    logPlays(fx.log, 1);
+    platform.device(fx.deviceId).batches.set(1, {
+      sha256: '0'.repeat(64),
+      body: Buffer.from('{}'),
+      answer: {
+        batch_seq: 1,
+        received: 0,
+        accepted: 0,
+        duplicates: 0,
+        refused: 0,
+        flagged: 0,
+        duplicate: false,
+        items: [],
+      },
+    });
+    const controller = new AbortController();
+    await fx.shipper.run(controller.signal);
+    expect(platform.requests).toHaveLength(1);
+    expect(fx.shipper.status()).toMatchObject({
+      state: 'stopped',
+      alert: { code: 'batch_conflict', status: 409, batch_seq: 1 },
+    });
+    expect(fx.batches.get(1)!.terminalCode).toBe('batch_conflict');
+    expect(fx.log.stats().queueDepth).toBe(1);
+    expect(fx.logger.lines.some((l) => l.level === 'error')).toBe(true);
+  });
+
+  it('stops on device_unauthorized (device unknown to the platform)', async () => {
+    platform.devices.clear();
+    logPlays(fx.log, 1);
+    expect(await fx.shipper.sendOnce()).toMatchObject({
+      kind: 'terminal',
+      code: 'device_unauthorized',
+      status: 401,
+    });
+  });
+
+  it('keeps everything through a long outage and resumes in order', async () => {
+    const port = new URL(platform.agentsUrl).port;
+    await platform.close();
+    logPlays(fx.log, 1500);
+    for (let i = 0; i < 5; i++)
+      expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', batchSeq: 1 });
+    logPlays(fx.log, 1200);
+    expect(fx.log.stats().queueDepth).toBe(2700);
+    // The platform comes back on the same address.
+    platform = await TestPlatform.startOnPort(Number(port));
+    platform.registerDevice(fx.deviceId, fx.keys.publicKey);
+    const outcomes = [];
+    for (let i = 0; i < 4; i++) outcomes.push(await fx.shipper.sendOnce());
+    expect(outcomes.map((o) => o.kind)).toEqual(['answered', 'answered', 'answered', 'idle']);
+    expect(platform.requests.map((r) => r.batchSeq)).toEqual([1, 2, 3]);
+    expect(platform.playCount(fx.deviceId)).toBe(2700);
+    expect(fx.log.stats().queueDepth).toBe(0);
+  });
+
+  it('run() drains the queue and wakes up for new records', async () => {
+    logPlays(fx.log, 2500);
+    const controller = new AbortController();
+    const running = fx.shipper.run(controller.signal);
+    await waitFor(() => platform.playCount(fx.deviceId) === 2500);
+    logPlays(fx.log, 1);
+    fx.shipper.wake();
+    await waitFor(() => platform.playCount(fx.deviceId) === 2501);
+    controller.abort();
+    await running;
+    expect(fx.log.stats().queueDepth).toBe(0);
+  });
+});
+
+describe('shipping edge cases against a mocked platform', () => {
+  let dir: ReturnType<typeof tempDir>;
+  let mock: MockAgent;
+  let fx: ShippingFixture;
+
+  beforeEach(() => {
+    dir = tempDir();
+    mock = new MockAgent();
+    mock.disableNetConnect();
+    fx = createShippingFixture({ dir: dir.path, agentsUrl: 'http://platform.test', dispatcher: mock });
+  });
+  afterEach(async () => {
+    await fx.close();
+    await mock.close();
+    dir.cleanup();
+  });
+
+  it('honours a Retry-After given as an HTTP date', async () => {
+    logPlays(fx.log, 1);
+    const later = new Date(Date.now() + 30_000);
+    mock
+      .get('http://platform.test')
+      .intercept({ path: '/s/v1/telemetry', method: 'POST' })
+      .reply(429, { code: 'rate_limited' }, { headers: { 'retry-after': later.toUTCString() } });
+    const outcome = await fx.shipper.sendOnce();
+    if (outcome.kind !== 'retry') throw new Error('expected retry');
+    expect(outcome.delayMs).toBeGreaterThan(25_000);
+    expect(outcome.delayMs).toBeLessThanOrEqual(30_000);
+  });
+
+  it('does not move its clock for a Date header beyond the bound', async () => {
+    logPlays(fx.log, 1);
+    mock
+      .get('http://platform.test')
+      .intercept({ path: '/s/v1/telemetry', method: 'POST' })
+      .reply(
+        503,
+        { code: 'service_unavailable' },
+        { headers: { date: new Date(Date.now() + 3 * 86_400_000).toUTCString() } },
+      );
+    await fx.shipper.sendOnce();
+    expect(fx.clock.offset).toBe(0);
+  });
+
+  it('sends the X-Service-Signature header over the exact body', async () => {
+    logPlays(fx.log, 1);
+    let seen: { body: string; signature: string } | null = null;
+    mock
+      .get('http://platform.test')
+      .intercept({ path: '/s/v1/telemetry', method: 'POST' })
+      .reply((options) => {
+        const headers = options.headers as Record<string, string>;
+        seen = { body: String(options.body), signature: headers['x-service-signature']! };
+        return {
+          statusCode: 200,
+          data: {
+            batch_seq: 1,
+            received: 1,
+            accepted: 1,
+            duplicates: 0,
+            refused: 0,
+            flagged: 0,
+            duplicate: false,
+            items: [],
+          },
+        };
+      });
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered' });
+    expect(seen).not.toBeNull();
+    expect(es256Verify(fx.keys.publicKey, Buffer.from(seen!.body), seen!.signature)).toBe(true);
+  });
+
+  it('does not mark records sent when the answer is for another batch or malformed', async () => {
+    logPlays(fx.log, 1);
+    const pool = mock.get('http://platform.test');
+    pool.intercept({ path: '/s/v1/telemetry', method: 'POST' }).reply(200, { batch_seq: 99, received: 1 });
+    pool.intercept({ path: '/s/v1/telemetry', method: 'POST' }).reply(200, 'not json');
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'answer_invalid' });
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'answer_invalid' });
+    expect(fx.log.stats().queueDepth).toBe(1);
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const start = Date.now();
+  while (!condition()) {
+    if (Date.now() - start > timeoutMs) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
