@@ -103,6 +103,16 @@ export const cmsFeature: Feature = {
       },
     );
 
+    app.get('/api/v1/console/cms-installations', { config: { auth: FLEET_ADMIN } }, async (request) => {
+      const principal = principalOf(request);
+      const { rows } = await ctx.db.query(
+        `SELECT id, organisation_id, name, kind, created_at FROM cms_installations
+          WHERE $1::uuid IS NULL OR organisation_id = $1 ORDER BY name, id`,
+        [isAuthority(principal) ? null : principal.organisation.id],
+      );
+      return { items: rows };
+    });
+
     app.get<{ Params: { id: string } }>(
       '/api/v1/console/cms-installations/:id',
       { config: { auth: FLEET_ADMIN } },

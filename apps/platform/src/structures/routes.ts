@@ -46,6 +46,12 @@ const SetBody = Type.Object(
 const SUBMITTERS = {
   anyOf: [{ scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] }],
 } as const;
+const SUBMITTER_READ = {
+  anyOf: [
+    { scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] },
+    { scope: 'read:submissions', kinds: ['operator', 'agency', 'advertiser'] },
+  ],
+} as const;
 
 export const structuresFeature: Feature = {
   name: 'structures',
@@ -130,6 +136,27 @@ export const structuresFeature: Feature = {
         return { items: rows.map(structureView) };
       },
     );
+
+    // Structures a submitter may choose: an operator its own, agencies and advertisers every active one.
+    app.get('/api/v1/structures', { config: { auth: SUBMITTER_READ } }, async (request) => {
+      const principal = principalOf(request);
+      const { rows } = await ctx.db.query<StructureRow>(
+        `SELECT ${STRUCTURE_COLUMNS} FROM structures
+          WHERE retired_at IS NULL AND ($1::uuid IS NULL OR organisation_id = $1) ORDER BY code`,
+        [principal.organisation.kind === 'operator' ? principal.organisation.id : null],
+      );
+      return { items: rows.map(structureView) };
+    });
+
+    app.get('/api/v1/structure-sets', { config: { auth: SUBMITTER_READ } }, async (request) => {
+      const { rows } = await ctx.db.query(
+        `SELECT s.id, s.name, ARRAY(SELECT m.structure_id FROM structure_set_members m WHERE m.set_id = s.id
+                 ORDER BY m.position) AS structure_ids
+           FROM structure_sets s WHERE s.organisation_id = $1 ORDER BY s.name, s.id`,
+        [principalOf(request).organisation.id],
+      );
+      return { items: rows };
+    });
 
     app.post<{ Body: { name: string; structure_ids: string[] } }>(
       '/api/v1/structure-sets',

@@ -7,7 +7,14 @@ import type { Feature } from '../features.js';
 import { validationFailed } from '../http/problem.js';
 import { expandStructureSets, structuresByIds } from '../structures/repository.js';
 import { notFound, pathUuid } from '../shared/ids.js';
-import { findSubmission, insertSubmission, submissionStructureIds, submissionView } from './repository.js';
+import {
+  findSubmission,
+  insertSubmission,
+  SUBMISSION_COLUMNS,
+  type SubmissionRow,
+  submissionStructureIds,
+  submissionView,
+} from './repository.js';
 import { validateSubmission } from './validate.js';
 
 const CREATE: RouteAuth = {
@@ -44,6 +51,24 @@ export const submissionsFeature: Feature = {
         );
         reply.header('location', `/api/v1/submissions/${row.id}`);
         return reply.code(201).send(submissionView(row));
+      },
+    );
+
+    // The caller's submissions (the authority: everyone's), optionally by state; newest first.
+    app.get<{ Querystring: { state?: string; limit?: string } }>(
+      '/api/v1/submissions',
+      { config: { auth: READ } },
+      async (request) => {
+        const principal = principalOf(request);
+        const state = typeof request.query.state === 'string' ? request.query.state : null;
+        const limit = Math.min(Math.max(Number(request.query.limit) || 500, 1), 2000);
+        const { rows } = await ctx.db.query<SubmissionRow>(
+          `SELECT ${SUBMISSION_COLUMNS} FROM submissions
+            WHERE ($1::uuid IS NULL OR organisation_id = $1) AND ($2::text IS NULL OR state = $2)
+            ORDER BY created_at DESC, number DESC LIMIT $3`,
+          [isAuthority(principal) ? null : principal.organisation.id, state, limit],
+        );
+        return { items: rows.map((r) => ({ ...submissionView(r), created_at: r.created_at.toISOString() })) };
       },
     );
 

@@ -264,3 +264,34 @@ describe('GET /api/v1/categories', () => {
     expect(items.every((i) => i.name['en'] && i.name['ru'] && i.name['kk'])).toBe(true);
   });
 });
+
+describe('lists for pickers and queues', () => {
+  test('structures: an operator sees its own, an agency every active one; sets are per organisation', async () => {
+    const opList = await apiCall(p.servers.api, operator.key, 'GET', '/api/v1/structures');
+    expect(opList.statusCode).toBe(200);
+    const opIds = opList.json().items.map((s: { id: string }) => s.id);
+    expect(opIds).toEqual(expect.arrayContaining(own.map((s) => s.id)));
+    expect(opIds).not.toContain(foreign.id);
+    const agencyIds = (await apiCall(p.servers.api, agency.key, 'GET', '/api/v1/structures'))
+      .json()
+      .items.map((s: { id: string }) => s.id);
+    expect(agencyIds).toEqual(expect.arrayContaining([foreign.id, own[0]!.id]));
+    const sets = await apiCall(p.servers.api, operator.key, 'GET', '/api/v1/structure-sets');
+    expect(sets.json().items.length).toBeGreaterThan(0);
+    const agencySets = await apiCall(p.servers.api, agency.key, 'GET', '/api/v1/structure-sets');
+    expect(agencySets.json().items).toEqual([]);
+  });
+
+  test('submissions: own ones for an organisation, all for the authority, filtered by state', async () => {
+    const mine = await apiCall(p.servers.api, otherOperator.key, 'GET', '/api/v1/submissions');
+    expect(mine.statusCode).toBe(200);
+    expect(mine.json().items).toEqual([]);
+    const ops = await apiCall(p.servers.api, operator.key, 'GET', '/api/v1/submissions?state=draft');
+    expect(ops.json().items.length).toBeGreaterThan(5);
+    expect(ops.json().items.every((s: { state: string }) => s.state === 'draft')).toBe(true);
+    const all = await apiCall(p.servers.api, p.adminKey, 'GET', '/api/v1/submissions?limit=1000');
+    expect(all.json().items.length).toBeGreaterThan(ops.json().items.length);
+    const none = await apiCall(p.servers.api, operator.key, 'GET', '/api/v1/submissions?state=approved');
+    expect(none.json().items.filter((s: { state: string }) => s.state !== 'approved')).toEqual([]);
+  });
+});
