@@ -89,7 +89,7 @@ describe('authorisation matrix of the api host', () => {
         const code = codeOf(res);
         if (
           allowed &&
-          (res.statusCode === 403 || (res.statusCode === 401 && AUTHENTICATION_CODES.includes(code)))
+          (res.statusCode === 403 || (res.statusCode === 401 && AUTHENTICATION_CODES.includes(code ?? '')))
         ) {
           failures.push(`${name} as ${kind} with all scopes: ${res.statusCode} ${code}`);
         }
