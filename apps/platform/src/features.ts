@@ -1,10 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { PlatformContext } from './context.js';
 import { categoriesFeature } from './categories/routes.js';
+import { cityEventsFeature } from './city-events/routes.js';
 import { clockFeature } from './clock/routes.js';
 import { cmsFeature } from './cms/routes.js';
 import { devicesFeature } from './devices/routes.js';
 import { identityFeature } from './identity/routes.js';
+import { openDataFeature } from './open-data/routes.js';
+import { popFeature } from './pop/routes.js';
 import { structuresFeature } from './structures/routes.js';
 import { submissionsFeature } from './submissions/routes.js';
 
@@ -32,4 +35,7 @@ export const FEATURES: Feature[] = [
   submissionsFeature,
   clockFeature,
   devicesFeature,
+  popFeature,
+  openDataFeature,
+  cityEventsFeature,
 ];

@@ -88,6 +88,27 @@ export const devicesFeature: Feature = {
         reply.code(201).send(await enrolDevice(ctx, principalOf(request), request.body)),
     );
 
+    // The fleet list: devices with structure, newest certificate expiry, force-renewal allowance and last batch.
+    app.get('/api/v1/console/devices', { config: { auth: FLEET_ADMIN } }, async (request) => {
+      const principal = principalOf(request);
+      const { rows } = await ctx.db.query(
+        `SELECT d.id AS device_id, d.structure_id, s.code AS structure_code, s.organisation_id, d.created_at,
+                d.revoked_at,
+                (SELECT max(g.valid_until) FROM device_force_renewal_grants g
+                  WHERE g.device_id = d.id AND g.valid_until > $2) AS force_renewal_until,
+                (SELECT c.not_after FROM device_certificates c WHERE c.device_id = d.id
+                  ORDER BY c.issued_at DESC LIMIT 1) AS certificate_not_after,
+                b.received_at AS last_batch_at, b.batch_seq AS last_batch_seq
+           FROM devices d JOIN structures s ON s.id = d.structure_id
+           LEFT JOIN LATERAL (SELECT received_at, batch_seq FROM pop_batches
+                               WHERE owner = 'device:' || d.id ORDER BY received_at DESC LIMIT 1) b ON true
+          WHERE $1::uuid IS NULL OR s.organisation_id = $1
+          ORDER BY s.code, d.id`,
+        [principal.organisation.kind === 'authority' ? null : principal.organisation.id, ctx.clock.now()],
+      );
+      return { items: rows };
+    });
+
     app.get<{ Params: { id: string } }>(
       '/api/v1/console/devices/:id',
       { config: { auth: FLEET_ADMIN }, schema: { response: { 200: DeviceView } } },

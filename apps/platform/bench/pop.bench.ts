@@ -1,0 +1,671 @@
+/**
+ * Benchmark of proof-of-play intake (issue "Proof-of-play ingestion", Performance), on an embedded PostgreSQL
+ * with fsync ON in a temporary folder:
+ *  (a) CMS channel: gzip'd, signed 10 000-record batches end to end over HTTP, records/s with 1 and 2 concurrent
+ *      senders (each sender one batch at a time);
+ *  (b) agent channel: signed 50-event batches from 1 000 devices, batches/s and p99 latency;
+ *  (c) the raw ceiling: COPY of the same rows into the same table (pop_records), 10 000 rows a transaction, with 1
+ *      and 2 connections; and the ratios (a)/(c).
+ * Goals: (a) >= 100 000 records/s with 2 senders (at least half of (c)); (b) >= 2 000 batches/s, p99 < 50 ms.
+ *
+ * The platform runs as its own process (`platform run --test-clock`, as in production), the senders in this one,
+ * so the platform, PostgreSQL and the senders share the machine's cores as they would.
+ *
+ *   node --conditions=source --import tsx apps/platform/bench/pop.bench.ts
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import { es256Sign, exportPublicKeySpki, generateEs256KeyPair, publicKeyFingerprint } from '@ooh/crypto';
+import { Pool } from 'undici';
+import { generateApiKey } from '../src/auth/api-keys.js';
+import { freePort, startEmbeddedPostgres } from '../src/db/embedded.js';
+import { migrate } from '../src/db/migrate.js';
+import { createPool, type Db } from '../src/db/pool.js';
+import { copyFrom, copyText } from '../src/pop/copy.js';
+import { judgeRecords, type Player, almatyDayOf, settle } from '../src/pop/judge.js';
+
+const REPO = fileURLToPath(new URL('../../../', import.meta.url));
+const CMS_RECORDS = 10_000;
+const CMS_BATCHES_PER_SENDER = Number(process.env['POP_BENCH_CMS_BATCHES'] ?? 24);
+const INSTALLATIONS_PER_SENDER = 12; // the installation burst is 10 batches: 2 each stays inside it
+const PLAYERS_PER_INSTALLATION = 40;
+const DEVICES = 1000;
+const AGENT_EVENTS = 50;
+const AGENT_ROUNDS = 3; // the device burst is 3 batches; the first round warms up (keys imported once per process)
+const AGENT_CONCURRENCY = 32;
+const APPROVALS = 20;
+
+const log = (message: string) => console.error(`  [pop] ${message}`);
+const media = (k: number) => randomBytesHex(32, k);
+function randomBytesHex(bytes: number, seed: number): string {
+  return Buffer.alloc(bytes, seed + 1).toString('hex');
+}
+
+interface Ports {
+  api: number;
+  agents: number;
+  devices: number;
+  verify: number;
+}
+
+async function startPlatformProcess(dbUrl: string, dataDir: string, ports: Ports): Promise<ChildProcess> {
+  let output = '';
+  const child = spawn(
+    process.execPath,
+    ['--conditions=source', '--import', 'tsx', 'apps/platform/src/main.ts', '--test-clock'],
+    {
+      cwd: REPO,
+      env: {
+        ...process.env,
+        DATABASE_URL: dbUrl,
+        API_PORT: String(ports.api),
+        AGENTS_PORT: String(ports.agents),
+        DEVICES_PORT: String(ports.devices),
+        VERIFY_PORT: String(ports.verify),
+        DATA_DIR: dataDir,
+        LOG_LEVEL: 'warn',
+        PLATFORM_ENV: 'test',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  child.stdout?.on('data', (c: Buffer) => {
+    output += c.toString();
+  });
+  child.stderr?.on('data', (c: Buffer) => {
+    output += c.toString();
+  });
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`platform exited:\n${output}`);
+    try {
+      if ((await fetch(`http://127.0.0.1:${ports.agents}/healthz`)).status === 200) return child;
+    } catch {
+      // not yet
+    }
+    if (Date.now() > deadline) throw new Error(`platform did not start:\n${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+// ---- CPU accounting (Linux /proc): what each scenario cost the platform and PostgreSQL, whatever else runs ----
+
+const TICKS_PER_SECOND = 100;
+
+function processCpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime are fields 14 and 15 of stat (1-based), i.e. 11 and 12 after the command.
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+
+/** PIDs of the PostgreSQL server whose data directory is `dataDir`, and its children. */
+function postgresPids(dataDir: string): number[] {
+  if (!existsSync('/proc')) return [];
+  const pids = readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number);
+  const postmaster = pids.find((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dataDir);
+    } catch {
+      return false;
+    }
+  });
+  if (postmaster === undefined) return [];
+  return pids.filter((pid) => {
+    if (pid === postmaster) return true;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
+    } catch {
+      return false;
+    }
+  });
+}
+
+interface CpuMeter {
+  stop(): { platformMs: number; postgresMs: number; senderMs: number };
+}
+
+function cpuMeter(platformPid: number, pgDataDir: string): CpuMeter {
+  const pgPids = postgresPids(pgDataDir);
+  const pgStart = new Map(pgPids.map((pid) => [pid, processCpuMs(pid)]));
+  const platformStart = processCpuMs(platformPid);
+  const senderStart = process.cpuUsage();
+  return {
+    stop: () => {
+      let postgresMs = 0;
+      for (const pid of postgresPids(pgDataDir)) postgresMs += processCpuMs(pid) - (pgStart.get(pid) ?? 0);
+      const sender = process.cpuUsage(senderStart);
+      return {
+        platformMs: processCpuMs(platformPid) - platformStart,
+        postgresMs,
+        senderMs: (sender.user + sender.system) / 1000,
+      };
+    },
+  };
+}
+
+// ---- fixtures ----
+
+interface Installation {
+  id: string;
+  apiKey: string;
+  privateKey: ReturnType<typeof generateEs256KeyPair>['privateKey'];
+  players: { externalId: string; structureId: string; code: string }[];
+  nextSeq: Map<string, number>;
+  nextBatch: number;
+}
+
+interface Fixture {
+  structures: { id: string; code: string }[];
+  approvals: string[];
+}
+
+async function seedBase(db: Db, at: Date): Promise<{ organisationId: string; fixture: Fixture }> {
+  const { rows } = await db.query<{ id: string }>(
+    "INSERT INTO organisations (name, kind, created_at) VALUES ('Bench operator', 'operator', $1) RETURNING id",
+    [at],
+  );
+  const organisationId = rows[0]!.id;
+  const { rows: structures } = await db.query<{ id: string; code: string }>(
+    `INSERT INTO structures (organisation_id, code, district, format, created_at)
+     SELECT $1, 'BENCH-' || i, 'almaly', 'billboard', $2 FROM generate_series(1, 200) AS i RETURNING id, code`,
+    [organisationId, at],
+  );
+  const { rows: submissions } = await db.query<{ id: string }>(
+    `INSERT INTO submissions (number, organisation_id, advertiser_name, created_at, updated_at)
+     VALUES ('SUB-2026-900001', $1, 'Bench', $2, $2) RETURNING id`,
+    [organisationId, at],
+  );
+  const approvals: string[] = [];
+  for (let k = 0; k < APPROVALS; k += 1) {
+    const number = `A-BENCH-${k}`;
+    approvals.push(number);
+    const { rows: a } = await db.query<{ id: string }>(
+      `INSERT INTO approvals (number, submission_id, media_sha256, valid_from, valid_until, issued_at)
+       VALUES ($1, $2, $3, '2000-01-01', '2100-12-31', $4) RETURNING id`,
+      [number, submissions[0]!.id, media(k), at],
+    );
+    await db.query(
+      'INSERT INTO approval_structures SELECT $1, id FROM structures WHERE organisation_id = $2',
+      [a[0]!.id, organisationId],
+    );
+  }
+  return { organisationId, fixture: { structures, approvals } };
+}
+
+async function seedInstallations(db: Db, fixture: Fixture, count: number, at: Date): Promise<Installation[]> {
+  // One organisation per scenario (2 000 000 records an hour each), one API key per installation.
+  const { rows } = await db.query<{ id: string }>(
+    "INSERT INTO organisations (name, kind, created_at) VALUES ('Bench CMS operator', 'operator', $1) RETURNING id",
+    [at],
+  );
+  const organisationId = rows[0]!.id;
+  await db.query('UPDATE structures SET organisation_id = $1 WHERE id = ANY($2::uuid[])', [
+    organisationId,
+    fixture.structures.map((s) => s.id),
+  ]);
+  const installations: Installation[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const keys = generateEs256KeyPair();
+    const apiKey = generateApiKey();
+    await db.query(
+      "INSERT INTO api_keys (organisation_id, name, key_hash, scopes, created_at) VALUES ($1, 'bench', $2, '{write:plays}', $3)",
+      [organisationId, apiKey.hash, at],
+    );
+    const { rows: inst } = await db.query<{ id: string }>(
+      "INSERT INTO cms_installations (organisation_id, name, kind, created_at) VALUES ($1, 'bench', 'bench', $2) RETURNING id",
+      [organisationId, at],
+    );
+    const id = inst[0]!.id;
+    await db.query(
+      'INSERT INTO cms_keys (installation_id, public_key_spki, registered_at) VALUES ($1, $2, $3)',
+      [id, exportPublicKeySpki(keys.publicKey), at],
+    );
+    const players = Array.from({ length: PLAYERS_PER_INSTALLATION }, (_, p) => {
+      const structure = fixture.structures[(i * PLAYERS_PER_INSTALLATION + p) % fixture.structures.length]!;
+      return { externalId: `screen-${p}`, structureId: structure.id, code: structure.code };
+    });
+    await db.query(
+      `INSERT INTO cms_players (installation_id, external_id, structure_id, mapped_at)
+       SELECT $1, e, s, $4 FROM unnest($2::text[], $3::uuid[]) AS u(e, s)`,
+      [id, players.map((p) => p.externalId), players.map((p) => p.structureId), at],
+    );
+    installations.push({
+      id,
+      apiKey: apiKey.key,
+      privateKey: keys.privateKey,
+      players,
+      nextSeq: new Map(),
+      nextBatch: 0,
+    });
+  }
+  return installations;
+}
+
+/** A busy CMS batch: plays of the installation's screens, each with its own times and play id. */
+function cmsRecords(installation: Installation, fixture: Fixture, now: Date): Record<string, unknown>[] {
+  const records: Record<string, unknown>[] = [];
+  for (let r = 0; r < CMS_RECORDS; r += 1) {
+    const player = installation.players[r % installation.players.length]!;
+    const seq = (installation.nextSeq.get(player.externalId) ?? 0) + 1;
+    installation.nextSeq.set(player.externalId, seq);
+    const k = (r * 7 + seq) % fixture.approvals.length;
+    const end = new Date(now.getTime() - 60_000 - ((r * 7919) % 3_600_000));
+    const duration = 5_000 + ((r * 31) % 25_000);
+    records.push({
+      kind: 'play',
+      seq,
+      play_id: randomBytes(12).toString('base64url'),
+      approval_number: fixture.approvals[k],
+      media_sha256: media(k),
+      start: new Date(end.getTime() - duration).toISOString(),
+      end: end.toISOString(),
+      duration_ms: duration,
+      player: player.externalId,
+      structure: player.code,
+    });
+  }
+  return records;
+}
+
+interface CmsRequest {
+  installation: Installation;
+  body: Buffer;
+  wire: Buffer;
+  signature: string;
+  records: Record<string, unknown>[];
+}
+
+function cmsRequest(installation: Installation, fixture: Fixture, now: Date): CmsRequest {
+  const records = cmsRecords(installation, fixture, now);
+  const body = Buffer.from(
+    JSON.stringify({
+      schema: 'service.pop/1',
+      source_id: installation.id,
+      batch_seq: installation.nextBatch++,
+      prev_sha256: '',
+      sent_at: now.toISOString(),
+      records,
+    }),
+  );
+  return {
+    installation,
+    body,
+    wire: gzipSync(body, { level: 6 }),
+    signature: es256Sign(installation.privateKey, body),
+    records,
+  };
+}
+
+async function sendCms(pool: Pool, request: CmsRequest): Promise<number> {
+  for (;;) {
+    const res = await pool.request({
+      method: 'POST',
+      path: '/api/v1/pop/batches',
+      headers: {
+        authorization: `Bearer ${request.installation.apiKey}`,
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+        'x-service-source': request.installation.id,
+        'x-service-signature': request.signature,
+      },
+      body: request.wire,
+    });
+    const text = await res.body.text();
+    if (res.statusCode === 429) {
+      await new Promise((resolve) => setTimeout(resolve, Number(res.headers['retry-after'] ?? 1) * 1000));
+      continue;
+    }
+    if (res.statusCode !== 200) throw new Error(`CMS batch: ${res.statusCode} ${text}`);
+    const answer = JSON.parse(text) as { accepted: number; received: number };
+    if (answer.accepted !== answer.received)
+      throw new Error(`CMS batch not all accepted: ${text.slice(0, 300)}`);
+    return answer.accepted;
+  }
+}
+
+/** Records/s of `senders` concurrent senders, each sending its batches one after the other. */
+async function cmsScenario(url: string, perSender: CmsRequest[][]): Promise<number> {
+  const pool = new Pool(url, { connections: perSender.length + 1, pipelining: 1 });
+  try {
+    const started = performance.now();
+    const counts = await Promise.all(
+      perSender.map(async (requests) => {
+        let n = 0;
+        for (const request of requests) n += await sendCms(pool, request);
+        return n;
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    return counts.reduce((a, b) => a + b, 0) / seconds;
+  } finally {
+    await pool.close();
+  }
+}
+
+// ---- agent channel ----
+
+interface Device {
+  id: string;
+  privateKey: ReturnType<typeof generateEs256KeyPair>['privateKey'];
+}
+
+async function seedDevices(db: Db, fixture: Fixture, at: Date): Promise<Device[]> {
+  const devices: Device[] = [];
+  const ids: string[] = [];
+  const structures: string[] = [];
+  const spkis: string[] = [];
+  const fingerprints: string[] = [];
+  for (let d = 0; d < DEVICES; d += 1) {
+    const keys = generateEs256KeyPair();
+    const id = randomUUID();
+    devices.push({ id, privateKey: keys.privateKey });
+    ids.push(id);
+    structures.push(fixture.structures[d % fixture.structures.length]!.id);
+    spkis.push(exportPublicKeySpki(keys.publicKey));
+    fingerprints.push(publicKeyFingerprint(keys.publicKey));
+  }
+  await db.query(
+    'INSERT INTO devices (id, structure_id, created_at) SELECT i, s, $3 FROM unnest($1::uuid[], $2::uuid[]) AS u(i, s)',
+    [ids, structures, at],
+  );
+  await db.query(
+    `INSERT INTO device_keys (device_id, public_key_spki, fingerprint, registered_at)
+     SELECT i, k, f, $4 FROM unnest($1::uuid[], $2::text[], $3::text[]) AS u(i, k, f)`,
+    [ids, spkis, fingerprints, at],
+  );
+  return devices;
+}
+
+function agentRequest(
+  device: Device,
+  fixture: Fixture,
+  round: number,
+  ts: Date,
+): { body: Buffer; signature: string } {
+  const events = Array.from({ length: AGENT_EVENTS }, (_, e) => {
+    const k = (e + round) % fixture.approvals.length;
+    const end = new Date(ts.getTime() - 60_000 - (AGENT_EVENTS - e) * 20_000);
+    return {
+      kind: 'play',
+      seq: round * AGENT_EVENTS + e + 1,
+      play_id: randomBytes(9).toString('base64url'),
+      approval_number: fixture.approvals[k],
+      media_sha256: media(k),
+      start: new Date(end.getTime() - 15_000).toISOString(),
+      end: end.toISOString(),
+      duration_ms: 15_000,
+      screen: { power: 'on' },
+    };
+  });
+  const body = Buffer.from(
+    JSON.stringify({
+      schema: 'service.pop/1',
+      device_id: device.id,
+      ts: ts.toISOString(),
+      batch_seq: round,
+      prev_sha256: '',
+      sent_at: ts.toISOString(),
+      events,
+    }),
+  );
+  return { body, signature: es256Sign(device.privateKey, body) };
+}
+
+async function agentScenario(
+  url: string,
+  requests: { body: Buffer; signature: string }[],
+): Promise<{ batchesPerSecond: number; p50: number; p99: number }> {
+  const pool = new Pool(url, { connections: AGENT_CONCURRENCY, pipelining: 1 });
+  const latencies: number[] = [];
+  let next = 0;
+  try {
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: AGENT_CONCURRENCY }, async () => {
+        for (;;) {
+          const index = next++;
+          const request = requests[index];
+          if (!request) return;
+          const t = performance.now();
+          const res = await pool.request({
+            method: 'POST',
+            path: '/s/v1/telemetry',
+            headers: { 'content-type': 'application/json', 'x-service-signature': request.signature },
+            body: request.body,
+          });
+          const text = await res.body.text();
+          latencies.push(performance.now() - t);
+          if (res.statusCode !== 200) throw new Error(`agent batch: ${res.statusCode} ${text}`);
+        }
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    latencies.sort((a, b) => a - b);
+    const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
+    return { batchesPerSecond: requests.length / seconds, p50: at(0.5), p99: at(0.99) };
+  } finally {
+    await pool.close();
+  }
+}
+
+// ---- (c) the raw ceiling ----
+
+const COPY_COLUMNS =
+  'receive_day, batch_id, record_index, player_key, structure_id, kind, seq, day, approval_number, slot, ' +
+  'media_sha256, start_at, end_at, duration_ms, at, attested, flags, screen_power, code, play_id, src, detail';
+
+/** The rows the platform stores for a CMS batch, as COPY text (the judgement is not timed). */
+function copyRowsOf(request: CmsRequest, batchId: number, receivedAt: Date): Buffer {
+  const players = new Map<string, Player>(
+    request.installation.players.map((p) => [
+      p.externalId,
+      {
+        key: `cms:${request.installation.id}:${p.externalId}`,
+        structureId: p.structureId,
+        structureCode: p.code,
+      },
+    ]),
+  );
+  const verdicts = judgeRecords(request.records, {
+    channel: 'cms',
+    receivedAt,
+    attested: true,
+    playerOf: (record) => (record.player ? (players.get(record.player) ?? null) : null),
+    approval: () => undefined,
+  });
+  const settled = settle(verdicts, new Map());
+  const day = almatyDayOf(receivedAt);
+  const lines: string[] = [];
+  for (const r of settled.rows) {
+    lines.push(
+      [
+        day,
+        batchId,
+        r.index,
+        r.playerKey,
+        r.structureId,
+        r.kind,
+        r.seq,
+        r.day,
+        r.approvalNumber,
+        r.slot,
+        r.mediaSha256,
+        r.startAt,
+        r.endAt,
+        r.durationMs,
+        r.at,
+        true,
+        '{}',
+        r.screenPower,
+        r.code,
+        r.playId,
+        r.src,
+        r.detail,
+      ]
+        .map(copyText)
+        .join('\t'),
+    );
+  }
+  return Buffer.from(`${lines.join('\n')}\n`);
+}
+
+async function copyScenario(db: Db, perConnection: Buffer[][]): Promise<number> {
+  const started = performance.now();
+  let rows = 0;
+  await Promise.all(
+    perConnection.map(async (chunks) => {
+      const client = await db.connect();
+      try {
+        for (const chunk of chunks) {
+          // One transaction per 10 000 rows, as the platform commits one batch at a time.
+          await client.query('BEGIN');
+          rows += await copyFrom(client, `COPY pop_records (${COPY_COLUMNS}) FROM STDIN`, [chunk]);
+          await client.query('COMMIT');
+        }
+      } finally {
+        client.release();
+      }
+    }),
+  );
+  return rows / ((performance.now() - started) / 1000);
+}
+
+// ---- run ----
+
+export async function run(): Promise<Record<string, number>> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-pop-bench-'));
+  const pg = await startEmbeddedPostgres({ dir: path.join(dir, 'pgdata'), fsync: true });
+  const db = createPool(pg.url, { max: 8, applicationName: 'pop-bench' });
+  let child: ChildProcess | null = null;
+  try {
+    await migrate(db);
+    const at = new Date();
+    const { fixture } = await seedBase(db, at);
+    const ports: Ports = {
+      api: await freePort(),
+      agents: await freePort(),
+      devices: await freePort(),
+      verify: await freePort(),
+    };
+    child = await startPlatformProcess(pg.url, path.join(dir, 'data'), ports);
+    const apiUrl = `http://127.0.0.1:${ports.api}`;
+    const agentsUrl = `http://127.0.0.1:${ports.agents}`;
+
+    // (a) CMS
+    log('preparing CMS batches');
+    const now = new Date();
+    const one = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER, at);
+    const two = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER * 2, at);
+    const batchesFor = (installations: Installation[], count: number) =>
+      Array.from({ length: count }, (_, b) =>
+        cmsRequest(installations[b % installations.length]!, fixture, now),
+      );
+    const oneSender = [batchesFor(one, CMS_BATCHES_PER_SENDER)];
+    const twoSenders = [
+      batchesFor(two.slice(0, INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER),
+      batchesFor(two.slice(INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER),
+    ];
+    const ratio =
+      oneSender[0]!.reduce((n, r) => n + r.body.length / r.wire.length, 0) / CMS_BATCHES_PER_SENDER;
+    log(`gzip ratio ${ratio.toFixed(1)}; sending`);
+    // Warm-up (JIT, key cache, partition): one batch of another installation set.
+    const warm = await seedInstallations(db, fixture, 1, at);
+    await cmsScenario(apiUrl, [batchesFor(warm, 2)]);
+    const pgData = path.join(dir, 'pgdata');
+    const perBatch = (cpu: ReturnType<CpuMeter['stop']>, batches: number) =>
+      `CPU per batch: platform ${(cpu.platformMs / batches).toFixed(1)} ms, PostgreSQL ${(cpu.postgresMs / batches).toFixed(1)} ms`;
+    let meter = cpuMeter(child.pid!, pgData);
+    const cms1 = await cmsScenario(apiUrl, oneSender);
+    const cms1Cpu = meter.stop();
+    log(`CMS 1 sender: ${Math.round(cms1)} records/s; ${perBatch(cms1Cpu, CMS_BATCHES_PER_SENDER)}`);
+    meter = cpuMeter(child.pid!, pgData);
+    const cms2 = await cmsScenario(apiUrl, twoSenders);
+    const cms2Cpu = meter.stop();
+    log(`CMS 2 senders: ${Math.round(cms2)} records/s; ${perBatch(cms2Cpu, 2 * CMS_BATCHES_PER_SENDER)}`);
+
+    // (b) agent
+    log('preparing agent batches');
+    const devices = await seedDevices(db, fixture, at);
+    const ts = new Date();
+    const rounds = Array.from({ length: AGENT_ROUNDS }, (_, round) =>
+      devices.map((device) => agentRequest(device, fixture, round, ts)),
+    );
+    await agentScenario(agentsUrl, rounds[0]!);
+    const agentRequests = rounds.slice(1).flat();
+    meter = cpuMeter(child.pid!, pgData);
+    const agent = await agentScenario(agentsUrl, agentRequests);
+    const agentCpu = meter.stop();
+    log(
+      `agent: ${Math.round(agent.batchesPerSecond)} batches/s, p50 ${agent.p50.toFixed(1)} ms, ` +
+        `p99 ${agent.p99.toFixed(1)} ms; ${perBatch(agentCpu, agentRequests.length)}`,
+    );
+
+    // (c) COPY of the same rows (the 2-sender scenario's records), into the same table.
+    const receivedAt = new Date();
+    await db.query('SELECT pop_records_partition($1::date)', [almatyDayOf(receivedAt)]);
+    let batchId = 1_000_000_000;
+    const chunks = twoSenders.map((requests) => requests.map((r) => copyRowsOf(r, batchId++, receivedAt)));
+    meter = cpuMeter(child.pid!, pgData);
+    const copy1 = await copyScenario(db, [chunks[0]!]);
+    const copyCpu = meter.stop();
+    log(`COPY 1 connection: ${Math.round(copy1)} records/s; ${perBatch(copyCpu, chunks[0]!.length)}`);
+    const copy2 = await copyScenario(db, [
+      chunks[1]!.slice(0, chunks[1]!.length / 2),
+      chunks[1]!.slice(chunks[1]!.length / 2),
+    ]);
+    log(`COPY 2 connections: ${Math.round(copy2)} records/s`);
+
+    return {
+      cms_records_per_s_1_sender: Math.round(cms1),
+      cms_records_per_s_2_senders: Math.round(cms2),
+      agent_batches_per_s: Math.round(agent.batchesPerSecond),
+      agent_p50_ms: Number(agent.p50.toFixed(2)),
+      agent_p99_ms: Number(agent.p99.toFixed(2)),
+      copy_records_per_s_1_connection: Math.round(copy1),
+      copy_records_per_s_2_connections: Math.round(copy2),
+      ratio_cms_2_senders_to_copy: Number((cms2 / Math.max(copy1, copy2)).toFixed(3)),
+      ratio_cms_1_sender_to_copy_1: Number((cms1 / copy1).toFixed(3)),
+      // CPU actually spent (machine-load independent): per 10 000-record CMS batch, per agent batch, per COPY chunk.
+      cms_cpu_ms_per_batch_platform: Math.round(cms2Cpu.platformMs / (2 * CMS_BATCHES_PER_SENDER)),
+      cms_cpu_ms_per_batch_postgres: Math.round(cms2Cpu.postgresMs / (2 * CMS_BATCHES_PER_SENDER)),
+      agent_cpu_ms_per_batch_platform: Number((agentCpu.platformMs / agentRequests.length).toFixed(2)),
+      agent_cpu_ms_per_batch_postgres: Number((agentCpu.postgresMs / agentRequests.length).toFixed(2)),
+      copy_cpu_ms_per_10000_postgres: Math.round(copyCpu.postgresMs / chunks[0]!.length),
+    };
+  } finally {
+    if (child && child.exitCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child!.once('exit', resolve));
+    }
+    await db.end();
+    await pg.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  run().then(
+    (figures) => {
+      for (const [key, value] of Object.entries(figures)) console.log(`${key.padEnd(36)} ${value}`);
+    },
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,174 @@
+import type { PopAnswer, PopChannel, PopRecord } from '@ooh/protocol';
+import type { PlatformContext } from '../context.js';
+import { ProblemError } from '../http/problem.js';
+import {
+  type ApprovalFacts,
+  judgeRecords,
+  type Player,
+  numberedPlayers,
+  almatyDayOf,
+  settle,
+} from './judge.js';
+import {
+  type Bucket,
+  ensureRecordPartition,
+  findBatch,
+  readMarks,
+  type StoredBatch,
+  storeBatch,
+} from './repository.js';
+
+/*
+ * What both channels share once the caller is authenticated, in the order of DESIGN.md section 5:
+ * "... authentication -> idempotency -> freshness -> rate limits -> per-record judgement".
+ * The channel's reading query has already fetched, in one round trip, the stored batch under (owner, batch_seq),
+ * the players' high-water marks and the approvals the records name; storing is one more round trip.
+ */
+
+export interface IngestInput {
+  /** 'device:<uuid>' or 'source:<uuid>' (DESIGN.md section 6). */
+  owner: string;
+  batchSeq: number;
+  channel: 'agent' | 'cert' | 'cms' | 'legacy';
+  /** The exact bytes as received (decompressed on the CMS channel). */
+  body: Buffer;
+  bodySha256: string;
+  /** What the reading query found under (owner, batch_seq). */
+  existing: StoredBatch | null;
+  records: readonly unknown[];
+  recordChannel: PopChannel;
+  attested: boolean;
+  receivedAt: Date;
+  /** The freshness check (agent channel): throws stale_request. Runs after idempotency. */
+  checkFresh?: () => void;
+  /** Rate-limit buckets, all taken or none. */
+  buckets: readonly Bucket[];
+  playerOf: (record: PopRecord) => Player | null;
+  /** High-water marks read with the batch's context (players not listed: 0). */
+  marks: ReadonlyMap<string, number>;
+  approvals: ReadonlyMap<string, ApprovalFacts>;
+  /** A legacy batch (DESIGN.md section 5: "The earlier batch format is a body without schema"). */
+  legacy: boolean;
+  /** Whether the owner already had a service.pop/1 batch accepted (for the legacy rule). */
+  hadPopBatch: boolean;
+  /** The play records counted for the seal: elements of kind play in the body. */
+  recordCount: number;
+}
+
+/** spec: "A repeat of the same batch_seq with the same content is answered duplicate true and counted once". */
+function repeatAnswer(stored: StoredBatch, bodySha256: string, batchSeq: number): PopAnswer {
+  if (stored.bodySha256 !== bodySha256) {
+    // spec: "the same batch_seq with other content is 409 batch_conflict".
+    throw new ProblemError(
+      'batch_conflict',
+      `batch_seq ${batchSeq} is already taken by a batch with other content`,
+    );
+  }
+  return { ...stored.answer, duplicate: true };
+}
+
+const legacyAfterPop = () =>
+  new ProblemError(
+    'legacy_after_pop',
+    'this device has had a service.pop/1 batch accepted; the earlier batch format is no longer taken',
+  );
+
+/** Approval numbers of the plays of a batch (read before judging, with the batch's context). */
+export function approvalNumbersOf(records: readonly unknown[]): string[] {
+  const numbers = new Set<string>();
+  for (const record of records) {
+    if (typeof record !== 'object' || record === null) continue;
+    const r = record as Record<string, unknown>;
+    if (r['kind'] === 'play' && r['slot'] === undefined && typeof r['approval_number'] === 'string') {
+      numbers.add(r['approval_number']);
+    }
+  }
+  return [...numbers];
+}
+
+/** Another instance moving the same player's mark at the same moment is rare; a few rounds settle it. */
+const MAX_ROUNDS = 8;
+
+export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Promise<PopAnswer> {
+  // Idempotency: "a batch_seq already stored with the same body hash is answered with the stored answer and
+  // duplicate: true, even if its ts is now old; with another body hash, 409 batch_conflict".
+  if (input.existing) return repeatAnswer(input.existing, input.bodySha256, input.batchSeq);
+  // spec: "409 legacy_after_pop: batch in the earlier format from a device that has had a service.pop/1 batch
+  // accepted; do not retry".
+  if (input.legacy && input.hadPopBatch) throw legacyAfterPop();
+  // Freshness: "ts within 300 s, agent channel only: else 401 stale_request, nothing stored".
+  input.checkFresh?.();
+
+  // Per-record judgement: everything but the high-water marks.
+  const verdicts = judgeRecords(input.records, {
+    channel: input.recordChannel,
+    receivedAt: input.receivedAt,
+    attested: input.attested,
+    playerOf: input.playerOf,
+    approval: (number: string) => input.approvals.get(number),
+  });
+  const receiveDay = almatyDayOf(input.receivedAt);
+  await ensureRecordPartition(ctx.db, receiveDay);
+
+  let marks: ReadonlyMap<string, number> = input.marks;
+  for (let round = 1; ; round += 1) {
+    const settled = settle(verdicts, marks);
+    const answer: PopAnswer = {
+      batch_seq: input.batchSeq,
+      received: settled.received,
+      accepted: settled.accepted,
+      duplicates: settled.duplicates,
+      refused: settled.refused,
+      flagged: settled.flagged,
+      duplicate: false,
+      items: settled.items,
+    };
+    // Rate limits are taken in the same statement that stores (DESIGN.md section 5 places them before the
+    // per-record judgement: a refused batch stores nothing and its judgement is thrown away).
+    const result = await storeBatch(ctx.db, {
+      batch: {
+        owner: input.owner,
+        batchSeq: input.batchSeq,
+        channel: input.channel,
+        body: input.body,
+        bodySha256: input.bodySha256,
+        receivedAt: input.receivedAt,
+        receiveDay,
+        recordCount: input.recordCount,
+        answer,
+        attested: input.attested,
+      },
+      settled,
+      readMarks: marks,
+      buckets: input.buckets,
+      legacy: input.legacy,
+    });
+    switch (result.kind) {
+      case 'stored':
+        return answer;
+      case 'rate_limited': {
+        // spec: "429 rate_limited ... Retry-After gives seconds to wait".
+        const seconds = Math.max(1, Math.ceil(result.wait));
+        throw new ProblemError('rate_limited', `rate limit reached; retry in ${seconds} s`, {
+          headers: { 'retry-after': String(seconds) },
+        });
+      }
+      case 'taken': {
+        // Another instance stored this (owner, batch_seq) meanwhile: answer as a repeat.
+        const stored = await findBatch(ctx.db, input.owner, input.batchSeq);
+        if (stored) return repeatAnswer(stored, input.bodySha256, input.batchSeq);
+        // Not stored: the legacy guard of the statement found a service.pop/1 batch accepted meanwhile.
+        if (input.legacy) throw legacyAfterPop();
+        throw new Error(`batch ${input.owner}/${input.batchSeq} was neither stored nor found`);
+      }
+      case 'marks_moved':
+        if (round >= MAX_ROUNDS) {
+          throw new ProblemError('service_unavailable', 'the players of this batch are busy; send it again', {
+            headers: { 'retry-after': '1' },
+          });
+        }
+        marks = await readMarks(ctx.db, numberedPlayers(verdicts));
+        break;
+    }
+  }
+}

@@ -1,0 +1,377 @@
+import {
+  almatyDate,
+  checkPopRecord,
+  LIMITS,
+  type PopAnswerItem,
+  type PopChannel,
+  type PopRecord,
+  parseDateTime,
+  parseSrc,
+  type RecordFlag,
+  type RefusalReason,
+} from '@ooh/protocol';
+
+/*
+ * Per-record judgement (DESIGN.md section 5). Two steps:
+ *  - judgeRecords: everything that needs no lock (schema, kind, player, times, duration, approval), giving each
+ *    record a verdict as if it were new;
+ *  - settle: inside the transaction that holds the players' rows, the high-water marks decide which records are
+ *    duplicates ("Duplicates (seq at or below the player's high-water mark, within the batch too) are duplicate,
+ *    not refused"), and the answer, the stored rows and the counts come out.
+ */
+
+/** Where a record was played: a device, or a CMS player through its mapping. */
+export interface Player {
+  /** 'device:<uuid>' or 'cms:<installation uuid>:<external id>'. */
+  key: string;
+  structureId: string;
+  structureCode: string;
+}
+
+/** What the flags need to know of an issued approval. */
+export interface ApprovalFacts {
+  number: string;
+  mediaSha256: string;
+  /** Almaty dates, inclusive. */
+  validFrom: string;
+  validUntil: string;
+  revokedAt: Date | null;
+  structureIds: ReadonlySet<string>;
+}
+
+export interface JudgeContext {
+  channel: PopChannel;
+  receivedAt: Date;
+  /** spec CMS rule 3: plays from a CMS are "attested plays". */
+  attested: boolean;
+  /** The player of a record; null refuses it with player_unknown. */
+  playerOf: (record: PopRecord) => Player | null;
+  approval: (number: string) => ApprovalFacts | undefined;
+}
+
+/** A record as it will be stored (pop_records) when it is taken. */
+export interface RecordRow {
+  index: number;
+  playerKey: string;
+  structureId: string;
+  kind: PopRecord['kind'];
+  seq: number | null;
+  /** Almaty day of the play's start (of `at` for other kinds), or of receipt when there is none. */
+  day: string;
+  approvalNumber: string | null;
+  slot: string | null;
+  mediaSha256: string | null;
+  startAt: string | null;
+  endAt: string | null;
+  durationMs: number | null;
+  at: string | null;
+  flags: RecordFlag[];
+  screenPower: string | null;
+  code: string | null;
+  playId: string | null;
+  /** JSON text of a well-formed attribution tag, or null. */
+  src: string | null;
+  /** JSON text of detail on reject, mode_change and tamper. */
+  detail: string | null;
+}
+
+export type Verdict =
+  | { status: 'refused'; reason: RefusalReason; playerKey: string | null; seq: number | null }
+  | { status: 'taken'; row: RecordRow };
+
+const FUTURE_TOLERANCE_MS = LIMITS.futureToleranceSeconds * 1000;
+const TOO_OLD_MS = LIMITS.tooOldDays * 24 * 3600 * 1000;
+
+// Almaty has changed its offset only by whole hours since 1930, so the local date is the same for every instant of
+// one UTC hour: one tz lookup per hour instead of per record (10 000 records a batch).
+const HOUR_MS = 3600 * 1000;
+const WHOLE_HOUR_OFFSETS_SINCE = Date.UTC(1930, 0, 1);
+const dayByHour = new Map<number, string>();
+/** The Asia/Almaty calendar day of an instant (DESIGN.md section 8). */
+export function almatyDayOf(instant: Date): string {
+  const ms = instant.getTime();
+  if (ms < WHOLE_HOUR_OFFSETS_SINCE) return almatyDate(instant);
+  const hour = Math.floor(ms / HOUR_MS);
+  let day = dayByHour.get(hour);
+  if (day === undefined) {
+    day = almatyDate(instant);
+    if (dayByHour.size > 50_000) dayByHour.clear();
+    dayByHour.set(hour, day);
+  }
+  return day;
+}
+
+function isCanonicalUtc(text: string): boolean {
+  // 'YYYY-MM-DDTHH:MM:SS.sssZ'
+  return (
+    text.length === 24 &&
+    text.charCodeAt(10) === 84 &&
+    text.charCodeAt(19) === 46 &&
+    text.charCodeAt(23) === 90
+  );
+}
+
+/**
+ * The instant of a date-time the record schema has already validated (checkPopRecord: RFC 3339, a day that
+ * exists). The canonical UTC form with milliseconds, what players and CMSs send (Date#toISOString), is read by the
+ * engine's own ISO parser, exact for that form; any other form (offsets, other fractions) by the protocol's parser.
+ */
+function instantOf(text: string): Date {
+  if (isCanonicalUtc(text)) {
+    const ms = Date.parse(text);
+    if (!Number.isNaN(ms)) return new Date(ms);
+  }
+  return parseDateTime(text)!;
+}
+
+/** The stored text of an instant: the input when it is already canonical UTC, else its canonical form. */
+function isoOf(text: string | undefined, instant: Date | null): string | null {
+  if (instant === null) return null;
+  return text !== undefined && isCanonicalUtc(text) ? text : instant.toISOString();
+}
+
+const NO_FLAGS: RecordFlag[] = [];
+
+function refused(reason: RefusalReason, playerKey: string | null = null, seq: number | null = null): Verdict {
+  return { status: 'refused', reason, playerKey, seq };
+}
+
+/** The verdict of every record as if none were a duplicate. */
+export function judgeRecords(records: readonly unknown[], ctx: JudgeContext): Verdict[] {
+  const received = ctx.receivedAt.getTime();
+  const verdicts: Verdict[] = new Array(records.length);
+  for (let index = 0; index < records.length; index += 1) {
+    verdicts[index] = judgeOne(records[index], index, ctx, received);
+  }
+  return verdicts;
+}
+
+function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: number): Verdict {
+  // invalid_record (schema), kind_not_allowed (spec CMS rule 2: "when its kind is not play").
+  const check = checkPopRecord(value, ctx.channel);
+  if (!check.ok) return refused(check.reason);
+  const record = check.record;
+  // spec CMS rule 2: "when its player is not mapped or its mapping was removed (reason player_unknown)".
+  const player = ctx.playerOf(record);
+  if (!player) return refused('player_unknown');
+  const seq = record.seq ?? null;
+
+  const start = record.start === undefined ? null : instantOf(record.start);
+  const end = record.end === undefined ? null : instantOf(record.end);
+  const at = record.at === undefined ? null : instantOf(record.at);
+  const latest = Math.max(
+    start?.getTime() ?? -Infinity,
+    end?.getTime() ?? -Infinity,
+    at?.getTime() ?? -Infinity,
+  );
+  const earliest = Math.min(
+    start?.getTime() ?? Infinity,
+    end?.getTime() ?? Infinity,
+    at?.getTime() ?? Infinity,
+  );
+  // DESIGN.md section 5: "time_in_future (start, end or at more than 300 s after receipt)".
+  if (latest > received + FUTURE_TOLERANCE_MS) return refused('time_in_future', player.key, seq);
+  // "too_old (more than 90 days before receipt)".
+  if (earliest < received - TOO_OLD_MS) return refused('too_old', player.key, seq);
+  const isPlay = record.kind === 'play';
+  // "too_short (duration_ms under 1000)"; spec Limits: "a play counts from duration_ms 1000".
+  if (isPlay && record.duration_ms !== undefined && record.duration_ms < LIMITS.playMinDurationMs) {
+    return refused('too_short', player.key, seq);
+  }
+  // spec: end "When the play ended; start is not after it".
+  if (start !== null && end !== null && end.getTime() < start.getTime()) {
+    return refused('end_before_start', player.key, seq);
+  }
+  // "approval_missing (a play with neither approval_number nor slot)".
+  if (isPlay && record.approval_number === undefined && record.slot === undefined) {
+    return refused('approval_missing', player.key, seq);
+  }
+
+  const dayInstant = (isPlay ? start : at) ?? ctx.receivedAt;
+  const day = almatyDayOf(dayInstant);
+  const flags = isPlay ? flagsOf(record, player, day, start ?? ctx.receivedAt, ctx) : NO_FLAGS;
+  const src = isPlay ? parseSrc(record.detail) : null;
+  const slot = isPlay ? (record.slot ?? null) : null;
+  return {
+    status: 'taken',
+    row: {
+      index,
+      playerKey: player.key,
+      structureId: player.structureId,
+      kind: record.kind,
+      seq,
+      day,
+      // spec slot: "no approval number, never billed, counted apart".
+      approvalNumber: isPlay && slot === null ? (record.approval_number ?? null) : null,
+      slot,
+      mediaSha256: record.media_sha256 ?? null,
+      startAt: isoOf(record.start, start),
+      endAt: isoOf(record.end, end),
+      durationMs: record.duration_ms ?? null,
+      at: isoOf(record.at, at),
+      flags,
+      screenPower: record.screen?.power ?? null,
+      code: record.code ?? null,
+      playId: record.play_id ?? null,
+      // spec: "A tag of another shape is ignored and the play counts all the same".
+      src: src === null ? null : JSON.stringify(src),
+      detail: !isPlay && record.detail !== undefined ? JSON.stringify(record.detail) : null,
+    },
+  };
+}
+
+function withFlag(flags: RecordFlag[], flag: RecordFlag): RecordFlag[] {
+  if (flags === NO_FLAGS) return [flag];
+  flags.push(flag);
+  return flags;
+}
+
+/** DESIGN.md section 5 "Flags (accepted and counted, listed in items)", in the order of RECORD_FLAGS. */
+function flagsOf(
+  record: PopRecord,
+  player: Player,
+  day: string,
+  playedAt: Date,
+  ctx: JudgeContext,
+): RecordFlag[] {
+  // Most plays carry no flag: the shared empty list saves an allocation per record.
+  let flags: RecordFlag[] = NO_FLAGS;
+  // spec structure: "Structure code the player believes it stands at; a different one is flagged".
+  if (record.structure !== undefined && record.structure !== player.structureCode)
+    flags = withFlag(flags, 'structure_mismatch');
+  if (record.slot === undefined && record.approval_number !== undefined) {
+    const approval = ctx.approval(record.approval_number);
+    if (!approval) {
+      flags = withFlag(flags, 'approval_unknown');
+    } else {
+      if (day < approval.validFrom || day > approval.validUntil)
+        flags = withFlag(flags, 'approval_not_valid_on_day');
+      if (!approval.structureIds.has(player.structureId))
+        flags = withFlag(flags, 'approval_not_for_structure');
+      if (approval.revokedAt !== null && approval.revokedAt.getTime() <= playedAt.getTime()) {
+        flags = withFlag(flags, 'approval_revoked');
+      }
+      // "media_mismatch (hash is not the approval's)".
+      if (record.media_sha256 !== undefined && record.media_sha256 !== approval.mediaSha256) {
+        flags = withFlag(flags, 'media_mismatch');
+      }
+    }
+  }
+  if (record.screen?.power === 'off') flags = withFlag(flags, 'screen_off');
+  // "timing_missing (agent play with neither duration_ms nor start/end)".
+  if (
+    ctx.channel === 'agent' &&
+    record.duration_ms === undefined &&
+    record.start === undefined &&
+    record.end === undefined
+  ) {
+    flags = withFlag(flags, 'timing_missing');
+  }
+  return flags;
+}
+
+/** Players whose high-water marks a batch reads and may move: every player of a record that carries a seq. */
+export function numberedPlayers(verdicts: readonly Verdict[]): string[] {
+  const keys = new Set<string>();
+  for (const v of verdicts) {
+    if (v.status === 'taken' ? v.row.seq !== null : v.seq !== null && v.playerKey !== null) {
+      keys.add(v.status === 'taken' ? v.row.playerKey : v.playerKey!);
+    }
+  }
+  return [...keys].sort();
+}
+
+export interface CountKey {
+  playerKey: string;
+  structureId: string;
+  day: string;
+  approvalNumber: string | null;
+  slot: string | null;
+}
+
+export interface Settled {
+  received: number;
+  accepted: number;
+  duplicates: number;
+  refused: number;
+  flagged: number;
+  items: PopAnswerItem[];
+  rows: RecordRow[];
+  /** Plays counted, per (player, structure, day, approval or slot). */
+  counts: (CountKey & { plays: number; flagged: number })[];
+  /** New high-water marks of the players whose mark moved. */
+  highWater: Map<string, number>;
+}
+
+/**
+ * Applies the high-water marks to the verdicts, in body order. A record's number is taken when the record is read
+ * with a valid seq for a known player, whether it is then counted or refused by a rule; spec: "records at or
+ * below the highest number already taken for their player are not counted again".
+ */
+export function settle(verdicts: readonly Verdict[], marks: ReadonlyMap<string, number>): Settled {
+  const current = new Map(marks);
+  const items: PopAnswerItem[] = [];
+  const rows: RecordRow[] = [];
+  const counts = new Map<string, CountKey & { plays: number; flagged: number }>();
+  let accepted = 0;
+  let duplicates = 0;
+  let refusedCount = 0;
+  let flagged = 0;
+  for (let index = 0; index < verdicts.length; index += 1) {
+    const v = verdicts[index]!;
+    const playerKey = v.status === 'taken' ? v.row.playerKey : v.playerKey;
+    const seq = v.status === 'taken' ? v.row.seq : v.seq;
+    if (playerKey !== null && seq !== null) {
+      const mark = current.get(playerKey) ?? 0;
+      if (seq <= mark) {
+        duplicates += 1;
+        items.push({ index, status: 'duplicate' });
+        continue;
+      }
+      current.set(playerKey, seq);
+    }
+    if (v.status === 'refused') {
+      refusedCount += 1;
+      items.push({ index, status: 'refused', reason: v.reason });
+      continue;
+    }
+    const row = v.row;
+    accepted += 1;
+    rows.push(row);
+    if (row.flags.length > 0) {
+      flagged += 1;
+      items.push({ index, status: 'flagged', flags: row.flags });
+    }
+    if (row.kind === 'play') {
+      const id = `${row.playerKey}\u0000${row.structureId}\u0000${row.day}\u0000${row.approvalNumber ?? ''}\u0000${row.slot ?? ''}`;
+      let count = counts.get(id);
+      if (!count) {
+        count = {
+          playerKey: row.playerKey,
+          structureId: row.structureId,
+          day: row.day,
+          approvalNumber: row.approvalNumber,
+          slot: row.slot,
+          plays: 0,
+          flagged: 0,
+        };
+        counts.set(id, count);
+      }
+      count.plays += 1;
+      if (row.flags.length > 0) count.flagged += 1;
+    }
+  }
+  const moved = new Map<string, number>();
+  for (const [key, seq] of current) if (seq !== (marks.get(key) ?? 0)) moved.set(key, seq);
+  return {
+    received: verdicts.length,
+    accepted,
+    duplicates,
+    refused: refusedCount,
+    flagged,
+    items,
+    rows,
+    counts: [...counts.values()],
+    highWater: moved,
+  };
+}

@@ -1,0 +1,60 @@
+import { LIMITS } from '@ooh/protocol';
+import type { Bucket } from './repository.js';
+
+/*
+ * The rate limits of the spec's "Limits" table as token buckets kept in PostgreSQL (DESIGN.md section 2: "rate
+ * limits ... are enforced in PostgreSQL"), so that every platform instance draws from the same buckets.
+ */
+
+/**
+ * spec: "agent telemetry rate: 10 batches a minute per device; 429 for more than one batch every 10 seconds
+ * (burst of 3 allowed)": a burst of 3 refilled one per 10 s. That bucket never lets more than 3 + 6 = 9 batches
+ * through in any minute, so "10 batches a minute" holds with it and needs no bucket of its own (one bucket is one
+ * row lock on the hot path). Both channels of a device (signed and certificate) draw from the same bucket.
+ */
+export function agentBuckets(deviceId: string): Bucket[] {
+  // The minute limit is implied (see above); keep the arithmetic visible where the constants change.
+  const perMinute = LIMITS.agentBurst + 60 / LIMITS.agentMinIntervalSeconds;
+  if (perMinute > LIMITS.agentBatchesPerMinute)
+    throw new Error('the agent bucket would exceed 10 batches a minute');
+  return [
+    {
+      key: `agent:${deviceId}`,
+      capacity: LIMITS.agentBurst,
+      perSecond: 1 / LIMITS.agentMinIntervalSeconds,
+      cost: 1,
+    },
+  ];
+}
+
+/**
+ * spec: "CMS rates: 2 batches a second per installation (burst 10); 10 calls a second per key (burst 30);
+ * 2 000 000 records an hour per organisation".
+ */
+export function cmsBuckets(args: {
+  installationId: string;
+  keyId: string;
+  organisationId: string;
+  records: number;
+}): Bucket[] {
+  return [
+    {
+      key: `cms-installation:${args.installationId}`,
+      capacity: LIMITS.cmsInstallationBurst,
+      perSecond: LIMITS.cmsBatchesPerSecondPerInstallation,
+      cost: 1,
+    },
+    {
+      key: `cms-key:${args.keyId}`,
+      capacity: LIMITS.cmsKeyBurst,
+      perSecond: LIMITS.cmsCallsPerSecondPerKey,
+      cost: 1,
+    },
+    {
+      key: `cms-organisation:${args.organisationId}`,
+      capacity: LIMITS.cmsRecordsPerHourPerOrganisation,
+      perSecond: LIMITS.cmsRecordsPerHourPerOrganisation / 3600,
+      cost: args.records,
+    },
+  ];
+}

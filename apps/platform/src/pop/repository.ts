@@ -1,0 +1,600 @@
+import type { PopAnswer } from '@ooh/protocol';
+import type { Db, DbClient } from '../db/pool.js';
+import { copyFrom, copyText } from './copy.js';
+import type { ApprovalFacts, Player, Settled } from './judge.js';
+
+/** A batch already stored under (owner, batch_seq). */
+export interface StoredBatch {
+  bodySha256: string;
+  answer: PopAnswer;
+}
+
+interface ApprovalJson {
+  number: string;
+  media_sha256: string;
+  valid_from: string;
+  valid_until: string;
+  revoked_at: string | null;
+  structure_ids: string[];
+}
+
+function approvalsFrom(rows: ApprovalJson[] | null): Map<string, ApprovalFacts> {
+  const approvals = new Map<string, ApprovalFacts>();
+  for (const row of rows ?? []) {
+    approvals.set(row.number, {
+      number: row.number,
+      mediaSha256: row.media_sha256,
+      validFrom: row.valid_from,
+      validUntil: row.valid_until,
+      revokedAt: row.revoked_at === null ? null : new Date(row.revoked_at),
+      structureIds: new Set(row.structure_ids),
+    });
+  }
+  return approvals;
+}
+
+// The issued approvals a batch names, with what the flags need, as one JSON value of a reading query.
+const APPROVALS_JSON = `(SELECT json_agg(json_build_object(
+     'number', a.number, 'media_sha256', a.media_sha256, 'valid_from', a.valid_from::text,
+     'valid_until', a.valid_until::text, 'revoked_at', a.revoked_at,
+     'structure_ids', ARRAY(SELECT s.structure_id FROM approval_structures s WHERE s.approval_id = a.id)))
+   FROM approvals a WHERE a.number = ANY($APPROVALS::text[]))`;
+
+export interface DeviceForTelemetry {
+  id: string;
+  revokedAt: Date | null;
+  structureId: string;
+  structureCode: string;
+  /** base64 SPKI of the keys accepted at `now` (DESIGN.md section 3), newest first. */
+  keys: string[];
+  existing: StoredBatch | null;
+  /** The device's high-water mark (0 before its first record). */
+  highWaterSeq: number;
+  /** Whether a service.pop/1 batch of the device was accepted (DESIGN.md section 5, legacy). */
+  hadPopBatch: boolean;
+  approvals: Map<string, ApprovalFacts>;
+}
+
+/**
+ * Everything the agent channels need to decide on a batch, in one round trip: the device, its keys accepted at
+ * `now` (accepted_until NULL or later), the batch it may already have stored under `batchSeq`, its high-water mark
+ * and the approvals the batch names. Nothing here is cached: a revocation takes effect on the next call.
+ */
+export async function findDeviceForTelemetry(
+  db: Db,
+  args: { deviceId: string; batchSeq: number; now: Date; approvalNumbers: readonly string[] },
+): Promise<DeviceForTelemetry | null> {
+  const { rows } = await db.query<{
+    id: string;
+    revoked_at: Date | null;
+    structure_id: string;
+    structure_code: string;
+    keys: string[];
+    existing_sha256: string | null;
+    existing_answer: PopAnswer | null;
+    high_water_seq: number | null;
+    had_pop_batch: boolean;
+    approvals: ApprovalJson[] | null;
+  }>({
+    // Named: parsed once per connection (the hot path of the agent channel).
+    name: 'pop-device-for-telemetry',
+    text: `SELECT d.id, d.revoked_at, d.structure_id, s.code AS structure_code,
+            ARRAY(SELECT k.public_key_spki FROM device_keys k
+                   WHERE k.device_id = d.id AND (k.accepted_until IS NULL OR k.accepted_until > $3)
+                   ORDER BY k.registered_at DESC) AS keys,
+            b.body_sha256 AS existing_sha256, b.answer AS existing_answer,
+            (SELECT p.high_water_seq FROM pop_players p WHERE p.player_key = 'device:' || d.id::text) AS high_water_seq,
+            EXISTS (SELECT 1 FROM pop_batches x
+                     WHERE x.owner = 'device:' || d.id::text AND x.channel IN ('agent', 'cert')) AS had_pop_batch,
+            ${APPROVALS_JSON.replace('$APPROVALS', '$4')} AS approvals
+       FROM devices d
+       JOIN structures s ON s.id = d.structure_id
+       LEFT JOIN pop_batches b ON b.owner = 'device:' || d.id::text AND b.batch_seq = $2
+      WHERE d.id = $1`,
+    values: [args.deviceId, args.batchSeq, args.now, args.approvalNumbers],
+  });
+  const row = rows[0];
+  if (!row) return null;
+  return {
+    id: row.id,
+    revokedAt: row.revoked_at,
+    structureId: row.structure_id,
+    structureCode: row.structure_code,
+    keys: row.keys,
+    existing:
+      row.existing_sha256 === null ? null : { bodySha256: row.existing_sha256, answer: row.existing_answer! },
+    highWaterSeq: row.high_water_seq ?? 0,
+    hadPopBatch: row.had_pop_batch,
+    approvals: approvalsFrom(row.approvals),
+  };
+}
+
+export interface MappedPlayer extends Player {
+  highWaterSeq: number;
+}
+
+export interface SourceForBatch {
+  id: string;
+  organisationId: string;
+  /** Keys still accepted at `now`: the current one and any rotated out less than `graceMs` ago. */
+  acceptedKeys: string[];
+  /** Keys rotated out longer ago than the grace. */
+  expiredKeys: string[];
+  existing: StoredBatch | null;
+  /** Mapped players (removed mappings left out: spec "player_unknown") by external id, with their marks. */
+  players: Map<string, MappedPlayer>;
+  approvals: Map<string, ApprovalFacts>;
+}
+
+/** A CMS installation, its keys by state at `now`, its batch under `batchSeq`, the players and approvals named. */
+export async function findSourceForBatch(
+  db: Db,
+  args: {
+    installationId: string;
+    batchSeq: number;
+    now: Date;
+    graceMs: number;
+    externalIds: readonly string[];
+    approvalNumbers: readonly string[];
+  },
+): Promise<SourceForBatch | null> {
+  const { rows } = await db.query<{
+    id: string;
+    organisation_id: string;
+    accepted: string[];
+    expired: string[];
+    existing_sha256: string | null;
+    existing_answer: PopAnswer | null;
+    players: { e: string; s: string; c: string; h: number | null }[] | null;
+    approvals: ApprovalJson[] | null;
+  }>({
+    name: 'pop-source-for-batch',
+    text: `SELECT i.id, i.organisation_id,
+            ARRAY(SELECT k.public_key_spki FROM cms_keys k
+                   WHERE k.installation_id = i.id
+                     AND (k.superseded_at IS NULL OR k.superseded_at + make_interval(secs => $4 / 1000.0) > $3)
+                   ORDER BY k.registered_at DESC) AS accepted,
+            ARRAY(SELECT k.public_key_spki FROM cms_keys k
+                   WHERE k.installation_id = i.id
+                     AND k.superseded_at IS NOT NULL
+                     AND k.superseded_at + make_interval(secs => $4 / 1000.0) <= $3
+                   ORDER BY k.registered_at DESC) AS expired,
+            b.body_sha256 AS existing_sha256, b.answer AS existing_answer,
+            (SELECT json_agg(json_build_object('e', m.external_id, 's', m.structure_id, 'c', st.code,
+                                               'h', pp.high_water_seq))
+               FROM cms_players m
+               JOIN structures st ON st.id = m.structure_id
+               LEFT JOIN pop_players pp ON pp.player_key = 'cms:' || m.installation_id::text || ':' || m.external_id
+              WHERE m.installation_id = i.id AND m.external_id = ANY($5::text[]) AND m.removed_at IS NULL) AS players,
+            ${APPROVALS_JSON.replace('$APPROVALS', '$6')} AS approvals
+       FROM cms_installations i
+       LEFT JOIN pop_batches b ON b.owner = 'source:' || i.id::text AND b.batch_seq = $2
+      WHERE i.id = $1`,
+    values: [
+      args.installationId,
+      args.batchSeq,
+      args.now,
+      args.graceMs,
+      args.externalIds,
+      args.approvalNumbers,
+    ],
+  });
+  const row = rows[0];
+  if (!row) return null;
+  const players = new Map<string, MappedPlayer>();
+  for (const p of row.players ?? []) {
+    players.set(p.e, {
+      key: cmsPlayerKey(row.id, p.e),
+      structureId: p.s,
+      structureCode: p.c,
+      highWaterSeq: p.h ?? 0,
+    });
+  }
+  return {
+    id: row.id,
+    organisationId: row.organisation_id,
+    acceptedKeys: row.accepted,
+    expiredKeys: row.expired,
+    existing:
+      row.existing_sha256 === null ? null : { bodySha256: row.existing_sha256, answer: row.existing_answer! },
+    players,
+    approvals: approvalsFrom(row.approvals),
+  };
+}
+
+/** The batch stored under (owner, batch_seq), read after a racing instance stored it first. */
+export async function findBatch(
+  db: Db | DbClient,
+  owner: string,
+  batchSeq: number,
+): Promise<StoredBatch | null> {
+  const { rows } = await db.query<{ body_sha256: string; answer: PopAnswer }>(
+    'SELECT body_sha256, answer FROM pop_batches WHERE owner = $1 AND batch_seq = $2',
+    [owner, batchSeq],
+  );
+  const row = rows[0];
+  return row ? { bodySha256: row.body_sha256, answer: row.answer } : null;
+}
+
+/** Current high-water marks of `keys` (absent players: 0), read again after another instance moved one. */
+export async function readMarks(db: Db, keys: readonly string[]): Promise<Map<string, number>> {
+  const marks = new Map<string, number>(keys.map((key) => [key, 0]));
+  if (keys.length === 0) return marks;
+  const { rows } = await db.query<{ player_key: string; high_water_seq: number }>(
+    'SELECT player_key, high_water_seq FROM pop_players WHERE player_key = ANY($1::text[])',
+    [keys],
+  );
+  for (const row of rows) marks.set(row.player_key, row.high_water_seq);
+  return marks;
+}
+
+export const devicePlayerKey = (deviceId: string) => `device:${deviceId}`;
+export const cmsPlayerKey = (installationId: string, externalId: string) =>
+  `cms:${installationId}:${externalId}`;
+
+export interface Bucket {
+  key: string;
+  capacity: number;
+  perSecond: number;
+  cost: number;
+}
+
+/** Month partitions of pop_records known to exist, per database (they are never dropped while it runs). */
+const knownPartitions = new WeakMap<Db, Set<string>>();
+
+/** Creates the month partition of pop_records that holds `receiveDay` unless it is known to exist. */
+export async function ensureRecordPartition(db: Db, receiveDay: string): Promise<void> {
+  const month = receiveDay.slice(0, 7);
+  let known = knownPartitions.get(db);
+  if (!known) {
+    known = new Set();
+    knownPartitions.set(db, known);
+  }
+  if (known.has(month)) return;
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      await db.query('SELECT pop_records_partition($1::date)', [receiveDay]);
+      break;
+    } catch (error) {
+      // Instances on other databases' catalogues can still race; the second try finds the table.
+      if (attempt >= 2 || (error as { code?: string }).code !== '42P07') throw error;
+    }
+  }
+  known.add(month);
+}
+
+export interface NewBatch {
+  owner: string;
+  batchSeq: number;
+  channel: 'agent' | 'cert' | 'cms' | 'legacy';
+  body: Buffer;
+  bodySha256: string;
+  receivedAt: Date;
+  receiveDay: string;
+  recordCount: number;
+  answer: PopAnswer;
+  attested: boolean;
+}
+
+export type StoreResult =
+  | { kind: 'stored'; id: number }
+  /** The rate limits refused it: nothing stored; seconds to wait. */
+  | { kind: 'rate_limited'; wait: number }
+  /** (owner, batch_seq) was taken meanwhile by another instance. */
+  | { kind: 'taken' }
+  /** A high-water mark moved since it was read: nothing stored; read the marks again and judge again. */
+  | { kind: 'marks_moved' };
+
+/** Above this many records the rows go by COPY rather than in the statement (a CMS batch holds up to 10 000). */
+const COPY_FROM_RECORDS = 300;
+
+const RECORD_COLUMNS =
+  'receive_day, batch_id, record_index, player_key, structure_id, kind, seq, day, approval_number, slot, ' +
+  'media_sha256, start_at, end_at, duration_ms, at, attested, flags, screen_power, code, play_id, src, detail';
+
+/**
+ * Stores a batch, its taken records, the counts and the moved high-water marks atomically, after taking its rate
+ * tokens, or nothing at all. The marks are compared and set in the same statement (each row locked in key order):
+ * if another instance moved one after it was read, the statement aborts and the caller judges again, so a mark
+ * is exact across instances without holding locks while judging.
+ */
+export async function storeBatch(
+  db: Db,
+  args: {
+    batch: NewBatch;
+    settled: Settled;
+    /** The marks the judgement read (0 for a player without a row). */
+    readMarks: ReadonlyMap<string, number>;
+    buckets: readonly Bucket[];
+    /** A legacy batch is stored only while the owner has no service.pop/1 batch (checked again here). */
+    legacy: boolean;
+  },
+): Promise<StoreResult> {
+  const { batch, settled } = args;
+  const buckets = [...args.buckets].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const moved = [...settled.highWater.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const counts = [...settled.counts].sort((a, b) => compareCountKeys(a, b));
+  const byCopy = settled.rows.length > COPY_FROM_RECORDS;
+  const inline = byCopy ? [] : settled.rows;
+  const params: unknown[] = [
+    batch.owner,
+    batch.batchSeq,
+    batch.channel,
+    batch.body,
+    batch.bodySha256,
+    batch.receivedAt,
+    batch.receiveDay,
+    batch.recordCount,
+    batch.answer,
+    batch.attested,
+    args.legacy,
+    buckets.map((b) => b.key),
+    buckets.map((b) => b.capacity),
+    buckets.map((b) => b.perSecond),
+    buckets.map((b) => b.cost),
+    moved.map(([key]) => key),
+    moved.map(([key]) => args.readMarks.get(key) ?? 0),
+    moved.map(([, seq]) => seq),
+    counts.map((c) => c.playerKey),
+    counts.map((c) => c.structureId),
+    counts.map((c) => c.day),
+    counts.map((c) => c.approvalNumber),
+    counts.map((c) => c.slot),
+    counts.map((c) => c.plays),
+    counts.map((c) => c.flagged),
+    inline.map((r) => r.index),
+    inline.map((r) => r.playerKey),
+    inline.map((r) => r.structureId),
+    inline.map((r) => r.kind),
+    inline.map((r) => r.seq),
+    inline.map((r) => r.day),
+    inline.map((r) => r.approvalNumber),
+    inline.map((r) => r.slot),
+    inline.map((r) => r.mediaSha256),
+    inline.map((r) => r.startAt),
+    inline.map((r) => r.endAt),
+    inline.map((r) => r.durationMs),
+    inline.map((r) => r.at),
+    inline.map((r) => (r.flags.length > 0 ? r.flags.join(',') : null)),
+    inline.map((r) => r.screenPower),
+    inline.map((r) => r.code),
+    inline.map((r) => r.playId),
+    inline.map((r) => r.src),
+    inline.map((r) => r.detail),
+  ];
+  const client = await db.connect();
+  try {
+    if (byCopy) await client.query('BEGIN');
+    let row: { wait: number; id: number | null } | undefined;
+    try {
+      ({
+        rows: [row],
+      } = await client.query<{ wait: number; id: number | null }>({
+        name: 'pop-store-batch',
+        text: STORE_SQL,
+        values: params,
+      }));
+    } catch (error) {
+      if (byCopy) await client.query('ROLLBACK');
+      if ((error as { code?: string }).code === 'PHWM1') return { kind: 'marks_moved' };
+      throw error;
+    }
+    const result: StoreResult =
+      row!.wait > 0
+        ? { kind: 'rate_limited', wait: row!.wait }
+        : row!.id === null
+          ? { kind: 'taken' }
+          : { kind: 'stored', id: row!.id };
+    if (!byCopy) return result;
+    if (result.kind !== 'stored') {
+      await client.query('ROLLBACK');
+      return result;
+    }
+    try {
+      await copyFrom(client, `COPY pop_records (${RECORD_COLUMNS}) FROM STDIN`, [
+        recordsCopyText(result.id, batch, settled),
+      ]);
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw error;
+    }
+    return result;
+  } finally {
+    client.release();
+  }
+}
+
+function compareCountKeys(a: Settled['counts'][number], b: Settled['counts'][number]): number {
+  const ka = `${a.playerKey}\u0000${a.day}\u0000${a.structureId}\u0000${a.approvalNumber ?? ''}\u0000${a.slot ?? ''}`;
+  const kb = `${b.playerKey}\u0000${b.day}\u0000${b.structureId}\u0000${b.approvalNumber ?? ''}\u0000${b.slot ?? ''}`;
+  return ka < kb ? -1 : ka > kb ? 1 : 0;
+}
+
+/**
+ * The taken records in COPY's text format, written line by line into one buffer (10 000 lines of a CMS batch:
+ * far cheaper than joining strings and encoding the result).
+ */
+export function recordsCopyText(
+  batchId: number,
+  batch: Pick<NewBatch, 'receiveDay' | 'attested'>,
+  settled: Settled,
+): Buffer {
+  const prefix = `${batch.receiveDay}\t${batchId}\t`;
+  const attested = batch.attested ? 't' : 'f';
+  let buffer = Buffer.allocUnsafe(Math.max(4096, settled.rows.length * 400));
+  let offset = 0;
+  for (const r of settled.rows) {
+    const line =
+      `${prefix}${r.index}\t${copyText(r.playerKey)}\t${r.structureId}\t${r.kind}\t${r.seq ?? '\\N'}\t${r.day}\t` +
+      `${copyText(r.approvalNumber)}\t${r.slot ?? '\\N'}\t${r.mediaSha256 ?? '\\N'}\t${r.startAt ?? '\\N'}\t` +
+      `${r.endAt ?? '\\N'}\t${r.durationMs ?? '\\N'}\t${r.at ?? '\\N'}\t${attested}\t` +
+      `${r.flags.length > 0 ? `{${r.flags.join(',')}}` : '{}'}\t${r.screenPower ?? '\\N'}\t${r.code ?? '\\N'}\t` +
+      `${copyText(r.playId)}\t${copyText(r.src)}\t${copyText(r.detail)}\n`;
+    // A UTF-16 unit never takes more than 3 bytes of UTF-8.
+    if (line.length * 3 > buffer.length - offset) {
+      const grown = Buffer.allocUnsafe(Math.max(buffer.length * 2, offset + line.length * 3));
+      buffer.copy(grown, 0, 0, offset);
+      buffer = grown;
+    }
+    offset += buffer.write(line, offset, 'utf8');
+  }
+  return buffer.subarray(0, offset);
+}
+
+// One statement: rate tokens, the batch, the counts, the marks (compare-and-set, in key order) and, for small
+// batches, the records. Nothing is written when the tokens are refused or (owner, batch_seq) is taken.
+const STORE_SQL = `
+WITH rate AS (
+  SELECT pop_take_tokens($12::text[], $13::float8[], $14::float8[], $15::float8[], $6) AS wait
+), batch AS (
+  INSERT INTO pop_batches (owner, batch_seq, channel, body, body_sha256, received_at, receive_day, record_count, answer)
+  SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9
+   WHERE (SELECT wait FROM rate) = 0
+     AND NOT ($11 AND EXISTS (SELECT 1 FROM pop_batches x WHERE x.owner = $1 AND x.channel IN ('agent', 'cert')))
+  ON CONFLICT (owner, batch_seq) DO NOTHING
+  RETURNING id
+), marks AS (
+  INSERT INTO pop_players (player_key, high_water_seq, previous_seq)
+  SELECT m.player_key, m.seq, m.expected
+    FROM batch, unnest($16::text[], $17::bigint[], $18::bigint[]) AS m(player_key, expected, seq)
+   ORDER BY m.player_key COLLATE "C"
+  ON CONFLICT (player_key) DO UPDATE
+     SET high_water_seq = EXCLUDED.high_water_seq, previous_seq = pop_players.high_water_seq
+   WHERE pop_players.high_water_seq = EXCLUDED.previous_seq
+  RETURNING 1
+), counted AS (
+  INSERT INTO play_counts (player_key, structure_id, day, approval_number, slot, attested, plays, flagged)
+  SELECT c.player_key, c.structure_id, c.day, c.approval_number, c.slot, $10, c.plays, c.flagged
+    FROM batch, unnest($19::text[], $20::uuid[], $21::date[], $22::text[], $23::text[], $24::bigint[], $25::bigint[])
+         WITH ORDINALITY AS c(player_key, structure_id, day, approval_number, slot, plays, flagged, n)
+   ORDER BY c.n
+  ON CONFLICT (player_key, day, structure_id, approval_number, slot, attested)
+  DO UPDATE SET plays = play_counts.plays + EXCLUDED.plays, flagged = play_counts.flagged + EXCLUDED.flagged
+), records AS (
+  INSERT INTO pop_records (${RECORD_COLUMNS})
+  SELECT $7, batch.id, r.record_index, r.player_key, r.structure_id, r.kind, r.seq, r.day,
+         r.approval_number, r.slot, r.media_sha256, r.start_at, r.end_at, r.duration_ms, r.at, $10,
+         coalesce(string_to_array(r.flags, ','), '{}'), r.screen_power, r.code, r.play_id, r.src::json,
+         r.detail::json
+    FROM batch, unnest($26::int[], $27::text[], $28::uuid[], $29::text[], $30::bigint[], $31::date[],
+                       $32::text[], $33::text[], $34::text[], $35::timestamptz[], $36::timestamptz[],
+                       $37::bigint[], $38::timestamptz[], $39::text[], $40::text[], $41::text[], $42::text[],
+                       $43::text[], $44::text[])
+         AS r(record_index, player_key, structure_id, kind, seq, day, approval_number, slot, media_sha256,
+              start_at, end_at, duration_ms, at, flags, screen_power, code, play_id, src, detail)
+)
+SELECT (SELECT wait FROM rate) AS wait,
+       (SELECT id FROM batch) AS id,
+       pop_check_marks(CASE WHEN EXISTS (SELECT 1 FROM batch) THEN cardinality($16::text[]) ELSE 0 END,
+                       (SELECT count(*) FROM marks)::int) AS marks_ok`;
+
+// ---- reading (seals, open data, declared-vs-actual, the console) ----
+
+export interface PlayCountRow {
+  playerKey: string;
+  structureId: string;
+  /** Almaty day of the play's start, or of receipt when there is no start. */
+  day: string;
+  approvalNumber: string | null;
+  slot: string | null;
+  attested: boolean;
+  plays: number;
+  flagged: number;
+}
+
+export interface PlayCountFilter {
+  from?: string;
+  to?: string;
+  structureIds?: readonly string[];
+  approvalNumber?: string;
+  playerKey?: string;
+}
+
+/** Counted plays per player, structure, day and approval (billable) or slot (counted apart). */
+export async function playCounts(db: Db | DbClient, filter: PlayCountFilter = {}): Promise<PlayCountRow[]> {
+  const { rows } = await db.query<{
+    player_key: string;
+    structure_id: string;
+    day: string;
+    approval_number: string | null;
+    slot: string | null;
+    attested: boolean;
+    plays: number;
+    flagged: number;
+  }>(
+    `SELECT player_key, structure_id, day::text AS day, approval_number, slot, attested, plays, flagged
+       FROM play_counts
+      WHERE ($1::date IS NULL OR day >= $1::date)
+        AND ($2::date IS NULL OR day <= $2::date)
+        AND ($3::uuid[] IS NULL OR structure_id = ANY($3::uuid[]))
+        AND ($4::text IS NULL OR approval_number = $4)
+        AND ($5::text IS NULL OR player_key = $5)
+      ORDER BY day, player_key, structure_id, approval_number NULLS LAST, slot NULLS LAST, attested`,
+    [
+      filter.from ?? null,
+      filter.to ?? null,
+      filter.structureIds ?? null,
+      filter.approvalNumber ?? null,
+      filter.playerKey ?? null,
+    ],
+  );
+  return rows.map((r) => ({
+    playerKey: r.player_key,
+    structureId: r.structure_id,
+    day: r.day,
+    approvalNumber: r.approval_number,
+    slot: r.slot,
+    attested: r.attested,
+    plays: r.plays,
+    flagged: r.flagged,
+  }));
+}
+
+export interface PopEvent {
+  batchId: number;
+  index: number;
+  kind: 'reject' | 'mode_change' | 'tamper';
+  seq: number | null;
+  at: string | null;
+  code: string | null;
+  detail: unknown;
+  receiveDay: string;
+}
+
+/** The reject, mode_change and tamper events a player sent, oldest batch first. */
+export async function popEvents(
+  db: Db | DbClient,
+  playerKey: string,
+  filter: { kinds?: readonly string[]; fromReceiveDay?: string; toReceiveDay?: string } = {},
+): Promise<PopEvent[]> {
+  const { rows } = await db.query<{
+    batch_id: number;
+    record_index: number;
+    kind: PopEvent['kind'];
+    seq: number | null;
+    at: Date | null;
+    code: string | null;
+    detail: unknown;
+    receive_day: string;
+  }>(
+    `SELECT batch_id, record_index, kind, seq, at, code, detail, receive_day::text AS receive_day
+       FROM pop_records
+      WHERE player_key = $1 AND kind <> 'play'
+        AND ($2::text[] IS NULL OR kind = ANY($2::text[]))
+        AND ($3::date IS NULL OR receive_day >= $3::date)
+        AND ($4::date IS NULL OR receive_day <= $4::date)
+      ORDER BY batch_id, record_index`,
+    [playerKey, filter.kinds ?? null, filter.fromReceiveDay ?? null, filter.toReceiveDay ?? null],
+  );
+  return rows.map((r) => ({
+    batchId: r.batch_id,
+    index: r.record_index,
+    kind: r.kind,
+    seq: r.seq,
+    at: r.at?.toISOString() ?? null,
+    code: r.code,
+    detail: r.detail,
+    receiveDay: r.receive_day,
+  }));
+}

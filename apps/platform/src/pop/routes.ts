@@ -1,0 +1,436 @@
+import { es256Verify, sha256Hex } from '@ooh/crypto';
+import { isUuid, LIMITS, type PopAnswer as PopAnswerType, PopAnswer, parseDateTime } from '@ooh/protocol';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { principalOf } from '../auth/plugin.js';
+import type { RouteAuth } from '../auth/principal.js';
+import type { PlatformContext } from '../context.js';
+import { deviceFromClientCertificate } from '../devices/authenticate.js';
+import type { Feature } from '../features.js';
+import { ProblemError, validationFailed } from '../http/problem.js';
+import { type AgentBatch, type CmsBatchBody, countPlays, readAgentBatch, readCmsBatch } from './body.js';
+import { bodyEncoding, inflateBounded, readWire } from './inflate.js';
+import { approvalNumbersOf, ingestBatch } from './ingest.js';
+import type { Player } from './judge.js';
+import { KeyCache } from './key-cache.js';
+import { agentBuckets, cmsBuckets } from './rate-limits.js';
+import {
+  type DeviceForTelemetry,
+  devicePlayerKey,
+  findDeviceForTelemetry,
+  findSourceForBatch,
+  playCounts,
+  popEvents,
+} from './repository.js';
+
+/** spec: "CMS batch ... Scope write:plays; operator organisations only". */
+const WRITE_PLAYS: RouteAuth = { anyOf: [{ scope: 'write:plays', kinds: ['operator'] }] };
+const READ_POP: RouteAuth = {
+  anyOf: [
+    { scope: 'console:admin', kinds: ['authority'] },
+    { scope: 'console:read', kinds: ['authority'] },
+  ],
+};
+
+/** spec rule 7: "A key rotated out stays accepted for 24 hours after the new one was registered". */
+const CMS_KEY_GRACE_MS = LIMITS.cmsKeyRotationGraceHours * 3600 * 1000;
+const TS_TOLERANCE_MS = LIMITS.agentTsToleranceSeconds * 1000;
+
+type VerifyResult = 'verified' | 'no_match';
+
+function verifySignature(
+  keys: KeyCache,
+  spkis: readonly string[],
+  body: Buffer,
+  signature: string,
+): VerifyResult {
+  for (const spki of spkis) {
+    let key: ReturnType<KeyCache['get']>;
+    try {
+      key = keys.get(spki);
+    } catch {
+      continue; // a stored key that is not P-256 verifies nothing
+    }
+    try {
+      if (es256Verify(key, body, signature)) return 'verified';
+    } catch {
+      // Not base64url of 64 bytes: no key can verify it.
+      return 'no_match';
+    }
+  }
+  return 'no_match';
+}
+
+function signatureHeader(request: FastifyRequest): string {
+  const value = request.headers['x-service-signature'];
+  // spec: "A signature that does not verify gives 401 bad_signature"; none at all verifies nothing either.
+  if (typeof value !== 'string' || value === '') {
+    throw new ProblemError(
+      'bad_signature',
+      'X-Service-Signature is required: ES256 over the exact body bytes',
+    );
+  }
+  return value.trim();
+}
+
+function rawBodyOf(request: FastifyRequest): Buffer {
+  // A request without a body never reached a JSON parser.
+  if (!request.rawBody)
+    throw new ProblemError('unsupported_media_type', 'send the batch as application/json');
+  return request.rawBody;
+}
+
+const badSignature = () =>
+  new ProblemError('bad_signature', 'the signature does not verify over the body bytes; nothing was stored');
+
+/** The device as the batch sees it: its own player, at its structure. */
+function devicePlayer(device: DeviceForTelemetry): Player {
+  return {
+    key: devicePlayerKey(device.id),
+    structureId: device.structureId,
+    structureCode: device.structureCode,
+  };
+}
+
+function agentIngest(
+  ctx: PlatformContext,
+  device: DeviceForTelemetry,
+  batch: AgentBatch,
+  body: Buffer,
+  receivedAt: Date,
+  channel: 'agent' | 'cert',
+  checkFresh?: () => void,
+): Promise<PopAnswerType> {
+  const player = devicePlayer(device);
+  return ingestBatch(ctx, {
+    owner: player.key,
+    batchSeq: batch.batchSeq,
+    channel: batch.format === 'legacy' ? 'legacy' : channel,
+    body,
+    bodySha256: sha256Hex(body),
+    existing: device.existing,
+    records: batch.events,
+    recordChannel: 'agent',
+    attested: false,
+    receivedAt,
+    ...(checkFresh ? { checkFresh } : {}),
+    buckets: agentBuckets(device.id),
+    playerOf: () => player,
+    marks: new Map([[player.key, device.highWaterSeq]]),
+    approvals: device.approvals,
+    legacy: batch.format === 'legacy',
+    hadPopBatch: device.hadPopBatch,
+    recordCount: countPlays(batch.events),
+  });
+}
+
+/** Responses carry a Date header from the platform clock (DESIGN.md section 5: agents correct their clock by it). */
+function addDateHeader(scope: FastifyInstance, ctx: PlatformContext): void {
+  scope.addHook('onSend', async (_request, reply: FastifyReply) => {
+    reply.header('date', ctx.clock.now().toUTCString());
+  });
+}
+
+/** The agent channels take no Content-Encoding (the CMS channel alone is spoken of gzip). */
+function refuseEncodings(scope: FastifyInstance): void {
+  scope.addHook('onRequest', async (request) => {
+    if (bodyEncoding(request.headers['content-encoding']) !== 'identity') {
+      throw new ProblemError('unsupported_media_type', 'the telemetry body takes no Content-Encoding');
+    }
+  });
+}
+
+interface CmsParsed {
+  bytes: Buffer;
+  batch: CmsBatchBody;
+}
+
+/**
+ * The CMS body parser: "size and media type -> JSON -> schema value" of DESIGN.md section 5 with the CMS limits,
+ * before the API key is looked at (the host authenticates after parsing). The wire bytes
+ * are read up to 4 MB, a gzip body is inflated within 16 MB and 20 times its size, and the decompressed bytes are
+ * kept as request.rawBody (the bytes the signature covers and that are stored).
+ */
+function cmsBodyParser(
+  request: FastifyRequest,
+  payload: NodeJS.ReadableStream,
+  done: (err: Error | null, body?: unknown) => void,
+): void {
+  const parse = async (): Promise<CmsParsed> => {
+    const encoding = bodyEncoding(request.headers['content-encoding']);
+    const wire = await readWire(
+      payload as unknown as import('node:stream').Readable,
+      request.headers['content-length'],
+      LIMITS.cmsWireMaxBytes,
+    );
+    const bytes = encoding === 'gzip' ? await inflateBounded(wire) : wire;
+    request.rawBody = bytes;
+    if (bytes.length === 0) throw new ProblemError('invalid_json', 'the body is empty');
+    let value: unknown;
+    try {
+      value = JSON.parse(bytes.toString('utf8'));
+    } catch (error) {
+      throw new ProblemError('invalid_json', `the body is not JSON: ${(error as Error).message}`);
+    }
+    // The schema value comes before authentication (DESIGN.md section 5), so before the API key is looked at too.
+    return { bytes, batch: readCmsBatch(value) };
+  };
+  parse().then(
+    (parsed) => done(null, parsed),
+    (error: Error) => done(error),
+  );
+}
+
+export const popFeature: Feature = {
+  name: 'pop',
+
+  // spec: POST {agents_url}/s/v1/telemetry — signed agent telemetry batch.
+  async agents(app, ctx) {
+    const keys = new KeyCache();
+    await app.register(async (scope) => {
+      addDateHeader(scope, ctx);
+      refuseEncodings(scope);
+      scope.post(
+        '/s/v1/telemetry',
+        // spec Limits: "agent telemetry body: at most 1 MB".
+        { bodyLimit: LIMITS.telemetryBodyMaxBytes, schema: { response: { 200: PopAnswer } } },
+        async (request) => {
+          const receivedAt = ctx.clock.now();
+          const body = rawBodyOf(request);
+          const batch = readAgentBatch(request.body, 'signed');
+          const deviceId = batch.deviceId!;
+          // Authentication. spec: "401 device_unauthorized: device unknown or revoked".
+          const device = await findDeviceForTelemetry(ctx.db, {
+            deviceId,
+            batchSeq: batch.batchSeq,
+            now: receivedAt,
+            approvalNumbers: approvalNumbersOf(batch.events),
+          });
+          if (!device || device.revokedAt !== null) {
+            throw new ProblemError('device_unauthorized', `device ${deviceId} is unknown or revoked`);
+          }
+          // spec: "ES256 signature of the exact bytes of the body by the device key registered at enrolment".
+          if (verifySignature(keys, device.keys, body, signatureHeader(request)) !== 'verified')
+            throw badSignature();
+          const ts = parseDateTime(batch.ts!)!;
+          return agentIngest(ctx, device, batch, body, receivedAt, 'agent', () => {
+            // spec Limits: "agent ts tolerance: 300 seconds against the platform clock".
+            if (Math.abs(ts.getTime() - receivedAt.getTime()) > TS_TOLERANCE_MS) {
+              throw new ProblemError(
+                'stale_request',
+                `ts ${batch.ts} is more than ${LIMITS.agentTsToleranceSeconds} s from the platform clock ` +
+                  `${receivedAt.toISOString()}; sign the same batch again with a fresh ts`,
+              );
+            }
+          });
+        },
+      );
+    });
+  },
+
+  // DESIGN.md section 5: "The certificate channel POST {devices_url}/d/v1/telemetry takes the same body and answer;
+  // the client certificate identifies the device, so no signature header and no ts window are needed."
+  async devices(app, ctx) {
+    await app.register(async (scope) => {
+      addDateHeader(scope, ctx);
+      refuseEncodings(scope);
+      scope.post(
+        '/d/v1/telemetry',
+        { bodyLimit: LIMITS.telemetryBodyMaxBytes, schema: { response: { 200: PopAnswer } } },
+        async (request) => {
+          const receivedAt = ctx.clock.now();
+          const body = rawBodyOf(request);
+          const batch = readAgentBatch(request.body, 'certificate');
+          const identity = await deviceFromClientCertificate(ctx, request);
+          const deviceId = identity.deviceId.toLowerCase();
+          if (batch.deviceId !== null && batch.deviceId !== deviceId) {
+            throw new ProblemError(
+              'device_unauthorized',
+              'device_id is not the device of the client certificate',
+            );
+          }
+          const device = await findDeviceForTelemetry(ctx.db, {
+            deviceId,
+            batchSeq: batch.batchSeq,
+            now: receivedAt,
+            approvalNumbers: approvalNumbersOf(batch.events),
+          });
+          if (!device || device.revokedAt !== null) {
+            throw new ProblemError('device_unauthorized', `device ${deviceId} is unknown or revoked`);
+          }
+          return agentIngest(ctx, device, batch, body, receivedAt, 'cert');
+        },
+      );
+    });
+  },
+
+  async api(app, ctx) {
+    const keys = new KeyCache();
+    // spec: POST {base_url}/api/v1/pop/batches — CMS batch for many players. Its own scope: its own body parser.
+    await app.register(async (scope) => {
+      addDateHeader(scope, ctx);
+      scope.removeAllContentTypeParsers();
+      scope.addContentTypeParser('application/json', cmsBodyParser);
+      scope.post(
+        '/api/v1/pop/batches',
+        { config: { auth: WRITE_PLAYS }, schema: { response: { 200: PopAnswer } } },
+        async (request) => {
+          const receivedAt = ctx.clock.now();
+          const parsed = request.body as CmsParsed | undefined;
+          if (!parsed || !request.rawBody) {
+            throw new ProblemError('unsupported_media_type', 'send the batch as application/json');
+          }
+          const batch = parsed.batch;
+          const principal = principalOf(request);
+
+          // Authentication: the source. spec: "X-Service-Source (required, uuid of the registered CMS
+          // installation)"; source_id: "inside the signed bytes; must equal X-Service-Source".
+          const sourceHeader = request.headers['x-service-source'];
+          if (typeof sourceHeader !== 'string' || !isUuid(sourceHeader.trim())) {
+            throw new ProblemError(
+              'source_unauthorized',
+              'X-Service-Source must name the CMS installation (uuid)',
+            );
+          }
+          if (sourceHeader.trim().toLowerCase() !== batch.sourceId) {
+            throw new ProblemError('source_unauthorized', 'source_id in the body is not X-Service-Source');
+          }
+          const externalIds = new Set<string>();
+          for (const record of batch.records) {
+            const player = (record as { player?: unknown } | null)?.player;
+            if (typeof player === 'string') externalIds.add(player);
+          }
+          const source = await findSourceForBatch(ctx.db, {
+            installationId: batch.sourceId,
+            batchSeq: batch.batchSeq,
+            now: receivedAt,
+            graceMs: CMS_KEY_GRACE_MS,
+            externalIds: [...externalIds],
+            approvalNumbers: approvalNumbersOf(batch.records),
+          });
+          if (!source || source.organisationId !== principal.organisation.id) {
+            throw new ProblemError(
+              'source_unauthorized',
+              `no CMS installation ${batch.sourceId} of your organisation`,
+            );
+          }
+          // spec: "X-Service-Signature (required; ES256 over the body after decompression ...)".
+          const signature = signatureHeader(request);
+          const body = parsed.bytes;
+          if (verifySignature(keys, source.acceptedKeys, body, signature) !== 'verified') {
+            // spec rule 7: "... stays accepted for 24 hours ...; after that 401 source_unauthorized".
+            if (verifySignature(keys, source.expiredKeys, body, signature) === 'verified') {
+              throw new ProblemError(
+                'source_unauthorized',
+                'this key was rotated out more than 24 hours ago; sign with the current key',
+              );
+            }
+            throw badSignature();
+          }
+
+          return ingestBatch(ctx, {
+            owner: `source:${source.id}`,
+            batchSeq: batch.batchSeq,
+            channel: 'cms',
+            body,
+            bodySha256: sha256Hex(body),
+            existing: source.existing,
+            records: batch.records,
+            recordChannel: 'cms',
+            // spec rule 3: "Counts are stored on the mapped player as attested plays".
+            attested: true,
+            receivedAt,
+            buckets: cmsBuckets({
+              installationId: source.id,
+              keyId: principal.id,
+              organisationId: principal.organisation.id,
+              records: batch.records.length,
+            }),
+            playerOf: (record) =>
+              record.player === undefined ? null : (source.players.get(record.player) ?? null),
+            marks: new Map([...source.players.values()].map((p) => [p.key, p.highWaterSeq])),
+            approvals: source.approvals,
+            legacy: false,
+            hadPopBatch: false,
+            recordCount: countPlays(batch.records),
+          });
+        },
+      );
+    });
+
+    // Counted plays, for the console (the seals, open data and declared-vs-actual read the repository directly).
+    app.get<{ Querystring: Record<string, string | undefined> }>(
+      '/api/v1/console/pop/counts',
+      {
+        config: { auth: READ_POP },
+        schema: {
+          querystring: Type.Object(
+            {
+              from: Type.Optional(Type.String({ format: 'date' })),
+              to: Type.Optional(Type.String({ format: 'date' })),
+              structure_id: Type.Optional(Type.String({ format: 'uuid' })),
+              approval_number: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+              player: Type.Optional(Type.String({ minLength: 1, maxLength: 300 })),
+            },
+            { additionalProperties: false },
+          ),
+        },
+      },
+      async (request) => {
+        const q = request.query;
+        const rows = await playCounts(ctx.db, {
+          ...(q['from'] ? { from: q['from'] } : {}),
+          ...(q['to'] ? { to: q['to'] } : {}),
+          ...(q['structure_id'] ? { structureIds: [q['structure_id'].toLowerCase()] } : {}),
+          ...(q['approval_number'] ? { approvalNumber: q['approval_number'] } : {}),
+          ...(q['player'] ? { playerKey: q['player'] } : {}),
+        });
+        return {
+          items: rows.map((r) => ({
+            player: r.playerKey,
+            structure_id: r.structureId,
+            day: r.day,
+            approval_number: r.approvalNumber,
+            slot: r.slot,
+            attested: r.attested,
+            plays: r.plays,
+            flagged: r.flagged,
+          })),
+        };
+      },
+    );
+
+    // reject, mode_change and tamper events of one device.
+    app.get<{ Params: { id: string }; Querystring: { kind?: string } }>(
+      '/api/v1/console/pop/devices/:id/events',
+      { config: { auth: READ_POP } },
+      async (request) => {
+        const id = request.params.id;
+        if (!isUuid(id)) throw new ProblemError('not_found', `device ${id} does not exist`);
+        const kind = request.query.kind;
+        if (kind !== undefined && !['reject', 'mode_change', 'tamper'].includes(kind)) {
+          throw validationFailed([
+            { path: 'querystring:/kind', code: 'not_allowed', message: 'reject, mode_change or tamper' },
+          ]);
+        }
+        const events = await popEvents(
+          ctx.db,
+          devicePlayerKey(id.toLowerCase()),
+          kind ? { kinds: [kind] } : {},
+        );
+        return {
+          items: events.map((e) => ({
+            batch: e.batchId,
+            index: e.index,
+            kind: e.kind,
+            seq: e.seq,
+            at: e.at,
+            code: e.code,
+            detail: e.detail,
+            receive_day: e.receiveDay,
+          })),
+        };
+      },
+    );
+  },
+};

@@ -1,0 +1,496 @@
+import { randomBytes } from 'node:crypto';
+import { generateEs256KeyPair } from '@ooh/crypto';
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { apiCall, createOrganisation } from '../support/platform.js';
+import {
+  answerOf,
+  batchCount,
+  cmsBody,
+  cmsPlay,
+  countedPlays,
+  createOperator,
+  insertApproval,
+  mapPlayer,
+  type Operator,
+  type PopCluster,
+  postCms,
+  problemOf,
+  registerSource,
+  rotateSourceKey,
+  sha256,
+  sign,
+  startPopCluster,
+  T0,
+  type TestSource,
+} from './helpers.js';
+
+let c: PopCluster;
+let operator: Operator;
+const servers = () => c.instances[0]!.servers;
+const sourceOwner = (source: TestSource) => `source:${source.id}`;
+const playerKey = (source: TestSource, external: string) => `cms:${source.id}:${external}`;
+
+async function newSource(): Promise<TestSource> {
+  return registerSource(c.platform, operator, {
+    'screen-1': operator.structures[0]!,
+    'screen-2': operator.structures[1]!,
+  });
+}
+
+beforeAll(async () => {
+  c = await startPopCluster();
+  operator = await createOperator(c.platform);
+  await insertApproval(c.db, operator.id, {
+    number: 'A-2026-000001',
+    structureIds: operator.structures.map((s) => s.id),
+  });
+});
+afterAll(async () => {
+  await c?.close();
+});
+
+describe('POST /api/v1/pop/batches', () => {
+  test('plain and gzip: stored decompressed byte for byte, counted as attested plays on the mapped player', async () => {
+    const source = await newSource();
+    const plain = cmsBody(source, 0, [cmsPlay('screen-1', 1), cmsPlay('screen-2', 1)]);
+    const first = answerOf(await postCms(servers(), source, plain));
+    expect(first).toEqual({
+      batch_seq: 0,
+      received: 2,
+      accepted: 2,
+      duplicates: 0,
+      refused: 0,
+      flagged: 0,
+      duplicate: false,
+      items: [],
+    });
+    const zipped = cmsBody(source, 1, [cmsPlay('screen-1', 2), cmsPlay('screen-1', 3)]);
+    const res = await postCms(servers(), source, zipped, { gzip: true });
+    expect(answerOf(res).accepted).toBe(2);
+    expect(res.headers['date']).toBe(T0.toUTCString());
+    const { rows } = await c.db.query(
+      'SELECT batch_seq, channel, body, body_sha256, record_count FROM pop_batches WHERE owner = $1 ORDER BY batch_seq',
+      [sourceOwner(source)],
+    );
+    expect(rows.map((r) => [r.batch_seq, r.channel, r.record_count])).toEqual([
+      [0, 'cms', 2],
+      [1, 'cms', 2],
+    ]);
+    expect(Buffer.compare(rows[1].body, zipped)).toBe(0);
+    expect(rows[1].body_sha256).toBe(sha256(zipped));
+    expect(await countedPlays(c.db, playerKey(source, 'screen-1'), { attested: true })).toBe(3);
+    expect(await countedPlays(c.db, playerKey(source, 'screen-2'), { attested: true })).toBe(1);
+    const { rows: counts } = await c.db.query(
+      'SELECT DISTINCT structure_id FROM play_counts WHERE player_key = $1',
+      [playerKey(source, 'screen-2')],
+    );
+    expect(counts).toEqual([{ structure_id: operator.structures[1]!.id }]);
+  });
+
+  test('same bytes again (plain or gzip): duplicate true, counted once; other bytes: 409 batch_conflict', async () => {
+    const source = await newSource();
+    const body = cmsBody(source, 7, [cmsPlay('screen-1', 1)]);
+    const first = answerOf(await postCms(servers(), source, body, { gzip: true }));
+    expect(answerOf(await postCms(servers(), source, body))).toEqual({ ...first, duplicate: true });
+    problemOf(
+      await postCms(servers(), source, cmsBody(source, 7, [cmsPlay('screen-1', 2)])),
+      409,
+      'batch_conflict',
+    );
+    expect(await countedPlays(c.db, playerKey(source, 'screen-1'))).toBe(1);
+  });
+
+  test('seq per player across batches; duplicates within a batch', async () => {
+    const source = await newSource();
+    answerOf(
+      await postCms(servers(), source, cmsBody(source, 0, [cmsPlay('screen-1', 1), cmsPlay('screen-1', 2)])),
+    );
+    const answer = answerOf(
+      await postCms(
+        servers(),
+        source,
+        cmsBody(source, 1, [
+          cmsPlay('screen-1', 2),
+          cmsPlay('screen-2', 2),
+          cmsPlay('screen-1', 3),
+          cmsPlay('screen-2', 2),
+        ]),
+      ),
+    );
+    expect(answer.items).toEqual([
+      { index: 0, status: 'duplicate' },
+      { index: 3, status: 'duplicate' },
+    ]);
+    expect(await countedPlays(c.db, playerKey(source, 'screen-1'))).toBe(3);
+    expect(await countedPlays(c.db, playerKey(source, 'screen-2'))).toBe(1);
+  });
+
+  test('records refused one by one: player_unknown (unmapped, removed), kind_not_allowed, invalid_record', async () => {
+    const source = await newSource();
+    const removed = await apiCall(
+      c.platform.servers.api,
+      c.adminKey,
+      'DELETE',
+      `/api/v1/console/cms-installations/${source.id}/players/screen-2`,
+    );
+    expect(removed.statusCode).toBe(204);
+    const { player: _omitted, ...noPlayer } = cmsPlay('x', 9);
+    const { duration_ms: _d, ...noDuration } = cmsPlay('screen-1', 4);
+    const records = [
+      cmsPlay('screen-1', 1),
+      cmsPlay('nobody', 1),
+      cmsPlay('screen-2', 1),
+      { kind: 'tamper', seq: 2, player: 'screen-1' },
+      noPlayer,
+      noDuration,
+      cmsPlay('screen-1', 5, { duration_ms: 500 }),
+      cmsPlay('screen-1', 6, { end: new Date(T0.getTime() + 3600_000).toISOString() }),
+    ];
+    const answer = answerOf(await postCms(servers(), source, cmsBody(source, 0, records)));
+    expect(answer.items).toEqual([
+      { index: 1, status: 'refused', reason: 'player_unknown' },
+      { index: 2, status: 'refused', reason: 'player_unknown' },
+      { index: 3, status: 'refused', reason: 'kind_not_allowed' },
+      { index: 4, status: 'refused', reason: 'invalid_record' },
+      { index: 5, status: 'refused', reason: 'invalid_record' },
+      { index: 6, status: 'refused', reason: 'too_short' },
+      { index: 7, status: 'refused', reason: 'time_in_future' },
+    ]);
+    expect(answer).toMatchObject({ received: 8, accepted: 1, refused: 7 });
+    // Mapped again: the player's own numbering goes on.
+    await mapPlayer(c.platform, source, 'screen-2', operator.structures[1]!.id);
+    expect(
+      answerOf(await postCms(servers(), source, cmsBody(source, 1, [cmsPlay('screen-2', 1)]))).accepted,
+    ).toBe(1);
+  });
+
+  test('flags are the same as on the agent channel, except timing (start, end and duration are required)', async () => {
+    const source = await newSource();
+    const answer = answerOf(
+      await postCms(
+        servers(),
+        source,
+        cmsBody(source, 0, [
+          cmsPlay('screen-1', 1, { structure: 'NOT-HERE' }),
+          cmsPlay('screen-1', 2, { approval_number: 'A-UNKNOWN' }),
+          cmsPlay('screen-1', 3, { approval_number: undefined, slot: 'emergency' }),
+        ]),
+      ),
+    );
+    expect(answer.items).toEqual([
+      { index: 0, status: 'flagged', flags: ['structure_mismatch'] },
+      { index: 1, status: 'flagged', flags: ['approval_unknown'] },
+    ]);
+    expect(await countedPlays(c.db, playerKey(source, 'screen-1'), { slot: true })).toBe(1);
+    expect(await countedPlays(c.db, playerKey(source, 'screen-1'), { slot: false })).toBe(2);
+  });
+});
+
+describe('large batches (records written by COPY)', () => {
+  test('escaping, flags, src and times read back as sent', async () => {
+    const source = await newSource();
+    const records = Array.from({ length: 400 }, (_, i) =>
+      cmsPlay(i % 2 ? 'screen-1' : 'screen-2', Math.floor(i / 2) + 1),
+    );
+    const tricky = 'A\tB\\C\nD\r';
+    records[0] = { ...records[0]!, approval_number: tricky };
+    const src = { channel: 'rtb', seller_id: 'sel\\ler\t"x"\n\u0000', deal_id: 'd.1:x' };
+    records[1] = { ...records[1]!, detail: { src, note: 'ignored on a play' } };
+    // 06:00:00+05:00 is 01:00:00Z: stored as that instant.
+    records[2] = { ...records[2]!, start: '2026-11-20T10:59:00+05:00', end: '2026-11-20T10:59:30.5+05:00' };
+    records[3] = { ...records[3]!, approval_number: 'А-кириллица-№1' };
+    // Plain: 400 look-alike records compress beyond the ratio of 20.
+    const answer = answerOf(await postCms(servers(), source, cmsBody(source, 0, records)));
+    expect(answer).toMatchObject({ received: 400, accepted: 400, flagged: 2 });
+    expect(answer.items).toEqual([
+      { index: 0, status: 'flagged', flags: ['approval_unknown'] },
+      { index: 3, status: 'flagged', flags: ['approval_unknown'] },
+    ]);
+    const { rows } = await c.db.query(
+      `SELECT record_index, approval_number, flags, src, start_at, end_at, attested FROM pop_records
+        WHERE player_key IN ($1, $2) AND record_index < 4 ORDER BY record_index`,
+      [playerKey(source, 'screen-1'), playerKey(source, 'screen-2')],
+    );
+    expect(rows.map((r) => r.approval_number)).toEqual([
+      tricky,
+      'A-2026-000001',
+      'A-2026-000001',
+      'А-кириллица-№1',
+    ]);
+    expect(rows[0].flags).toEqual(['approval_unknown']);
+    expect(rows[1].src).toEqual(src);
+    expect(rows[2].start_at.toISOString()).toBe('2026-11-20T05:59:00.000Z');
+    expect(rows[2].end_at.toISOString()).toBe('2026-11-20T05:59:30.500Z');
+    expect(rows.every((r) => r.attested === true)).toBe(true);
+    const { rows: total } = await c.db.query(
+      'SELECT count(*)::int AS n FROM pop_records WHERE player_key IN ($1, $2)',
+      [playerKey(source, 'screen-1'), playerKey(source, 'screen-2')],
+    );
+    expect(total[0].n).toBe(400);
+  });
+});
+
+describe('authentication of the CMS channel', () => {
+  test("X-Service-Source must be given and equal source_id; the installation must be the caller organisation's", async () => {
+    const source = await newSource();
+    const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
+    problemOf(await postCms(servers(), source, body, { sourceHeader: null }), 401, 'source_unauthorized');
+    const other = await newSource();
+    problemOf(await postCms(servers(), source, body, { sourceHeader: other.id }), 401, 'source_unauthorized');
+    problemOf(await postCms(servers(), source, body, { sourceHeader: 'nope' }), 401, 'source_unauthorized');
+    const stranger = await createOperator(c.platform, 1);
+    problemOf(await postCms(servers(), source, body, { key: stranger.key }), 401, 'source_unauthorized');
+    const unknown = { ...source, id: '00000000-0000-4000-8000-0000000000aa' };
+    problemOf(await postCms(servers(), unknown, cmsBody(unknown, 0, [])), 401, 'source_unauthorized');
+    expect(await batchCount(c.db, sourceOwner(source))).toBe(0);
+  });
+
+  test('the checks run in the order of DESIGN.md section 5: size, media type, JSON, schema, then credentials', async () => {
+    const source = await newSource();
+    const noKey = { key: 'ooh_not-a-real-key-at-all-000000' };
+    problemOf(
+      await postCms(servers(), source, Buffer.from('x'.repeat(4_000_001)), noKey),
+      413,
+      'body_too_large',
+    );
+    problemOf(
+      await postCms(servers(), source, Buffer.from('{}'), {
+        ...noKey,
+        headers: { 'content-encoding': 'br' },
+      }),
+      415,
+      'unsupported_media_type',
+    );
+    problemOf(await postCms(servers(), source, Buffer.from('{'), noKey), 400, 'invalid_json');
+    problemOf(
+      await postCms(servers(), source, cmsBody(source, 0, [], { schema: 'other/1' }), noKey),
+      400,
+      'schema_unknown',
+    );
+    problemOf(await postCms(servers(), source, cmsBody(source, -1, []), noKey), 422, 'validation_failed');
+    problemOf(await postCms(servers(), source, cmsBody(source, 0, []), noKey), 401, 'invalid_api_key');
+    // Then the source, then the signature.
+    problemOf(
+      await postCms(servers(), source, cmsBody(source, 0, []), { sourceHeader: null, signature: null }),
+      401,
+      'source_unauthorized',
+    );
+    problemOf(
+      await postCms(servers(), source, cmsBody(source, 0, []), { signature: null }),
+      401,
+      'bad_signature',
+    );
+  });
+
+  test('operator organisations with write:plays only; API key errors first', async () => {
+    const source = await newSource();
+    const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
+    const agency = await createOrganisation(c.platform, 'agency', ['write:plays']);
+    problemOf(await postCms(servers(), source, body, { key: agency.key }), 403, 'forbidden');
+    const readOnly = await createOrganisation(c.platform, 'operator', ['read:creatives']);
+    problemOf(await postCms(servers(), source, body, { key: readOnly.key }), 403, 'key_scope_denied');
+    problemOf(
+      await postCms(servers(), source, body, { key: 'ooh_not-a-real-key-at-all-000000' }),
+      401,
+      'invalid_api_key',
+    );
+  });
+
+  test('401 bad_signature stores nothing: signed over the compressed bytes, wrong key, none', async () => {
+    const source = await newSource();
+    const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
+    const wire = gzipSync(body);
+    problemOf(
+      await postCms(servers(), source, body, { gzip: true, wire, signature: sign(source.privateKey, wire) }),
+      401,
+      'bad_signature',
+    );
+    problemOf(
+      await postCms(servers(), source, body, { signWith: generateEs256KeyPair().privateKey }),
+      401,
+      'bad_signature',
+    );
+    problemOf(await postCms(servers(), source, body, { signature: null }), 401, 'bad_signature');
+    expect(await batchCount(c.db, sourceOwner(source))).toBe(0);
+    expect(answerOf(await postCms(servers(), source, body, { gzip: true, wire })).accepted).toBe(1);
+  });
+
+  test('key rotation: the old key is accepted for 24 hours, then 401 source_unauthorized', async () => {
+    const source = await newSource();
+    const rotated = await rotateSourceKey(c.platform, source);
+    answerOf(await postCms(servers(), source, cmsBody(source, 0, [cmsPlay('screen-1', 1)])));
+    answerOf(await postCms(servers(), rotated, cmsBody(source, 1, [cmsPlay('screen-1', 2)])));
+    const almost = new Date(T0.getTime() + 24 * 3600_000 - 1000);
+    c.setNow(almost);
+    try {
+      answerOf(await postCms(servers(), source, cmsBody(source, 2, [cmsPlay('screen-1', 3, {}, almost)])));
+      const after = new Date(T0.getTime() + 24 * 3600_000);
+      c.setNow(after);
+      problemOf(
+        await postCms(servers(), source, cmsBody(source, 3, [cmsPlay('screen-1', 4, {}, after)])),
+        401,
+        'source_unauthorized',
+      );
+      answerOf(await postCms(servers(), rotated, cmsBody(source, 3, [cmsPlay('screen-1', 4, {}, after)])));
+    } finally {
+      c.setNow(T0);
+    }
+  });
+});
+
+describe('sizes, encodings and counts', () => {
+  test('415 for an encoding other than gzip or another media type; 400 for a broken gzip stream', async () => {
+    const source = await newSource();
+    const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
+    for (const encoding of ['deflate', 'br', 'gzip, gzip', 'x-gzip']) {
+      problemOf(
+        await postCms(servers(), source, body, { headers: { 'content-encoding': encoding } }),
+        415,
+        'unsupported_media_type',
+      );
+    }
+    problemOf(
+      await postCms(servers(), source, body, { headers: { 'content-type': 'text/plain' } }),
+      415,
+      'unsupported_media_type',
+    );
+    problemOf(
+      await postCms(servers(), source, body, { gzip: true, wire: gzipSync(body).subarray(0, 20) }),
+      400,
+      'invalid_json',
+    );
+    problemOf(await postCms(servers(), source, Buffer.from('{"schema":')), 400, 'invalid_json');
+    problemOf(
+      await postCms(servers(), source, cmsBody(source, 0, [], { schema: 'service.pop/0' })),
+      400,
+      'schema_unknown',
+    );
+  });
+
+  test('4 MB on the wire, 16 MB inflated, ratio 20: 413 body_too_large without inflating the bomb', async () => {
+    const source = await newSource();
+    const pad = (bytes: number) => cmsBody(source, 0, [], { pad: 'x'.repeat(bytes) });
+    // Plain bodies count on the wire: just under 4 MB is taken.
+    problemOf(await postCms(servers(), source, pad(4_000_001)), 413, 'body_too_large');
+    expect(answerOf(await postCms(servers(), source, pad(3_999_000))).received).toBe(0);
+    // Incompressible-ish wire over 4 MB.
+    const random = randomBytes(4_100_000);
+    problemOf(await postCms(servers(), source, pad(10), { gzip: true, wire: random }), 413, 'body_too_large');
+    // Over 16 MB inflated although within the ratio: 16.5 MB of random a/b letters (1 bit each) compress to about 1/4.
+    const letters = randomBytes(16_500_000);
+    for (let i = 0; i < letters.length; i += 1) letters[i] = letters[i]! & 1 ? 0x61 : 0x62;
+    const text = letters.toString('latin1');
+    const sixteen = Buffer.from(
+      JSON.stringify({ schema: 'service.pop/1', source_id: source.id, batch_seq: 0, records: [], pad: text }),
+    );
+    expect(sixteen.length).toBeGreaterThan(16_000_000);
+    const sixteenWire = gzipSync(sixteen, { level: 1 });
+    expect(sixteenWire.length * 20).toBeGreaterThan(16_000_000);
+    expect(sixteenWire.length).toBeLessThan(4_000_000);
+    problemOf(
+      await postCms(servers(), source, sixteen, { gzip: true, wire: sixteenWire }),
+      413,
+      'body_too_large',
+    );
+    // A bomb: 50 MB of zeros in about 50 KB of gzip; refused at 20 times the wire size.
+    const bomb = gzipSync(Buffer.alloc(50_000_000), { level: 9 });
+    const before = process.memoryUsage().rss;
+    problemOf(await postCms(servers(), source, pad(10), { gzip: true, wire: bomb }), 413, 'body_too_large');
+    expect(process.memoryUsage().rss - before).toBeLessThan(200_000_000);
+    // Ratio alone: 100 KB inflating to 2.5 MB (25 times).
+    const ratio = gzipSync(pad(2_500_000));
+    expect(2_500_000 / ratio.length).toBeGreaterThan(20);
+    problemOf(
+      await postCms(servers(), source, pad(2_500_000), { gzip: true, wire: ratio }),
+      413,
+      'body_too_large',
+    );
+    expect(await batchCount(c.db, sourceOwner(source))).toBe(1);
+  });
+
+  test('at most 10 000 records: 10 001 is 413 batch_too_large, 10 000 are taken', async () => {
+    const source = await newSource();
+    // Plays of a busy day: every record its own times and play id, so gzip stays within the ratio of 20.
+    const records = (n: number) =>
+      Array.from({ length: n }, (_, i) =>
+        cmsPlay(
+          i % 2 ? 'screen-1' : 'screen-2',
+          i + 1,
+          { play_id: randomBytes(12).toString('base64url') },
+          new Date(T0.getTime() - 60_000 - i * 7_919),
+        ),
+      );
+    const tooMany = cmsBody(source, 0, records(10_001));
+    problemOf(await postCms(servers(), source, tooMany, { gzip: true }), 413, 'batch_too_large');
+    const full = cmsBody(source, 0, records(10_000));
+    expect(full.length / gzipSync(full).length).toBeLessThan(20);
+    const answer = answerOf(await postCms(servers(), source, full, { gzip: true }));
+    expect(answer).toMatchObject({ received: 10_000, accepted: 10_000, items: [] });
+    expect(await countedPlays(c.db, playerKey(source, 'screen-1'))).toBe(5_000);
+  });
+});
+
+describe('CMS rate limits', () => {
+  test('2 batches a second per installation with a burst of 10', async () => {
+    const source = await newSource();
+    const at = new Date(T0.getTime() + 30 * 24 * 3600_000);
+    c.setNow(at);
+    try {
+      for (let seq = 0; seq < 10; seq += 1)
+        answerOf(await postCms(servers(), source, cmsBody(source, seq, [])));
+      const limited = await postCms(servers(), source, cmsBody(source, 10, []));
+      problemOf(limited, 429, 'rate_limited');
+      expect(limited.headers['retry-after']).toBe('1');
+      c.setNow(new Date(at.getTime() + 500));
+      answerOf(await postCms(servers(), source, cmsBody(source, 10, [])));
+    } finally {
+      c.setNow(T0);
+    }
+  });
+
+  test('10 calls a second per key with a burst of 30, across installations', async () => {
+    const op = await createOperator(c.platform, 1);
+    const sources: TestSource[] = [];
+    for (let i = 0; i < 4; i += 1) sources.push(await registerSource(c.platform, op));
+    const at = new Date(T0.getTime() + 31 * 24 * 3600_000);
+    c.setNow(at);
+    try {
+      for (let i = 0; i < 30; i += 1) {
+        const source = sources[i % 4]!;
+        answerOf(await postCms(servers(), source, cmsBody(source, Math.floor(i / 4), [])));
+      }
+      const source = sources[2]!;
+      const limited = await postCms(servers(), source, cmsBody(source, 8, []));
+      problemOf(limited, 429, 'rate_limited');
+      expect(limited.headers['retry-after']).toBe('1');
+    } finally {
+      c.setNow(T0);
+    }
+  });
+
+  test('2 000 000 records an hour per organisation', async () => {
+    const op = await createOperator(c.platform, 1);
+    const source = await registerSource(c.platform, op, { p: op.structures[0]! });
+    const at = new Date(T0.getTime() + 32 * 24 * 3600_000);
+    c.setNow(at);
+    try {
+      // The organisation's bucket after 1 999 990 records this hour (the state every instance shares).
+      await c.db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, 10, $2)', [
+        `cms-organisation:${op.id}`,
+        at,
+      ]);
+      const records = (from: number, n: number) =>
+        Array.from({ length: n }, (_, i) => cmsPlay('p', from + i, {}, at));
+      answerOf(await postCms(servers(), source, cmsBody(source, 0, records(1, 10))));
+      const limited = await postCms(servers(), source, cmsBody(source, 1, records(11, 1000)));
+      problemOf(limited, 429, 'rate_limited');
+      // 1000 records at 2 000 000 / 3600 s: 1.8 s.
+      expect(limited.headers['retry-after']).toBe('2');
+      c.setNow(new Date(at.getTime() + 1800));
+      answerOf(await postCms(servers(), source, cmsBody(source, 1, records(11, 1000))));
+    } finally {
+      c.setNow(T0);
+    }
+  });
+});

@@ -1,0 +1,226 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import {
+  agentBody,
+  answerOf,
+  batchCount,
+  cmsBody,
+  cmsPlay,
+  countedPlays,
+  createOperator,
+  insertDevice,
+  type Operator,
+  type PopCluster,
+  play,
+  postCms,
+  postTelemetry,
+  problemOf,
+  registerSource,
+  sendBatch,
+  startPopCluster,
+  T0,
+  sha256,
+} from './helpers.js';
+import { judgeRecords, settle } from '../../src/pop/judge.js';
+import { readMarks, storeBatch } from '../../src/pop/repository.js';
+
+/*
+ * Two platform instances (own servers, own pools, own caches) on one database, as DESIGN.md section 2 requires:
+ * "Several platform processes may run against one database: nothing may depend on being the only instance".
+ */
+let c: PopCluster;
+let operator: Operator;
+const a = () => c.instances[0]!.servers;
+const b = () => c.instances[1]!.servers;
+
+beforeAll(async () => {
+  c = await startPopCluster({ instances: 2 });
+  operator = await createOperator(c.platform);
+});
+afterAll(async () => {
+  await c?.close();
+});
+
+describe('two instances, one database', () => {
+  test('the same agent batch racing on both instances is stored and counted once', async () => {
+    for (let round = 0; round < 15; round += 1) {
+      const device = await insertDevice(c.db, operator.structures[0]!);
+      const body = agentBody(
+        device,
+        0,
+        Array.from({ length: 50 }, (_, i) => play(i + 1)),
+      );
+      const answers = (
+        await Promise.all([postTelemetry(a(), device, body), postTelemetry(b(), device, body)])
+      ).map(answerOf);
+      expect(answers.map((x) => x.duplicate).sort()).toEqual([false, true]);
+      expect(answers[0]).toEqual({ ...answers[1], duplicate: answers[0]!.duplicate });
+      expect(await countedPlays(c.db, `device:${device.id}`)).toBe(50);
+      expect(await batchCount(c.db, `device:${device.id}`)).toBe(1);
+    }
+  });
+
+  test('the same CMS batch racing on both instances is counted once', async () => {
+    const source = await registerSource(c.platform, operator, {
+      s1: operator.structures[0]!,
+      s2: operator.structures[1]!,
+    });
+    for (let round = 0; round < 8; round += 1) {
+      // A second per round: the installation's burst of 10 is not what this test is about.
+      c.setNow(new Date(T0.getTime() + round * 1000));
+      const records = Array.from({ length: 200 }, (_, i) =>
+        cmsPlay(i % 2 ? 's1' : 's2', round * 100 + Math.floor(i / 2) + 1, {
+          play_id: randomBytes(12).toString('base64url'),
+        }),
+      );
+      const body = cmsBody(source, round, records);
+      const answers = (
+        await Promise.all([postCms(a(), source, body, { gzip: true }), postCms(b(), source, body)])
+      ).map(answerOf);
+      expect(answers.map((x) => x.duplicate).sort()).toEqual([false, true]);
+    }
+    c.setNow(T0);
+    expect(await countedPlays(c.db, `cms:${source.id}:s1`)).toBe(800);
+    expect(await countedPlays(c.db, `cms:${source.id}:s2`)).toBe(800);
+  });
+
+  test('one batch_seq, two bodies racing: one is taken, the other is 409 batch_conflict', async () => {
+    const device = await insertDevice(c.db, operator.structures[0]!);
+    const [x, y] = await Promise.all([
+      sendBatch(a(), device, 0, [play(1)]),
+      sendBatch(b(), device, 0, [play(1), play(2)]),
+    ]);
+    expect([x.statusCode, y.statusCode].sort()).toEqual([200, 409]);
+    const conflict = x.statusCode === 409 ? x : y;
+    problemOf(conflict, 409, 'batch_conflict');
+  });
+
+  test('overlapping seq ranges of one player racing: every number counted once', async () => {
+    const source = await registerSource(c.platform, operator, { p: operator.structures[0]! });
+    const range = (from: number, to: number) =>
+      Array.from({ length: to - from + 1 }, (_, i) => cmsPlay('p', from + i));
+    const answers = (
+      await Promise.all([
+        postCms(a(), source, cmsBody(source, 0, range(1, 60))),
+        postCms(b(), source, cmsBody(source, 1, range(30, 90))),
+        postCms(a(), source, cmsBody(source, 2, range(80, 100))),
+      ])
+    ).map(answerOf);
+    const accepted = answers.reduce((sum, x) => sum + x.accepted, 0);
+    const counted = await countedPlays(c.db, `cms:${source.id}:p`);
+    expect(counted).toBe(accepted);
+    // However the three were ordered, no number is counted twice and the highest is counted.
+    expect(counted).toBeLessThanOrEqual(100);
+    const { rows } = await c.db.query(
+      'SELECT seq, count(*)::int AS n FROM pop_records WHERE player_key = $1 GROUP BY seq HAVING count(*) > 1',
+      [`cms:${source.id}:p`],
+    );
+    expect(rows).toEqual([]);
+  });
+
+  test("rate limits are shared: a device's burst of 3 counts across instances", async () => {
+    const device = await insertDevice(c.db, operator.structures[0]!);
+    const at = new Date(T0.getTime() + 3 * 24 * 3600_000);
+    c.setNow(at);
+    try {
+      answerOf(await sendBatch(a(), device, 0, [play(1, {}, at)], { ts: at }));
+      answerOf(await sendBatch(b(), device, 1, [play(2, {}, at)], { ts: at }));
+      answerOf(await sendBatch(a(), device, 2, [play(3, {}, at)], { ts: at }));
+      problemOf(await sendBatch(b(), device, 3, [play(4, {}, at)], { ts: at }), 429, 'rate_limited');
+    } finally {
+      c.setNow(T0);
+    }
+  });
+
+  test('a high-water mark moved after it was read: the store statement writes nothing and says so', async () => {
+    const device = await insertDevice(c.db, operator.structures[0]!);
+    const key = `device:${device.id}`;
+    answerOf(await sendBatch(a(), device, 0, [play(1), play(2)]));
+    // Judged as if the mark were still 0 (read before the batch above was stored).
+    const stale = new Map([[key, 0]]);
+    const verdicts = judgeRecords([play(1), play(2), play(3)], {
+      channel: 'agent',
+      receivedAt: T0,
+      attested: false,
+      playerOf: () => ({
+        key,
+        structureId: operator.structures[0]!.id,
+        structureCode: operator.structures[0]!.code,
+      }),
+      approval: () => undefined,
+    });
+    const settled = settle(verdicts, stale);
+    expect(settled.accepted).toBe(3);
+    const body = Buffer.from('{}');
+    const result = await storeBatch(c.db, {
+      batch: {
+        owner: key,
+        batchSeq: 1,
+        channel: 'agent',
+        body,
+        bodySha256: sha256(body),
+        receivedAt: T0,
+        receiveDay: '2026-11-20',
+        recordCount: 3,
+        answer: {
+          batch_seq: 1,
+          received: 3,
+          accepted: 3,
+          duplicates: 0,
+          refused: 0,
+          flagged: 0,
+          duplicate: false,
+          items: [],
+        },
+        attested: false,
+      },
+      settled,
+      readMarks: stale,
+      buckets: [],
+      legacy: false,
+    });
+    expect(result).toEqual({ kind: 'marks_moved' });
+    expect(await batchCount(c.db, key)).toBe(1);
+    expect(await countedPlays(c.db, key)).toBe(2);
+    // Judged again on the marks as they are, the same batch goes through (only seq 3 is new).
+    const fresh = await readMarks(c.db, [key]);
+    expect(fresh.get(key)).toBe(2);
+    const again = settle(verdicts, fresh);
+    const stored = await storeBatch(c.db, {
+      batch: {
+        owner: key,
+        batchSeq: 1,
+        channel: 'agent',
+        body,
+        bodySha256: sha256(body),
+        receivedAt: T0,
+        receiveDay: '2026-11-20',
+        recordCount: 3,
+        answer: {
+          batch_seq: 1,
+          received: 3,
+          accepted: 1,
+          duplicates: 2,
+          refused: 0,
+          flagged: 0,
+          duplicate: false,
+          items: [],
+        },
+        attested: false,
+      },
+      settled: again,
+      readMarks: fresh,
+      buckets: [],
+      legacy: false,
+    });
+    expect(stored.kind).toBe('stored');
+    expect(await countedPlays(c.db, key)).toBe(3);
+  });
+
+  test('a revocation seen by one instance is enforced by the other at once', async () => {
+    const device = await insertDevice(c.db, operator.structures[0]!);
+    answerOf(await sendBatch(b(), device, 0, [play(1)]));
+    await c.db.query('UPDATE devices SET revoked_at = $2 WHERE id = $1', [device.id, T0]);
+    problemOf(await sendBatch(b(), device, 1, [play(2)]), 401, 'device_unauthorized');
+  });
+});

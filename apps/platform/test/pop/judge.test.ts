@@ -1,0 +1,55 @@
+import { almatyDate } from '@ooh/protocol';
+import fc from 'fast-check';
+import { expect, test } from 'vitest';
+import { almatyDayOf, judgeRecords, settle } from '../../src/pop/judge.js';
+
+test('almatyDayOf (one tz lookup per UTC hour) agrees with the protocol calendar, across the 2024 offset change', () => {
+  fc.assert(
+    fc.property(
+      fc.date({
+        min: new Date('1931-01-01T00:00:00Z'),
+        max: new Date('2040-01-01T00:00:00Z'),
+        noInvalidDate: true,
+      }),
+      (instant) => {
+        expect(almatyDayOf(instant)).toBe(almatyDate(instant));
+      },
+    ),
+    { numRuns: 2000 },
+  );
+  // 2024-03-01: Almaty went from +06 to +05 at local midnight, so 2024-02-29 lasted 25 hours.
+  expect(almatyDayOf(new Date('2024-02-29T17:59:59.999Z'))).toBe('2024-02-29');
+  expect(almatyDayOf(new Date('2024-02-29T18:30:00.000Z'))).toBe('2024-02-29');
+  expect(almatyDayOf(new Date('2024-02-29T19:00:00.000Z'))).toBe('2024-03-01');
+});
+
+test('dates in other RFC 3339 forms are read as the instants they name', () => {
+  const player = { key: 'device:x', structureId: 's', structureCode: 'S' };
+  const receivedAt = new Date('2026-11-20T06:00:00Z');
+  const verdicts = judgeRecords(
+    [
+      {
+        kind: 'play',
+        seq: 1,
+        approval_number: 'A',
+        media_sha256: 'a'.repeat(64),
+        start: '2026-11-20T10:00:00+05:00',
+        end: '2026-11-20T05:00:15.25Z',
+      },
+      {
+        kind: 'play',
+        seq: 2,
+        approval_number: 'A',
+        media_sha256: 'a'.repeat(64),
+        start: '2026-11-20t05:00:00z',
+        duration_ms: 2000,
+      },
+    ],
+    { channel: 'agent', receivedAt, attested: false, playerOf: () => player, approval: () => undefined },
+  );
+  const rows = settle(verdicts, new Map()).rows;
+  expect(rows.map((r) => [r.startAt, r.endAt])).toEqual([
+    ['2026-11-20T05:00:00.000Z', '2026-11-20T05:00:15.250Z'],
+    ['2026-11-20T05:00:00.000Z', null],
+  ]);
+});
