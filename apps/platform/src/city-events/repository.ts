@@ -1,0 +1,321 @@
+import { LIMITS } from '@ooh/protocol';
+import type { Db, DbClient } from '../db/pool.js';
+
+/** Event types the platform raises (spec Events: "A city event named declared_vs_actual ..."). */
+export const EVENT_TYPES = ['declared_vs_actual'] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+// ---------------------------------------------------------------------------------------------------------
+// Settings
+
+/** The band in force: the stored override or the spec's default ("default band 30 %"). */
+export async function readBandPct(db: Db | DbClient): Promise<{ bandPct: number; override: number | null }> {
+  const { rows } = await db.query<{ declared_band_pct: number | null }>(
+    'SELECT declared_band_pct FROM city_event_settings',
+  );
+  const override = rows[0]?.declared_band_pct ?? null;
+  return { bandPct: override ?? LIMITS.declaredBandPct, override };
+}
+
+export async function setBandPct(db: Db, value: number | null, now: Date): Promise<void> {
+  await db.query('UPDATE city_event_settings SET declared_band_pct = $1, updated_at = $2', [value, now]);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Declared against counted plays
+
+export interface DeclaredFact {
+  submissionId: string;
+  submissionNumber: string;
+  organisationId: string;
+  advertiserName: string;
+  approvalNumbers: string[];
+  structureId: string;
+  /** null when the declared key names no structure. */
+  structureCode: string | null;
+  declared: number;
+  actual: number;
+}
+
+/**
+ * For every approved submission live on `day` (an approval valid that day and not revoked before the day ended)
+ * with declared_daily_plays: per declared structure, the declared figure and the counted plays of that Almaty day
+ * on that structure under any of the submission's approval numbers (play_counts: flagged plays are counted too).
+ */
+export async function declaredFacts(client: DbClient, day: string, dayEnd: Date): Promise<DeclaredFact[]> {
+  const { rows } = await client.query<{
+    submission_id: string;
+    number: string;
+    organisation_id: string;
+    advertiser_name: string;
+    approval_numbers: string[];
+    structure_id: string;
+    structure_code: string | null;
+    declared: number;
+    actual: number;
+  }>(
+    `WITH live AS (
+       SELECT s.id, s.number, s.organisation_id, s.advertiser_name, s.declared_daily_plays
+         FROM submissions s
+        WHERE s.declared_daily_plays IS NOT NULL AND jsonb_typeof(s.declared_daily_plays) = 'object'
+          AND EXISTS (SELECT 1 FROM approvals a
+                       WHERE a.submission_id = s.id AND a.valid_from <= $1::date AND a.valid_until >= $1::date
+                         AND (a.revoked_at IS NULL OR a.revoked_at >= $2))
+     ), numbers AS (
+       SELECT a.submission_id, array_agg(a.number ORDER BY a.number) AS approval_numbers
+         FROM approvals a JOIN live ON live.id = a.submission_id
+        GROUP BY a.submission_id
+     ), declared AS MATERIALIZED (
+       SELECT live.id, live.number, live.organisation_id, live.advertiser_name, lower(d.key) AS structure_key,
+              d.value AS declared_value
+         FROM live, jsonb_each(live.declared_daily_plays) AS d
+        WHERE jsonb_typeof(d.value) = 'number'
+          AND d.key ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+     )
+     SELECT d.id AS submission_id, d.number, d.organisation_id, d.advertiser_name, n.approval_numbers,
+            d.structure_key AS structure_id, st.code AS structure_code,
+            (d.declared_value::text)::numeric::bigint AS declared,
+            coalesce((SELECT sum(pc.plays) FROM play_counts pc
+                       WHERE pc.day = $1::date AND pc.structure_id = d.structure_key::uuid
+                         AND pc.approval_number = ANY (n.approval_numbers)), 0)::bigint AS actual
+       FROM declared d
+       JOIN numbers n ON n.submission_id = d.id
+       LEFT JOIN structures st ON st.id = d.structure_key::uuid
+      ORDER BY d.number, d.structure_key`,
+    [day, dayEnd],
+  );
+  return rows.map((r) => ({
+    submissionId: r.submission_id,
+    submissionNumber: r.number,
+    organisationId: r.organisation_id,
+    advertiserName: r.advertiser_name,
+    approvalNumbers: r.approval_numbers,
+    structureId: r.structure_id,
+    structureCode: r.structure_code,
+    declared: Number(r.declared),
+    actual: Number(r.actual),
+  }));
+}
+
+export async function checkedDays(
+  db: Db | DbClient,
+  type: EventType,
+  from: string,
+  to: string,
+): Promise<Set<string>> {
+  const { rows } = await db.query<{ day: string }>(
+    `SELECT to_char(day, 'YYYY-MM-DD') AS day FROM city_event_checks WHERE type = $1 AND day BETWEEN $2 AND $3`,
+    [type, from, to],
+  );
+  return new Set(rows.map((r) => r.day));
+}
+
+export async function markChecked(client: DbClient, type: EventType, day: string, now: Date, events: number) {
+  await client.query(
+    'INSERT INTO city_event_checks (type, day, checked_at, events) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
+    [type, day, now, events],
+  );
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Events
+
+export interface NewEvent {
+  id: string;
+  type: EventType;
+  subjectKey: string;
+  day: string | null;
+  payload: unknown;
+  body: string;
+  createdAt: Date;
+}
+
+/**
+ * Stores an event unless one with the same type and subject exists; when stored, a delivery is queued for every
+ * live subscription of its type. Returns whether it was new.
+ */
+export async function insertEvent(client: DbClient, event: NewEvent): Promise<boolean> {
+  const { rowCount } = await client.query(
+    `INSERT INTO city_events (id, type, subject_key, day, payload, body, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
+     ON CONFLICT (type, subject_key) DO NOTHING`,
+    [
+      event.id,
+      event.type,
+      event.subjectKey,
+      event.day,
+      JSON.stringify(event.payload),
+      event.body,
+      event.createdAt,
+    ],
+  );
+  if (rowCount !== 1) return false;
+  await client.query(
+    `INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at, created_at)
+     SELECT s.id, $1, $3, $3 FROM webhook_subscriptions s
+      WHERE s.deleted_at IS NULL AND $2 = ANY (s.types)
+     ON CONFLICT (subscription_id, event_id) DO NOTHING`,
+    [event.id, event.type, event.createdAt],
+  );
+  return true;
+}
+
+export async function listEvents(
+  db: Db,
+  filter: { type: EventType | null; day: string | null; limit: number; offset: number },
+): Promise<string[]> {
+  const { rows } = await db.query<{ body: string }>(
+    `SELECT body FROM city_events
+      WHERE ($1::text IS NULL OR type = $1) AND ($2::date IS NULL OR day = $2::date)
+      ORDER BY created_at DESC, id
+      LIMIT $3 OFFSET $4`,
+    [filter.type, filter.day, filter.limit, filter.offset],
+  );
+  return rows.map((r) => r.body);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Webhook subscriptions and deliveries
+
+export interface SubscriptionRow {
+  id: string;
+  url: string;
+  types: string[];
+  created_at: Date;
+  pending: number;
+  delivered: number;
+  failed: number;
+}
+
+export async function insertSubscription(
+  db: Db,
+  subscription: { url: string; secret: string; types: string[] },
+  now: Date,
+): Promise<{ id: string; created_at: Date }> {
+  const { rows } = await db.query<{ id: string; created_at: Date }>(
+    `INSERT INTO webhook_subscriptions (url, secret, types, created_at) VALUES ($1, $2, $3, $4)
+     RETURNING id, created_at`,
+    [subscription.url, subscription.secret, subscription.types, now],
+  );
+  return rows[0]!;
+}
+
+export async function listSubscriptions(db: Db, id: string | null = null): Promise<SubscriptionRow[]> {
+  const { rows } = await db.query<SubscriptionRow>(
+    `SELECT s.id, s.url, s.types, s.created_at,
+            count(d.id) FILTER (WHERE d.delivered_at IS NULL AND d.failed_at IS NULL)::int AS pending,
+            count(d.id) FILTER (WHERE d.delivered_at IS NOT NULL)::int AS delivered,
+            count(d.id) FILTER (WHERE d.failed_at IS NOT NULL)::int AS failed
+       FROM webhook_subscriptions s LEFT JOIN webhook_deliveries d ON d.subscription_id = s.id
+      WHERE s.deleted_at IS NULL AND ($1::uuid IS NULL OR s.id = $1::uuid)
+      GROUP BY s.id ORDER BY s.created_at, s.id`,
+    [id],
+  );
+  return rows;
+}
+
+export async function deleteSubscription(db: Db, id: string, now: Date): Promise<boolean> {
+  const { rowCount } = await db.query(
+    'UPDATE webhook_subscriptions SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL',
+    [id, now],
+  );
+  return rowCount === 1;
+}
+
+export interface DeliveryRow {
+  event_id: string;
+  attempts: number;
+  next_attempt_at: Date;
+  delivered_at: Date | null;
+  failed_at: Date | null;
+  last_status: number | null;
+  last_error: string | null;
+}
+
+export async function listDeliveries(db: Db, subscriptionId: string, limit: number): Promise<DeliveryRow[]> {
+  const { rows } = await db.query<DeliveryRow>(
+    `SELECT event_id, attempts, next_attempt_at, delivered_at, failed_at, last_status, last_error
+       FROM webhook_deliveries WHERE subscription_id = $1 ORDER BY id DESC LIMIT $2`,
+    [subscriptionId, limit],
+  );
+  return rows;
+}
+
+export interface ClaimedDelivery {
+  id: number;
+  attempts: number;
+  url: string;
+  secret: string;
+  eventId: string;
+  eventType: string;
+  body: string;
+}
+
+/**
+ * Claims due deliveries: not delivered, not given up, due, not leased (or the lease ran out), of a live
+ * subscription. The claim counts the attempt and holds a lease until `leaseUntil`, so another instance does not send
+ * the same delivery meanwhile; a crash before the result is stored leaves the lease to run out and the delivery is
+ * sent again (at least once).
+ */
+export async function claimDueDeliveries(
+  db: Db,
+  now: Date,
+  leaseUntil: Date,
+  limit: number,
+): Promise<ClaimedDelivery[]> {
+  const { rows } = await db.query<{
+    id: number;
+    attempts: number;
+    url: string;
+    secret: string;
+    event_id: string;
+    type: string;
+    body: string;
+  }>(
+    `WITH due AS (
+       SELECT d.id FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+        WHERE d.delivered_at IS NULL AND d.failed_at IS NULL AND d.next_attempt_at <= $1
+          AND (d.lease_until IS NULL OR d.lease_until <= $1) AND s.deleted_at IS NULL
+        ORDER BY d.next_attempt_at, d.id
+        LIMIT $3
+        FOR UPDATE OF d SKIP LOCKED
+     )
+     UPDATE webhook_deliveries w SET attempts = w.attempts + 1, lease_until = $2
+       FROM due, webhook_subscriptions s, city_events e
+      WHERE w.id = due.id AND s.id = w.subscription_id AND e.id = w.event_id
+     RETURNING w.id, w.attempts, s.url, s.secret, e.id AS event_id, e.type, e.body`,
+    [now, leaseUntil, limit],
+  );
+  return rows.map((r) => ({
+    id: Number(r.id),
+    attempts: r.attempts,
+    url: r.url,
+    secret: r.secret,
+    eventId: r.event_id,
+    eventType: r.type,
+    body: r.body,
+  }));
+}
+
+export async function recordDelivered(db: Db, id: number, status: number, now: Date): Promise<void> {
+  await db.query(
+    `UPDATE webhook_deliveries SET delivered_at = $2, lease_until = NULL, last_status = $3, last_error = NULL
+      WHERE id = $1`,
+    [id, now, status],
+  );
+}
+
+export async function recordFailure(
+  db: Db,
+  id: number,
+  result: { status: number | null; error: string; nextAttemptAt: Date | null; now: Date },
+): Promise<void> {
+  await db.query(
+    `UPDATE webhook_deliveries
+        SET lease_until = NULL, last_status = $2, last_error = $3,
+            next_attempt_at = coalesce($4, next_attempt_at),
+            failed_at = CASE WHEN $4::timestamptz IS NULL THEN $5::timestamptz ELSE NULL END
+      WHERE id = $1`,
+    [id, result.status, result.error.slice(0, 500), result.nextAttemptAt, result.now],
+  );
+}

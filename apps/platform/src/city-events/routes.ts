@@ -1,0 +1,222 @@
+import { type FieldError, formatAlmaty, isCalendarDate } from '@ooh/protocol';
+import { Type } from '@sinclair/typebox';
+import type { RouteAuth } from '../auth/principal.js';
+import type { Feature } from '../features.js';
+import { validationFailed } from '../http/problem.js';
+import { startTicker } from '../open-data/ticker.js';
+import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
+import { notFound, pathUuid } from '../shared/ids.js';
+import { checkDeclaredVsActual } from './declared-vs-actual.js';
+import {
+  deleteSubscription,
+  EVENT_TYPES,
+  type EventType,
+  insertSubscription,
+  listDeliveries,
+  listEvents,
+  listSubscriptions,
+  readBandPct,
+  setBandPct,
+} from './repository.js';
+import { deliverDueWebhooks, generateSecret } from './webhooks.js';
+
+const CONSOLE_READ: RouteAuth = {
+  anyOf: [
+    { scope: 'console:admin', kinds: ['authority'] },
+    { scope: 'console:read', kinds: ['authority'] },
+  ],
+};
+
+const WebhookBody = Type.Object(
+  {
+    url: Type.String({ minLength: 1, maxLength: 2000, pattern: '^https?://' }),
+    secret: Type.Optional(Type.String({ minLength: 16, maxLength: 256 })),
+    types: Type.Array(Type.Union(EVENT_TYPES.map((t) => Type.Literal(t))), {
+      minItems: 1,
+      uniqueItems: true,
+    }),
+  },
+  { additionalProperties: false },
+);
+type WebhookBody = { url: string; secret?: string; types: EventType[] };
+
+const SettingsBody = Type.Object(
+  { declared_band_pct: Type.Union([Type.Integer({ minimum: 0, maximum: 1000 }), Type.Null()]) },
+  { additionalProperties: false },
+);
+type SettingsBody = { declared_band_pct: number | null };
+
+const LIMIT_DEFAULT = 100;
+const LIMIT_MAX = 500;
+
+/** Query parameters arrive as text: parsed here, refused with field errors. */
+function parseEventQuery(query: Record<string, unknown>) {
+  const errors: FieldError[] = [];
+  const text = (name: string): string | null => {
+    const value = query[name];
+    if (value === undefined) return null;
+    if (typeof value !== 'string') {
+      errors.push({ path: `querystring:/${name}`, code: 'type', message: 'give the parameter once' });
+      return null;
+    }
+    return value;
+  };
+  for (const name of Object.keys(query)) {
+    if (!['type', 'day', 'limit', 'offset'].includes(name)) {
+      errors.push({ path: `querystring:/${name}`, code: 'unknown_key', message: 'unknown parameter' });
+    }
+  }
+  const type = text('type');
+  if (type !== null && !(EVENT_TYPES as readonly string[]).includes(type)) {
+    errors.push({
+      path: 'querystring:/type',
+      code: 'not_allowed',
+      message: `one of ${EVENT_TYPES.join(', ')}`,
+    });
+  }
+  const day = text('day');
+  if (day !== null && !isCalendarDate(day)) {
+    errors.push({ path: 'querystring:/day', code: 'format', message: 'a date YYYY-MM-DD' });
+  }
+  const integer = (name: string, min: number, max: number, fallback: number): number => {
+    const value = text(name);
+    if (value === null) return fallback;
+    const n = /^[0-9]{1,9}$/.test(value) ? Number(value) : Number.NaN;
+    if (!Number.isInteger(n) || n < min || n > max) {
+      errors.push({
+        path: `querystring:/${name}`,
+        code: 'out_of_range',
+        message: `an integer ${min}..${max}`,
+      });
+      return fallback;
+    }
+    return n;
+  };
+  const limit = integer('limit', 1, LIMIT_MAX, LIMIT_DEFAULT);
+  const offset = integer('offset', 0, 1_000_000_000, 0);
+  if (errors.length > 0) throw validationFailed(errors);
+  return { type: type as EventType | null, day, limit, offset };
+}
+
+export interface CityEventsFeatureOptions {
+  /** Interval of the background loop (day comparison and webhook deliveries). */
+  tickMs?: number;
+}
+
+/** City events and their webhooks (docs/city-events.md). */
+export function createCityEventsFeature(options: CityEventsFeatureOptions = {}): Feature {
+  const tickMs = options.tickMs ?? 5_000;
+  return {
+    name: 'city-events',
+    api(app, ctx) {
+      // Events as stored, newest first; each item is the exact document delivered by webhook.
+      app.get('/api/v1/console/events', { config: { auth: CONSOLE_READ } }, async (request, reply) => {
+        const filter = parseEventQuery(request.query as Record<string, unknown>);
+        const bodies = await listEvents(ctx.db, filter);
+        return reply.type('application/json; charset=utf-8').send(`{"items":[${bodies.join(',')}]}`);
+      });
+
+      app.get('/api/v1/console/events/settings', { config: { auth: CONSOLE_READ } }, async () => {
+        const { bandPct } = await readBandPct(ctx.db);
+        return { declared_band_pct: bandPct };
+      });
+      // null returns to the spec's default band (30 %).
+      app.put<{ Body: SettingsBody }>(
+        '/api/v1/console/events/settings',
+        { config: { auth: AUTHORITY_ADMIN }, schema: { body: SettingsBody } },
+        async (request) => {
+          await setBandPct(ctx.db, request.body.declared_band_pct, ctx.clock.now());
+          const { bandPct } = await readBandPct(ctx.db);
+          return { declared_band_pct: bandPct };
+        },
+      );
+
+      const subscriptionView = (row: Awaited<ReturnType<typeof listSubscriptions>>[number]) => ({
+        id: row.id,
+        url: row.url,
+        types: row.types,
+        created_at: formatAlmaty(row.created_at),
+        deliveries: { pending: row.pending, delivered: row.delivered, failed: row.failed },
+      });
+
+      app.post<{ Body: WebhookBody }>(
+        '/api/v1/console/webhooks',
+        { config: { auth: AUTHORITY_ADMIN }, schema: { body: WebhookBody } },
+        async (request, reply) => {
+          const b = request.body;
+          let url: URL;
+          try {
+            url = new URL(b.url);
+          } catch {
+            throw validationFailed([{ path: '/url', code: 'format', message: 'not a URL' }]);
+          }
+          if (url.username || url.password) {
+            throw validationFailed([
+              { path: '/url', code: 'not_allowed', message: 'no credentials in the URL' },
+            ]);
+          }
+          const generated = b.secret === undefined ? generateSecret() : null;
+          const row = await insertSubscription(
+            ctx.db,
+            { url: url.toString(), secret: b.secret ?? generated!, types: [...b.types] },
+            ctx.clock.now(),
+          );
+          reply.header('location', `/api/v1/console/webhooks/${row.id}`);
+          return reply.code(201).send({
+            id: row.id,
+            url: url.toString(),
+            types: b.types,
+            created_at: formatAlmaty(row.created_at),
+            // Shown once, only when the platform made it; a secret given by the caller is never echoed.
+            ...(generated ? { secret: generated } : {}),
+          });
+        },
+      );
+
+      app.get('/api/v1/console/webhooks', { config: { auth: CONSOLE_READ } }, async () => ({
+        items: (await listSubscriptions(ctx.db)).map(subscriptionView),
+      }));
+
+      app.get<{ Params: { id: string } }>(
+        '/api/v1/console/webhooks/:id/deliveries',
+        { config: { auth: CONSOLE_READ } },
+        async (request) => {
+          const id = pathUuid(request.params.id, 'webhook');
+          if ((await listSubscriptions(ctx.db, id)).length === 0) throw notFound('webhook', id);
+          const rows = await listDeliveries(ctx.db, id, 100);
+          return {
+            items: rows.map((d) => ({
+              event_id: d.event_id,
+              attempts: d.attempts,
+              next_attempt_at: formatAlmaty(d.next_attempt_at),
+              delivered_at: d.delivered_at ? formatAlmaty(d.delivered_at) : null,
+              failed_at: d.failed_at ? formatAlmaty(d.failed_at) : null,
+              last_status: d.last_status,
+              last_error: d.last_error,
+            })),
+          };
+        },
+      );
+
+      app.delete<{ Params: { id: string } }>(
+        '/api/v1/console/webhooks/:id',
+        { config: { auth: AUTHORITY_ADMIN } },
+        async (request, reply) => {
+          const id = pathUuid(request.params.id, 'webhook');
+          if (!(await deleteSubscription(ctx.db, id, ctx.clock.now()))) throw notFound('webhook', id);
+          return reply.code(204).send();
+        },
+      );
+    },
+
+    // Every tick: compare the full days not yet compared, then send the due deliveries.
+    start(ctx) {
+      return startTicker(ctx, 'city events', tickMs, async (now) => {
+        await checkDeclaredVsActual(ctx, now);
+        await deliverDueWebhooks(ctx);
+      });
+    },
+  };
+}
+
+export const cityEventsFeature: Feature = createCityEventsFeature();

@@ -1,0 +1,348 @@
+import {
+  DAYPARTS,
+  type DictionaryCode,
+  type DictionaryEntry,
+  type LocalizedText,
+  type OpenDataDictionary,
+} from '@ooh/protocol';
+import type { DisclosureRules } from './disclosure.js';
+
+/*
+ * The open data dictionary (spec "Open data dictionary (OpenDataDictionary)"; DESIGN.md section 7). The spec's
+ * "the service {en, ru, kk}" text of an item is the field `description` (packages/protocol schemas/open-data.ts).
+ * Every text is written in English, Russian and Kazakh (Cyrillic).
+ */
+
+/** spec: "version ... Dictionary version". Bumped whenever a text, table, column, status or code rule changes. */
+export const DICTIONARY_VERSION = '1';
+
+/** spec licence: "status (string, draft until the city decides)". */
+export const LICENCE_STATUS = 'draft';
+
+/** The daypart of a play that reported no start time (its hour is not known). */
+export const UNKNOWN_DAYPART = 'unknown';
+
+/** Dayparts of the grid, in the order of the CSV rows: the protocol's DAYPARTS, then `unknown`. */
+export const DAYPART_CODES: readonly string[] = [...DAYPARTS.map((d) => d.code), UNKNOWN_DAYPART];
+
+/** Tables of the CSV file (values of its `table` column), in the order of the rows. */
+export const TABLES = ['cells', 'district_totals', 'format_totals', 'daypart_totals', 'slot_cells'] as const;
+export type TableName = (typeof TABLES)[number];
+
+/** Columns of the CSV file, in order. */
+export const COLUMNS = [
+  'month',
+  'table',
+  'district',
+  'format',
+  'daypart',
+  'slot',
+  'plays',
+  'status',
+] as const;
+
+/** Statuses a value can have; only `published` and `no_plays` carry a number. */
+export const STATUSES = [
+  'published',
+  'no_plays',
+  'withheld_operators',
+  'withheld_advertisers',
+  'withheld_share',
+  'withheld_complementary',
+] as const;
+export type CellStatus = (typeof STATUSES)[number];
+
+const text = (en: string, ru: string, kk: string): LocalizedText => ({ en, ru, kk });
+
+const LICENCE = text(
+  'Draft: the city has not yet chosen a licence for this data. Until it decides, this dictionary grants no licence ' +
+    'terms; the decision will be published here.',
+  'Черновик: город ещё не выбрал лицензию для этих данных. До его решения этот словарь не предоставляет никаких ' +
+    'лицензионных условий; решение будет опубликовано здесь.',
+  'Жоба: қала бұл деректер үшін лицензияны әлі таңдаған жоқ. Шешім қабылданғанға дейін бұл сөздік ешқандай ' +
+    'лицензиялық шарт бермейді; шешім осында жарияланады.',
+);
+
+const BASIS: DictionaryEntry = {
+  name: 'counted_billable_plays',
+  code: 'pop_counted_billable',
+  description: text(
+    'Counted plays of approved advertising reported by the display players and the operators’ systems (proof ' +
+      'of play): every play the service accepted and counted, flagged plays included; refused and repeated records ' +
+      'are left out, and so are plays naming an approval number the service does not know. A play belongs to the ' +
+      'Almaty day and daypart of its start. Plays in the city’s reserved slots are counted apart (table slot_cells).',
+    'Засчитанные показы одобренной рекламы по данным плееров и систем операторов (подтверждение показов): каждый ' +
+      'показ, принятый и засчитанный сервисом, включая помеченные; отклонённые и повторные записи не учитываются, ' +
+      'как и показы с номером разрешения, неизвестным сервису. Показ относится к дню и части суток по времени ' +
+      'Алматы, когда он начался. Показы в зарезервированных слотах города считаются отдельно (таблица slot_cells).',
+    'Дисплей плеерлері мен операторлар жүйелері хабарлаған мақұлданған жарнаманың есепке алынған көрсетілімдері ' +
+      '(көрсетілім дәлелі): сервис қабылдап, есепке алған әрбір көрсетілім, белгіленгендері де кіреді; қабылданбаған ' +
+      'және қайталанған жазбалар, сондай-ақ сервиске белгісіз рұқсат нөмірі бар көрсетілімдер есептелмейді. ' +
+      'Көрсетілім Алматы уақыты бойынша басталған күні мен тәулік бөлігіне жатады. Қаланың резервтелген ' +
+      'слоттарындағы көрсетілімдер бөлек есептеледі (slot_cells кестесі).',
+  ),
+};
+
+function files(csvName: string): DictionaryEntry[] {
+  return [
+    {
+      name: csvName,
+      description: text(
+        'Play counts of one month (YYYY-MM, Almaty calendar) in cells of district, format and daypart, with the ' +
+          'totals and the slot plays. UTF-8 without byte order mark, comma-separated as in RFC 4180, every line ' +
+          'ends with CRLF, the first line is the header.',
+        'Количество показов за один месяц (ГГГГ-ММ, календарь Алматы) в ячейках «район, формат, часть суток», с ' +
+          'итогами и показами в слотах. UTF-8 без метки порядка байтов, значения разделены запятыми по RFC 4180, ' +
+          'каждая строка оканчивается CRLF, первая строка — заголовок.',
+        'Бір айдағы (ЖЖЖЖ-АА, Алматы күнтізбесі) көрсетілімдер саны «аудан, формат, тәулік бөлігі» ұяшықтары ' +
+          'бойынша, қорытындылармен және слоттардағы көрсетілімдермен. Байт реті белгісі жоқ UTF-8, мәндер RFC 4180 ' +
+          'бойынша үтірмен бөлінген, әр жол CRLF белгісімен аяқталады, бірінші жол — тақырып.',
+      ),
+    },
+    {
+      name: 'dictionary.json',
+      description: text(
+        'This dictionary: the meaning of every file, table, column, status and code of the release, and the ' +
+          'disclosure rules it was built with.',
+        'Этот словарь: значение каждого файла, таблицы, столбца, статуса и кода выпуска, а также правила ' +
+          'раскрытия, по которым выпуск собран.',
+        'Осы сөздік: шығарылымның әрбір файлының, кестесінің, бағанының, мәртебесінің және кодының мағынасы, ' +
+          'сондай-ақ шығарылым жасалған ашу ережелері.',
+      ),
+    },
+  ];
+}
+
+const TABLE_TEXTS: Record<TableName, LocalizedText> = {
+  cells: text(
+    'One row per cell district × format × daypart: the counted billable plays of the cell.',
+    'Одна строка на ячейку «район × формат × часть суток»: засчитанные оплачиваемые показы ячейки.',
+    'Әр ұяшыққа бір жол «аудан × формат × тәулік бөлігі»: ұяшықтың есепке алынған ақылы көрсетілімдері.',
+  ),
+  district_totals: text(
+    'One row per district and daypart: the sum of the cells of all formats of that district and daypart (the ' +
+      'format column is empty).',
+    'Одна строка на район и часть суток: сумма ячеек всех форматов этого района и этой части суток (столбец ' +
+      'format пуст).',
+    'Әр аудан мен тәулік бөлігіне бір жол: сол аудан мен тәулік бөлігінің барлық форматтары ұяшықтарының ' +
+      'қосындысы (format бағаны бос).',
+  ),
+  format_totals: text(
+    'One row per format and daypart: the sum of the cells of all districts of that format and daypart (the ' +
+      'district column is empty).',
+    'Одна строка на формат и часть суток: сумма ячеек всех районов этого формата и этой части суток (столбец ' +
+      'district пуст).',
+    'Әр формат пен тәулік бөлігіне бір жол: сол формат пен тәулік бөлігінің барлық аудандары ұяшықтарының ' +
+      'қосындысы (district бағаны бос).',
+  ),
+  daypart_totals: text(
+    'One row per daypart: the sum of all cells of the daypart (the district and format columns are empty). ' +
+      'These are the only totals: nothing is summed over dayparts, months or slots.',
+    'Одна строка на часть суток: сумма всех ячеек этой части суток (столбцы district и format пусты). Других ' +
+      'итогов нет: по частям суток, месяцам и слотам ничего не суммируется.',
+    'Әр тәулік бөлігіне бір жол: сол тәулік бөлігінің барлық ұяшықтарының қосындысы (district және format ' +
+      'бағандары бос). Басқа қорытынды жоқ: тәулік бөліктері, айлар және слоттар бойынша ештеңе қосылмайды.',
+  ),
+  slot_cells: text(
+    'Plays in the city’s reserved slots (slot gov or emergency), one row per slot × district × format × ' +
+      'daypart; counted apart, never billed and part of no total. Only the operator rules of disclosure apply: these ' +
+      'plays have no advertiser.',
+    'Показы в зарезервированных слотах города (slot gov или emergency), одна строка на слот × район × формат × ' +
+      'часть суток; считаются отдельно, не оплачиваются и не входят ни в один итог. Применяются только правила ' +
+      'раскрытия для операторов: у этих показов нет рекламодателя.',
+    'Қаланың резервтелген слоттарындағы көрсетілімдер (slot gov немесе emergency), әр слот × аудан × формат × ' +
+      'тәулік бөлігіне бір жол; бөлек есептеледі, ақы алынбайды және ешбір қорытындыға кірмейді. Тек операторларға ' +
+      'арналған ашу ережелері қолданылады: бұл көрсетілімдердің жарнама берушісі жоқ.',
+  ),
+};
+
+const COLUMN_TEXTS: Record<(typeof COLUMNS)[number], LocalizedText> = {
+  month: text(
+    'Month of the plays, YYYY-MM, Almaty calendar.',
+    'Месяц показов, ГГГГ-ММ, календарь Алматы.',
+    'Көрсетілімдер айы, ЖЖЖЖ-АА, Алматы күнтізбесі.',
+  ),
+  table: text(
+    'Table the row belongs to (see tables).',
+    'Таблица, к которой относится строка (см. tables).',
+    'Жол жататын кесте (tables бөлімін қараңыз).',
+  ),
+  district: text(
+    'District code (see codes.district); empty in a total over all districts.',
+    'Код района (см. codes.district); пуст в итоге по всем районам.',
+    'Аудан коды (codes.district бөлімін қараңыз); барлық аудандар бойынша қорытындыда бос.',
+  ),
+  format: text(
+    'Structure format code (see codes.format); empty in a total over all formats.',
+    'Код формата конструкции (см. codes.format); пуст в итоге по всем форматам.',
+    'Құрылым форматының коды (codes.format бөлімін қараңыз); барлық форматтар бойынша қорытындыда бос.',
+  ),
+  daypart: text(
+    'Daypart code (see codes.daypart): the part of the day, Almaty local time, in which the play started.',
+    'Код части суток (см. codes.daypart): часть суток по местному времени Алматы, когда начался показ.',
+    'Тәулік бөлігінің коды (codes.daypart бөлімін қараңыз): көрсетілім басталған тәулік бөлігі, Алматы ' +
+      'жергілікті уақытымен.',
+  ),
+  slot: text(
+    'gov or emergency in table slot_cells; empty in the other tables.',
+    'gov или emergency в таблице slot_cells; пуст в остальных таблицах.',
+    'slot_cells кестесінде gov немесе emergency; басқа кестелерде бос.',
+  ),
+  plays: text(
+    'Number of plays, a whole number; empty when the status withholds the value.',
+    'Число показов, целое; пусто, если статус скрывает значение.',
+    'Көрсетілімдер саны, бүтін сан; мәртебе мәнді жасырса, бос.',
+  ),
+  status: text(
+    'Disclosure status of the value (see statuses).',
+    'Статус раскрытия значения (см. statuses).',
+    'Мәннің ашылу мәртебесі (statuses бөлімін қараңыз).',
+  ),
+};
+
+const STATUS_TEXTS: Record<CellStatus, LocalizedText> = {
+  published: text('The value is published.', 'Значение опубликовано.', 'Мән жарияланған.'),
+  no_plays: text(
+    'No counted plays: the value is 0.',
+    'Засчитанных показов нет: значение 0.',
+    'Есепке алынған көрсетілім жоқ: мәні 0.',
+  ),
+  withheld_operators: text(
+    'Withheld: fewer than min_operators operators had plays here.',
+    'Скрыто: показы здесь были менее чем у min_operators операторов.',
+    'Жасырылған: мұнда көрсетілімдері бар операторлар саны min_operators-тен аз.',
+  ),
+  withheld_advertisers: text(
+    'Withheld: fewer than min_advertisers advertisers had plays here.',
+    'Скрыто: показы здесь были менее чем у min_advertisers рекламодателей.',
+    'Жасырылған: мұнда көрсетілімдері бар жарнама берушілер саны min_advertisers-тен аз.',
+  ),
+  withheld_share: text(
+    'Withheld: one operator or one advertiser holds more than max_party_share_pct percent of the plays here.',
+    'Скрыто: на одного оператора или одного рекламодателя приходится более max_party_share_pct процентов ' +
+      'показов здесь.',
+    'Жасырылған: мұндағы көрсетілімдердің max_party_share_pct пайызынан астамы бір операторға немесе бір ' +
+      'жарнама берушіге тиесілі.',
+  ),
+  withheld_complementary: text(
+    'Withheld although it passes the rules above (complementary suppression), so that another withheld value ' +
+      'cannot be worked out by subtracting published values from a published total.',
+    'Скрыто, хотя проходит правила выше (дополнительное скрытие), чтобы другое скрытое значение нельзя было ' +
+      'вычислить, вычитая опубликованные значения из опубликованного итога.',
+    'Жоғарыдағы ережелерден өтсе де жасырылған (қосымша жасыру): басқа жасырылған мәнді жарияланған ' +
+      'қорытындыдан жарияланған мәндерді шегеру арқылы есептеп шығаруға болмауы үшін.',
+  ),
+};
+
+const DAYPART_NAMES: Record<string, LocalizedText> = {
+  night: text('Night', 'Ночь', 'Түн'),
+  morning: text('Morning', 'Утро', 'Таң'),
+  day: text('Day', 'День', 'Күндіз'),
+  evening: text('Evening', 'Вечер', 'Кеш'),
+  late: text('Late evening', 'Поздний вечер', 'Кештің соңы'),
+  [UNKNOWN_DAYPART]: text(
+    'Unknown: the play reported no start time',
+    'Неизвестно: показ передан без времени начала',
+    'Белгісіз: көрсетілімнің басталу уақыты берілмеген',
+  ),
+};
+
+/** Names of the districts of Almaty; another code is named by itself in every language. */
+const DISTRICT_NAMES: Record<string, LocalizedText> = {
+  alatau: text('Alatau district', 'Алатауский район', 'Алатау ауданы'),
+  almaly: text('Almaly district', 'Алмалинский район', 'Алмалы ауданы'),
+  auezov: text('Auezov district', 'Ауэзовский район', 'Әуезов ауданы'),
+  bostandyk: text('Bostandyk district', 'Бостандыкский район', 'Бостандық ауданы'),
+  medeu: text('Medeu district', 'Медеуский район', 'Медеу ауданы'),
+  nauryzbay: text('Nauryzbay district', 'Наурызбайский район', 'Наурызбай ауданы'),
+  turksib: text('Turksib district', 'Турксибский район', 'Түрксіб ауданы'),
+  zhetysu: text('Zhetysu district', 'Жетысуский район', 'Жетісу ауданы'),
+};
+
+/** Names of common structure formats; another code is named by itself in every language. */
+const FORMAT_NAMES: Record<string, LocalizedText> = {
+  billboard: text('Billboard', 'Билборд', 'Билборд'),
+  citylight: text('City light', 'Ситилайт', 'Ситилайт'),
+  digital: text('Digital screen', 'Цифровой экран', 'Цифрлық экран'),
+  led: text('LED screen', 'Светодиодный экран', 'Жарықдиодты экран'),
+  lightbox: text('Lightbox', 'Лайтбокс', 'Лайтбокс'),
+  mediafacade: text('Media facade', 'Медиафасад', 'Медиафасад'),
+  supersite: text('Supersite', 'Суперсайт', 'Суперсайт'),
+};
+
+function named(code: string, names: Record<string, LocalizedText>): DictionaryCode {
+  return { code, name: names[code] ?? text(code, code, code) };
+}
+
+/** spec codes.daypart: "start_hour (integer, inclusive, Almaty time) and end_hour (integer, exclusive)". */
+export function daypartCodes(): DictionaryCode[] {
+  return [
+    ...DAYPARTS.map((d) => ({
+      code: d.code,
+      name: DAYPART_NAMES[d.code] ?? text(d.code, d.code, d.code),
+      start_hour: d.start_hour,
+      end_hour: d.end_hour,
+    })),
+    // A play without a start time has no hour: this code has no start_hour and end_hour.
+    { code: UNKNOWN_DAYPART, name: DAYPART_NAMES[UNKNOWN_DAYPART]! },
+  ];
+}
+
+function disclosureText(rules: DisclosureRules): LocalizedText {
+  const { minOperators: o, minAdvertisers: a, maxPartySharePct: s, lagMonths: l } = rules;
+  return text(
+    `A published value needs plays of at least min_operators (${o}) operators and min_advertisers (${a}) ` +
+      `advertisers; one operator or one advertiser may hold at most max_party_share_pct (${s}) percent of its ` +
+      `plays; a month is released lag_months (${l}) full months after its end, once, and never changed. Totals ` +
+      'are judged like cells. Where a row or column of a daypart’s table (its district totals, format totals and ' +
+      'daypart total included) would have a single withheld value, more values are withheld ' +
+      '(withheld_complementary) until no withheld value can be worked out from the published values and totals.',
+    `Публикуемое значение должно включать показы не менее min_operators (${o}) операторов и не менее ` +
+      `min_advertisers (${a}) рекламодателей; на одного оператора или одного рекламодателя может приходиться не ` +
+      `более max_party_share_pct (${s}) процентов его показов; месяц публикуется один раз через lag_months (${l}) ` +
+      'полных месяцев после его окончания и больше не меняется. Итоги проверяются так же, как ячейки. Если в ' +
+      'строке или столбце таблицы части суток (включая итоги по районам, форматам и части суток) скрыто только ' +
+      'одно значение, скрываются и другие (withheld_complementary), пока ни одно скрытое значение нельзя ' +
+      'вычислить из опубликованных значений и итогов.',
+    `Жарияланатын мәнде кемінде min_operators (${o}) оператордың және кемінде min_advertisers (${a}) жарнама ` +
+      `берушінің көрсетілімдері болуы тиіс; бір операторға немесе бір жарнама берушіге оның көрсетілімдерінің ` +
+      `max_party_share_pct (${s}) пайызынан аспайтын үлесі тиесілі бола алады; ай аяқталғаннан кейін ` +
+      `lag_months (${l}) толық ай өткен соң бір рет жарияланады және кейін өзгертілмейді. Қорытындылар ұяшықтар ` +
+      'сияқты тексеріледі. Тәулік бөлігі кестесінің жолында немесе бағанында (аудандар, форматтар және тәулік ' +
+      'бөлігі бойынша қорытындыларды қоса) тек бір мән жасырылатын болса, жарияланған мәндер мен қорытындылардан ' +
+      'ешбір жасырылған мәнді есептеп шығаруға болмайтындай етіп басқа мәндер де жасырылады (withheld_complementary).',
+  );
+}
+
+export interface DictionaryInput {
+  rules: DisclosureRules;
+  districts: readonly string[];
+  formats: readonly string[];
+  /** Name of the CSV file: `plays-YYYY-MM.csv` of a release, the pattern itself for the live dictionary. */
+  csvName: string;
+}
+
+/** The OpenDataDictionary: every field of the spec's table, every text in en, ru and kk. */
+export function buildDictionary(input: DictionaryInput): OpenDataDictionary {
+  return {
+    version: DICTIONARY_VERSION,
+    licence: { status: LICENCE_STATUS, description: LICENCE },
+    basis: BASIS,
+    files: files(input.csvName),
+    tables: TABLES.map((name) => ({ name, description: TABLE_TEXTS[name] })),
+    columns: COLUMNS.map((name) => ({ name, description: COLUMN_TEXTS[name] })),
+    statuses: STATUSES.map((code) => ({ code, description: STATUS_TEXTS[code] })),
+    codes: {
+      district: input.districts.map((code) => named(code, DISTRICT_NAMES)),
+      format: input.formats.map((code) => named(code, FORMAT_NAMES)),
+      daypart: daypartCodes(),
+    },
+    disclosure: {
+      min_operators: input.rules.minOperators,
+      min_advertisers: input.rules.minAdvertisers,
+      max_party_share_pct: input.rules.maxPartySharePct,
+      lag_months: input.rules.lagMonths,
+      description: disclosureText(input.rules),
+    },
+  };
+}
