@@ -1,0 +1,51 @@
+import { formatAlmaty, type RevocationListBody } from '@ooh/protocol';
+import type { Authority } from '../authority/index.js';
+import type { Db, DbClient } from '../db/pool.js';
+import { documentText, type SignedDocument, signDocument } from './envelope.js';
+
+// One publisher at a time across instances: versions are consecutive and each holds every revocation
+// committed before it.
+const REVOCATION_LIST_LOCK = 0x00_0f_f0_0d_30;
+
+/**
+ * Publishes the next revocation list (DESIGN.md section 4) in the caller's transaction: version n+1
+ * (1 for the first), every revoked approval ordered by revocation time then number, signed like an
+ * envelope. Timestamps are Almaty RFC 3339 with milliseconds, as in the ledger.
+ */
+export async function publishRevocationList(
+  client: DbClient,
+  authority: Authority,
+  now: Date,
+): Promise<SignedDocument<RevocationListBody>> {
+  await client.query('SELECT pg_advisory_xact_lock($1)', [REVOCATION_LIST_LOCK]);
+  const { rows: last } = await client.query<{ version: number | null }>(
+    'SELECT max(version) AS version FROM revocation_lists',
+  );
+  const version = (last[0]?.version ?? 0) + 1;
+  const { rows: revoked } = await client.query<{ number: string; revoked_at: Date }>(
+    'SELECT number, revoked_at FROM approvals WHERE revoked_at IS NOT NULL ORDER BY revoked_at, number',
+  );
+  const body: RevocationListBody = {
+    version,
+    issued_at: formatAlmaty(now, { milliseconds: true }),
+    revoked: revoked.map((r) => ({
+      approval_number: r.number,
+      revoked_at: formatAlmaty(r.revoked_at, { milliseconds: true }),
+    })),
+  };
+  const document = await signDocument(body, authority, now);
+  await client.query(
+    'INSERT INTO revocation_lists (version, issued_at, body, signature) VALUES ($1, $2, $3, $4)',
+    [version, now, JSON.stringify(body), document.signature],
+  );
+  return document;
+}
+
+/** The newest signed revocation list as its document text (documentText); null before the first revocation. */
+export async function latestRevocationListText(db: Db | DbClient): Promise<string | null> {
+  const { rows } = await db.query<{ body: RevocationListBody; signature: string }>(
+    'SELECT body, signature FROM revocation_lists ORDER BY version DESC LIMIT 1',
+  );
+  const row = rows[0];
+  return row ? documentText({ v: 1, body: row.body, signature: row.signature }) : null;
+}

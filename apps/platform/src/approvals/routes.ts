@@ -1,0 +1,185 @@
+import {
+  CreativeLookupItem,
+  CreativeLookupResponse,
+  formatAlmaty,
+  SHA256_HEX_PATTERN,
+  validateLookupHashes,
+} from '@ooh/protocol';
+import { Type } from '@sinclair/typebox';
+import { principalOf } from '../auth/plugin.js';
+import { isAuthority, type Principal, type RouteAuth } from '../auth/principal.js';
+import { loadAuthority } from '../authority/index.js';
+import type { Feature } from '../features.js';
+import { ProblemError, validationFailed } from '../http/problem.js';
+import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
+import { notFound, pathUuid } from '../shared/ids.js';
+import { findSubmission, submissionView } from '../submissions/repository.js';
+import { approveSubmission, parseReason, rejectSubmission, revokeApproval } from './decisions.js';
+import { envelopeUrl } from './envelope.js';
+import { lookupCreatives, type Viewer } from './lookup.js';
+import { rejectReasonOf, visibleEnvelope } from './repository.js';
+import { latestRevocationListText } from './revocations.js';
+import { type ApprovalSettings, approvalSettings } from './settings.js';
+import { registerSubmissionFlow } from './submission-flow.js';
+
+/** spec: lookup "Scope read:creatives"; the envelope takes the same credentials. */
+const READ_CREATIVES: RouteAuth = { anyOf: [{ scope: 'read:creatives' }] };
+
+const SHA256_HEX = new RegExp(SHA256_HEX_PATTERN);
+const viewerOf = (p: Principal): Viewer => ({
+  organisationId: p.organisation.id,
+  isAuthority: isAuthority(p),
+});
+
+const ApprovalIssued = Type.Object({ approval_number: Type.String(), envelope_url: Type.String() });
+const ApprovalRevoked = Type.Object({
+  approval_number: Type.String(),
+  revoked_at: Type.String(),
+  revocation_list_version: Type.Integer(),
+});
+
+/**
+ * Approvals (issue "Approvals"): media upload and sending of submissions, the authority's decisions with
+ * signed envelopes and ledger leaves, revocation lists, and creative lookups.
+ */
+export function createApprovalsFeature(options: Partial<ApprovalSettings> = {}): Feature {
+  return {
+    name: 'approvals',
+    async api(app, ctx) {
+      const settings = { ...approvalSettings(), ...options };
+      await registerSubmissionFlow(app, ctx, settings);
+
+      // --- the authority's console: decide and revoke ---------------------------------------------------
+      app.post<{ Params: { id: string } }>(
+        '/api/v1/console/submissions/:id/approve',
+        { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 201: ApprovalIssued } } },
+        async (request, reply) => {
+          const id = pathUuid(request.params.id, 'submission');
+          const issued = await approveSubmission({
+            db: ctx.db,
+            authority: await loadAuthority(ctx),
+            principal: principalOf(request),
+            submissionId: id,
+            body: request.body,
+            now: ctx.clock.now(),
+          });
+          const url = envelopeUrl(ctx.config.publicUrls.api, issued.approvalNumber);
+          reply.header('location', url);
+          return reply.code(201).send({ approval_number: issued.approvalNumber, envelope_url: url });
+        },
+      );
+
+      app.post<{ Params: { id: string } }>(
+        '/api/v1/console/submissions/:id/reject',
+        { config: { auth: AUTHORITY_ADMIN } },
+        async (request) => {
+          const id = pathUuid(request.params.id, 'submission');
+          const reason = parseReason(request.body);
+          await rejectSubmission({ db: ctx.db, submissionId: id, reason, now: ctx.clock.now() });
+          return {
+            ...submissionView((await findSubmission(ctx.db, id))!),
+            reject_reason: await rejectReasonOf(ctx.db, id),
+          };
+        },
+      );
+
+      app.post<{ Params: { number: string } }>(
+        '/api/v1/console/approvals/:number/revoke',
+        { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 200: ApprovalRevoked } } },
+        async (request) => {
+          const reason = parseReason(request.body);
+          const revoked = await revokeApproval({
+            db: ctx.db,
+            authority: await loadAuthority(ctx),
+            principal: principalOf(request),
+            approvalNumber: request.params.number,
+            reason,
+            now: ctx.clock.now(),
+          });
+          return {
+            approval_number: revoked.approvalNumber,
+            revoked_at: formatAlmaty(revoked.revokedAt, { milliseconds: true }),
+            revocation_list_version: revoked.revocationListVersion,
+          };
+        },
+      );
+
+      // --- lookups --------------------------------------------------------------------------------------
+      app.post(
+        '/api/v1/creatives/lookup',
+        { config: { auth: READ_CREATIVES }, schema: { response: { 200: CreativeLookupResponse } } },
+        async (request) => {
+          const body = request.body;
+          if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+            throw validationFailed([{ path: '/', code: 'type', message: 'the body must be a JSON object' }]);
+          }
+          const errors = validateLookupHashes((body as Record<string, unknown>)['hashes']);
+          for (const key of Object.keys(body)) {
+            if (key !== 'hashes')
+              errors.push({ path: `/${key}`, code: 'unknown_key', message: `unknown field ${key}` });
+          }
+          if (errors.length > 0) throw validationFailed(errors);
+          const hashes = (body as { hashes: string[] }).hashes;
+          return lookupCreatives(
+            ctx.db,
+            hashes,
+            viewerOf(principalOf(request)),
+            ctx.clock.now(),
+            ctx.config.publicUrls.api,
+          );
+        },
+      );
+
+      app.get<{ Params: { sha256: string } }>(
+        '/api/v1/creatives/:sha256',
+        { config: { auth: READ_CREATIVES }, schema: { response: { 200: CreativeLookupItem } } },
+        async (request) => {
+          const hash = request.params.sha256;
+          if (!SHA256_HEX.test(hash)) {
+            throw validationFailed([
+              {
+                path: 'params:/sha256',
+                code: 'pattern',
+                message: 'not a lowercase hexadecimal SHA-256 (64 characters 0-9a-f)',
+              },
+            ]);
+          }
+          const answer = await lookupCreatives(
+            ctx.db,
+            [hash],
+            viewerOf(principalOf(request)),
+            ctx.clock.now(),
+            ctx.config.publicUrls.api,
+          );
+          return answer.items[0]!;
+        },
+      );
+
+      app.get<{ Params: { number: string } }>(
+        '/api/v1/approvals/:number/envelope',
+        { config: { auth: READ_CREATIVES } },
+        async (request, reply) => {
+          const number = request.params.number;
+          const envelope = await visibleEnvelope(ctx.db, number, viewerOf(principalOf(request)));
+          if (envelope === null) throw notFound('approval', number);
+          return reply.type('application/json').send(envelope);
+        },
+      );
+    },
+
+    verify(app, ctx) {
+      // DESIGN.md section 4: the newest signed revocation list, public.
+      app.get('/v1/revocations.json', async (_request, reply) => {
+        const text = await latestRevocationListText(ctx.db);
+        if (text === null)
+          throw new ProblemError(
+            'not_found',
+            'no approval has been revoked yet: there is no revocation list',
+          );
+        return reply.type('application/json').header('cache-control', 'public, max-age=60').send(text);
+      });
+    },
+  };
+}
+
+export const approvalsFeature: Feature = createApprovalsFeature();

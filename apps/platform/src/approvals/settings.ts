@@ -1,0 +1,35 @@
+/**
+ * Settings of the approvals feature. The platform config has no slot for them yet, so they are read from
+ * the environment when the feature registers its routes (see docs/approvals.md).
+ */
+export interface ApprovalSettings {
+  /** Largest media upload in bytes; beyond it 413 body_too_large. */
+  mediaMaxBytes: number;
+  /** Working hours from sending to review_due_at on a fast-track submission (DESIGN.md section 8). */
+  fastTrackReviewHours: number;
+}
+
+export const SETTINGS_ENV = {
+  mediaMaxBytes: 'MEDIA_MAX_BYTES',
+  fastTrackReviewHours: 'FAST_TRACK_REVIEW_HOURS',
+} as const;
+
+export const DEFAULT_SETTINGS: ApprovalSettings = {
+  mediaMaxBytes: 200 * 1024 * 1024,
+  fastTrackReviewHours: 4,
+};
+
+export function approvalSettings(env: NodeJS.ProcessEnv = process.env): ApprovalSettings {
+  const read = (key: keyof ApprovalSettings, valid: (n: number) => boolean): number => {
+    const name = SETTINGS_ENV[key];
+    const raw = env[name];
+    if (raw === undefined || raw.trim() === '') return DEFAULT_SETTINGS[key];
+    const value = Number(raw.trim());
+    if (!valid(value)) throw new Error(`${name}: "${raw}" is not allowed`);
+    return value;
+  };
+  return {
+    mediaMaxBytes: read('mediaMaxBytes', (n) => Number.isSafeInteger(n) && n > 0),
+    fastTrackReviewHours: read('fastTrackReviewHours', (n) => Number.isFinite(n) && n > 0 && n <= 24 * 30),
+  };
+}

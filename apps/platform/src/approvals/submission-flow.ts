@@ -1,0 +1,224 @@
+import { createReadStream } from 'node:fs';
+import { type FieldError, Submission } from '@ooh/protocol';
+import type { FastifyInstance } from 'fastify';
+import { principalOf } from '../auth/plugin.js';
+import type { Principal, RouteAuth } from '../auth/principal.js';
+import type { PlatformContext } from '../context.js';
+import { withTransaction } from '../db/pool.js';
+import { ProblemError, validationFailed } from '../http/problem.js';
+import {
+  discardUpload,
+  isMediaType,
+  keepUpload,
+  MEDIA_TYPES,
+  MediaError,
+  mediaPath,
+  type MediaFacts,
+  probeMedia,
+  type ReceivedFile,
+  receiveUpload,
+} from '../media/index.js';
+import { notFound, pathUuid } from '../shared/ids.js';
+import { findSubmission, type SubmissionRow, submissionView } from '../submissions/repository.js';
+import { addWorkingHours, workingCalendar } from '../working-hours/index.js';
+import { findSubmissionMedia, lockSubmission, markSent, putSubmissionMedia } from './repository.js';
+import type { ApprovalSettings } from './settings.js';
+
+/** The submitting organisation's keys (the same grant as creating a submission). */
+const OWNER: RouteAuth = {
+  anyOf: [{ scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] }],
+};
+
+/** Owners and the authority read a submission's media. */
+const MEDIA_READ: RouteAuth = {
+  anyOf: [
+    { scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] },
+    { scope: 'read:submissions' },
+    { scope: 'console:admin', kinds: ['authority'] },
+    { scope: 'console:read', kinds: ['authority'] },
+  ],
+};
+
+/** Only the organisation that created a submission may upload or send it; anyone else gets 404. */
+function requireOwn(row: SubmissionRow | null, principal: Principal, id: string): SubmissionRow {
+  if (!row || row.organisation_id !== principal.organisation.id) throw notFound('submission', id);
+  return row;
+}
+
+function requireDraft(row: SubmissionRow): void {
+  if (row.state !== 'draft') {
+    throw new ProblemError(
+      'state_conflict',
+      `submission ${row.number} is ${row.state}; only a draft can change`,
+    );
+  }
+}
+
+/**
+ * PUT /api/v1/submissions/{id}/media and POST /api/v1/submissions/{id}/send (issue "Approvals").
+ * Registered in its own encapsulated scope: the media route takes raw bytes, streamed, and that body
+ * handling must not reach any other route.
+ */
+export async function registerSubmissionFlow(
+  app: FastifyInstance,
+  ctx: PlatformContext,
+  settings: ApprovalSettings,
+): Promise<void> {
+  await app.register(async (scope) => {
+    // The body reaches the handler as the raw stream: nothing is read before authentication passed, and
+    // the handler writes it to disk while hashing instead of buffering up to the size limit.
+    scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+
+    scope.put<{ Params: { id: string } }>(
+      '/api/v1/submissions/:id/media',
+      { config: { auth: OWNER } },
+      async (request, reply) => {
+        const principal = principalOf(request);
+        const id = pathUuid(request.params.id, 'submission');
+        const mediaType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+        if (!isMediaType(mediaType)) {
+          throw new ProblemError(
+            'unsupported_media_type',
+            `send the file as one of ${Object.keys(MEDIA_TYPES).join(', ')}, not "${mediaType || 'no media type'}"`,
+          );
+        }
+        const declared = Number(request.headers['content-length']);
+        if (Number.isFinite(declared) && declared > settings.mediaMaxBytes)
+          throw tooLarge(settings.mediaMaxBytes);
+        const row = requireOwn(await findSubmission(ctx.db, id), principal, id);
+        requireDraft(row);
+        const body = request.body as NodeJS.ReadableStream | undefined;
+        if (!body || typeof (body as { pipe?: unknown }).pipe !== 'function') {
+          throw validationFailed([
+            { path: '/', code: 'required', message: 'the body must be the media file' },
+          ]);
+        }
+
+        let file: ReceivedFile;
+        try {
+          file = await receiveUpload(body, { dataDir: ctx.config.dataDir, maxBytes: settings.mediaMaxBytes });
+        } catch (error) {
+          if (error instanceof MediaError && error.code === 'too_large')
+            throw tooLarge(settings.mediaMaxBytes);
+          throw error;
+        }
+        let facts: MediaFacts;
+        try {
+          if (file.size === 0) throw new MediaError('content_mismatch', 'the body is empty');
+          facts = await probeMedia(file.tempPath, mediaType);
+        } catch (error) {
+          await discardUpload(file);
+          if (error instanceof MediaError) {
+            throw validationFailed(
+              [{ path: '/', code: 'media_mismatch', message: error.message }],
+              error.message,
+            );
+          }
+          throw error;
+        }
+        await keepUpload(ctx.config.dataDir, file);
+        await withTransaction(ctx.db, async (client) => {
+          // The submission may have been sent while the file streamed in.
+          const locked = requireOwn(await lockSubmission(client, id), principal, id);
+          requireDraft(locked);
+          await putSubmissionMedia(
+            client,
+            {
+              submission_id: id,
+              organisation_id: locked.organisation_id,
+              media_sha256: file.sha256,
+              media_type: mediaType,
+              size_bytes: file.size,
+              ...facts,
+            },
+            ctx.clock.now(),
+          );
+        });
+        return reply.code(200).send({ media_sha256: file.sha256, ...facts });
+      },
+    );
+  });
+
+  // The media file of a submission, for its owner and the authority (the moderation preview).
+  app.get<{ Params: { id: string } }>(
+    '/api/v1/submissions/:id/media',
+    { config: { auth: MEDIA_READ } },
+    async (request, reply) => {
+      const principal = principalOf(request);
+      const id = pathUuid(request.params.id, 'submission');
+      const { rows } = await ctx.db.query<{
+        organisation_id: string;
+        media_sha256: string;
+        media_type: string;
+      }>(
+        `SELECT s.organisation_id, m.media_sha256, m.media_type FROM submissions s
+           JOIN submission_media m ON m.submission_id = s.id WHERE s.id = $1`,
+        [id],
+      );
+      const row = rows[0];
+      if (
+        !row ||
+        (principal.organisation.kind !== 'authority' && row.organisation_id !== principal.organisation.id)
+      ) {
+        throw notFound('submission media', id);
+      }
+      return reply
+        .type(row.media_type)
+        .header('cache-control', 'private, max-age=3600')
+        .header('etag', `"${row.media_sha256}"`)
+        .send(createReadStream(mediaPath(ctx.config.dataDir, row.media_sha256)));
+    },
+  );
+
+  app.post<{ Params: { id: string } }>(
+    '/api/v1/submissions/:id/send',
+    { config: { auth: OWNER }, schema: { response: { 200: Submission } } },
+    async (request) => {
+      const principal = principalOf(request);
+      const id = pathUuid(request.params.id, 'submission');
+      const now = ctx.clock.now();
+      await withTransaction(ctx.db, async (client) => {
+        const row = requireOwn(await lockSubmission(client, id), principal, id);
+        requireDraft(row);
+        const errors: FieldError[] = [];
+        if (!(await findSubmissionMedia(client, id))) {
+          errors.push({
+            path: '/media',
+            code: 'required',
+            message: 'upload the media file first (PUT .../media)',
+          });
+        }
+        // spec: category_id "required before the submission is sent for review".
+        if (row.category_id === null) {
+          errors.push({
+            path: '/category_id',
+            code: 'required',
+            message: 'a category is required to send for review',
+          });
+        }
+        if (errors.length > 0) throw validationFailed(errors);
+        let reviewDueAt: Date | null = null;
+        if (row.fast_track) {
+          // spec review_due_at: "Deadline of a fast-track review in Almaty time, counted in working hours".
+          const deadline = addWorkingHours(now, settings.fastTrackReviewHours, workingCalendar());
+          if (!deadline.calendarCovered) {
+            request.log.warn(
+              { submission: row.number },
+              'review deadline beyond the working calendar file; update it',
+            );
+          }
+          reviewDueAt = deadline.due;
+        }
+        await markSent(client, id, now, reviewDueAt);
+      });
+      return submissionView((await findSubmission(ctx.db, id))!);
+    },
+  );
+}
+
+function tooLarge(maxBytes: number): ProblemError {
+  // The rest of the body is not read: the connection is closed after the answer.
+  return new ProblemError('body_too_large', `the media file is over the limit of ${maxBytes} bytes`, {
+    headers: { connection: 'close' },
+  });
+}

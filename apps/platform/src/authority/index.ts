@@ -1,0 +1,11 @@
+export {
+  type Authority,
+  AuthorityError,
+  type AuthorityErrorCode,
+  type AuthoritySource,
+  AUTHORITY_ENV,
+  authoritySource,
+  loadAuthority,
+  type Signer,
+} from './pki.js';
+export { authorityFeature } from './routes.js';

@@ -1,0 +1,3 @@
+export { MediaError, type MediaErrorCode } from './errors.js';
+export { isMediaType, MEDIA_TYPES, type MediaFacts, type MediaType, probeMedia } from './probe.js';
+export { discardUpload, keepUpload, mediaDir, mediaPath, type ReceivedFile, receiveUpload } from './store.js';
