@@ -1,0 +1,54 @@
+/**
+ * Where the verifier reads public data: the verify host over HTTP. Only public GET routes are used
+ * (/v1/stats-seals/{day}, /v1/ledger/blocks/{day}, /v1/ledger/head, /v1/authority-root.pem).
+ */
+export interface PublicSource {
+  /** The URL the data comes from, for messages. */
+  readonly origin: string;
+  get(path: string): Promise<{ status: number; body: Buffer }>;
+}
+
+export class SourceError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'SourceError';
+  }
+}
+
+const MAX_RATE_LIMITED_RETRIES = 8;
+const MAX_RETRY_AFTER_SECONDS = 120;
+
+/**
+ * A verify host reached with fetch. spec: "429 rate_limited ... Retry-After gives seconds to wait": the source
+ * waits and asks again, a bounded number of times.
+ */
+export function httpSource(
+  verifyUrl: string,
+  options: { sleep?: (ms: number) => Promise<void>; fetch?: typeof fetch } = {},
+): PublicSource {
+  const base = verifyUrl.replace(/\/+$/, '');
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const doFetch = options.fetch ?? fetch;
+  return {
+    origin: base,
+    async get(path: string) {
+      for (let attempt = 0; ; attempt += 1) {
+        let response: Response;
+        try {
+          response = await doFetch(`${base}${path}`, { redirect: 'error' });
+        } catch (error) {
+          throw new SourceError(`GET ${base}${path}: ${(error as Error).message}`, { cause: error });
+        }
+        const body = Buffer.from(await response.arrayBuffer());
+        if (response.status === 429 && attempt < MAX_RATE_LIMITED_RETRIES) {
+          const seconds = Number(response.headers.get('retry-after'));
+          const wait =
+            Number.isFinite(seconds) && seconds >= 0 ? Math.min(seconds, MAX_RETRY_AFTER_SECONDS) : 1;
+          await sleep(wait * 1000);
+          continue;
+        }
+        return { status: response.status, body };
+      }
+    },
+  };
+}
