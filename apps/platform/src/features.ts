@@ -1,13 +1,19 @@
 import type { FastifyInstance } from 'fastify';
 import type { PlatformContext } from './context.js';
+import { approvalsFeature } from './approvals/routes.js';
+import { authorityFeature } from './authority/routes.js';
 import { categoriesFeature } from './categories/routes.js';
 import { cityEventsFeature } from './city-events/routes.js';
 import { clockFeature } from './clock/routes.js';
+import { consoleWebFeature } from './console-web/routes.js';
 import { cmsFeature } from './cms/routes.js';
 import { devicesFeature } from './devices/routes.js';
 import { identityFeature } from './identity/routes.js';
 import { openDataFeature } from './open-data/routes.js';
+import { ledgerFeature } from './ledger/routes.js';
 import { popFeature } from './pop/routes.js';
+import { sealsFeature } from './seals/routes.js';
+import { sessionsFeature } from './sessions/routes.js';
 import { structuresFeature } from './structures/routes.js';
 import { submissionsFeature } from './submissions/routes.js';
 
@@ -34,8 +40,14 @@ export const FEATURES: Feature[] = [
   categoriesFeature,
   submissionsFeature,
   clockFeature,
+  authorityFeature,
+  approvalsFeature,
   devicesFeature,
   popFeature,
+  sealsFeature,
+  ledgerFeature,
   openDataFeature,
   cityEventsFeature,
+  sessionsFeature,
+  consoleWebFeature,
 ];

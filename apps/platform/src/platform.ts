@@ -11,6 +11,7 @@ import { createPool, type Db } from './db/pool.js';
 import { type DevicesHttpsOptions, devicesHttpsOptions } from './devices/tls.js';
 import { FEATURES, type Feature } from './features.js';
 import { createHostServer, type HostName } from './http/server.js';
+import { consoleSessionResolver } from './sessions/index.js';
 
 export interface Servers {
   api: FastifyInstance;
@@ -46,7 +47,7 @@ export async function buildServers(
     for (const f of features) await f.apiPublic?.(publicScope, ctx);
   });
   await servers.api.register(async (authScope) => {
-    authenticateRoutes(authScope, { db: ctx.db });
+    authenticateRoutes(authScope, { db: ctx.db, sessions: consoleSessionResolver(ctx) });
     for (const f of features) await f.api?.(authScope, ctx);
   });
   for (const host of ['agents', 'devices', 'verify'] as const) {
@@ -93,7 +94,9 @@ export async function openDatabase(config: PlatformConfig, log: Logger): Promise
     url = embedded.url;
     log.info({ dir: `${config.dataDir}/pgdata` }, 'embedded PostgreSQL started');
   }
-  const db = createPool(url, { onIdleError: (error) => log.warn({ err: error }, 'idle database connection lost') });
+  const db = createPool(url, {
+    onIdleError: (error) => log.warn({ err: error }, 'idle database connection lost'),
+  });
   const close = async () => {
     await db.end();
     await embedded?.stop();

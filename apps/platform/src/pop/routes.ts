@@ -400,6 +400,35 @@ export const popFeature: Feature = {
       },
     );
 
+    // Flagged records by flag and refused records by reason, over receive days (console quality view).
+    app.get<{ Querystring: { from: string; to: string } }>(
+      '/api/v1/console/pop/quality',
+      {
+        config: { auth: READ_POP },
+        schema: {
+          querystring: Type.Object(
+            { from: Type.String({ format: 'date' }), to: Type.String({ format: 'date' }) },
+            { additionalProperties: false },
+          ),
+        },
+      },
+      async (request) => {
+        const { from, to } = request.query;
+        const flags = await ctx.db.query<{ flag: string; records: number }>(
+          `SELECT f AS flag, count(*)::int AS records FROM pop_records, unnest(flags) AS f
+            WHERE receive_day BETWEEN $1 AND $2 GROUP BY f ORDER BY records DESC, flag`,
+          [from, to],
+        );
+        const refusals = await ctx.db.query<{ reason: string; records: number }>(
+          `SELECT i->>'reason' AS reason, count(*)::int AS records
+             FROM pop_batches, jsonb_array_elements(answer->'items') AS i
+            WHERE receive_day BETWEEN $1 AND $2 AND i->>'status' = 'refused' GROUP BY 1 ORDER BY records DESC, reason`,
+          [from, to],
+        );
+        return { from, to, flags: flags.rows, refusals: refusals.rows };
+      },
+    );
+
     // reject, mode_change and tamper events of one device.
     app.get<{ Params: { id: string }; Querystring: { kind?: string } }>(
       '/api/v1/console/pop/devices/:id/events',

@@ -1,0 +1,177 @@
+/** Shapes of the answers the console reads (spec resources and the platform's console routes). */
+
+export type OrganisationKind = 'authority' | 'operator' | 'agency' | 'advertiser';
+
+export interface SessionInfo {
+  user: { id: string; email: string; role: 'admin' | 'member' };
+  organisation: { id: string; name: string; kind: OrganisationKind };
+  scopes: string[];
+  csrf_token: string;
+  idle_timeout_seconds: number;
+  expires_at: string;
+}
+
+export interface LocalizedText {
+  en: string;
+  ru: string;
+  kk: string;
+}
+
+export interface Category {
+  id: number;
+  parent_id: number | null;
+  tier: number;
+  name: LocalizedText;
+}
+
+/** spec "Submission" plus structure_ids of GET /api/v1/submissions/{id}. */
+export interface Submission {
+  id: string;
+  number: string;
+  state: string;
+  advertiser_name: string;
+  period_from: string | null;
+  period_to: string | null;
+  declared_daily_plays?: Record<string, number>;
+  category_id?: number | null;
+  category?: Category | null;
+  channel?: 'direct' | 'programmatic';
+  fast_track?: boolean;
+  external_refs?: Record<string, unknown>;
+  review_due_at?: string | null;
+  structure_ids?: string[];
+  /** Not in the spec; shown when the platform gives them. */
+  organisation_name?: string;
+  created_at?: string;
+  media?: {
+    sha256: string;
+    media_type: string;
+    width: number;
+    height: number;
+    duration_ms: number | null;
+  } | null;
+  approval_number?: string | null;
+  reject_reason?: string | null;
+}
+
+export interface Structure {
+  id: string;
+  code: string;
+  district: string;
+  format: string;
+  address?: string | null;
+  organisation_id?: string;
+  retired_at?: string | null;
+}
+
+export interface StructureSet {
+  id: string;
+  name: string;
+  structure_ids: string[];
+}
+
+export interface MediaFacts {
+  media_sha256: string;
+  width: number;
+  height: number;
+  duration_ms: number | null;
+}
+
+/** spec "Creative entry". */
+export interface CreativeEntry {
+  status: 'valid' | 'not_yet_valid' | 'expired' | 'revoked' | 'pending' | 'rejected';
+  approval_number: string | null;
+  submission_number: string | null;
+  valid_from: string | null;
+  valid_until: string | null;
+  structures: string[];
+  category_id: number | null;
+  duration_ms: number | null;
+  width: number | null;
+  height: number | null;
+  envelope_url: string | null;
+}
+
+export interface LookupAnswer {
+  items: { sha256: string; approvals: CreativeEntry[] }[];
+  revocation_list_version: number | null;
+}
+
+export interface DeviceCertificate {
+  serial: string;
+  state: string;
+  not_before: string;
+  not_after: string;
+  issued_at: string;
+}
+
+/** GET /api/v1/console/devices/{id} (and, when it lands, elements of the device list). */
+export interface Device {
+  device_id: string;
+  structure_id: string;
+  structure_code: string;
+  organisation_id?: string;
+  created_at: string;
+  revoked_at: string | null;
+  force_renewal_until: string | null;
+  certificates?: DeviceCertificate[];
+  /** Expiry of the current certificate (list answers); else derived from certificates. */
+  certificate_not_after?: string | null;
+  last_batch_at?: string | null;
+  last_batch_seq?: number | null;
+  queue_lag_seconds?: number | null;
+}
+
+export interface CmsInstallation {
+  id: string;
+  organisation_id: string;
+  name: string;
+  kind: string;
+  created_at: string;
+  keys?: { id: string; registered_at: string; accepted_until: string | null }[];
+  players?: { external_id: string; structure_id: string; structure_code: string; mapped_at: string }[];
+}
+
+export interface PlayCount {
+  player: string;
+  structure_id: string;
+  day: string;
+  approval_number: string | null;
+  slot: string | null;
+  attested: boolean;
+  plays: number;
+  flagged: number;
+}
+
+export interface Organisation {
+  id: string;
+  name: string;
+  kind: OrganisationKind;
+}
+
+export interface ConsoleUser {
+  id: string;
+  organisation_id: string;
+  email: string;
+  role: 'admin' | 'member';
+  created_at: string;
+  disabled_at: string | null;
+}
+
+export interface OpenDataRelease {
+  month: string;
+  built_at: string;
+  sha256: string;
+  files: { name: string; url: string; sha256: string; bytes: number }[];
+}
+
+export interface OpenDataConsole {
+  publication: { enabled: boolean; changed_at: string | null };
+  disclosure: {
+    min_operators: number;
+    min_advertisers: number;
+    max_party_share_pct: number;
+    lag_months: number;
+  };
+  releases: OpenDataRelease[];
+}

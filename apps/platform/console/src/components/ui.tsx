@@ -1,0 +1,149 @@
+import type { ComponentChildren } from 'preact';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError } from '../api/client.js';
+import { type MessageKey, useI18n } from '../i18n/index.js';
+import { DICTIONARIES } from '../i18n/index.js';
+
+/** Loads data; `reload` runs it again. Errors are kept for display. */
+export function useAsync<T>(load: () => Promise<T>, deps: unknown[]) {
+  const [state, setState] = useState<{ data: T | null; error: unknown; loading: boolean }>({
+    data: null,
+    error: null,
+    loading: true,
+  });
+  const generation = useRef(0);
+  const run = useCallback(() => {
+    const mine = ++generation.current;
+    setState((s) => ({ ...s, loading: true }));
+    load().then(
+      (data) => mine === generation.current && setState({ data, error: null, loading: false }),
+      (error: unknown) => mine === generation.current && setState({ data: null, error, loading: false }),
+    );
+  }, deps);
+  useEffect(run, [run]);
+  return { ...state, reload: run };
+}
+
+/** A message key when the dictionary has it. */
+export function knownKey(key: string): MessageKey | null {
+  return key in DICTIONARIES.en ? (key as MessageKey) : null;
+}
+
+export function Notice(props: {
+  kind?: 'info' | 'success' | 'warning' | 'error';
+  children: ComponentChildren;
+}) {
+  const kind = props.kind ?? 'info';
+  return (
+    <div class={`notice notice-${kind}`} role={kind === 'error' ? 'alert' : 'status'}>
+      {props.children}
+    </div>
+  );
+}
+
+/** A problem document (or any error) in the reader's language: its stable code translated, field errors listed. */
+export function ErrorNotice(props: { error: unknown }) {
+  const { t } = useI18n();
+  const error = props.error;
+  if (!error) return null;
+  if (error instanceof ApiError) {
+    const key = knownKey(`problem.${error.code}`);
+    return (
+      <Notice kind="error">
+        <p>{key ? t(key) : t('problem.other', { code: error.code })}</p>
+        {error.code === 'rate_limited' && error.retryAfterSeconds !== null ? (
+          <p>{t('problem.retryAfter', { minutes: Math.max(1, Math.ceil(error.retryAfterSeconds / 60)) })}</p>
+        ) : null}
+        {error.errors.length > 0 ? (
+          <ul>
+            {error.errors.map((e) => (
+              <li key={`${e.path}-${e.code}`}>
+                <code>{e.path}</code> {fieldErrorText(t, e.code)}
+              </li>
+            ))}
+          </ul>
+        ) : null}
+      </Notice>
+    );
+  }
+  return (
+    <Notice kind="error">{t('problem.other', { code: (error as Error)?.message ?? String(error) })}</Notice>
+  );
+}
+
+export function fieldErrorText(t: ReturnType<typeof useI18n>['t'], code: string): string {
+  const key = knownKey(`fieldError.${code}`);
+  return key ? t(key) : t('fieldError.other', { code });
+}
+
+/** Shown where a platform route the page needs has not landed yet. */
+export function NotAvailable(props: { what: MessageKey }) {
+  const { t } = useI18n();
+  return <Notice kind="warning">{t('common.notAvailable', { what: t(props.what) })}</Notice>;
+}
+
+export function Loading() {
+  const { t } = useI18n();
+  return <output class="loading">{t('common.loading')}</output>;
+}
+
+export function Field(props: {
+  id: string;
+  label: string;
+  hint?: string;
+  error?: string | null;
+  children: ComponentChildren;
+}) {
+  return (
+    <div class={`field${props.error ? ' field-invalid' : ''}`}>
+      <label for={props.id}>{props.label}</label>
+      {props.children}
+      {props.hint ? (
+        <p class="hint" id={`${props.id}-hint`}>
+          {props.hint}
+        </p>
+      ) : null}
+      {props.error ? (
+        <p class="field-error" id={`${props.id}-error`}>
+          {props.error}
+        </p>
+      ) : null}
+    </div>
+  );
+}
+
+export function Badge(props: {
+  tone?: 'neutral' | 'good' | 'warn' | 'bad' | 'info';
+  children: ComponentChildren;
+}) {
+  return <span class={`badge badge-${props.tone ?? 'neutral'}`}>{props.children}</span>;
+}
+
+const STATE_TONES: Record<string, 'neutral' | 'good' | 'warn' | 'bad' | 'info'> = {
+  draft: 'neutral',
+  in_review: 'info',
+  approved: 'good',
+  rejected: 'bad',
+  revoked: 'bad',
+  valid: 'good',
+  not_yet_valid: 'info',
+  expired: 'warn',
+  pending: 'info',
+};
+
+/** A submission state or creative status, translated. */
+export function StateBadge(props: { state: string; prefix: 'state' | 'status' }) {
+  const { t } = useI18n();
+  const key = knownKey(`${props.prefix}.${props.state}`);
+  return <Badge tone={STATE_TONES[props.state] ?? 'neutral'}>{key ? t(key) : props.state}</Badge>;
+}
+
+/** A long hash: whole when `full`, else shortened on screen with the whole value as its title. */
+export function Hash(props: { value: string; full?: boolean }) {
+  const short = !props.full && props.value.length > 20;
+  return (
+    <code class={props.full ? 'hash hash-full' : 'hash'} title={short ? props.value : undefined}>
+      {short ? `${props.value.slice(0, 10)}…${props.value.slice(-6)}` : props.value}
+    </code>
+  );
+}

@@ -1,0 +1,526 @@
+import { useMemo, useState } from 'preact/hooks';
+import { loadStructures, optional } from '../api/catalogue.js';
+import { del, get, post, put } from '../api/client.js';
+import type { CmsInstallation, Device, Organisation, Structure } from '../api/types.js';
+import { Badge, ErrorNotice, Field, Loading, Notice, NotAvailable, useAsync } from '../components/ui.js';
+import { useI18n } from '../i18n/index.js';
+import { useSession } from '../lib/session.js';
+
+const DAY_MS = 86_400_000;
+/** spec: "A player renews on its own when less than 30 days are left": highlighted below that. */
+export const EXPIRY_WARNING_DAYS = 30;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Expiry of the device's current certificate: the list gives it, the device view lists certificates. */
+export function certificateExpiry(device: Device): string | null {
+  if (device.certificate_not_after !== undefined) return device.certificate_not_after;
+  const current = device.certificates?.find((c) => c.state === 'current');
+  return current?.not_after ?? null;
+}
+
+function Expiry(props: { notAfter: string | null }) {
+  const { t, dateTime } = useI18n();
+  if (!props.notAfter) return <>{t('fleet.noCertificate')}</>;
+  const days = Math.floor((new Date(props.notAfter).getTime() - Date.now()) / DAY_MS);
+  return (
+    <span class={days < EXPIRY_WARNING_DAYS ? 'expiring' : undefined}>
+      <time dateTime={props.notAfter}>{dateTime(props.notAfter)}</time>{' '}
+      {days < 0 ? (
+        <Badge tone="bad">{t('fleet.expired')}</Badge>
+      ) : days < EXPIRY_WARNING_DAYS ? (
+        <Badge tone="warn">{t('fleet.expiresInDays', { days })}</Badge>
+      ) : null}
+    </span>
+  );
+}
+
+export function FleetPage() {
+  const { t } = useI18n();
+  return (
+    <section>
+      <h1>{t('fleet.title')}</h1>
+      <p class="lead">{t('fleet.lead')}</p>
+      <Devices />
+      <Installations />
+    </section>
+  );
+}
+
+function Devices() {
+  const { t, dateTime, number } = useI18n();
+  const list = useAsync(() => optional(get<{ items: Device[] }>('/api/v1/console/devices')), []);
+  const [opened, setOpened] = useState<Device[]>([]);
+  const [openId, setOpenId] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [message, setMessage] = useState<string | null>(null);
+  // Devices opened or changed here show their fresh view over the list's (which also carries batch facts).
+  const listed = (list.data?.items ?? []).map((d) => {
+    const fresh = opened.find((o) => o.device_id === d.device_id);
+    return fresh ? { ...d, ...fresh } : d;
+  });
+  const devices = [...listed, ...opened.filter((d) => !listed.some((x) => x.device_id === d.device_id))];
+
+  const replace = (device: Device) => {
+    setOpened((all) => [device, ...all.filter((d) => d.device_id !== device.device_id)]);
+    list.reload();
+  };
+
+  const act = async (device: Device, action: 'revoke' | 'allow-force-renewal') => {
+    setError(null);
+    setMessage(null);
+    if (
+      action === 'revoke' &&
+      !window.confirm(t('fleet.revokeConfirm', { structure: device.structure_code }))
+    )
+      return;
+    try {
+      await post(`/api/v1/console/devices/${device.device_id}/${action}`);
+      replace(await get<Device>(`/api/v1/console/devices/${device.device_id}`));
+      setMessage(action === 'revoke' ? t('fleet.revokedDone') : t('fleet.forceDone'));
+    } catch (e) {
+      setError(e);
+    }
+  };
+
+  return (
+    <div class="panel">
+      <h2>{t('fleet.devices')}</h2>
+      {list.loading && !list.data ? <Loading /> : null}
+      <ErrorNotice error={list.error ?? error} />
+      {message ? <Notice kind="success">{message}</Notice> : null}
+      {!list.loading && list.data === null && !list.error ? <NotAvailable what="fleet.devicesWhat" /> : null}
+      {devices.length === 0 && list.data ? <p>{t('fleet.noDevices')}</p> : null}
+      {devices.length > 0 ? (
+        <div class="table-wrap">
+          <table>
+            <caption class="visually-hidden">{t('fleet.devices')}</caption>
+            <thead>
+              <tr>
+                <th scope="col">{t('fleet.device')}</th>
+                <th scope="col">{t('fleet.structure')}</th>
+                <th scope="col">{t('fleet.lastBatch')}</th>
+                <th scope="col">{t('fleet.queueLag')}</th>
+                <th scope="col">{t('fleet.certificateExpiry')}</th>
+                <th scope="col">{t('fleet.forceRenewal')}</th>
+                <th scope="col">{t('common.actions')}</th>
+              </tr>
+            </thead>
+            <tbody>
+              {devices.map((d) => (
+                <tr key={d.device_id} class={d.revoked_at ? 'row-muted' : undefined}>
+                  <td>
+                    <code title={d.device_id}>{d.device_id.slice(0, 8)}</code>
+                    {d.revoked_at ? (
+                      <>
+                        {' '}
+                        <Badge tone="bad">{t('fleet.revoked')}</Badge>
+                      </>
+                    ) : null}
+                  </td>
+                  <td>{d.structure_code}</td>
+                  <td>
+                    {d.last_batch_at ? dateTime(d.last_batch_at) : '—'}
+                    {d.last_batch_seq !== undefined && d.last_batch_seq !== null ? (
+                      <small class="muted block">{t('fleet.batchSeq', { seq: d.last_batch_seq })}</small>
+                    ) : null}
+                  </td>
+                  <td>
+                    {d.queue_lag_seconds !== undefined && d.queue_lag_seconds !== null
+                      ? t('fleet.lagMinutes', { minutes: number(Math.round(d.queue_lag_seconds / 60)) })
+                      : '—'}
+                  </td>
+                  <td>
+                    <Expiry notAfter={certificateExpiry(d)} />
+                  </td>
+                  <td>
+                    {d.force_renewal_until
+                      ? t('fleet.allowedUntil', { at: dateTime(d.force_renewal_until) })
+                      : '—'}
+                  </td>
+                  <td class="row-actions">
+                    {!d.revoked_at ? (
+                      <>
+                        <button
+                          type="button"
+                          class="button button-small"
+                          onClick={() => act(d, 'allow-force-renewal')}
+                        >
+                          {t('fleet.allowForce')}
+                        </button>
+                        <button
+                          type="button"
+                          class="button button-small button-danger"
+                          onClick={() => act(d, 'revoke')}
+                        >
+                          {t('fleet.revoke')}
+                        </button>
+                      </>
+                    ) : null}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+      <form
+        class="inline-form"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setError(null);
+          if (!UUID.test(openId.trim())) return;
+          try {
+            replace(await get<Device>(`/api/v1/console/devices/${openId.trim()}`));
+            setOpenId('');
+          } catch (err) {
+            setError(err);
+          }
+        }}
+      >
+        <Field id="open-device" label={t('fleet.openDevice')}>
+          <input
+            id="open-device"
+            value={openId}
+            onInput={(e) => setOpenId((e.target as HTMLInputElement).value)}
+          />
+        </Field>
+        <button type="submit" class="button">
+          {t('common.open')}
+        </button>
+      </form>
+    </div>
+  );
+}
+
+function Installations() {
+  const { t } = useI18n();
+  const session = useSession();
+  const authority = session.organisation.kind === 'authority';
+  const list = useAsync(
+    () => optional(get<{ items: CmsInstallation[] }>('/api/v1/console/cms-installations')),
+    [],
+  );
+  const structures = useAsync(() => loadStructures(authority), [authority]);
+  const organisations = useAsync(
+    () =>
+      authority
+        ? get<{ items: Organisation[] }>('/api/v1/console/organisations').then((r) => r.items)
+        : Promise.resolve([]),
+    [authority],
+  );
+  const [openedIds, setOpenedIds] = useState<string[]>([]);
+  const [openId, setOpenId] = useState('');
+  const ids = [...new Set([...(list.data?.items.map((i) => i.id) ?? []), ...openedIds])];
+
+  return (
+    <div class="panel">
+      <h2>{t('fleet.installations')}</h2>
+      {list.loading && !list.data ? <Loading /> : null}
+      <ErrorNotice error={list.error} />
+      {!list.loading && list.data === null && !list.error ? (
+        <NotAvailable what="fleet.installationsWhat" />
+      ) : null}
+      {ids.length === 0 && list.data ? <p>{t('fleet.noInstallations')}</p> : null}
+      {ids.map((id) => (
+        <InstallationCard key={id} id={id} structures={structures.data ?? null} />
+      ))}
+      <form
+        class="inline-form"
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (UUID.test(openId.trim()))
+            setOpenedIds((all) => [...new Set([openId.trim().toLowerCase(), ...all])]);
+          setOpenId('');
+        }}
+      >
+        <Field id="open-installation" label={t('fleet.openInstallation')}>
+          <input
+            id="open-installation"
+            value={openId}
+            onInput={(e) => setOpenId((e.target as HTMLInputElement).value)}
+          />
+        </Field>
+        <button type="submit" class="button">
+          {t('common.open')}
+        </button>
+      </form>
+      <RegisterInstallation
+        organisations={(organisations.data ?? []).filter((o) => o.kind === 'operator')}
+        own={authority ? null : session.organisation.id}
+        onRegistered={(id) => {
+          setOpenedIds((all) => [id, ...all]);
+          list.reload();
+        }}
+      />
+    </div>
+  );
+}
+
+function RegisterInstallation(props: {
+  organisations: Organisation[];
+  own: string | null;
+  onRegistered: (id: string) => void;
+}) {
+  const { t } = useI18n();
+  const [organisation, setOrganisation] = useState('');
+  const [name, setName] = useState('');
+  const [kind, setKind] = useState('');
+  const [key, setKey] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  return (
+    <details class="register">
+      <summary>{t('fleet.register')}</summary>
+      <form
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setError(null);
+          try {
+            const created = await post<{ id: string }>('/api/v1/console/cms-installations', {
+              organisation_id: props.own ?? organisation,
+              name,
+              kind,
+              public_key: key.trim(),
+            });
+            props.onRegistered(created.id);
+            setName('');
+            setKind('');
+            setKey('');
+          } catch (err) {
+            setError(err);
+          }
+        }}
+      >
+        <ErrorNotice error={error} />
+        <div class="form-grid">
+          {props.own === null ? (
+            <Field id="installation-org" label={t('fleet.operator')}>
+              <select
+                id="installation-org"
+                required
+                value={organisation}
+                onChange={(e) => setOrganisation((e.target as HTMLSelectElement).value)}
+              >
+                <option value="">{t('common.choose')}</option>
+                {props.organisations.map((o) => (
+                  <option key={o.id} value={o.id}>
+                    {o.name}
+                  </option>
+                ))}
+              </select>
+            </Field>
+          ) : null}
+          <Field id="installation-name" label={t('fleet.installationName')}>
+            <input
+              id="installation-name"
+              required
+              maxLength={200}
+              value={name}
+              onInput={(e) => setName((e.target as HTMLInputElement).value)}
+            />
+          </Field>
+          <Field id="installation-kind" label={t('fleet.installationKind')}>
+            <input
+              id="installation-kind"
+              required
+              maxLength={100}
+              value={kind}
+              onInput={(e) => setKind((e.target as HTMLInputElement).value)}
+            />
+          </Field>
+        </div>
+        <Field id="installation-key" label={t('fleet.publicKey')} hint={t('fleet.publicKeyHint')}>
+          <textarea
+            id="installation-key"
+            aria-describedby="installation-key-hint"
+            required
+            rows={3}
+            value={key}
+            onInput={(e) => setKey((e.target as HTMLTextAreaElement).value)}
+          />
+        </Field>
+        <button type="submit" class="button button-primary">
+          {t('fleet.registerButton')}
+        </button>
+      </form>
+    </details>
+  );
+}
+
+function InstallationCard(props: { id: string; structures: Structure[] | null }) {
+  const { t, dateTime } = useI18n();
+  const installation = useAsync(
+    () => get<CmsInstallation>(`/api/v1/console/cms-installations/${props.id}`),
+    [props.id],
+  );
+  const [key, setKey] = useState('');
+  const [player, setPlayer] = useState('');
+  const [structure, setStructure] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [message, setMessage] = useState<string | null>(null);
+  const own = useMemo(
+    () =>
+      (props.structures ?? []).filter(
+        (s) =>
+          !s.retired_at && (!s.organisation_id || s.organisation_id === installation.data?.organisation_id),
+      ),
+    [props.structures, installation.data?.organisation_id],
+  );
+  if (installation.loading && !installation.data) return <Loading />;
+  if (!installation.data) return <ErrorNotice error={installation.error} />;
+  const inst = installation.data;
+  const run = async (action: () => Promise<unknown>, done: string) => {
+    setError(null);
+    setMessage(null);
+    try {
+      await action();
+      setMessage(done);
+      installation.reload();
+    } catch (e) {
+      setError(e);
+    }
+  };
+  return (
+    <article class="card">
+      <h3>
+        {inst.name} <small class="muted">{inst.kind}</small>
+      </h3>
+      <ErrorNotice error={error} />
+      {message ? <Notice kind="success">{message}</Notice> : null}
+      <h4>{t('fleet.keys')}</h4>
+      <ul class="plain">
+        {(inst.keys ?? []).map((k) => (
+          <li key={k.id}>
+            {t('fleet.keyRegistered', { at: dateTime(k.registered_at) })}{' '}
+            {k.accepted_until ? (
+              <Badge tone="warn">{t('fleet.keyAcceptedUntil', { at: dateTime(k.accepted_until) })}</Badge>
+            ) : (
+              <Badge tone="good">{t('fleet.keyCurrent')}</Badge>
+            )}
+          </li>
+        ))}
+      </ul>
+      <form
+        class="inline-form"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void run(
+            () => post(`/api/v1/console/cms-installations/${inst.id}/keys`, { public_key: key.trim() }),
+            t('fleet.rotated'),
+          );
+          setKey('');
+        }}
+      >
+        <Field id={`rotate-${inst.id}`} label={t('fleet.rotateKey')} hint={t('fleet.rotateHint')}>
+          <textarea
+            id={`rotate-${inst.id}`}
+            aria-describedby={`rotate-${inst.id}-hint`}
+            rows={2}
+            required
+            value={key}
+            onInput={(e) => setKey((e.target as HTMLTextAreaElement).value)}
+          />
+        </Field>
+        <button type="submit" class="button">
+          {t('fleet.rotate')}
+        </button>
+      </form>
+      <h4>{t('fleet.players')}</h4>
+      {(inst.players ?? []).length === 0 ? <p>{t('fleet.noPlayers')}</p> : null}
+      {(inst.players ?? []).length > 0 ? (
+        <div class="table-wrap">
+          <table>
+            <caption class="visually-hidden">{t('fleet.players')}</caption>
+            <thead>
+              <tr>
+                <th scope="col">{t('fleet.player')}</th>
+                <th scope="col">{t('fleet.structure')}</th>
+                <th scope="col">{t('fleet.mappedAt')}</th>
+                <th scope="col">{t('common.actions')}</th>
+              </tr>
+            </thead>
+            <tbody>
+              {(inst.players ?? []).map((p) => (
+                <tr key={p.external_id}>
+                  <td>
+                    <code>{p.external_id}</code>
+                  </td>
+                  <td>{p.structure_code}</td>
+                  <td>{dateTime(p.mapped_at)}</td>
+                  <td>
+                    <button
+                      type="button"
+                      class="button button-small button-danger"
+                      onClick={() =>
+                        void run(
+                          () =>
+                            del(
+                              `/api/v1/console/cms-installations/${inst.id}/players/${encodeURIComponent(p.external_id)}`,
+                            ),
+                          t('fleet.unmapped'),
+                        )
+                      }
+                    >
+                      {t('fleet.unmap')}
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+      <form
+        class="inline-form"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void run(
+            () =>
+              put(
+                `/api/v1/console/cms-installations/${inst.id}/players/${encodeURIComponent(player.trim())}`,
+                { structure_id: structure },
+              ),
+            t('fleet.mapped'),
+          );
+          setPlayer('');
+        }}
+      >
+        <Field id={`player-${inst.id}`} label={t('fleet.player')}>
+          <input
+            id={`player-${inst.id}`}
+            required
+            pattern="[A-Za-z0-9._:@\-]{1,128}"
+            value={player}
+            onInput={(e) => setPlayer((e.target as HTMLInputElement).value)}
+          />
+        </Field>
+        <Field id={`player-structure-${inst.id}`} label={t('fleet.structure')}>
+          {props.structures ? (
+            <select
+              id={`player-structure-${inst.id}`}
+              required
+              value={structure}
+              onChange={(e) => setStructure((e.target as HTMLSelectElement).value)}
+            >
+              <option value="">{t('common.choose')}</option>
+              {own.map((s) => (
+                <option key={s.id} value={s.id}>
+                  {s.code}
+                </option>
+              ))}
+            </select>
+          ) : (
+            <input
+              id={`player-structure-${inst.id}`}
+              required
+              value={structure}
+              onInput={(e) => setStructure((e.target as HTMLInputElement).value)}
+            />
+          )}
+        </Field>
+        <button type="submit" class="button">
+          {t('fleet.map')}
+        </button>
+      </form>
+    </article>
+  );
+}

@@ -1,0 +1,220 @@
+import { useState } from 'preact/hooks';
+import { get, post } from '../api/client.js';
+import type { ConsoleUser, Organisation, OrganisationKind } from '../api/types.js';
+import { Badge, ErrorNotice, Field, Loading, Notice, useAsync } from '../components/ui.js';
+import { type MessageKey, useI18n } from '../i18n/index.js';
+
+const KINDS: OrganisationKind[] = ['operator', 'agency', 'advertiser', 'authority'];
+
+/** Organisations and their console users (authority administrators; apps/platform/console/README.md). */
+export function OrganisationsPage() {
+  const { t } = useI18n();
+  const list = useAsync(
+    () => get<{ items: Organisation[] }>('/api/v1/console/organisations').then((r) => r.items),
+    [],
+  );
+  const [selected, setSelected] = useState<string | null>(null);
+  const [name, setName] = useState('');
+  const [kind, setKind] = useState<OrganisationKind>('operator');
+  const [error, setError] = useState<unknown>(null);
+  return (
+    <section>
+      <h1>{t('organisations.title')}</h1>
+      <p class="lead">{t('organisations.lead')}</p>
+      {list.loading && !list.data ? <Loading /> : null}
+      <ErrorNotice error={list.error ?? error} />
+      {list.data ? (
+        <div class="table-wrap">
+          <table>
+            <caption class="visually-hidden">{t('organisations.title')}</caption>
+            <thead>
+              <tr>
+                <th scope="col">{t('organisations.name')}</th>
+                <th scope="col">{t('organisations.kind')}</th>
+                <th scope="col">{t('common.actions')}</th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.data.map((o) => (
+                <tr key={o.id} class={selected === o.id ? 'row-selected' : undefined}>
+                  <td>{o.name}</td>
+                  <td>{t(`kind.${o.kind}` as MessageKey)}</td>
+                  <td>
+                    <button
+                      type="button"
+                      class="button button-small"
+                      aria-pressed={selected === o.id}
+                      onClick={() => setSelected(o.id)}
+                    >
+                      {t('organisations.users')}
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+      {selected ? (
+        <Users organisation={list.data?.find((o) => o.id === selected) ?? null} id={selected} />
+      ) : null}
+      <form
+        class="panel"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setError(null);
+          try {
+            const created = await post<Organisation>('/api/v1/console/organisations', { name, kind });
+            setName('');
+            list.reload();
+            setSelected(created.id);
+          } catch (err) {
+            setError(err);
+          }
+        }}
+      >
+        <h2>{t('organisations.create')}</h2>
+        <div class="form-grid">
+          <Field id="org-name" label={t('organisations.name')}>
+            <input
+              id="org-name"
+              required
+              maxLength={300}
+              value={name}
+              onInput={(e) => setName((e.target as HTMLInputElement).value)}
+            />
+          </Field>
+          <Field id="org-kind" label={t('organisations.kind')}>
+            <select
+              id="org-kind"
+              value={kind}
+              onChange={(e) => setKind((e.target as HTMLSelectElement).value as OrganisationKind)}
+            >
+              {KINDS.map((k) => (
+                <option key={k} value={k}>
+                  {t(`kind.${k}` as MessageKey)}
+                </option>
+              ))}
+            </select>
+          </Field>
+        </div>
+        <button type="submit" class="button button-primary">
+          {t('organisations.createButton')}
+        </button>
+      </form>
+    </section>
+  );
+}
+
+function Users(props: { id: string; organisation: Organisation | null }) {
+  const { t, dateTime } = useI18n();
+  const users = useAsync(
+    () =>
+      get<{ items: ConsoleUser[] }>(`/api/v1/console/organisations/${props.id}/users`).then((r) => r.items),
+    [props.id],
+  );
+  const [email, setEmail] = useState('');
+  const [password, setPassword] = useState('');
+  const [role, setRole] = useState<'admin' | 'member'>('member');
+  const [error, setError] = useState<unknown>(null);
+  const [message, setMessage] = useState<string | null>(null);
+  return (
+    <div class="panel">
+      <h2>{t('organisations.usersOf', { name: props.organisation?.name ?? '' })}</h2>
+      <ErrorNotice error={users.error ?? error} />
+      {message ? <Notice kind="success">{message}</Notice> : null}
+      {users.data && users.data.length === 0 ? <p>{t('organisations.noUsers')}</p> : null}
+      {users.data && users.data.length > 0 ? (
+        <ul class="plain">
+          {users.data.map((u) => (
+            <li key={u.id}>
+              {u.email} · {t(`role.${u.role}` as MessageKey)} · {dateTime(u.created_at)}{' '}
+              {u.disabled_at ? (
+                <Badge tone="bad">{t('organisations.disabled')}</Badge>
+              ) : (
+                <button
+                  type="button"
+                  class="button button-small button-danger"
+                  onClick={async () => {
+                    if (!window.confirm(t('organisations.disableConfirm', { email: u.email }))) return;
+                    try {
+                      await post(`/api/v1/console/users/${u.id}/disable`);
+                      users.reload();
+                    } catch (err) {
+                      setError(err);
+                    }
+                  }}
+                >
+                  {t('organisations.disable')}
+                </button>
+              )}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+      <form
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setError(null);
+          setMessage(null);
+          try {
+            const created = await post<ConsoleUser>(`/api/v1/console/organisations/${props.id}/users`, {
+              email,
+              password,
+              role,
+            });
+            setMessage(t('organisations.userCreated', { email: created.email }));
+            setEmail('');
+            setPassword('');
+            users.reload();
+          } catch (err) {
+            setError(err);
+          }
+        }}
+      >
+        <h3>{t('organisations.addUser')}</h3>
+        <div class="form-grid">
+          <Field id="user-email" label={t('login.email')}>
+            <input
+              id="user-email"
+              type="email"
+              required
+              autocomplete="off"
+              value={email}
+              onInput={(e) => setEmail((e.target as HTMLInputElement).value)}
+            />
+          </Field>
+          <Field
+            id="user-password"
+            label={t('organisations.password')}
+            hint={t('organisations.passwordHint')}
+          >
+            <input
+              id="user-password"
+              type="password"
+              required
+              minLength={12}
+              autocomplete="new-password"
+              aria-describedby="user-password-hint"
+              value={password}
+              onInput={(e) => setPassword((e.target as HTMLInputElement).value)}
+            />
+          </Field>
+          <Field id="user-role" label={t('organisations.role')}>
+            <select
+              id="user-role"
+              value={role}
+              onChange={(e) => setRole((e.target as HTMLSelectElement).value as 'admin' | 'member')}
+            >
+              <option value="member">{t('role.member')}</option>
+              <option value="admin">{t('role.admin')}</option>
+            </select>
+          </Field>
+        </div>
+        <button type="submit" class="button button-primary">
+          {t('organisations.addUserButton')}
+        </button>
+      </form>
+    </div>
+  );
+}

@@ -1,0 +1,360 @@
+import { useState } from 'preact/hooks';
+import { ApiError, get, put, verifyGet, verifyUrl } from '../api/client.js';
+import type { OpenDataConsole, OpenDataRelease } from '../api/types.js';
+import { Badge, ErrorNotice, Field, Hash, knownKey, Loading, Notice, useAsync } from '../components/ui.js';
+import { type MessageKey, useI18n } from '../i18n/index.js';
+import { can, useSession } from '../lib/session.js';
+import { almatyDate } from '../lib/working-hours.js';
+import { sha256Hex } from '../verify/bytes.js';
+import { type Check, type StatsSeal, verifySeal } from '../verify/seal.js';
+import { type Certificate, parsePem } from '../verify/x509.js';
+
+const DAY_MS = 86_400_000;
+const DAYS_SHOWN = 14;
+
+function addDays(day: string, days: number): string {
+  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
+  return new Date(Date.UTC(y, m - 1, d) + days * DAY_MS).toISOString().slice(0, 10);
+}
+
+/** The seal of a day from the public verify host; null when the day is not sealed (404). */
+async function fetchSeal(day: string): Promise<StatsSeal | null> {
+  try {
+    return await verifyGet<StatsSeal>(`/v1/stats-seals/${day}`);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return null;
+    throw error;
+  }
+}
+
+interface Root {
+  certificate: Certificate;
+  fingerprint: string;
+}
+
+async function fetchRoot(): Promise<Root> {
+  const pem = await verifyGet<string>('/v1/authority-root.pem', 'text');
+  const [certificate] = parsePem(pem);
+  if (!certificate) throw new Error('the authority root is not a PEM certificate');
+  return { certificate, fingerprint: await sha256Hex(certificate.der) };
+}
+
+const CHECK_TITLES: Record<Check['name'], MessageKey> = {
+  signature: 'seal.check.signature',
+  content: 'seal.check.content',
+  chain: 'seal.check.chain',
+  ledger: 'seal.check.ledger',
+};
+
+function CheckList(props: { checks: Check[] }) {
+  const { t, number, date } = useI18n();
+  return (
+    <ul class="checks">
+      {props.checks.map((c) => {
+        const reason = knownKey(`seal.reason.${c.reason}`);
+        return (
+          <li key={c.name} class={`check check-${c.state}`}>
+            <span class="check-icon" aria-hidden="true">
+              {c.state === 'ok' ? '✓' : c.state === 'failed' ? '✗' : '…'}
+            </span>
+            <span>
+              <strong>{t(CHECK_TITLES[c.name])}</strong>: {t(`seal.state.${c.state}`)}
+              {' — '}
+              {reason ? t(reason) : c.reason}
+              {c.facts?.['block_height'] !== undefined ? (
+                <small class="muted block">
+                  {t('seal.block', {
+                    height: number(Number(c.facts['block_height'])),
+                    day: date(String(c.facts['day'])),
+                  })}
+                </small>
+              ) : null}
+              {c.facts?.['signer'] ? <small class="muted block">{String(c.facts['signer'])}</small> : null}
+            </span>
+          </li>
+        );
+      })}
+    </ul>
+  );
+}
+
+function SealRow(props: {
+  day: string;
+  seal: StatsSeal | null;
+  previous: () => Promise<StatsSeal | null>;
+  root: Root | null;
+}) {
+  const { t, number, dateTime, date } = useI18n();
+  const [checks, setChecks] = useState<Check[] | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const seal = props.seal;
+  const verify = async () => {
+    if (!seal || !props.root) return;
+    setBusy(true);
+    setError(null);
+    try {
+      const previous = seal.body.prev_seal_sha256 === '0'.repeat(64) ? 'none' : await props.previous();
+      setChecks(await verifySeal(seal, props.root.certificate, previous));
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const allOk = checks?.every((c) => c.state === 'ok');
+  return (
+    <tr data-day={props.day}>
+      <th scope="row">{date(props.day)}</th>
+      {seal ? (
+        <>
+          <td class="num">{number(seal.body.batch_count)}</td>
+          <td class="num">{number(seal.body.record_count)}</td>
+          <td>{dateTime(seal.signed_at)}</td>
+          <td>
+            {seal.ledger ? (
+              <Badge tone="good">{t(knownKey(`ledger.${seal.ledger.status}`) ?? 'ledger.digested')}</Badge>
+            ) : (
+              <Badge tone="info">{t('ledger.pending')}</Badge>
+            )}
+          </td>
+          <td>
+            <button type="button" class="button button-small" onClick={verify} disabled={busy || !props.root}>
+              {busy ? t('seal.verifying') : t('seal.verify')}
+            </button>
+            {checks ? (
+              <output class={allOk ? 'verdict verdict-ok' : 'verdict verdict-bad'}>
+                {allOk ? t('seal.allOk') : t('seal.notAllOk')}
+              </output>
+            ) : null}
+            {checks ? <CheckList checks={checks} /> : null}
+            <ErrorNotice error={error} />
+          </td>
+        </>
+      ) : (
+        <td colSpan={5} class="muted">
+          {t('seal.notSealed')}
+        </td>
+      )}
+    </tr>
+  );
+}
+
+function Seals() {
+  const { t } = useI18n();
+  const [until, setUntil] = useState(addDays(almatyDate(Date.now()), -1));
+  const [shownUntil, setShownUntil] = useState(until);
+  const root = useAsync(fetchRoot, []);
+  const days = Array.from({ length: DAYS_SHOWN }, (_, i) => addDays(shownUntil, -i));
+  const seals = useAsync(async () => {
+    const found = await Promise.all(days.map((d) => fetchSeal(d)));
+    return new Map(days.map((d, i) => [d, found[i] ?? null]));
+  }, [shownUntil]);
+  const base = verifyUrl();
+  const previousOf = (day: string) => async () =>
+    seals.data?.get(addDays(day, -1)) ?? fetchSeal(addDays(day, -1));
+  const example = days.find((d) => seals.data?.get(d)) ?? shownUntil;
+
+  return (
+    <div class="panel">
+      <h2>{t('seal.title')}</h2>
+      <p class="hint">{t('seal.lead')}</p>
+      <ErrorNotice error={root.error} />
+      {root.data ? (
+        <p class="root">
+          {t('seal.root', { name: root.data.certificate.subjectCommonName ?? '?' })}{' '}
+          <Hash value={root.data.fingerprint} full />
+        </p>
+      ) : null}
+      <form
+        class="inline-form"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setShownUntil(until);
+        }}
+      >
+        <Field id="seal-until" label={t('seal.until')}>
+          <input
+            id="seal-until"
+            type="date"
+            required
+            value={until}
+            onInput={(e) => setUntil((e.target as HTMLInputElement).value)}
+          />
+        </Field>
+        <button type="submit" class="button">
+          {t('plays.show')}
+        </button>
+      </form>
+      {seals.loading && !seals.data ? <Loading /> : null}
+      <ErrorNotice error={seals.error} />
+      {seals.data ? (
+        <div class="table-wrap">
+          <table class="seals">
+            <caption class="visually-hidden">{t('seal.title')}</caption>
+            <thead>
+              <tr>
+                <th scope="col">{t('plays.day')}</th>
+                <th scope="col" class="num">
+                  {t('seal.batches')}
+                </th>
+                <th scope="col" class="num">
+                  {t('seal.records')}
+                </th>
+                <th scope="col">{t('seal.signedAt')}</th>
+                <th scope="col">{t('seal.ledger')}</th>
+                <th scope="col">{t('seal.verification')}</th>
+              </tr>
+            </thead>
+            <tbody>
+              {days.map((d) => (
+                <SealRow
+                  key={d}
+                  day={d}
+                  seal={seals.data!.get(d) ?? null}
+                  previous={previousOf(d)}
+                  root={root.data}
+                />
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+      <details>
+        <summary>{t('seal.manual')}</summary>
+        <p class="hint">{t('seal.manualHint')}</p>
+        <pre class="code">
+          {`curl -s ${base}/v1/authority-root.pem -o authority-root.pem
+curl -s "${base}/v1/stats-seals/${example}?format=p7s" -o seal.p7s
+openssl cms -verify -binary -inform DER -in seal.p7s -CAfile authority-root.pem -out body.json
+curl -s ${base}/v1/stats-seals/${example}`}
+        </pre>
+      </details>
+    </div>
+  );
+}
+
+function Releases(props: { releases: OpenDataRelease[] }) {
+  const { t, dateTime, number } = useI18n();
+  if (props.releases.length === 0) return <p>{t('openData.noReleases')}</p>;
+  return (
+    <div class="table-wrap">
+      <table>
+        <caption class="visually-hidden">{t('openData.releases')}</caption>
+        <thead>
+          <tr>
+            <th scope="col">{t('openData.month')}</th>
+            <th scope="col">{t('openData.built')}</th>
+            <th scope="col">{t('openData.files')}</th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.releases.map((r) => (
+            <tr key={r.month}>
+              <td>{r.month}</td>
+              <td>{dateTime(r.built_at)}</td>
+              <td>
+                <ul class="plain">
+                  {r.files.map((f) => (
+                    <li key={f.name}>
+                      <a href={f.url}>{f.name}</a>{' '}
+                      <small class="muted">{t('check.bytes', { size: number(f.bytes) })}</small>{' '}
+                      <Hash value={f.sha256} />
+                    </li>
+                  ))}
+                </ul>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function OpenDataAdmin(props: { canSwitch: boolean }) {
+  const { t, dateTime, number } = useI18n();
+  const data = useAsync(() => get<OpenDataConsole>('/api/v1/console/open-data'), []);
+  const [error, setError] = useState<unknown>(null);
+  if (data.loading && !data.data) return <Loading />;
+  if (!data.data) return <ErrorNotice error={data.error} />;
+  const d = data.data;
+  return (
+    <>
+      <ErrorNotice error={error} />
+      <div class="switch-row">
+        <input
+          id="publication"
+          type="checkbox"
+          role="switch"
+          aria-checked={d.publication.enabled}
+          disabled={!props.canSwitch}
+          checked={d.publication.enabled}
+          onChange={async (e) => {
+            setError(null);
+            try {
+              await put('/api/v1/console/open-data/publication', {
+                enabled: (e.target as HTMLInputElement).checked,
+              });
+            } catch (err) {
+              setError(err);
+            }
+            data.reload();
+          }}
+        />
+        <label for="publication">{t('openData.publish')}</label>
+        <span class="muted">
+          {d.publication.enabled ? t('openData.on') : t('openData.off')}
+          {d.publication.changed_at
+            ? ` · ${t('openData.changed', { at: dateTime(d.publication.changed_at) })}`
+            : ''}
+        </span>
+      </div>
+      <dl class="facts">
+        <dt>{t('openData.minOperators')}</dt>
+        <dd>{number(d.disclosure.min_operators)}</dd>
+        <dt>{t('openData.minAdvertisers')}</dt>
+        <dd>{number(d.disclosure.min_advertisers)}</dd>
+        <dt>{t('openData.maxShare')}</dt>
+        <dd>{t('plays.percent', { value: d.disclosure.max_party_share_pct })}</dd>
+        <dt>{t('openData.lag')}</dt>
+        <dd>{number(d.disclosure.lag_months)}</dd>
+      </dl>
+      <h3>{t('openData.releases')}</h3>
+      <Releases releases={d.releases} />
+    </>
+  );
+}
+
+function OpenDataPublic() {
+  const { t } = useI18n();
+  const data = useAsync(async () => {
+    try {
+      return (await verifyGet<{ releases: OpenDataRelease[] }>('/v1/open/releases')).releases;
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'not_published') return null;
+      throw error;
+    }
+  }, []);
+  if (data.loading && data.data === null && !data.error) return <Loading />;
+  if (data.error) return <ErrorNotice error={data.error} />;
+  if (data.data === null) return <Notice>{t('openData.notPublished')}</Notice>;
+  return <Releases releases={data.data} />;
+}
+
+/** Transparency: daily seals checked in the browser from public data, and open data. */
+export function TransparencyPage() {
+  const { t } = useI18n();
+  const session = useSession();
+  return (
+    <section>
+      <h1>{t('transparency.title')}</h1>
+      <p class="lead">{t('transparency.lead')}</p>
+      <Seals />
+      <div class="panel">
+        <h2>{t('openData.title')}</h2>
+        {can.plays(session) ? <OpenDataAdmin canSwitch={can.administer(session)} /> : <OpenDataPublic />}
+      </div>
+    </section>
+  );
+}

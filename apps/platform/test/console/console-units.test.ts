@@ -1,0 +1,89 @@
+import fc from 'fast-check';
+import { describe, expect, test } from 'vitest';
+import { en } from '../../console/src/i18n/en.js';
+import { kk } from '../../console/src/i18n/kk.js';
+import { ru } from '../../console/src/i18n/ru.js';
+import { almatyDate, almatyOffsetMinutes, workingMsBetween } from '../../console/src/lib/working-hours.js';
+import { addWorkingHours, workingCalendar } from '../../src/working-hours/index.js';
+
+/** Texts that are the same in every language: the language names (each in its own language) and a bare number. */
+const SAME_IN_EVERY_LANGUAGE = new Set(['language.en', 'language.ru', 'language.kk', 'plays.percent']);
+
+const placeholders = (text: string) => [...text.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort();
+
+describe('console dictionaries', () => {
+  test.each([
+    ['ru', ru],
+    ['kk', kk],
+  ] as const)('%s has every English key, the same placeholders, and no English left', (_name, dictionary) => {
+    expect(Object.keys(dictionary).sort()).toEqual(Object.keys(en).sort());
+    const untranslated: string[] = [];
+    for (const [key, english] of Object.entries(en)) {
+      const text = dictionary[key as keyof typeof en];
+      expect(text.trim(), key).not.toBe('');
+      expect(placeholders(text), key).toEqual(placeholders(english));
+      if (text === english && !SAME_IN_EVERY_LANGUAGE.has(key)) untranslated.push(key);
+    }
+    expect(untranslated).toEqual([]);
+  });
+
+  test('Russian and Kazakh texts are written in Cyrillic', () => {
+    for (const dictionary of [ru, kk]) {
+      const latinOnly = Object.entries(dictionary).filter(
+        ([key, text]) =>
+          !SAME_IN_EVERY_LANGUAGE.has(key) && !/[\u0400-\u04ff]/.test(text.replace(/\{\w+\}/g, '')),
+      );
+      expect(latinOnly).toEqual([]);
+    }
+  });
+});
+
+describe('working hours left, as the browser counts them', () => {
+  const calendar = workingCalendar();
+  const browserCalendar = { covers: calendar.covers, days: calendar.days };
+
+  test('Almaty offsets and dates come from the tz database (UTC+6 before 2024-03-01, UTC+5 since)', () => {
+    expect(almatyOffsetMinutes(Date.parse('2024-02-28T12:00:00Z'))).toBe(360);
+    expect(almatyOffsetMinutes(Date.parse('2026-11-20T12:00:00Z'))).toBe(300);
+    expect(almatyDate(Date.parse('2026-11-20T19:30:00Z'))).toBe('2026-11-21');
+  });
+
+  test('agrees with the platform deadline: the hours added are exactly the hours left from the start', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: Date.parse('2025-01-01T00:00:00Z'), max: Date.parse('2027-11-30T00:00:00Z') }),
+        fc.integer({ min: 1, max: 60 }),
+        (start, quarterHours) => {
+          const hours = quarterHours / 4;
+          const { due } = addWorkingHours(new Date(start), hours, calendar);
+          expect(workingMsBetween(browserCalendar, start, due.getTime())).toBe(Math.round(hours * 3_600_000));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  test('no working time on a public holiday or at night; 0 once the deadline has passed', () => {
+    // 2026-12-16 is Independence Day (a holiday, Wednesday).
+    const holiday = workingMsBetween(
+      browserCalendar,
+      Date.parse('2026-12-16T03:00:00Z'),
+      Date.parse('2026-12-16T14:00:00Z'),
+    );
+    expect(holiday).toBe(0);
+    // Friday 17:00 to Monday 10:00 Almaty: 1 h on Friday, 1 h on Monday.
+    const weekend = workingMsBetween(
+      browserCalendar,
+      Date.parse('2026-11-20T12:00:00Z'),
+      Date.parse('2026-11-23T05:00:00Z'),
+    );
+    expect(weekend).toBe(2 * 3_600_000);
+    expect(
+      workingMsBetween(
+        browserCalendar,
+        Date.parse('2026-11-23T05:00:00Z'),
+        Date.parse('2026-11-20T12:00:00Z'),
+      ),
+    ).toBe(0);
+  });
+});

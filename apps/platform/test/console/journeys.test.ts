@@ -1,0 +1,403 @@
+import { createHash } from 'node:crypto';
+import { createCsr, es256Sign, exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypto';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { digestLedgerDay } from '../../src/ledger/index.js';
+import { png } from '../approvals/media-fixtures.js';
+import { apiCall } from '../support/platform.js';
+import {
+  type ConsolePlatform,
+  expectAccessible,
+  expectNoEnglish,
+  launchChromium,
+  newContext,
+  screenshot,
+  startConsolePlatform,
+  watchErrors,
+} from './browser.js';
+
+/**
+ * The console's main journeys in a real Chromium against a real, listening platform (issue "The console", Tests):
+ * sign in, create and send a submission with media, approve it as the authority, check the creative by dropping the
+ * file, see a simulated player's plays, verify a seal, and switch to Russian and Kazakh with no English left. Every
+ * page is checked with axe-core and kept as a screenshot in test-artifacts/console/.
+ */
+
+// Friday 2026-11-20, 11:00 Almaty.
+const NOW = new Date('2026-11-20T06:00:00Z');
+const PASSWORD = 'console journey password';
+const OPERATOR_EMAIL = 'planner@almaty-outdoor.kz';
+const AUTHORITY_EMAIL = 'reviewer@city.kz';
+const MEDIA = png(320, 160, 11);
+const MEDIA_SHA256 = createHash('sha256').update(MEDIA).digest('hex');
+
+let p: ConsolePlatform;
+let browser: Browser;
+let operatorContext: BrowserContext;
+let authorityContext: BrowserContext;
+let operatorPage: Page;
+let authorityPage: Page;
+const browserErrors = new WeakMap<Page, string[]>();
+const structures: { id: string; code: string }[] = [];
+let operatorId = '';
+let submissionId = '';
+let submissionNumber = '';
+let approvalNumber = '';
+
+async function call(method: 'GET' | 'POST' | 'PUT', url: string, body?: unknown) {
+  const res = await apiCall(p.servers.api, p.adminKey, method, url, body);
+  expect(res.statusCode, `${method} ${url}: ${res.body}`).toBeLessThan(300);
+  return res.json();
+}
+
+async function signIn(page: Page, email: string): Promise<void> {
+  await page.getByLabel('Email address').fill(email);
+  await page.getByLabel('Password').fill(PASSWORD);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+const url = (path: string) => `${p.apiUrl}/console${path}`;
+
+beforeAll(async () => {
+  p = await startConsolePlatform(NOW);
+  const operator = await call('POST', '/api/v1/console/organisations', {
+    name: 'Almaty Outdoor LLP',
+    kind: 'operator',
+  });
+  operatorId = operator.id;
+  for (const [code, district, format] of [
+    ['ALM-0001', 'almaly', 'billboard'],
+    ['ALM-0002', 'bostandyk', 'digital'],
+    ['ALM-0003', 'medeu', 'citylight'],
+  ] as const) {
+    structures.push(
+      await call('POST', '/api/v1/console/structures', {
+        organisation_id: operatorId,
+        code,
+        district,
+        format,
+      }),
+    );
+  }
+  await call('POST', `/api/v1/console/organisations/${operatorId}/users`, {
+    email: OPERATOR_EMAIL,
+    password: PASSWORD,
+    role: 'admin',
+  });
+  await call('POST', `/api/v1/console/organisations/${p.authorityId}/users`, {
+    email: AUTHORITY_EMAIL,
+    password: PASSWORD,
+    role: 'admin',
+  });
+  browser = await launchChromium();
+  operatorContext = await newContext(browser);
+  authorityContext = await newContext(browser);
+  operatorPage = await operatorContext.newPage();
+  authorityPage = await authorityContext.newPage();
+  for (const page of [operatorPage, authorityPage]) browserErrors.set(page, watchErrors(page));
+}, 180_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await p?.close();
+});
+
+const pageErrors = (page: Page): string[] => browserErrors.get(page) ?? [];
+
+describe('console journeys in Chromium', () => {
+  test('an operator signs in, creates a submission with structures, a saved set and media, and sends it', async () => {
+    const page = operatorPage;
+    await page.goto(url('/'));
+    await expect.poll(() => page.getByRole('heading', { name: 'Sign in' }).isVisible()).toBe(true);
+    await screenshot(page, 'login');
+    await expectAccessible(page, 'login');
+
+    await signIn(page, OPERATOR_EMAIL);
+    await page.getByRole('heading', { name: 'Submissions' }).waitFor();
+    expect(page.url()).toBe(url('/submissions'));
+    await expectAccessible(page, 'submissions (empty)');
+
+    await page.getByRole('link', { name: 'New submission' }).click();
+    await page.getByRole('heading', { name: 'New submission' }).waitFor();
+    await page.getByLabel('Advertiser', { exact: true }).fill('Tea House LLP');
+    await page.getByLabel('First campaign day').fill('2026-11-20');
+    await page.getByLabel('Last campaign day').fill('2026-12-31');
+    // Categories are searchable in all three languages whatever the page's language.
+    await page.getByLabel('Search the categories (English, Russian or Kazakh)').fill('лизинг автомоб');
+    await page.getByRole('radio', { name: /Automotive Leasing/ }).check();
+    await expect.poll(() => page.getByText('Chosen: Vehicles › Automotive Leasing').isVisible()).toBe(true);
+    await page.getByRole('checkbox', { name: /ALM-0001/ }).check();
+    await page.getByRole('checkbox', { name: /ALM-0002/ }).check();
+    await page.getByLabel('Name of a new saved set').fill('City centre');
+    await page.getByRole('button', { name: 'Save the chosen structures as a set' }).click();
+    await page.getByRole('checkbox', { name: /City centre/ }).waitFor();
+    await page.getByText('Declared plays per day').click();
+    await page.getByLabel('ALM-0001', { exact: true }).fill('12');
+    await screenshot(page, 'submission-new');
+    await expectAccessible(page, 'new submission');
+    await page.getByRole('button', { name: 'Create the draft' }).click();
+
+    await page.getByRole('heading', { name: /^Submission SUB-2026-\d{6}$/ }).waitFor();
+    submissionId = page.url().split('/').pop()!;
+    submissionNumber = (await page.getByRole('heading', { level: 1 }).textContent())!.replace(
+      'Submission ',
+      '',
+    );
+    await page
+      .getByLabel('Choose or drop the media file')
+      .setInputFiles({ name: 'tea-house.png', mimeType: 'image/png', buffer: MEDIA });
+    await page.getByText('Uploaded', { exact: true }).waitFor();
+    await expect.poll(() => page.getByText(MEDIA_SHA256).isVisible()).toBe(true);
+    await expect.poll(() => page.getByText('320 × 160 pixels').isVisible()).toBe(true);
+    await screenshot(page, 'submission-draft');
+    await expectAccessible(page, 'draft with media');
+
+    await page.getByRole('button', { name: 'Send for review' }).click();
+    await page.getByText('The submission was sent for review.').waitFor();
+    await expect.poll(() => page.locator('dl.facts .badge').first().textContent()).toBe('In review');
+
+    await page.getByRole('link', { name: 'All submissions' }).click();
+    const row = page.getByRole('row', { name: new RegExp(submissionNumber) });
+    await row.waitFor();
+    expect(await row.textContent()).toContain('In review');
+    await screenshot(page, 'submissions');
+    await expectAccessible(page, 'submissions');
+    expect(pageErrors(page)).toEqual([]);
+  }, 120_000);
+
+  test('the authority reviews it from the queue, previews the media and approves a narrowed period', async () => {
+    const page = authorityPage;
+    await page.goto(url('/moderation'));
+    await signIn(page, AUTHORITY_EMAIL);
+    await page.getByRole('heading', { name: 'Moderation' }).waitFor();
+    await page.getByRole('link', { name: submissionNumber }).waitFor();
+    await screenshot(page, 'moderation-queue');
+    await expectAccessible(page, 'moderation queue');
+
+    await page.getByRole('link', { name: submissionNumber }).click();
+    await page.getByRole('heading', { name: `Review of ${submissionNumber}` }).waitFor();
+    const preview = page.getByRole('img', { name: `Media file of submission ${submissionNumber}` });
+    await preview.waitFor();
+    await expect
+      .poll(() => preview.evaluate((img: unknown) => (img as { naturalWidth: number }).naturalWidth))
+      .toBe(320);
+    await page.getByLabel('Valid until').fill('2026-12-15');
+    await screenshot(page, 'moderation-detail');
+    await expectAccessible(page, 'moderation detail');
+
+    await page.getByRole('button', { name: 'Approve and sign' }).click();
+    const notice = page.getByText(/^Approval APR-2026-\d{6} was issued\./);
+    await notice.waitFor();
+    approvalNumber = /APR-2026-\d{6}/.exec((await notice.textContent())!)![0];
+    await expect.poll(() => page.locator('dl.facts .badge').first().textContent()).toBe('Approved');
+    await screenshot(page, 'moderation-approved');
+    expect(pageErrors(page)).toEqual([]);
+  }, 120_000);
+
+  test('the creative check hashes a dropped file in the browser and shows its approval as valid', async () => {
+    const page = operatorPage;
+    await page.getByRole('link', { name: 'Creative check' }).click();
+    await page.getByRole('heading', { name: 'Creative check' }).waitFor();
+    const dataTransfer = await page.evaluateHandle(`(() => {
+      const bytes = Uint8Array.from(atob(${JSON.stringify(MEDIA.toString('base64'))}), (c) => c.charCodeAt(0));
+      const transfer = new DataTransfer();
+      transfer.items.add(new File([bytes], 'tea-house.png', { type: 'image/png' }));
+      return transfer;
+    })()`);
+    await page.dispatchEvent('[data-testid="check-dropzone"]', 'drop', { dataTransfer });
+    await page.getByRole('heading', { name: 'tea-house.png' }).waitFor();
+    const result = page.getByRole('row', { name: new RegExp(approvalNumber) });
+    await result.waitFor();
+    const text = (await result.textContent()) ?? '';
+    expect(text).toContain('Valid');
+    expect(text).toContain(submissionNumber);
+    expect(text).toContain('ALM-0001, ALM-0002');
+    expect(await page.getByText(MEDIA_SHA256).isVisible()).toBe(true);
+    await screenshot(page, 'creative-check');
+    await expectAccessible(page, 'creative check');
+    expect(pageErrors(page)).toEqual([]);
+  }, 120_000);
+
+  test("a simulated player's plays appear in proof of play, its device in the fleet", async () => {
+    const { publicKey, privateKey } = generateEs256KeyPair();
+    const csr = await createCsr({ subject: 'CN=player ALM-0001', keyPair: { publicKey, privateKey } });
+    const device = await call('POST', '/api/v1/console/devices', {
+      structure_id: structures[0]!.id,
+      public_key: exportPublicKeySpki(publicKey),
+      csr,
+    });
+    const now = p.clock.now();
+    const play = (seq: number, fields: Record<string, unknown> = {}) => {
+      const end = new Date(now.getTime() - 60_000 * (20 - seq));
+      return {
+        kind: 'play',
+        seq,
+        play_id: `p${seq}`,
+        approval_number: approvalNumber,
+        media_sha256: MEDIA_SHA256,
+        start: new Date(end.getTime() - 15_000).toISOString(),
+        end: end.toISOString(),
+        duration_ms: 15_000,
+        ...fields,
+      };
+    };
+    const events = [1, 2, 3, 4, 5, 6].map((seq) => play(seq));
+    events.push(play(7, { approval_number: 'APR-2026-999999' }));
+    events.push(play(8, { duration_ms: 500 }));
+    const body = Buffer.from(
+      JSON.stringify({
+        schema: 'service.pop/1',
+        device_id: device.device_id,
+        ts: now.toISOString(),
+        batch_seq: 1,
+        prev_sha256: '',
+        events,
+      }),
+    );
+    const sent = await p.servers.agents.inject({
+      method: 'POST',
+      url: '/s/v1/telemetry',
+      headers: { 'content-type': 'application/json', 'x-service-signature': es256Sign(privateKey, body) },
+      payload: body,
+    });
+    expect(sent.statusCode, sent.body).toBe(200);
+    expect(sent.json(), sent.body).toMatchObject({ accepted: 7, refused: 1, flagged: 1 });
+
+    const page = authorityPage;
+    await page.getByRole('link', { name: 'Proof of play' }).click();
+    await page.getByLabel('From').fill('2026-11-20');
+    await page.getByLabel('To', { exact: true }).fill('2026-11-20');
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await expect.poll(() => page.getByTestId('plays-total').textContent()).toBe('7');
+    await page.getByRole('img', { name: /Plays per day by structure/ }).waitFor();
+    await page.getByRole('row', { name: /Unknown approval/ }).waitFor();
+    await page.getByRole('row', { name: /Shorter than a second/ }).waitFor();
+    await screenshot(page, 'plays');
+    await expectAccessible(page, 'proof of play');
+
+    await page.getByRole('link', { name: 'Fleet' }).click();
+    const deviceRow = page.getByRole('row', { name: /ALM-0001/ });
+    await deviceRow.waitFor();
+    await deviceRow.getByRole('button', { name: 'Allow forced renewal' }).click();
+    await page.getByText('Forced renewal is allowed for 24 hours.').waitFor();
+    await expect.poll(() => deviceRow.textContent()).toContain('allowed until');
+    expect(await deviceRow.textContent()).toContain('20 Nov 2026, 11:00');
+    await screenshot(page, 'fleet');
+    await expectAccessible(page, 'fleet');
+    expect(pageErrors(page)).toEqual([]);
+  }, 120_000);
+
+  test('a daily seal is verified in the browser: signature chain, content, chain of seals and ledger proof', async () => {
+    p.clock.set(new Date('2026-11-21T05:00:00Z'));
+    await call('POST', '/api/v1/console/seals/2026-11-20');
+    p.clock.set(new Date('2026-11-22T05:00:00Z'));
+    await digestLedgerDay(p.ctx, '2026-11-21');
+
+    const page = authorityPage;
+    // Two days without activity: the session has expired and the console says so.
+    await page.getByRole('link', { name: 'Transparency' }).click();
+    await page
+      .getByText('Your session has expired after a period of inactivity. Please sign in again.')
+      .waitFor();
+    await screenshot(page, 'session-expired');
+    await signIn(page, AUTHORITY_EMAIL);
+    await page.getByRole('heading', { name: 'Transparency' }).waitFor();
+    await page.getByLabel('Show the 14 days up to').fill('2026-11-21');
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    const row = page.locator('tr[data-day="2026-11-20"]');
+    await row.getByRole('button', { name: 'Verify' }).click();
+    await row.getByText('Every check passed.').waitFor();
+    const checks = (await row.locator('ul.checks').textContent()) ?? '';
+    for (const name of ['Signature', 'Signed content', 'Chain of seals', 'Public ledger'])
+      expect(checks).toContain(`${name}: passed`);
+    // Signed at 10:00 Almaty time on the 21st.
+    expect(await row.textContent()).toContain('21 Nov 2026, 10:00');
+    await page.getByRole('switch', { name: 'Publish open data' }).check();
+    await expect.poll(() => page.locator('.switch-row').textContent()).toMatch(/^Publish open dataPublished/);
+    expect(await page.getByRole('switch', { name: 'Publish open data' }).isChecked()).toBe(true);
+    await screenshot(page, 'transparency');
+    await expectAccessible(page, 'transparency');
+    expect(pageErrors(page)).toEqual([]);
+  }, 120_000);
+
+  test('switched to Russian and Kazakh, no page shows an English text of the console', async () => {
+    const authorityPages: [string, (page: Page) => Promise<void>][] = [
+      ['moderation', async (page) => void (await page.goto(url('/moderation')))],
+      ['moderation-detail', async (page) => void (await page.goto(url(`/moderation/${submissionId}`)))],
+      ['fleet', async (page) => void (await page.goto(url('/fleet')))],
+      [
+        'plays',
+        async (page) => {
+          await page.goto(url('/plays'));
+          await page.locator('#plays-from').fill('2026-11-20');
+          await page.locator('#plays-to').fill('2026-11-20');
+          await page.locator('form.filters button[type="submit"]').click();
+          await page.getByTestId('plays-total').filter({ hasText: '7' }).waitFor();
+        },
+      ],
+      [
+        'transparency',
+        async (page) => {
+          await page.goto(url('/transparency'));
+          await page.locator('#seal-until').fill('2026-11-21');
+          await page.locator('form.inline-form button[type="submit"]').click();
+          await page.locator('tr[data-day="2026-11-20"] button').click();
+          await page.locator('tr[data-day="2026-11-20"] .verdict-ok').waitFor();
+        },
+      ],
+      ['organisations', async (page) => void (await page.goto(url('/organisations')))],
+    ];
+    const operatorPages: [string, (page: Page) => Promise<void>][] = [
+      ['submissions', async (page) => void (await page.goto(url('/submissions')))],
+      [
+        'submission-new',
+        async (page) => {
+          await page.goto(url('/submissions/new'));
+          await page.locator('#category-search').fill('көлік');
+          await page.locator('input[name="category"]').first().waitFor();
+        },
+      ],
+      ['submission-detail', async (page) => void (await page.goto(url(`/submissions/${submissionId}`)))],
+      [
+        'creative-check',
+        async (page) => {
+          await page.goto(url('/check'));
+          await page.locator('#check-hashes').fill(MEDIA_SHA256);
+          await page.locator('form.inline-form button[type="submit"]').click();
+          await page.locator('article.result table').waitFor();
+        },
+      ],
+    ];
+    // The operator's session ran out while the clock moved on to seal the day: its sign-in page, in both languages.
+    await operatorPage.goto(url('/submissions'));
+    for (const language of ['ru', 'kk'] as const) {
+      await operatorPage.locator('#language').selectOption(language);
+      await operatorPage.locator('main h1').waitFor();
+      await expectNoEnglish(operatorPage, `login (${language})`);
+      await screenshot(operatorPage, `login-${language}`);
+    }
+    await operatorPage.locator('#language').selectOption('en');
+    await signIn(operatorPage, OPERATOR_EMAIL);
+    await operatorPage.getByRole('heading', { name: 'Submissions' }).waitFor();
+
+    for (const language of ['ru', 'kk'] as const) {
+      for (const [page, pages] of [
+        [authorityPage, authorityPages],
+        [operatorPage, operatorPages],
+      ] as const) {
+        await page.locator('#language').selectOption(language);
+        for (const [name, open] of pages) {
+          await open(page);
+          await page.locator('main h1').waitFor();
+          await page.waitForLoadState('networkidle');
+          expect(await page.evaluate('document.documentElement.lang')).toBe(language);
+          await expectNoEnglish(page, `${name} (${language})`);
+          await screenshot(page, `${name}-${language}`);
+          if (language === 'kk') await expectAccessible(page, `${name} (${language})`);
+        }
+      }
+    }
+    expect(pageErrors(operatorPage)).toEqual([]);
+    expect(pageErrors(authorityPage)).toEqual([]);
+  }, 240_000);
+});

@@ -1,0 +1,48 @@
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import {
+  apiCall,
+  createOrganisation,
+  createStructure,
+  startTestPlatform,
+  type TestPlatform,
+} from '../support/platform.js';
+import { insertDevice, play, sendBatch, T0 } from './helpers.js';
+
+let p: TestPlatform;
+beforeAll(async () => {
+  p = await startTestPlatform({ now: T0 });
+});
+afterAll(async () => {
+  await p?.close();
+});
+
+test('GET /api/v1/console/pop/quality: flagged records by flag and refused ones by reason', async () => {
+  const op = await createOrganisation(p, 'operator', ['write:submissions']);
+  const structure = await createStructure(p, op.id);
+  const device = await insertDevice(p.database.db, structure);
+  const res = await sendBatch(p.servers, device, 0, [
+    play(1), // approval unknown: flagged
+    play(2, { duration_ms: 200 }), // too_short: refused
+    play(3, { duration_ms: 300 }), // too_short: refused
+  ]);
+  expect(res.statusCode, res.body).toBe(200);
+  const day = '2026-11-20'; // the Almaty receive day of T0
+  const q = await apiCall(
+    p.servers.api,
+    p.adminKey,
+    'GET',
+    `/api/v1/console/pop/quality?from=${day}&to=${day}`,
+  );
+  expect(q.statusCode, q.body).toBe(200);
+  expect(q.json().refusals).toEqual([{ reason: 'too_short', records: 2 }]);
+  expect(q.json().flags).toEqual(expect.arrayContaining([{ flag: 'approval_unknown', records: 1 }]));
+  const missing = await apiCall(p.servers.api, p.adminKey, 'GET', '/api/v1/console/pop/quality');
+  expect(missing.statusCode).toBe(422);
+  const operator = await apiCall(
+    p.servers.api,
+    op.key,
+    'GET',
+    `/api/v1/console/pop/quality?from=${day}&to=${day}`,
+  );
+  expect(operator.statusCode).toBe(403);
+});
