@@ -6,7 +6,10 @@ export type DbClient = pg.PoolClient;
 // int8 (bigint) columns come back as strings by default; our counters stay far below 2^53.
 pg.types.setTypeParser(20, (value: string) => Number(value));
 
-export function createPool(url: string, options: { max?: number; applicationName?: string; onIdleError?: (error: Error) => void } = {}): Db {
+export function createPool(
+  url: string,
+  options: { max?: number; applicationName?: string; onIdleError?: (error: Error) => void } = {},
+): Db {
   const pool = new pg.Pool({
     connectionString: url,
     max: options.max ?? 20,
