@@ -1,11 +1,34 @@
 /**
- * `npm start`: the platform on an embedded PostgreSQL in ./.data, bootstrapped,
- * with its four host URLs and an admin key printed. Ctrl-C stops everything.
- * (The simulated demo fleet joins here once the hardware simulator lands.)
+ * `npm start`: the live demo. The platform on an embedded PostgreSQL in ./.data, bootstrapped, its four host URLs
+ * and an admin key printed; then a demo fleet of simulated players (the real agent core on simulated screens) is
+ * enrolled through the console API with a few demo creatives, and keeps playing and shipping in real time, with a
+ * live line of totals. Ctrl-C stops everything cleanly. A second start takes the same demo fleet up again.
+ *
+ *   npm start                    platform + demo fleet of 20 players
+ *   npm start -- --players 50    a bigger fleet
+ *   npm start -- --no-fleet      the platform alone (as `npm run platform`, plus bootstrap and the key)
  */
+import { existsSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { addDays, almatyDate, formatAlmaty } from '@ooh/protocol';
 import { bootstrap } from '../apps/platform/src/bootstrap.js';
 import { loadConfig } from '../apps/platform/src/config.js';
 import { startPlatform } from '../apps/platform/src/platform.js';
+import { Fleet } from '../hardware-sim/src/index.js';
+
+const { values } = parseArgs({
+  args: process.argv.slice(2),
+  options: {
+    players: { type: 'string', default: process.env['DEMO_PLAYERS'] ?? '20' },
+    'no-fleet': { type: 'boolean', default: process.env['DEMO_FLEET'] === '0' },
+  },
+});
+const players = Number(values.players);
+if (!Number.isInteger(players) || players < 0 || players > 2000) {
+  console.error('--players must be a whole number from 0 to 2000');
+  process.exit(2);
+}
 
 const config = loadConfig({
   env: { DATA_DIR: '.data', LOG_LEVEL: 'warn', ...process.env },
@@ -24,15 +47,127 @@ Outdoor advertising approval and proof-of-play platform is running (data in ${co
   admin API key (console:admin): ${key}
 
 Try:  curl -s -H "Authorization: Bearer ${key}" ${platform.urls.api}/api/v1/console/organisations
-Ctrl-C stops the platform and its database.
+Ctrl-C stops the platform${values['no-fleet'] || players === 0 ? '' : ', the demo fleet'} and its database.
 `);
 
+let fleet: Fleet | null = null;
+let ticker: NodeJS.Timeout | null = null;
 let stopping = false;
+
 const stop = async () => {
-  if (stopping) return;
+  if (stopping) {
+    // A second Ctrl-C: do not wait any longer.
+    process.exit(130);
+  }
   stopping = true;
+  if (ticker) clearInterval(ticker);
+  if (process.stdout.isTTY) process.stdout.write('\n');
+  console.log('stopping ...');
+  await fleet?.close().catch((error: unknown) => console.error('demo fleet:', (error as Error).message));
   await platform.close();
   process.exit(0);
 };
 process.on('SIGINT', () => void stop());
 process.on('SIGTERM', () => void stop());
+
+if (!values['no-fleet'] && players > 0) {
+  try {
+    fleet = await startDemoFleet(players);
+    startTicker(fleet);
+  } catch (error) {
+    console.error(
+      `the demo fleet did not start (${(error as Error).message}); the platform keeps running alone.`,
+    );
+  }
+}
+
+async function startDemoFleet(count: number): Promise<Fleet> {
+  const dir = join(config.dataDir, 'demo-fleet');
+  const create = () =>
+    Fleet.create({
+      dir,
+      name: 'Demo outdoor operator',
+      platform: { urls: platform.urls, adminKey: key },
+      settings: {
+        image_duration_ms: 15_000,
+        media_recheck_ms: 10 * 60_000,
+        revocation_refresh_ms: 5 * 60_000,
+        shipping: { min_interval_ms: 10_000, idle_interval_ms: 30_000 },
+      },
+    });
+  let demo = await create();
+  // A second start takes up the same players, if the platform still knows them and they point at these URLs.
+  if (demo.adopt() && (await stillValid(demo))) {
+    console.log(`demo fleet: taking up the ${demo.players.size} players of ${dir}`);
+  } else {
+    await demo.close();
+    if (existsSync(dir)) renameSync(dir, `${dir}.old-${Date.now()}`);
+    demo = await create();
+    const today = almatyDate(new Date());
+    console.log(
+      `demo fleet: enrolling ${count} simulated players with 4 demo creatives (takes a few seconds) ...`,
+    );
+    await demo.provision({
+      players: Array.from({ length: count }, (_, i) => `DEMO-${String(i + 1).padStart(3, '0')}`),
+      creatives: [
+        { name: 'steppe-motors', width: 320, height: 160 },
+        { name: 'alatau-dairy', width: 320, height: 160 },
+        { name: 'city-bank', width: 320, height: 160 },
+        { name: 'kok-tobe-cable-car', width: 320, height: 160 },
+      ],
+      validFrom: addDays(today, -1),
+      validUntil: addDays(today, 365),
+      // Most players ship on the certificate channel (mutual TLS), a few on the signed channel.
+      certificates: (i) => i % 5 !== 4,
+    });
+  }
+  await demo.startAll();
+  console.log(`demo fleet: ${demo.players.size} players playing and shipping (folders in ${dir})\n`);
+  return demo;
+}
+
+async function stillValid(demo: Fleet): Promise<boolean> {
+  const first = [...demo.players.values()][0];
+  if (!first) return false;
+  try {
+    await demo.admin.device(first.files.deviceId);
+  } catch {
+    return false;
+  }
+  const { readFileSync } = await import('node:fs');
+  const saved = JSON.parse(readFileSync(first.files.configFile, 'utf8')) as {
+    platform?: { agents_url?: string };
+  };
+  return saved.platform?.agents_url === platform.urls.agents;
+}
+
+/** The live totals: one line rewritten in place on a terminal, a line every 10 s otherwise. */
+function startTicker(demo: Fleet): void {
+  const tty = process.stdout.isTTY === true;
+  const line = async () => {
+    const { rows } = await platform.ctx.db.query<{ plays: string; batches: string; seal: string | null }>(
+      `SELECT (SELECT coalesce(sum(plays), 0) FROM play_counts) AS plays,
+              (SELECT count(*) FROM pop_batches) AS batches,
+              (SELECT max(day)::text FROM stats_seals) AS seal`,
+    );
+    const row = rows[0]!;
+    const now = formatAlmaty(new Date()).slice(11, 19);
+    return (
+      `${now} Almaty  players ${demo.players.size}  shown ${demo.groundTruth.count.toLocaleString('en-US')}  ` +
+      `plays counted ${Number(row.plays).toLocaleString('en-US')}  batches ${Number(row.batches).toLocaleString('en-US')}  ` +
+      `last seal ${row.seal ?? 'none yet (after Almaty midnight)'}`
+    );
+  };
+  const tick = async () => {
+    try {
+      const text = await line();
+      if (stopping) return;
+      if (tty) process.stdout.write(`\r\x1b[2K${text}`);
+      else console.log(text);
+    } catch (error) {
+      if (!stopping) console.error('totals:', (error as Error).message);
+    }
+  };
+  void tick();
+  ticker = setInterval(() => void tick(), tty ? 1000 : 10_000);
+}

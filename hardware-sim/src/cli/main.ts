@@ -1,0 +1,417 @@
+#!/usr/bin/env node
+import { chmodSync, existsSync, mkdtempSync, statSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { type AgentStatus, loadConfig, readStatus } from '@ooh/agent';
+import { formatAlmaty } from '@ooh/protocol';
+import { LocalHost } from '../fleet/host.js';
+import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '../fleet/provision.js';
+import { ConsoleClient, type PlatformUrls } from '../platform/console-client.js';
+import { spawnPlatform } from '../platform/spawn.js';
+import { loadScenario, ScenarioError } from '../scenario/load.js';
+import { type PlatformAccess, runScenario } from '../scenario/run.js';
+import { Scenario } from '../scenario/schema.js';
+import { readAgentLog } from '../truth/agent-log.js';
+import { formatReconciliation } from '../truth/reconcile.js';
+
+const USAGE = `usage: hardware-sim <command> ...
+
+  run <scenario.json> [--dir DIR] [--spawn | --platform api=URL,agents=URL,devices=URL,verify=URL --admin-key KEY]
+        run a scenario (JSON, see hardware-sim/scenarios/) with a simulated fleet, then reconcile what the screens
+        showed with what the platform counted; exit 1 on any loss or double count. Without --platform the
+        simulator starts a platform of its own (--test-clock, embedded PostgreSQL unless DATABASE_URL is set).
+        A given platform must run with --test-clock for virtual time.
+
+  player --platform api=URL,agents=URL,devices=URL,verify=URL --admin-key KEY --structure CODE [--dir DIR]
+        commissioning at a real site: enrol one simulated player for the structure, play an approved test
+        creative, send the play, and show the platform's answer and count. Real time; takes about a minute.
+
+  check <player-folder | agent.json | data-folder> [--json]
+        inspect a real player's queue: identity, certificate, queue depth, unsent batches, the platform's
+        answers (refused and flagged records), rejects. Read-only; safe while the agent runs.
+
+  schema
+        print the scenario JSON schema.
+`;
+
+export interface CliIo {
+  out: (text: string) => void;
+  err: (text: string) => void;
+  isTty: boolean;
+}
+
+const defaultIo: CliIo = {
+  out: (text) => process.stdout.write(text),
+  err: (text) => process.stderr.write(text),
+  isTty: process.stdout.isTTY === true,
+};
+
+export async function main(argv: string[], io: CliIo = defaultIo): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      dir: { type: 'string' },
+      platform: { type: 'string' },
+      'admin-key': { type: 'string' },
+      spawn: { type: 'boolean', default: false },
+      structure: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  const [command, target] = positionals;
+  if (values.help || !command) {
+    io.out(USAGE);
+    return command || values.help ? 0 : 2;
+  }
+  switch (command) {
+    case 'schema':
+      io.out(`${JSON.stringify(Scenario, null, 2)}\n`);
+      return 0;
+    case 'run': {
+      if (!target) return usage(io, 'run needs a scenario file');
+      return runCommand(target, values, io);
+    }
+    case 'player': {
+      if (!values.platform || !values['admin-key'] || !values.structure) {
+        return usage(io, 'player needs --platform, --admin-key and --structure');
+      }
+      return playerCommand(
+        parsePlatform(values.platform),
+        values['admin-key'],
+        values.structure,
+        values.dir,
+        io,
+      );
+    }
+    case 'check': {
+      if (!target) return usage(io, 'check needs a player folder');
+      return checkCommand(target, values.json === true, io);
+    }
+    default:
+      return usage(io, `unknown command ${command}`);
+  }
+}
+
+function usage(io: CliIo, problem: string): number {
+  io.err(`hardware-sim: ${problem}\n\n${USAGE}`);
+  return 2;
+}
+
+export function parsePlatform(text: string): PlatformUrls {
+  const urls: Partial<PlatformUrls> = {};
+  for (const part of text.split(',')) {
+    const [name, url] = part.split('=');
+    if (!name || !url || !['api', 'agents', 'devices', 'verify'].includes(name)) {
+      throw new Error(`--platform: "${part}" is not name=URL (names: api, agents, devices, verify)`);
+    }
+    urls[name as keyof PlatformUrls] = url.replace(/\/+$/, '');
+  }
+  for (const name of ['api', 'agents', 'devices', 'verify'] as const) {
+    if (!urls[name]) throw new Error(`--platform: ${name}=URL is missing`);
+  }
+  return urls as PlatformUrls;
+}
+
+// --- run ------------------------------------------------------------------------------------------------
+
+async function runCommand(
+  file: string,
+  values: { dir?: string | undefined; platform?: string | undefined; 'admin-key'?: string | undefined },
+  io: CliIo,
+): Promise<number> {
+  let scenario: Scenario;
+  try {
+    scenario = loadScenario(file);
+  } catch (error) {
+    if (error instanceof ScenarioError) {
+      io.err(`${error.message}\n`);
+      return 2;
+    }
+    throw error;
+  }
+  const dir = resolve(values.dir ?? mkdtempSync(join(os.tmpdir(), `hardware-sim-${scenario.name}-`)));
+  // An embedded PostgreSQL started by root runs as another user: it must be able to reach its folder.
+  if (!values.dir) chmodSync(dir, 0o755);
+  io.out(
+    `scenario ${scenario.name}: ${scenario.fleet.players} players for ${scenario.time.duration}; files in ${dir}\n`,
+  );
+  const terminate = scenario.fleet.network === 'terminate';
+  let access: PlatformAccess;
+  let spawned: Awaited<ReturnType<typeof spawnPlatform>> | null = null;
+  if (values.platform) {
+    if (!values['admin-key']) return usage(io, '--platform needs --admin-key');
+    access = {
+      urls: parsePlatform(values.platform),
+      adminKey: values['admin-key'],
+      clock: scenario.time.virtual === false ? null : 'http',
+      ...(terminate ? { clientCertHeader: 'x-client-cert' } : {}),
+    };
+  } else {
+    io.out('starting a platform (test clock, embedded PostgreSQL unless DATABASE_URL is set) ...\n');
+    spawned = await spawnPlatform({
+      dataDir: join(dir, 'platform'),
+      testClock: scenario.time.virtual !== false,
+      ...(terminate
+        ? {
+            env: {
+              DEVICES_TLS_TERMINATION: 'proxy',
+              DEVICES_CLIENT_CERT_HEADER: 'x-client-cert',
+              DEVICES_TRUSTED_PROXIES: '127.0.0.1',
+            },
+          }
+        : {}),
+    });
+    access = {
+      urls: spawned.urls,
+      adminKey: spawned.adminKey,
+      clock: scenario.time.virtual === false ? null : 'http',
+      restart: (downMs) => spawned!.restart(downMs),
+      ...(terminate ? { clientCertHeader: 'x-client-cert' } : {}),
+    };
+  }
+  const bar = progressBar(io);
+  try {
+    const result = await runScenario(scenario, {
+      dir: join(dir, 'fleet'),
+      platform: access,
+      onProgress: (p) =>
+        bar(
+          p.fraction,
+          `${formatAlmaty(p.virtualNow).slice(0, 16).replace('T', ' ')}  shown ${p.shown.toLocaleString('en-US')}` +
+            (p.step ? `  ${p.step}` : ''),
+        ),
+      log: (line) => bar(null, line),
+    });
+    bar(1, 'done', true);
+    const totals = result.reconciliation.totals;
+    const rows: [string, string][] = [
+      ['scenario', scenario.name],
+      ['players', String(scenario.fleet.players)],
+      ['virtual time', scenario.time.duration],
+      ['real time', `${result.realSeconds.toFixed(1)} s (${result.steps} steps)`],
+      ['plays shown', totals.played.toLocaleString('en-US')],
+      ['plays counted', totals.counted.toLocaleString('en-US')],
+      [
+        'network',
+        result.network
+          ? `${result.network.refused} refused, ${result.network.dropped} answers dropped`
+          : 'direct',
+      ],
+      ['queues drained', result.drained ? 'yes' : 'NO'],
+      ['warnings', String(result.warnings.length)],
+    ];
+    const width = Math.max(...rows.map(([k]) => k.length));
+    io.out(`\n${rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n\n`);
+    io.out(formatReconciliation(result.reconciliation));
+    return result.ok ? 0 : 1;
+  } finally {
+    await spawned?.stop();
+  }
+}
+
+/** One progress line, rewritten in place on a terminal; a line every 10 s otherwise. */
+function progressBar(io: CliIo): (fraction: number | null, text: string, final?: boolean) => void {
+  let lastPrinted = 0;
+  let lastFraction = 0;
+  return (fraction, text, final = false) => {
+    if (fraction === null) {
+      // A log line: on its own line, keeping the bar below it.
+      io.out(io.isTty ? `\r\x1b[2K${text}\n` : `${text}\n`);
+      return;
+    }
+    lastFraction = fraction;
+    const width = 30;
+    const filled = Math.round(lastFraction * width);
+    const line = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${(lastFraction * 100).toFixed(0).padStart(3)}%  ${text}`;
+    if (io.isTty) io.out(`\r\x1b[2K${line}${final ? '\n' : ''}`);
+    else if (final || Date.now() - lastPrinted >= 10_000) {
+      io.out(`${line}\n`);
+      lastPrinted = Date.now();
+    }
+  };
+}
+
+// --- player (commissioning) ---------------------------------------------------------------------------
+
+async function playerCommand(
+  urls: PlatformUrls,
+  adminKey: string,
+  structureCode: string,
+  dirOption: string | undefined,
+  io: CliIo,
+): Promise<number> {
+  const admin = new ConsoleClient(urls.api, adminKey);
+  const { items } = await admin.call<{ items: { id: string; code: string; organisation_id: string }[] }>(
+    'GET',
+    '/api/v1/console/structures',
+  );
+  const structure = items.find((s) => s.code === structureCode);
+  if (!structure) {
+    io.err(`no structure with code ${structureCode}\n`);
+    return 1;
+  }
+  const dir = resolve(dirOption ?? mkdtempSync(join(os.tmpdir(), `hardware-sim-player-${structureCode}-`)));
+  io.out(`commissioning ${structureCode} (structure ${structure.id}); files in ${dir}\n`);
+  // The structure's operator, with a key for this commissioning run.
+  const key = await admin.createApiKey(structure.organisation_id, `commissioning ${structureCode}`, [
+    'write:submissions',
+    'read:creatives',
+    'console:fleet',
+  ]);
+  const operator = admin.as(key.key);
+  const today = formatAlmaty(new Date()).slice(0, 10);
+  const info: StructureInfo = { id: structure.id, code: structure.code };
+  io.out('1. approving a test creative for the structure ...\n');
+  const [creative] = await issueCreatives({
+    admin,
+    operator,
+    structures: [info],
+    creatives: [{ name: `commissioning-${structureCode}`, seed: Date.now() % 1000 }],
+    validFrom: today,
+    validUntil: today,
+    advertiser: 'Commissioning test (not billed)',
+  });
+  io.out(`   approval ${creative!.approvalNumber}, media sha256 ${creative!.sha256}\n`);
+  io.out('2. enrolling a player (device key, client certificate) ...\n');
+  const rootResponse = await fetch(`${urls.verify}/v1/authority-root.pem`);
+  const files = await enrolPlayer({
+    operator,
+    dir,
+    structure: info,
+    network: { agentsUrl: urls.agents, devicesUrl: urls.devices, verifyUrl: urls.verify },
+    authorityRootPem: await rootResponse.text(),
+    settings: {
+      image_duration_ms: 5_000,
+      shipping: {
+        min_interval_ms: 1_000,
+        idle_interval_ms: 2_000,
+        backoff_base_ms: 1_000,
+        backoff_cap_ms: 10_000,
+      },
+      revocation_refresh_ms: 3_600_000,
+      renewal_check_ms: 3_600_000,
+      media_recheck_ms: 60_000,
+      offline_after_ms: 600_000,
+    },
+  });
+  io.out(`   device ${files.deviceId}, certificate until ${files.certificateNotAfter ?? '(none)'}\n`);
+  placeCreative(join(dir, 'media'), creative!);
+  io.out('3. playing the test creative and sending the play ...\n');
+  const host = new LocalHost({ name: 'commissioning', virtualStartMs: null, onPlayed: () => {} });
+  await host.add({ id: structureCode, configFile: files.configFile, seed: 1 });
+  await host.start(structureCode);
+  const dataDir = loadConfig(files.configFile).dataDir;
+  const deadline = Date.now() + 90_000;
+  let answered: ReturnType<typeof readAgentLog> | null = null;
+  try {
+    while (Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const log = readAgentLog(join(dataDir, 'agent.sqlite'));
+      if (log.plays.some((p) => p.acknowledged)) {
+        answered = log;
+        break;
+      }
+    }
+  } finally {
+    await host.close();
+  }
+  if (!answered) {
+    io.err('   no play was answered within 90 s: see agent.log in the folder above\n');
+    return 1;
+  }
+  const play = answered.plays.find((p) => p.acknowledged)!;
+  io.out(
+    `   play ${play.playId} (${play.durationMs} ms) answered: ${play.status}${play.reason ? ` (${play.reason})` : ''}\n`,
+  );
+  io.out(`   platform answers so far: ${JSON.stringify(answered.batches)}\n`);
+  const counts = await admin.playCounts({ player: `device:${files.deviceId}` });
+  const counted = counts.items.reduce((sum, row) => sum + row.plays, 0);
+  io.out(`4. the platform counts ${counted} play(s) for this device\n`);
+  const ok = play.status === 'accepted' || play.status === 'flagged';
+  io.out(ok ? 'COMMISSIONED: the site reaches the platform and its plays count\n' : 'NOT COMMISSIONED\n');
+  return ok && counted > 0 ? 0 : 1;
+}
+
+// --- check --------------------------------------------------------------------------------------------
+
+function findConfig(target: string): string {
+  const path = resolve(target);
+  if (!existsSync(path)) throw new Error(`${path} does not exist`);
+  if (statSync(path).isFile()) return path;
+  for (const candidate of [join(path, 'agent.json'), join(dirname(path), 'agent.json')]) {
+    if (existsSync(candidate)) return candidate;
+  }
+  throw new Error(`no agent.json in ${path} or beside it`);
+}
+
+async function checkCommand(target: string, json: boolean, io: CliIo): Promise<number> {
+  const configFile = findConfig(target);
+  const config = loadConfig(configFile);
+  const status: AgentStatus = await readStatus(config);
+  const log = readAgentLog(join(config.dataDir, 'agent.sqlite'));
+  const unsent = log.plays.filter((p) => !p.acknowledged).length;
+  const refused = log.answered.filter((a) => a.status === 'refused');
+  const flagged = log.answered.filter((a) => a.status === 'flagged');
+  const problems: string[] = [];
+  if (status.shipping.alert)
+    problems.push(
+      `shipping stopped: ${status.shipping.alert.code} on batch ${status.shipping.alert.batch_seq}`,
+    );
+  if (status.identity.certificate?.state === 'expired')
+    problems.push('the certificate has expired: enrol the device again');
+  if (log.batches.terminal.length > 0)
+    problems.push(`batches refused for good: ${log.batches.terminal.join(', ')}`);
+  if (json) {
+    io.out(
+      `${JSON.stringify({ config: configFile, status, log: { ...log, plays: undefined, answered: undefined }, unsent, refused, flagged, problems }, null, 2)}\n`,
+    );
+    return problems.length > 0 ? 1 : 0;
+  }
+  const certificate = status.identity.certificate;
+  const lines = [
+    `player          ${configFile}`,
+    `device          ${status.device_id ?? '(not enrolled)'} at ${status.structure}`,
+    `certificate     ${certificate ? `${certificate.state} until ${certificate.not_after} (${certificate.days_left} days)` : 'none: signed channel only'}`,
+    `clock offset    ${status.clock.offset_ms} ms`,
+    `mode            ${status.mode}`,
+    `queue           ${status.queue.depth} record(s) not acknowledged (${status.queue.unbatched} not yet in a batch); last seq ${status.queue.last_seq}`,
+    `plays           ${log.plays.length} logged, ${unsent} not yet acknowledged`,
+    `batches         ${log.batches.cut} cut, ${log.batches.answered} answered (${log.batches.duplicateAnswers} as repeats), ${log.batches.attempts} sends`,
+    `answers         ${log.batches.received} received, ${log.batches.accepted} accepted, ${log.batches.duplicates} duplicates, ${log.batches.refused} refused, ${log.batches.flagged} flagged`,
+    `last send       ${status.shipping.lastSend ? `${status.shipping.lastSend.at} (batch ${status.shipping.lastSend.batch_seq})` : 'never'}`,
+    `revocations     ${status.revocation_list_version === null ? 'no list yet' : `version ${status.revocation_list_version}`}`,
+  ];
+  if (refused.length > 0) {
+    const reasons = new Map<string, number>();
+    for (const r of refused) reasons.set(r.reason ?? '?', (reasons.get(r.reason ?? '?') ?? 0) + 1);
+    lines.push(`refused         ${[...reasons].map(([reason, n]) => `${n} ${reason}`).join(', ')}`);
+  }
+  if (flagged.length > 0) {
+    const flags = new Map<string, number>();
+    for (const f of flagged) for (const flag of f.flags ?? []) flags.set(flag, (flags.get(flag) ?? 0) + 1);
+    lines.push(`flagged         ${[...flags].map(([flag, n]) => `${n} ${flag}`).join(', ')}`);
+  }
+  for (const reject of log.rejects.slice(-10)) {
+    lines.push(`reject          ${reject.at} ${reject.code} ${reject.file ?? ''}`);
+  }
+  for (const problem of problems) lines.push(`PROBLEM         ${problem}`);
+  io.out(`${lines.join('\n')}\n`);
+  return problems.length > 0 ? 1 : 0;
+}
+
+const invokedDirectly =
+  process.argv[1] !== undefined && import.meta.url === new URL(`file://${resolve(process.argv[1])}`).href;
+if (invokedDirectly) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      process.stderr.write(`hardware-sim: ${(error as Error).stack ?? String(error)}\n`);
+      process.exitCode = 2;
+    },
+  );
+}

@@ -1,0 +1,143 @@
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { dirname, join } from 'node:path';
+import {
+  type AgentCore,
+  type AgentStatus,
+  type Clock,
+  createAgent,
+  jsonLogger,
+  loadConfig,
+  type ScreenPower,
+  type TamperState,
+} from '@ooh/agent';
+import type { DisplayedPlay } from '../hardware/sim-display.js';
+import { SimDisplay } from '../hardware/sim-display.js';
+import { SimHardware } from '../hardware/sim-hardware.js';
+import type { TimeSource } from '../time/virtual-clock.js';
+import { seededRandom } from '../util/random.js';
+
+/**
+ * Loops the agent core runs while started with a display (apps/agent/src/agent.ts `start`): shipping, renewal,
+ * revocation refresh, media recheck, playback. Each sleeps between work, so a player is idle exactly when this
+ * many of its sleeps are pending. (The virtual clock lowers it by itself if a loop ends, see VirtualClock.)
+ */
+export const AGENT_LOOPS = 5;
+
+/** How a player is set up; plain data, so it can cross to a child process. */
+export interface PlayerSpec {
+  /** The player's name in the simulator: its structure code. */
+  id: string;
+  configFile: string;
+  /** Seeds the agent's randomness (renewal point, backoff jitter): runs are repeatable. */
+  seed: number;
+  hardware?: HardwareState;
+  /** Simulated screen halted: new plays wait and are never shown (the end of a run). */
+  halted?: boolean;
+  /** Agent log (JSON lines); default `agent.log` beside the config. */
+  logFile?: string;
+}
+
+export interface HardwareState {
+  skewMs?: number;
+  screen?: ScreenPower;
+  tamper?: TamperState;
+}
+
+export interface HardwareOp extends HardwareState {
+  /** The board clock jumps by this much. */
+  jumpMs?: number;
+}
+
+/** One simulated player: the real agent core on simulated hardware and a simulated screen. */
+export class SimPlayer {
+  readonly hardware: SimHardware;
+  readonly display: SimDisplay;
+  private core: AgentCore | null = null;
+  private log: WriteStream | null = null;
+
+  constructor(
+    readonly spec: PlayerSpec,
+    private readonly time: TimeSource,
+    onPlayed: (play: DisplayedPlay) => void,
+  ) {
+    this.hardware = new SimHardware(() => time.now(), spec.hardware ?? {});
+    const sleep = time.sleepFor(spec.id);
+    const clock = (): Clock => this.core?.clock ?? this.hardware.clock;
+    this.display = new SimDisplay({
+      player: spec.id,
+      sleep,
+      clock,
+      screenPower: () => this.hardware.screenPower(),
+      onPlayed,
+    });
+    if (spec.halted) this.halt();
+  }
+
+  get agent(): AgentCore | null {
+    return this.core;
+  }
+
+  get running(): boolean {
+    return this.core !== null;
+  }
+
+  async start(): Promise<void> {
+    if (this.core) return;
+    const config = loadConfig(this.spec.configFile);
+    const logFile = this.spec.logFile ?? join(dirname(this.spec.configFile), 'agent.log');
+    const stream = createWriteStream(logFile, { flags: 'a' });
+    this.log = stream;
+    const trueNow = () => new Date(this.time.now()).toISOString();
+    const core = await createAgent({
+      config,
+      hardware: this.hardware,
+      display: this.display,
+      sleep: this.time.sleepFor(this.spec.id),
+      random: seededRandom(this.spec.seed),
+      // The simulated instant is added to each line, beside the machine time jsonLogger writes.
+      logger: jsonLogger((line) => stream.write(`${line.slice(0, -2)},"sim_time":"${trueNow()}"}\n`)),
+    });
+    this.core = core;
+    await core.start();
+  }
+
+  /** Stops the agent; `onAborted` runs once the agent's loops have been told to stop. */
+  async stop(onAborted?: () => void): Promise<void> {
+    const core = this.core;
+    this.core = null;
+    if (core) {
+      // AgentCore.stop aborts its loops synchronously, then waits for them.
+      const stopping = core.stop();
+      onAborted?.();
+      await stopping;
+      await core.close();
+    }
+    const log = this.log;
+    this.log = null;
+    if (log) await new Promise<void>((resolve) => log.end(resolve));
+  }
+
+  status(): AgentStatus | null {
+    return this.core?.status() ?? null;
+  }
+
+  applyHardware(op: HardwareOp): void {
+    if (op.skewMs !== undefined) this.hardware.setSkew(op.skewMs);
+    if (op.jumpMs !== undefined) this.hardware.jump(op.jumpMs);
+    if (op.screen !== undefined) this.hardware.setScreenPower(op.screen);
+    if (op.tamper !== undefined) this.hardware.setTamper(op.tamper);
+  }
+
+  hardwareState(): HardwareState {
+    return {
+      skewMs: this.hardware.skewMs,
+      screen: this.hardware.screenPower(),
+      tamper: this.hardware.tamper(),
+    };
+  }
+
+  /** The screen stops taking new plays (the one on screen finishes): a run's end, so queues can drain. */
+  halt(): void {
+    this.display.halt();
+  }
+}

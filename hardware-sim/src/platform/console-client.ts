@@ -1,0 +1,273 @@
+/**
+ * The platform as the simulator reaches it: over HTTP only, with an API key, exactly as a technician's laptop
+ * would (the simulator is also a field tool). Every call checks its status and throws a {@link PlatformCallError}
+ * carrying the problem document's code otherwise.
+ */
+
+export class PlatformCallError extends Error {
+  constructor(
+    readonly method: string,
+    readonly url: string,
+    readonly status: number,
+    readonly code: string | null,
+    readonly body: string,
+  ) {
+    super(`${method} ${url}: HTTP ${status}${code ? ` ${code}` : ''}: ${body.slice(0, 500)}`);
+    this.name = 'PlatformCallError';
+  }
+}
+
+export interface PlatformUrls {
+  api: string;
+  agents: string;
+  devices: string;
+  verify: string;
+}
+
+export type OrganisationKind = 'authority' | 'operator' | 'agency' | 'advertiser';
+
+export interface EnrolAnswer {
+  device_id: string;
+  structure_code: string;
+  certificate_pem?: string;
+  chain_pem?: string;
+  not_after?: string;
+}
+
+export interface DeviceView {
+  device_id: string;
+  structure_code: string;
+  revoked_at: string | null;
+  certificates: {
+    serial: string;
+    state: string;
+    not_before: string;
+    not_after: string;
+    issued_at: string;
+    first_used_at: string | null;
+    old_valid_until: string | null;
+  }[];
+}
+
+export interface PlayCountItem {
+  player: string;
+  structure_id: string;
+  day: string;
+  approval_number: string | null;
+  slot: string | null;
+  attested: boolean;
+  plays: number;
+  flagged: number;
+}
+
+export interface DeviceEvent {
+  batch: number;
+  index: number;
+  kind: 'reject' | 'mode_change' | 'tamper';
+  seq: number | null;
+  at: string | null;
+  code: string | null;
+  detail: unknown;
+  receive_day: string;
+}
+
+const trim = (url: string) => url.replace(/\/+$/, '');
+
+export class ConsoleClient {
+  readonly apiUrl: string;
+
+  constructor(
+    apiUrl: string,
+    private readonly key: string,
+    private readonly timeoutMs = 60_000,
+  ) {
+    this.apiUrl = trim(apiUrl);
+  }
+
+  /** The same platform with another key. */
+  as(key: string): ConsoleClient {
+    return new ConsoleClient(this.apiUrl, key, this.timeoutMs);
+  }
+
+  async call<T>(
+    method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+    path: string,
+    body?: unknown,
+    options: { expect?: number[]; raw?: { bytes: Uint8Array; type: string } } = {},
+  ): Promise<T> {
+    const url = `${this.apiUrl}${path}`;
+    const headers: Record<string, string> = { authorization: `Bearer ${this.key}` };
+    let payload: Uint8Array | string | undefined;
+    if (options.raw) {
+      headers['content-type'] = options.raw.type;
+      payload = options.raw.bytes;
+    } else if (body !== undefined) {
+      headers['content-type'] = 'application/json';
+      payload = JSON.stringify(body);
+    }
+    const response = await fetch(url, {
+      method,
+      headers,
+      ...(payload !== undefined ? { body: payload } : {}),
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    const text = await response.text();
+    const expected = options.expect ?? [200, 201];
+    if (!expected.includes(response.status)) {
+      throw new PlatformCallError(method, url, response.status, problemCode(text), text);
+    }
+    if (text === '') return undefined as T;
+    const type = (response.headers.get('content-type') ?? '').split(';')[0]!.trim();
+    return type === 'application/json' || type.endsWith('+json') ? (JSON.parse(text) as T) : (text as T);
+  }
+
+  // --- organisations, keys, structures (authority administrator) ---
+
+  createOrganisation(
+    name: string,
+    kind: OrganisationKind,
+  ): Promise<{ id: string; name: string; kind: string }> {
+    return this.call('POST', '/api/v1/console/organisations', { name, kind });
+  }
+
+  listOrganisations(): Promise<{ items: { id: string; name: string; kind: string }[] }> {
+    return this.call('GET', '/api/v1/console/organisations');
+  }
+
+  createApiKey(organisationId: string, name: string, scopes: string[]): Promise<{ id: string; key: string }> {
+    return this.call('POST', `/api/v1/console/organisations/${organisationId}/api-keys`, { name, scopes });
+  }
+
+  createStructure(fields: {
+    organisation_id: string;
+    code: string;
+    district: string;
+    format: string;
+  }): Promise<{ id: string; code: string }> {
+    return this.call('POST', '/api/v1/console/structures', fields);
+  }
+
+  // --- devices ---
+
+  enrolDevice(body: { structure_id: string; public_key: string; csr?: string }): Promise<EnrolAnswer> {
+    return this.call('POST', '/api/v1/console/devices', body);
+  }
+
+  device(id: string): Promise<DeviceView> {
+    return this.call('GET', `/api/v1/console/devices/${id}`);
+  }
+
+  revokeDevice(id: string): Promise<DeviceView> {
+    return this.call('POST', `/api/v1/console/devices/${id}/revoke`);
+  }
+
+  // --- submissions and approvals ---
+
+  categories(): Promise<{ items: { id: number; tier: number; parent_id: number | null }[] }> {
+    return this.call('GET', '/api/v1/categories');
+  }
+
+  createSubmission(body: Record<string, unknown>): Promise<{ id: string; number: string }> {
+    return this.call('POST', '/api/v1/submissions', body);
+  }
+
+  uploadMedia(
+    submissionId: string,
+    bytes: Uint8Array,
+    type: string,
+  ): Promise<{ media_sha256: string; width: number; height: number; duration_ms: number | null }> {
+    return this.call('PUT', `/api/v1/submissions/${submissionId}/media`, undefined, { raw: { bytes, type } });
+  }
+
+  sendSubmission(submissionId: string): Promise<{ state: string }> {
+    return this.call('POST', `/api/v1/submissions/${submissionId}/send`);
+  }
+
+  approve(
+    submissionId: string,
+    body: { valid_from?: string; valid_until?: string; structure_ids?: string[] } = {},
+  ): Promise<{ approval_number: string; envelope_url: string }> {
+    return this.call('POST', `/api/v1/console/submissions/${submissionId}/approve`, body);
+  }
+
+  revokeApproval(
+    approvalNumber: string,
+    reason: string,
+  ): Promise<{ approval_number: string; revoked_at: string; revocation_list_version: number }> {
+    return this.call('POST', `/api/v1/console/approvals/${approvalNumber}/revoke`, { reason });
+  }
+
+  /** The signed envelope document, as text (its bytes are what a player receives as the sidecar). */
+  async envelope(approvalNumber: string): Promise<string> {
+    const url = `${this.apiUrl}/api/v1/approvals/${approvalNumber}/envelope`;
+    const response = await fetch(url, {
+      headers: { authorization: `Bearer ${this.key}` },
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    const text = await response.text();
+    if (response.status !== 200)
+      throw new PlatformCallError('GET', url, response.status, problemCode(text), text);
+    return text;
+  }
+
+  // --- proof of play, seals, test clock ---
+
+  playCounts(
+    filter: { from?: string; to?: string; approval_number?: string; player?: string } = {},
+  ): Promise<{ items: PlayCountItem[] }> {
+    const query = new URLSearchParams(
+      Object.entries(filter).filter((entry): entry is [string, string] => entry[1] !== undefined),
+    ).toString();
+    return this.call('GET', `/api/v1/console/pop/counts${query ? `?${query}` : ''}`);
+  }
+
+  deviceEvents(
+    deviceId: string,
+    kind?: 'reject' | 'mode_change' | 'tamper',
+  ): Promise<{ items: DeviceEvent[] }> {
+    return this.call('GET', `/api/v1/console/pop/devices/${deviceId}/events${kind ? `?kind=${kind}` : ''}`);
+  }
+
+  seal(
+    day: string,
+  ): Promise<{ day: string; body: { record_count: number; batch_count: number; root: string } }> {
+    return this.call('POST', `/api/v1/console/seals/${day}`);
+  }
+
+  sealBatches(day: string): Promise<string> {
+    return this.call('GET', `/api/v1/console/seals/${day}/batches`);
+  }
+
+  setClock(now: Date, frozen = true): Promise<{ now: string; frozen: boolean }> {
+    return this.call('PUT', '/api/v1/console/clock', { now: now.toISOString(), frozen });
+  }
+
+  clock(): Promise<{ now: string; frozen: boolean }> {
+    return this.call('GET', '/api/v1/console/clock');
+  }
+}
+
+/** The public verify host (no credentials). */
+export async function fetchPublic(
+  verifyUrl: string,
+  path: string,
+): Promise<{ status: number; text: string }> {
+  const response = await fetch(`${trim(verifyUrl)}${path}`, { signal: AbortSignal.timeout(60_000) });
+  return { status: response.status, text: await response.text() };
+}
+
+function problemCode(text: string): string | null {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (
+      typeof parsed === 'object' &&
+      parsed !== null &&
+      typeof (parsed as { code?: unknown }).code === 'string'
+    ) {
+      return (parsed as { code: string }).code;
+    }
+  } catch {
+    // not a problem document
+  }
+  return null;
+}

@@ -1,0 +1,154 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
+import net from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { PlatformUrls } from './console-client.js';
+
+/**
+ * A platform the simulator starts for itself (`hardware-sim run --spawn`, `npm start`): `platform bootstrap` then
+ * `platform run` from this repository, as child processes, on free ports. The simulator still talks to it over HTTP
+ * only. Without DATABASE_URL the platform runs its embedded PostgreSQL in `dataDir`.
+ */
+
+const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const PLATFORM_MAIN = join(REPO_ROOT, 'apps', 'platform', 'src', 'main.ts');
+
+export interface SpawnedPlatform {
+  urls: PlatformUrls;
+  adminKey: string;
+  restart(downMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface SpawnOptions {
+  dataDir: string;
+  testClock?: boolean;
+  /** Extra environment (DATABASE_URL, DEVICES_TLS_TERMINATION=proxy, ...). */
+  env?: Record<string, string>;
+  logFile?: string;
+  /** Fixed ports; free ones otherwise. */
+  ports?: Partial<Record<keyof PlatformUrls, number>>;
+}
+
+export function platformAvailable(): boolean {
+  return existsSync(PLATFORM_MAIN);
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as net.AddressInfo).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function platformProcess(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  log: NodeJS.WritableStream | null,
+): ChildProcess {
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', PLATFORM_MAIN, ...args], {
+    cwd: REPO_ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  if (log) {
+    child.stdout!.pipe(log, { end: false });
+    child.stderr!.pipe(log, { end: false });
+  }
+  return child;
+}
+
+export async function spawnPlatform(options: SpawnOptions): Promise<SpawnedPlatform> {
+  if (!platformAvailable()) throw new Error(`no platform sources at ${PLATFORM_MAIN}`);
+  mkdirSync(options.dataDir, { recursive: true });
+  const ports = {
+    api: options.ports?.api ?? (await freePort()),
+    agents: options.ports?.agents ?? (await freePort()),
+    devices: options.ports?.devices ?? (await freePort()),
+    verify: options.ports?.verify ?? (await freePort()),
+  };
+  const log = createWriteStream(options.logFile ?? join(options.dataDir, 'platform.log'), { flags: 'a' });
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    LOG_LEVEL: process.env['LOG_LEVEL'] ?? 'warn',
+    DATA_DIR: options.dataDir,
+    API_PORT: String(ports.api),
+    AGENTS_PORT: String(ports.agents),
+    DEVICES_PORT: String(ports.devices),
+    VERIFY_PORT: String(ports.verify),
+    ...options.env,
+  };
+
+  // bootstrap: the authority organisation and an admin key (printed on stdout).
+  const bootstrap = platformProcess(['bootstrap'], env, null);
+  let keyOut = '';
+  let bootErr = '';
+  bootstrap.stdout!.on('data', (c: Buffer) => {
+    keyOut += c;
+  });
+  bootstrap.stderr!.on('data', (c: Buffer) => {
+    bootErr += c;
+  });
+  const code = await new Promise<number | null>((resolve) => bootstrap.on('close', resolve));
+  const adminKey = keyOut.trim().split('\n').pop() ?? '';
+  if (code !== 0 || !adminKey) throw new Error(`platform bootstrap failed (${code}): ${bootErr}`);
+
+  const direct = env['DEVICES_TLS_TERMINATION'] !== 'proxy';
+  const urls: PlatformUrls = {
+    api: `http://127.0.0.1:${ports.api}`,
+    agents: `http://127.0.0.1:${ports.agents}`,
+    devices: `${direct ? 'https' : 'http'}://127.0.0.1:${ports.devices}`,
+    verify: `http://127.0.0.1:${ports.verify}`,
+  };
+  let child: ChildProcess;
+  const start = async () => {
+    child = platformProcess(['run', ...(options.testClock ? ['--test-clock'] : [])], env, log);
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      if (child.exitCode !== null)
+        throw new Error(`the platform exited with ${child.exitCode}; see ${log.path}`);
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`the platform did not become ready; see ${log.path}`);
+      }
+      try {
+        const [api, verify] = await Promise.all([
+          fetch(`${urls.api}/readyz`),
+          fetch(`${urls.verify}/readyz`),
+        ]);
+        if (api.ok && verify.ok) return;
+      } catch {
+        // not listening yet
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  };
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    await exited;
+    clearTimeout(timer);
+  };
+  await start();
+  return {
+    urls,
+    adminKey,
+    restart: async (downMs = 0) => {
+      await stop();
+      if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
+      await start();
+    },
+    stop: async () => {
+      await stop();
+      log.end();
+    },
+  };
+}
