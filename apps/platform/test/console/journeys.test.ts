@@ -312,7 +312,8 @@ describe('console journeys in Chromium', () => {
       expect(checks).toContain(`${name}: passed`);
     // Signed at 10:00 Almaty time on the 21st.
     expect(await row.textContent()).toContain('21 Nov 2026, 10:00');
-    await page.getByRole('switch', { name: 'Publish open data' }).check();
+    // The switch turns once the platform has answered: click, then wait for the state (check() would not wait).
+    await page.getByRole('switch', { name: 'Publish open data' }).click();
     await expect.poll(() => page.locator('.switch-row').textContent()).toMatch(/^Publish open dataPublished/);
     expect(await page.getByRole('switch', { name: 'Publish open data' }).isChecked()).toBe(true);
     await screenshot(page, 'transparency');
