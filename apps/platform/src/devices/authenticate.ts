@@ -17,6 +17,60 @@ export interface DeviceIdentity {
 
 const unauthorized = (detail: string) => new ProblemError('device_unauthorized', detail);
 
+interface VerifiedChain {
+  serial: string;
+  /** The window in which every certificate of the chain is valid: the verification holds inside it. */
+  from: number;
+  until: number;
+}
+
+/** Chains verified lately, by the SHA-256 of the leaf's DER (per context: each has its own device CA). */
+const verifiedChains = new WeakMap<PlatformContext, Map<string, VerifiedChain>>();
+const VERIFIED_CHAINS_MAX = 10_000;
+
+function chainCache(ctx: PlatformContext): Map<string, VerifiedChain> {
+  let cache = verifiedChains.get(ctx);
+  if (!cache) {
+    cache = new Map();
+    verifiedChains.set(ctx, cache);
+  }
+  return cache;
+}
+
+/**
+ * Chains a certificate passed by the proxy to the device CA at the platform clock. Checking a chain costs
+ * milliseconds of signature work and a device sends the same certificate on every call for a year, so a
+ * successful verification is remembered by the leaf's digest for as long as every certificate of the chain is
+ * inside its dates (bounded; the oldest entry goes first). A failure is never remembered.
+ */
+async function verifyProxiedChain(ctx: PlatformContext, der: Buffer): Promise<void> {
+  const digest = sha256Hex(der);
+  const cache = chainCache(ctx);
+  const now = ctx.clock.now().getTime();
+  const known = cache.get(digest);
+  if (known && now >= known.from && now < known.until) return;
+  const ca = await deviceCaFor(ctx);
+  const leafPem = new X509Certificate(der).toString();
+  const chain = await verifyChain({
+    leafPem,
+    intermediatesPem: ca.trustPems.slice(0, -1),
+    rootsPem: [ca.rootPem],
+    at: new Date(now),
+  });
+  if (!chain.ok) {
+    cache.delete(digest);
+    throw unauthorized('the client certificate does not chain to the device CA');
+  }
+  const infos = [der, ...ca.trustPems].map((c) => readCertificate(c));
+  cache.delete(digest);
+  if (cache.size >= VERIFIED_CHAINS_MAX) cache.delete(cache.keys().next().value as string);
+  cache.set(digest, {
+    serial: infos[0]!.serialHex,
+    from: Math.max(...infos.map((i) => i.notBefore.getTime())),
+    until: Math.min(...infos.map((i) => i.notAfter.getTime())),
+  });
+}
+
 /**
  * The client certificate's DER. Direct TLS: the peer certificate, which TLS has already chained to the device
  * CA (against the machine clock). Behind a TLS-terminating proxy: the configured header, believed only on
@@ -45,15 +99,7 @@ async function presentedCertificate(ctx: PlatformContext, request: FastifyReques
         },
       );
     }
-    const ca = await deviceCaFor(ctx);
-    const leafPem = new X509Certificate(der).toString();
-    const chain = await verifyChain({
-      leafPem,
-      intermediatesPem: ca.trustPems.slice(0, -1),
-      rootsPem: [ca.rootPem],
-      at: ctx.clock.now(),
-    });
-    if (!chain.ok) throw unauthorized('the client certificate does not chain to the device CA');
+    await verifyProxiedChain(ctx, der);
     return der;
   }
   const socket = request.raw.socket;

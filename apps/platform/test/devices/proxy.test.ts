@@ -46,6 +46,30 @@ describe('behind a TLS-terminating proxy', () => {
     }
   });
 
+  test('a certificate chained once is not trusted beyond its device: revocation and dates still apply', async () => {
+    const device = await enrolDevice(p);
+    const escaped = encodeURIComponent(device.certPem);
+    for (let i = 0; i < 3; i++) expect((await whoamiVia('10.1.2.3', escaped)).statusCode).toBe(200);
+    // Past the certificate's end the remembered chain is checked again, and the certificate refused.
+    const start = p.clock.now();
+    p.clock.set(new Date(start.getTime() + 400 * DAY_MS));
+    try {
+      expect((await whoamiVia('10.1.2.3', escaped)).statusCode).toBe(401);
+    } finally {
+      p.clock.set(start);
+    }
+    expect((await whoamiVia('10.1.2.3', escaped)).statusCode).toBe(200);
+    const revoked = await p.servers.api.inject({
+      method: 'POST',
+      url: `/api/v1/console/devices/${device.id}/revoke`,
+      headers: { authorization: `Bearer ${p.adminKey}` },
+    });
+    expect(revoked.statusCode).toBe(200);
+    const res = await whoamiVia('10.1.2.3', escaped);
+    expect(res.statusCode).toBe(401);
+    expect(res.json<{ code: string }>().code).toBe('device_unauthorized');
+  });
+
   test('the header from anyone else is ignored: 401', async () => {
     const device = await enrolDevice(p);
     const res = await whoamiVia('10.9.9.9', encodeURIComponent(device.certPem));
