@@ -79,7 +79,6 @@ test(
       // than the day after the sealed one); that day's block is digested once it is over: run time past it.
       const signedDay = seal.signed_at.slice(0, 10);
       await fleet.runUntil(Math.max(fleet.now(), almatyDayStart(addDays(signedDay, 1)).getTime() + 60_000));
-      // (The public seal route is rate limited by the frozen platform clock: poll the ledger head instead.)
       await waitFor(async () => {
         const response = await fetch(`${platform.urls.verify}/v1/ledger/head`);
         return response.ok && ((await response.json()) as { day: string }).day >= signedDay;

@@ -80,7 +80,7 @@ export function createLedgerFeature(options: LedgerOptions = {}): Feature {
   return {
     name: 'ledger',
     verify(app, ctx) {
-      const limiter = new PublicRateLimiter(options.rateLimit ?? DEFAULT_PUBLIC_RATE_LIMIT, ctx.clock);
+      const limiter = new PublicRateLimiter(options.rateLimit ?? DEFAULT_PUBLIC_RATE_LIMIT);
 
       app.get(
         '/v1/ledger/head',

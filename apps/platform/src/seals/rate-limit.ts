@@ -1,4 +1,3 @@
-import type { Clock } from '../clock.js';
 import { ProblemError } from '../http/problem.js';
 
 /**
@@ -6,13 +5,17 @@ import { ProblemError } from '../http/problem.js';
  * (..., seals): not shown beyond the fact that 429 carries Retry-After"). A token bucket per client address,
  * kept in the memory of each instance: the routes are public, cheap reads, and the limit protects an instance
  * from one noisy client rather than metering anyone, so sharing the buckets through PostgreSQL (as proof of play
- * must) would cost a write per public read for nothing. Time comes from the injected clock.
+ * must) would cost a write per public read for nothing. Time is the process's monotonic clock, not the platform's
+ * (injected, settable) clock: a limit on real request rates must refill in real time even while a test holds the
+ * platform clock still, and must not jump when the wall clock is corrected.
  */
 export interface PublicRateLimit {
   /** Requests a client may make at once. */
   burst: number;
   /** Tokens added per second. */
   perSecond: number;
+  /** Monotonic milliseconds (default `performance.now`); tests pass their own. */
+  nowMs?: () => number;
 }
 
 export const DEFAULT_PUBLIC_RATE_LIMIT: PublicRateLimit = { burst: 120, perSecond: 20 };
@@ -25,14 +28,15 @@ export class PublicRateLimiter {
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
   private calls = 0;
 
-  constructor(
-    private readonly limit: PublicRateLimit,
-    private readonly clock: Clock,
-  ) {}
+  private readonly nowMs: () => number;
+
+  constructor(private readonly limit: PublicRateLimit) {
+    this.nowMs = limit.nowMs ?? (() => performance.now());
+  }
 
   /** Takes a token for `client`, or throws 429 rate_limited with Retry-After (whole seconds, at least 1). */
   take(client: string): void {
-    const now = this.clock.now().getTime();
+    const now = this.nowMs();
     this.calls += 1;
     if (this.calls % SWEEP_EVERY === 0) this.sweep(now);
     const bucket = this.buckets.get(client) ?? { tokens: this.limit.burst, at: now };

@@ -50,7 +50,7 @@ export function createSealsFeature(options: SealsOptions = {}): Feature {
     name: 'seals',
 
     verify(app, ctx) {
-      const limiter = new PublicRateLimiter(options.rateLimit ?? DEFAULT_PUBLIC_RATE_LIMIT, ctx.clock);
+      const limiter = new PublicRateLimiter(options.rateLimit ?? DEFAULT_PUBLIC_RATE_LIMIT);
       app.get<{ Params: { day: string }; Querystring: { format?: string } }>(
         '/v1/stats-seals/:day',
         { schema: { response: { 200: StatsSeal } } },
