@@ -1,4 +1,5 @@
-import { LIMITS, RenewAnswer, RenewRequest } from '@ooh/protocol';
+import { DateTime, LIMITS, RenewAnswer, RenewRequest, Uuid } from '@ooh/protocol';
+import { Type } from '@sinclair/typebox';
 import { principalOf } from '../auth/plugin.js';
 import type { PlatformContext } from '../context.js';
 import type { Feature } from '../features.js';
@@ -34,6 +35,73 @@ const HOUR_MS = 3_600_000;
 const RENEW_BODY_LIMIT = 64 * 1024;
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+
+interface FleetRow {
+  device_id: string;
+  structure_id: string;
+  structure_code: string;
+  organisation_id: string;
+  created_at: Date;
+  revoked_at: Date | null;
+  force_renewal_until: Date | null;
+  certificate_not_after: Date | null;
+  last_batch_at: Date | null;
+  last_batch_seq: number | null;
+  queue_lag_seconds: number | null;
+}
+
+const NullableDateTime = Type.Union([DateTime, Type.Null()]);
+const NullableInteger = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
+
+/** GET /api/v1/console/devices (apps/platform/console/README.md "Fleet"). */
+const FleetList = Type.Object({
+  items: Type.Array(
+    Type.Object({
+      device_id: Uuid,
+      structure_id: Uuid,
+      structure_code: Type.String(),
+      organisation_id: Uuid,
+      created_at: DateTime,
+      revoked_at: NullableDateTime,
+      force_renewal_until: NullableDateTime,
+      certificate_not_after: NullableDateTime,
+      last_batch_at: NullableDateTime,
+      last_batch_seq: NullableInteger,
+      queue_lag_seconds: NullableInteger,
+    }),
+  ),
+});
+
+/**
+ * The fleet list: devices with structure, newest certificate expiry, force-renewal allowance, last batch and queue
+ * lag (apps/platform/console/README.md "Fleet": the receive time of the device's newest batch minus the newest time
+ * a record in it carries, never below 0; null without a batch or without a timed record in it). Both lookups are
+ * index reads per device (migration 061). $1: the caller's organisation (null for the authority: every device);
+ * $2: now.
+ */
+export const FLEET_LIST_SQL = `
+   SELECT d.id AS device_id, d.structure_id, s.code AS structure_code, s.organisation_id, d.created_at,
+          d.revoked_at,
+          (SELECT max(g.valid_until) FROM device_force_renewal_grants g
+            WHERE g.device_id = d.id AND g.valid_until > $2) AS force_renewal_until,
+          (SELECT c.not_after FROM device_certificates c WHERE c.device_id = d.id
+            ORDER BY c.issued_at DESC LIMIT 1) AS certificate_not_after,
+          b.received_at AS last_batch_at, b.batch_seq AS last_batch_seq,
+          -- greatest() skips nulls, hence the CASE: no timed record, no lag.
+          CASE WHEN r.newest_record_at IS NOT NULL
+               THEN greatest(0, floor(extract(epoch FROM b.received_at - r.newest_record_at)))::bigint
+          END AS queue_lag_seconds
+     FROM devices d JOIN structures s ON s.id = d.structure_id
+     LEFT JOIN LATERAL (SELECT id, receive_day, received_at, batch_seq FROM pop_batches
+                         WHERE owner = 'device:' || d.id
+                         ORDER BY received_at DESC, id DESC LIMIT 1) b ON true
+     -- A play's end (or start), an event's at: greatest() takes the one that is there.
+     LEFT JOIN LATERAL (SELECT max(greatest(pr.end_at, pr.start_at, pr.at)) AS newest_record_at
+                          FROM pop_records pr
+                         WHERE pr.receive_day = b.receive_day AND pr.batch_id = b.id
+                           AND pr.player_key LIKE 'device:%') r ON true
+    WHERE $1::uuid IS NULL OR s.organisation_id = $1
+    ORDER BY s.code, d.id`;
 
 async function deviceView(ctx: PlatformContext, device: DeviceRow): Promise<DeviceViewType> {
   const now = ctx.clock.now();
@@ -88,26 +156,28 @@ export const devicesFeature: Feature = {
         reply.code(201).send(await enrolDevice(ctx, principalOf(request), request.body)),
     );
 
-    // The fleet list: devices with structure, newest certificate expiry, force-renewal allowance and last batch.
-    app.get('/api/v1/console/devices', { config: { auth: FLEET_ADMIN } }, async (request) => {
-      const principal = principalOf(request);
-      const { rows } = await ctx.db.query(
-        `SELECT d.id AS device_id, d.structure_id, s.code AS structure_code, s.organisation_id, d.created_at,
-                d.revoked_at,
-                (SELECT max(g.valid_until) FROM device_force_renewal_grants g
-                  WHERE g.device_id = d.id AND g.valid_until > $2) AS force_renewal_until,
-                (SELECT c.not_after FROM device_certificates c WHERE c.device_id = d.id
-                  ORDER BY c.issued_at DESC LIMIT 1) AS certificate_not_after,
-                b.received_at AS last_batch_at, b.batch_seq AS last_batch_seq
-           FROM devices d JOIN structures s ON s.id = d.structure_id
-           LEFT JOIN LATERAL (SELECT received_at, batch_seq FROM pop_batches
-                               WHERE owner = 'device:' || d.id ORDER BY received_at DESC LIMIT 1) b ON true
-          WHERE $1::uuid IS NULL OR s.organisation_id = $1
-          ORDER BY s.code, d.id`,
-        [principal.organisation.kind === 'authority' ? null : principal.organisation.id, ctx.clock.now()],
-      );
-      return { items: rows };
-    });
+    // The fleet list (FLEET_LIST_SQL).
+    app.get(
+      '/api/v1/console/devices',
+      { config: { auth: FLEET_ADMIN }, schema: { response: { 200: FleetList } } },
+      async (request) => {
+        const principal = principalOf(request);
+        const { rows } = await ctx.db.query<FleetRow>(FLEET_LIST_SQL, [
+          principal.organisation.kind === 'authority' ? null : principal.organisation.id,
+          ctx.clock.now(),
+        ]);
+        return {
+          items: rows.map((row) => ({
+            ...row,
+            created_at: row.created_at.toISOString(),
+            revoked_at: iso(row.revoked_at),
+            force_renewal_until: iso(row.force_renewal_until),
+            certificate_not_after: iso(row.certificate_not_after),
+            last_batch_at: iso(row.last_batch_at),
+          })),
+        };
+      },
+    );
 
     app.get<{ Params: { id: string } }>(
       '/api/v1/console/devices/:id',

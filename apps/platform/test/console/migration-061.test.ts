@@ -1,0 +1,102 @@
+import { afterEach, describe, expect, test } from 'vitest';
+import { migrate } from '../../src/db/migrate.js';
+import { FLEET_LIST_SQL } from '../../src/devices/routes.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+const T = new Date('2026-11-20T06:00:00Z');
+let database: TestDatabase | null = null;
+afterEach(async () => {
+  await database?.drop();
+  database = null;
+});
+
+describe('migration 061 fleet queue lag', () => {
+  test('indexes every pop_records partition, old and new, and the fleet list reads through them', async () => {
+    database = await createTestDatabase({ upTo: 60 });
+    const db = database.db;
+    const org = (
+      await db.query(
+        "INSERT INTO organisations (name, kind, created_at) VALUES ('Operator', 'operator', $1) RETURNING id",
+        [T],
+      )
+    ).rows[0].id;
+    const structure = (
+      await db.query(
+        `INSERT INTO structures (organisation_id, code, district, format, created_at)
+         VALUES ($1, 'MIG-1', 'almaly', 'billboard', $2) RETURNING id`,
+        [org, T],
+      )
+    ).rows[0].id;
+    const device = (
+      await db.query('INSERT INTO devices (structure_id, created_at) VALUES ($1, $2) RETURNING id', [
+        structure,
+        T,
+      ])
+    ).rows[0].id as string;
+    // A batch received before the migration, in a partition that exists before it.
+    await db.query("SELECT pop_records_partition('2026-11-20')");
+    const batch = async (seq: number, receivedAt: Date, day: string) =>
+      (
+        await db.query(
+          `INSERT INTO pop_batches (owner, batch_seq, channel, body, body_sha256, received_at, receive_day,
+             record_count, answer)
+           VALUES ($1, $2, 'agent', '\\x7b7d', $3, $4, $5, 1, '{}') RETURNING id`,
+          [`device:${device}`, seq, 'd'.repeat(64), receivedAt, day],
+        )
+      ).rows[0].id as string;
+    const record = (batchId: string, day: string, endAt: Date) =>
+      db.query(
+        `INSERT INTO pop_records (receive_day, batch_id, record_index, player_key, structure_id, kind, seq, day,
+           approval_number, media_sha256, start_at, end_at, duration_ms, attested)
+         VALUES ($1, $2, 0, $3, $4, 'play', 1, $1, 'APR-2026-000001', $5, $6, $6, 1000, false)`,
+        [day, batchId, `device:${device}`, structure, 'e'.repeat(64), endAt],
+      );
+    const first = await batch(1, T, '2026-11-20');
+    await record(first, '2026-11-20', new Date(T.getTime() - 300_000));
+
+    await migrate(db);
+
+    // A partition created after the migration gets the partial index too.
+    await db.query("SELECT pop_records_partition('2026-12-01')");
+    const { rows: indexes } = await db.query<{ tablename: string; indexdef: string }>(
+      `SELECT tablename, indexdef FROM pg_indexes
+        WHERE tablename LIKE 'pop_records%' AND indexdef LIKE '%(batch_id)%' ORDER BY tablename`,
+    );
+    expect(indexes.map((i) => i.tablename)).toEqual([
+      'pop_records',
+      'pop_records_2026_11',
+      'pop_records_2026_12',
+    ]);
+    for (const index of indexes) expect(index.indexdef).toContain("WHERE (player_key ~~ 'device:%'::text)");
+    const { rows: batchIndexes } = await db.query<{ indexdef: string }>(
+      "SELECT indexdef FROM pg_indexes WHERE indexname = 'pop_batches_owner_received'",
+    );
+    expect(batchIndexes[0]?.indexdef).toContain('(owner, received_at DESC, id DESC)');
+
+    // The batch seeded before the migration, and one in the new month's partition.
+    let { rows } = await db.query(FLEET_LIST_SQL, [null, T]);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ device_id: device, last_batch_seq: 1, queue_lag_seconds: 300 });
+    const december = new Date('2026-12-01T00:00:00Z');
+    const second = await batch(2, december, '2026-12-01');
+    await record(second, '2026-12-01', new Date(december.getTime() - 7_000));
+    ({ rows } = await db.query(FLEET_LIST_SQL, [null, december]));
+    expect(rows[0]).toMatchObject({ last_batch_seq: 2, queue_lag_seconds: 7 });
+
+    // Where sequential scans are ruled out, the plan uses both indexes (the query's LIKE clause matches the partial
+    // index's predicate; a plan that cannot use them would fall back to a disabled sequential scan).
+    const client = await db.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SET LOCAL enable_seqscan = off');
+      const plan = (await client.query(`EXPLAIN ${FLEET_LIST_SQL}`, [null, december])).rows
+        .map((r: { 'QUERY PLAN': string }) => r['QUERY PLAN'])
+        .join('\n');
+      expect(plan).toContain('pop_batches_owner_received');
+      expect(plan).toMatch(/pop_records_2026_1[12]_batch_id_idx/);
+      await client.query('ROLLBACK');
+    } finally {
+      client.release();
+    }
+  });
+});
