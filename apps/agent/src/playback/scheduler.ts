@@ -111,7 +111,9 @@ export class PlaybackScheduler {
     const { library, display, hardware, log, clock } = this.options;
     const controller = new AbortController();
     const abort = () => controller.abort();
-    outer.addEventListener('abort', abort, { once: true });
+    // An aborted signal never fires 'abort' again: a listener added now would wait for nothing.
+    if (outer.aborted) controller.abort();
+    else outer.addEventListener('abort', abort, { once: true });
     const offChange = library.onChange((items) => {
       const stillPlayable = library.isPlayable(item.relativePath, item.sha256);
       const emergencyArrived = item.slot !== 'emergency' && items.some((other) => other.slot === 'emergency');
@@ -162,6 +164,9 @@ export class PlaybackScheduler {
   }
 
   private async idle(signal: AbortSignal): Promise<void> {
+    // Stopping while a play failed (or just ended): return at once. A listener added to an aborted signal
+    // never fires, so the wait below would last its whole length (for ever with a virtual clock at shutdown).
+    if (signal.aborted) return;
     const controller = new AbortController();
     const abort = () => controller.abort();
     signal.addEventListener('abort', abort, { once: true });

@@ -180,6 +180,8 @@ export class Shipper {
   }
 
   private async wait(ms: number, signal: AbortSignal, wakeable: boolean): Promise<void> {
+    // Stopped during the step: no wait (a listener on an aborted signal would never fire).
+    if (signal.aborted) return;
     if (ms <= 0) {
       // Let I/O run between steps even without a pause (an idle loop must never starve the event loop).
       await new Promise<void>((resolve) => setImmediate(resolve));

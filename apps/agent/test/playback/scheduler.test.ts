@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -9,6 +10,7 @@ import type { WirePlayRecord, WireStatusRecord } from '../../src/log/records.js'
 import { memoryLogger } from '../../src/logger.js';
 import { MediaLibrary } from '../../src/media/library.js';
 import { ModeTracker } from '../../src/playback/mode.js';
+import type { Display } from '../../src/playback/display.js';
 import { PlaybackScheduler } from '../../src/playback/scheduler.js';
 import { FakeDisplay, ManualHardware } from '../helpers/hardware.js';
 import { writeMedia } from '../helpers/media.js';
@@ -226,6 +228,45 @@ describe('playback scheduler', () => {
       { from: 'normal', to: 'offline' },
       { from: 'offline', to: 'normal' },
     ]);
+  });
+
+  it('stops at once when stopped during a failed play: no wait on an already-aborted signal', async () => {
+    // A sleep like the simulator's virtual clock at shutdown: it ends only when its signal aborts.
+    const sleeps: AbortSignal[] = [];
+    const sleepUntilAborted = (_ms: number, signal?: AbortSignal) =>
+      new Promise<void>((resolve) => {
+        if (signal) sleeps.push(signal);
+        if (signal?.aborted) resolve();
+        else signal?.addEventListener('abort', () => resolve(), { once: true });
+      });
+    const stopper = new AbortController();
+    const stopping: Display = {
+      // The agent is stopped while the display is busy, and the play fails.
+      play: async () => {
+        stopper.abort();
+        return { outcome: 'failed', reason: 'decode error' };
+      },
+    };
+    const stoppable = new PlaybackScheduler({
+      library,
+      display: stopping,
+      hardware,
+      log,
+      modes,
+      clock,
+      structure: 'ALM-0001',
+      imageDurationMs: 10_000,
+      logger: memoryLogger(),
+      sleep: sleepUntilAborted,
+      idleMs: 3_600_000,
+    });
+    const outcome = await Promise.race([
+      stoppable.run(stopper.signal).then(() => 'stopped'),
+      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2000)),
+    ]);
+    expect(outcome).toBe('stopped');
+    expect(sleeps.every((signal) => signal.aborted)).toBe(true);
+    expect(getEventListeners(stopper.signal, 'abort')).toHaveLength(0);
   });
 
   it('logs nothing for a play the display could not start', async () => {

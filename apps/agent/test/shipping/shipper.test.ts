@@ -1,3 +1,5 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { es256Verify } from '@ooh/crypto';
 import { MockAgent } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -161,6 +163,40 @@ describe('shipping to the signed channel', () => {
     expect(platform.requests.map((r) => r.batchSeq)).toEqual([1, 2, 3]);
     expect(platform.playCount(fx.deviceId)).toBe(2700);
     expect(fx.log.stats().queueDepth).toBe(0);
+  });
+
+  it('run() ends at once when stopped during a send, without waiting on the aborted signal', async () => {
+    platform.failNext(1, 503, 'service_unavailable');
+    const controller = new AbortController();
+    // A sleep like the simulator's virtual clock at shutdown: it ends only when its signal aborts.
+    const sleeps: AbortSignal[] = [];
+    mkdirSync(join(dir.path, 'stopping'));
+    const stopping = createShippingFixture({
+      dir: join(dir.path, 'stopping'),
+      agentsUrl: platform.agentsUrl,
+      overrides: {
+        backoff: { baseMs: 3_600_000, capMs: 3_600_000 },
+        sleep: (_ms, signal) =>
+          new Promise<void>((resolve) => {
+            if (signal) sleeps.push(signal);
+            if (signal?.aborted) resolve();
+            else signal?.addEventListener('abort', () => resolve(), { once: true });
+          }),
+        onReachability: () => controller.abort(),
+      },
+    });
+    try {
+      platform.registerDevice(stopping.deviceId, stopping.keys.publicKey);
+      logPlays(stopping.log, 1);
+      const outcome = await Promise.race([
+        stopping.shipper.run(controller.signal).then(() => 'stopped'),
+        new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2000)),
+      ]);
+      expect(outcome).toBe('stopped');
+      expect(sleeps.every((signal) => signal.aborted)).toBe(true);
+    } finally {
+      await stopping.close();
+    }
   });
 
   it('run() drains the queue and wakes up for new records', async () => {
