@@ -59,12 +59,58 @@ export async function insertSubmission(
       now,
     ],
   );
+  await insertStructures(client, rows[0]!.id, value.structure_ids);
+  return rows[0]!;
+}
+
+/**
+ * Writes the edited fields of a draft (PATCH /api/v1/submissions/{id}); the structure list is replaced only when
+ * `replaceStructures` (spec: "sending either replaces the current structures").
+ */
+export async function updateDraft(
+  client: DbClient,
+  id: string,
+  value: ValidSubmission,
+  replaceStructures: boolean,
+  now: Date,
+): Promise<SubmissionRow> {
+  const { rows } = await client.query<SubmissionRow>(
+    `UPDATE submissions SET advertiser_name = $2, advertiser_bin = $3, period_from = $4, period_to = $5,
+       category_id = $6, channel = $7, fast_track = $8, external_refs = $9, declared_daily_plays = $10,
+       updated_at = $11
+     WHERE id = $1 AND state = 'draft'
+     RETURNING ${SUBMISSION_COLUMNS}`,
+    [
+      id,
+      value.advertiser_name,
+      value.advertiser_bin,
+      value.period_from,
+      value.period_to,
+      value.category_id,
+      value.channel,
+      value.fast_track,
+      value.external_refs === null ? null : JSON.stringify(value.external_refs),
+      value.declared_daily_plays === null ? null : JSON.stringify(value.declared_daily_plays),
+      now,
+    ],
+  );
+  if (replaceStructures) {
+    await client.query('DELETE FROM submission_structures WHERE submission_id = $1', [id]);
+    await insertStructures(client, id, value.structure_ids);
+  }
+  return rows[0]!;
+}
+
+async function insertStructures(
+  client: DbClient,
+  submissionId: string,
+  structureIds: string[],
+): Promise<void> {
   await client.query(
     `INSERT INTO submission_structures (submission_id, structure_id, position)
      SELECT $1, s.id, s.ord FROM unnest($2::uuid[]) WITH ORDINALITY AS s(id, ord)`,
-    [rows[0]!.id, value.structure_ids],
+    [submissionId, structureIds],
   );
-  return rows[0]!;
 }
 
 export async function findSubmission(db: Db, id: string): Promise<SubmissionRow | null> {
@@ -75,12 +121,73 @@ export async function findSubmission(db: Db, id: string): Promise<SubmissionRow 
   return rows[0] ?? null;
 }
 
-export async function submissionStructureIds(db: Db, id: string): Promise<string[]> {
+export async function submissionStructureIds(db: Db | DbClient, id: string): Promise<string[]> {
   const { rows } = await db.query<{ structure_id: string }>(
     'SELECT structure_id FROM submission_structures WHERE submission_id = $1 ORDER BY position',
     [id],
   );
   return rows.map((r) => r.structure_id);
+}
+
+/**
+ * What GET /api/v1/submissions/{id} adds for the console (docs/decisions.md "Submissions"): the uploaded media
+ * file's facts, the approval issued for it (the newest, with whether it is revoked) and the reason of a rejection.
+ */
+export interface SubmissionReview {
+  media: {
+    sha256: string;
+    media_type: string;
+    size_bytes: number;
+    width: number;
+    height: number;
+    duration_ms: number | null;
+    uploaded_at: string;
+  } | null;
+  approval_number: string | null;
+  approval_revoked_at: string | null;
+  reject_reason: string | null;
+}
+
+export async function submissionReview(db: Db, id: string): Promise<SubmissionReview> {
+  const { rows } = await db.query<{
+    reject_reason: string | null;
+    media_sha256: string | null;
+    media_type: string;
+    size_bytes: number;
+    width: number;
+    height: number;
+    duration_ms: number | null;
+    uploaded_at: Date;
+    approval_number: string | null;
+    approval_revoked_at: Date | null;
+  }>(
+    `SELECT s.reject_reason, m.media_sha256, m.media_type, m.size_bytes, m.width, m.height, m.duration_ms,
+            m.uploaded_at, a.number AS approval_number, a.revoked_at AS approval_revoked_at
+       FROM submissions s
+       LEFT JOIN submission_media m ON m.submission_id = s.id
+       LEFT JOIN LATERAL (SELECT number, revoked_at FROM approvals WHERE submission_id = s.id
+                           ORDER BY issued_at DESC LIMIT 1) a ON true
+      WHERE s.id = $1`,
+    [id],
+  );
+  const row = rows[0];
+  return {
+    media:
+      row?.media_sha256 != null
+        ? {
+            sha256: row.media_sha256,
+            media_type: row.media_type,
+            size_bytes: row.size_bytes,
+            width: row.width,
+            height: row.height,
+            duration_ms: row.duration_ms,
+            uploaded_at: formatAlmaty(row.uploaded_at),
+          }
+        : null,
+    approval_number: row?.approval_number ?? null,
+    approval_revoked_at: row?.approval_revoked_at ? formatAlmaty(row.approval_revoked_at) : null,
+    reject_reason: row?.reject_reason ?? null,
+  };
 }
 
 /** The spec's Submission resource. */

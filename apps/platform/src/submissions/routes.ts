@@ -4,7 +4,8 @@ import { isAuthority, type RouteAuth } from '../auth/principal.js';
 import { categories } from '../categories/catalogue.js';
 import { withTransaction } from '../db/pool.js';
 import type { Feature } from '../features.js';
-import { validationFailed } from '../http/problem.js';
+import { lockSubmission } from '../approvals/repository.js';
+import { ProblemError, validationFailed } from '../http/problem.js';
 import { expandStructureSets, structuresByIds } from '../structures/repository.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 import {
@@ -12,8 +13,10 @@ import {
   insertSubmission,
   SUBMISSION_COLUMNS,
   type SubmissionRow,
+  submissionReview,
   submissionStructureIds,
   submissionView,
+  updateDraft,
 } from './repository.js';
 import { validateSubmission } from './validate.js';
 
@@ -28,6 +31,35 @@ const READ: RouteAuth = {
     { scope: 'console:read', kinds: ['authority'] },
   ],
 };
+
+/** Optional fields of a submission that an edit clears with null. */
+const CLEARABLE = new Set(['advertiser_bin', 'category_id', 'external_refs', 'declared_daily_plays']);
+
+/** The draft as a create body, with the edit laid over it (validated afterwards with the rules of create). */
+function mergeDraft(
+  current: SubmissionRow,
+  patch: Record<string, unknown>,
+  replaceStructures: boolean,
+): Record<string, unknown> {
+  const merged: Record<string, unknown> = {
+    advertiser_name: current.advertiser_name,
+    period_from: current.period_from,
+    period_to: current.period_to,
+    channel: current.channel,
+    fast_track: current.fast_track,
+  };
+  if (current.advertiser_bin !== null) merged['advertiser_bin'] = current.advertiser_bin;
+  if (current.category_id !== null) merged['category_id'] = current.category_id;
+  if (current.external_refs !== null) merged['external_refs'] = current.external_refs;
+  if (current.declared_daily_plays !== null) merged['declared_daily_plays'] = current.declared_daily_plays;
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null && CLEARABLE.has(key)) delete merged[key];
+    else merged[key] = value;
+  }
+  // spec structure_ids: "Together with structure_set_ids this is the whole list": sets alone mean no explicit ids.
+  if (replaceStructures && !('structure_ids' in patch)) merged['structure_ids'] = [];
+  return merged;
+}
 
 export const submissionsFeature: Feature = {
   name: 'submissions',
@@ -83,7 +115,53 @@ export const submissionsFeature: Feature = {
         if (!row || (!isAuthority(principal) && row.organisation_id !== principal.organisation.id)) {
           throw notFound('submission', id);
         }
-        return { ...submissionView(row), structure_ids: await submissionStructureIds(ctx.db, id) };
+        const [structureIds, review] = await Promise.all([
+          submissionStructureIds(ctx.db, id),
+          submissionReview(ctx.db, id),
+        ]);
+        return { ...submissionView(row), structure_ids: structureIds, ...review };
+      },
+    );
+
+    // Edits a draft (docs/decisions.md "Submissions": the spec's create rules presuppose it). The body holds the
+    // fields to change, with the rules of create; null clears an optional field. Sending structure_ids or
+    // structure_set_ids replaces the whole list; sending neither keeps it.
+    app.patch<{ Params: { id: string } }>(
+      '/api/v1/submissions/:id',
+      { config: { auth: CREATE }, schema: { response: { 200: Submission } } },
+      async (request) => {
+        const principal = principalOf(request);
+        const id = pathUuid(request.params.id, 'submission');
+        const body = request.body;
+        if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+          throw validationFailed([{ path: '/', code: 'type', message: 'the body must be a JSON object' }]);
+        }
+        const patch = body as Record<string, unknown>;
+        const row = await withTransaction(ctx.db, async (client) => {
+          // Locked: a send (which locks the same row) cannot pass between the check and the write.
+          const current = await lockSubmission(client, id);
+          if (!current || current.organisation_id !== principal.organisation.id)
+            throw notFound('submission', id);
+          if (current.state !== 'draft') {
+            throw new ProblemError(
+              'state_conflict',
+              `submission ${current.number} is ${current.state}; only a draft can change`,
+            );
+          }
+          const replaceStructures = 'structure_ids' in patch || 'structure_set_ids' in patch;
+          const result = await validateSubmission(mergeDraft(current, patch, replaceStructures), {
+            kind: principal.organisation.kind,
+            organisationId: principal.organisation.id,
+            expandSets: (ids) => expandStructureSets(client, principal.organisation.id, ids),
+            structures: (ids) => structuresByIds(client, ids),
+            categoryExists: (cid) => categories().get(cid) !== undefined,
+            keptStructureIds: await submissionStructureIds(client, id),
+            pruneDeclared: replaceStructures && !('declared_daily_plays' in patch),
+          });
+          if (!result.ok) throw validationFailed(result.errors);
+          return updateDraft(client, id, result.value, replaceStructures, ctx.clock.now());
+        });
+        return submissionView(row);
       },
     );
   },

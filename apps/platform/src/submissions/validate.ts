@@ -27,6 +27,16 @@ export interface Lookups {
   expandSets: (ids: string[]) => Promise<{ structureIds: string[]; missingSets: string[] }>;
   structures: (ids: string[]) => Promise<Map<string, StructureRow>>;
   categoryExists: (id: number) => boolean;
+  /**
+   * Edits of a draft (PATCH): the structures it has. A body that sends neither structure_ids nor structure_set_ids
+   * keeps them as they are, unchecked (they passed when they were chosen).
+   */
+  keptStructureIds?: string[];
+  /**
+   * Edits of a draft that replace the structures without sending declared_daily_plays: the declared figures of
+   * structures no longer chosen are dropped instead of refused (they came from the draft, not from the caller).
+   */
+  pruneDeclared?: boolean;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -138,7 +148,59 @@ export async function validateSubmission(
     }
   }
 
-  // Structures: explicit ids plus expanded saved sets make the whole list.
+  // Structures: explicit ids plus expanded saved sets make the whole list (spec: "sending either replaces the
+  // current structures"); an edit that sends neither keeps the draft's.
+  const keep =
+    lookups.keptStructureIds !== undefined &&
+    body['structure_ids'] === undefined &&
+    body['structure_set_ids'] === undefined;
+  const finalIds = keep ? lookups.keptStructureIds! : await validateStructures(body, lookups, err);
+
+  // declared_daily_plays: keyed by chosen structure ids, non-negative integers.
+  const declared = body['declared_daily_plays'];
+  let declaredValue: Record<string, number> | null = null;
+  if (declared !== undefined && declared !== null) {
+    if (!isObject(declared)) err('/declared_daily_plays', 'type', 'must be an object keyed by structure id');
+    else {
+      declaredValue = {};
+      const chosen = new Set(finalIds);
+      for (const [key, value] of Object.entries(declared)) {
+        const id = key.toLowerCase();
+        if (!chosen.has(id)) {
+          if (lookups.pruneDeclared) continue;
+          err(`/declared_daily_plays/${key}`, 'not_allowed', 'not one of the chosen structures');
+        }
+        if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 1_000_000) {
+          err(`/declared_daily_plays/${key}`, 'type', 'must be a whole number of plays per day, 0 or more');
+        } else declaredValue[id] = value;
+      }
+    }
+  }
+
+  if (errors.length > 0) return { ok: false, errors };
+  return {
+    ok: true,
+    value: {
+      advertiser_name: name as string,
+      advertiser_bin: typeof bin === 'string' ? bin : null,
+      period_from: dates['period_from']!,
+      period_to: dates['period_to']!,
+      structure_ids: finalIds,
+      channel: channel as 'direct' | 'programmatic',
+      fast_track: fastTrack === true,
+      external_refs: isObject(refs) ? refs : null,
+      category_id: typeof categoryId === 'number' ? categoryId : null,
+      declared_daily_plays: declaredValue,
+    },
+  };
+}
+
+/** structure_ids and structure_set_ids: the whole list after expanding the sets, every rule of the spec checked. */
+async function validateStructures(
+  body: Record<string, unknown>,
+  lookups: Lookups,
+  err: (path: string, code: string, message: string) => void,
+): Promise<string[]> {
   const structureIds: string[] = [];
   const rawIds = body['structure_ids'];
   if (rawIds === undefined) err('/structure_ids', 'required', 'structure_ids is required');
@@ -198,40 +260,5 @@ export async function validateSubmission(
   }
   if (Array.isArray(rawIds) && finalIds.length === 0)
     err('/structure_ids', 'too_few', 'choose at least one structure');
-
-  // declared_daily_plays: keyed by chosen structure ids, non-negative integers.
-  const declared = body['declared_daily_plays'];
-  let declaredValue: Record<string, number> | null = null;
-  if (declared !== undefined && declared !== null) {
-    if (!isObject(declared)) err('/declared_daily_plays', 'type', 'must be an object keyed by structure id');
-    else {
-      declaredValue = {};
-      const chosen = new Set(finalIds);
-      for (const [key, value] of Object.entries(declared)) {
-        const id = key.toLowerCase();
-        if (!chosen.has(id))
-          err(`/declared_daily_plays/${key}`, 'not_allowed', 'not one of the chosen structures');
-        if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 1_000_000) {
-          err(`/declared_daily_plays/${key}`, 'type', 'must be a whole number of plays per day, 0 or more');
-        } else declaredValue[id] = value;
-      }
-    }
-  }
-
-  if (errors.length > 0) return { ok: false, errors };
-  return {
-    ok: true,
-    value: {
-      advertiser_name: name as string,
-      advertiser_bin: typeof bin === 'string' ? bin : null,
-      period_from: dates['period_from']!,
-      period_to: dates['period_to']!,
-      structure_ids: finalIds,
-      channel: channel as 'direct' | 'programmatic',
-      fast_track: fastTrack === true,
-      external_refs: isObject(refs) ? refs : null,
-      category_id: typeof categoryId === 'number' ? categoryId : null,
-      declared_daily_plays: declaredValue,
-    },
-  };
+  return finalIds;
 }
