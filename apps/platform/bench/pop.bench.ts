@@ -59,7 +59,15 @@ async function startPlatformProcess(dbUrl: string, dataDir: string, ports: Ports
   let output = '';
   const child = spawn(
     process.execPath,
-    ['--conditions=source', '--import', 'tsx', 'apps/platform/src/main.ts', '--test-clock'],
+    [
+      // e.g. POP_BENCH_PLATFORM_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile the platform.
+      ...(process.env['POP_BENCH_PLATFORM_NODE_ARGS']?.split(' ').filter(Boolean) ?? []),
+      '--conditions=source',
+      '--import',
+      'tsx',
+      'apps/platform/src/main.ts',
+      '--test-clock',
+    ],
     {
       cwd: REPO,
       env: {

@@ -36,6 +36,7 @@ export interface ApprovalFacts {
   validFrom: string;
   validUntil: string;
   revokedAt: Date | null;
+  /** Structures it covers; at least those of the batch's players that it covers (the reading query reads no more). */
   structureIds: ReadonlySet<string>;
 }
 

@@ -33,12 +33,18 @@ function approvalsFrom(rows: ApprovalJson[] | null): Map<string, ApprovalFacts> 
   return approvals;
 }
 
-// The issued approvals a batch names, with what the flags need, as one JSON value of a reading query.
-const APPROVALS_JSON = `(SELECT json_agg(json_build_object(
+/**
+ * The issued approvals a batch names, with what the flags need, as one JSON value of a reading query.
+ * `structures` is an SQL expression of the structures of the batch's players: an approval's structure list is
+ * read only where it meets them (approval_not_for_structure asks nothing else), so an approval that covers
+ * hundreds of structures does not ship hundreds of ids with every batch.
+ */
+const approvalsJson = (numbers: string, structures: string) => `(SELECT json_agg(json_build_object(
      'number', a.number, 'media_sha256', a.media_sha256, 'valid_from', a.valid_from::text,
      'valid_until', a.valid_until::text, 'revoked_at', a.revoked_at,
-     'structure_ids', ARRAY(SELECT s.structure_id FROM approval_structures s WHERE s.approval_id = a.id)))
-   FROM approvals a WHERE a.number = ANY($APPROVALS::text[]))`;
+     'structure_ids', ARRAY(SELECT s.structure_id FROM approval_structures s
+                             WHERE s.approval_id = a.id AND s.structure_id = ANY(${structures}))))
+   FROM approvals a WHERE a.number = ANY(${numbers}::text[]))`;
 
 export interface DeviceForTelemetry {
   id: string;
@@ -86,7 +92,7 @@ export async function findDeviceForTelemetry(
             (SELECT p.high_water_seq FROM pop_players p WHERE p.player_key = 'device:' || d.id::text) AS high_water_seq,
             EXISTS (SELECT 1 FROM pop_batches x
                      WHERE x.owner = 'device:' || d.id::text AND x.channel IN ('agent', 'cert')) AS had_pop_batch,
-            ${APPROVALS_JSON.replace('$APPROVALS', '$4')} AS approvals
+            ${approvalsJson('$4', 'ARRAY[d.structure_id]')} AS approvals
        FROM devices d
        JOIN structures s ON s.id = d.structure_id
        LEFT JOIN pop_batches b ON b.owner = 'device:' || d.id::text AND b.batch_seq = $2
@@ -166,7 +172,11 @@ export async function findSourceForBatch(
                JOIN structures st ON st.id = m.structure_id
                LEFT JOIN pop_players pp ON pp.player_key = 'cms:' || m.installation_id::text || ':' || m.external_id
               WHERE m.installation_id = i.id AND m.external_id = ANY($5::text[]) AND m.removed_at IS NULL) AS players,
-            ${APPROVALS_JSON.replace('$APPROVALS', '$6')} AS approvals
+            ${approvalsJson(
+              '$6',
+              `ARRAY(SELECT m.structure_id FROM cms_players m
+                      WHERE m.installation_id = i.id AND m.external_id = ANY($5::text[]) AND m.removed_at IS NULL)`,
+            )} AS approvals
        FROM cms_installations i
        LEFT JOIN pop_batches b ON b.owner = 'source:' || i.id::text AND b.batch_seq = $2
       WHERE i.id = $1`,

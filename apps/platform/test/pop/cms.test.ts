@@ -185,6 +185,28 @@ describe('POST /api/v1/pop/batches', () => {
     expect(await countedPlays(c.db, playerKey(source, 'screen-1'), { slot: true })).toBe(1);
     expect(await countedPlays(c.db, playerKey(source, 'screen-1'), { slot: false })).toBe(2);
   });
+
+  test('approval_not_for_structure is judged per player: one approval, players at a covered and another structure', async () => {
+    const source = await newSource();
+    // Covers screen-1's structure only; the reading query asks only about the structures of the batch's players.
+    await insertApproval(c.db, operator.id, {
+      number: 'A-CMS-ONE',
+      structureIds: [operator.structures[0]!.id],
+    });
+    const answer = answerOf(
+      await postCms(
+        servers(),
+        source,
+        cmsBody(source, 0, [
+          cmsPlay('screen-1', 1, { approval_number: 'A-CMS-ONE' }),
+          cmsPlay('screen-2', 1, { approval_number: 'A-CMS-ONE' }),
+          cmsPlay('screen-2', 2),
+        ]),
+      ),
+    );
+    expect(answer.items).toEqual([{ index: 1, status: 'flagged', flags: ['approval_not_for_structure'] }]);
+    expect(answer).toMatchObject({ accepted: 3, flagged: 1 });
+  });
 });
 
 describe('large batches (records written by COPY)', () => {
