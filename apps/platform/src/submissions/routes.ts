@@ -119,7 +119,12 @@ export const submissionsFeature: Feature = {
           submissionStructureIds(ctx.db, id),
           submissionReview(ctx.db, id),
         ]);
-        return { ...submissionView(row), structure_ids: structureIds, ...review };
+        return {
+          ...submissionView(row),
+          advertiser_bin: row.advertiser_bin,
+          structure_ids: structureIds,
+          ...review,
+        };
       },
     );
 
