@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { splitPemChain } from '@ooh/crypto';
 import { LIMITS } from '@ooh/protocol';
 import type { Dispatcher } from 'undici';
-import { CorrectedClock, realSleep, type Sleep } from './clock.js';
+import { CorrectedClock, realSleep, type Sleep, systemMonotonic } from './clock.js';
 import type { AgentConfig } from './config/config.js';
 import { AgentError } from './errors.js';
 import { createBoardHardware, type Hardware } from './hardware/hardware.js';
@@ -100,7 +100,8 @@ export class AgentCore {
     }
     this.logger = options.logger ?? jsonLogger();
     this.sleep = options.sleep ?? realSleep;
-    this.hardware = options.hardware ?? createBoardHardware(config.board ?? undefined);
+    const hardware = options.hardware ?? createBoardHardware(config.board ?? undefined);
+    this.hardware = hardware;
     this.credentials = FileCredentials.load({
       keyFile: config.keyFile,
       certificateFile: config.certificateFile,
@@ -116,6 +117,7 @@ export class AgentCore {
       config.maxClockCorrectionMs,
       this.state.get<number>(CLOCK_OFFSET_KEY) ?? 0,
       (offset) => this.state.set(CLOCK_OFFSET_KEY, offset),
+      { monotonic: hardware.monotonicMs ? () => hardware.monotonicMs!() : systemMonotonic },
     );
     const authorityRoots = splitPemChain(readFileSync(config.authorityRootFile, 'utf8'));
     this.http = createHttpClient({
@@ -188,6 +190,7 @@ export class AgentCore {
           log: this.log,
           modes: this.modes,
           clock: this.clock,
+          monotonic: () => this.clock.monotonicMs(),
           structure: config.structure,
           imageDurationMs: config.imageDurationMs,
           logger: this.logger,

@@ -9,6 +9,14 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => new Date() };
 
+/**
+ * A steady clock in milliseconds from an arbitrary origin: it never jumps when the wall clock is set
+ * (CLOCK_MONOTONIC). Durations are measured on it, never on the wall clock, which the agent itself corrects.
+ */
+export type MonotonicClock = () => number;
+
+export const systemMonotonic: MonotonicClock = () => performance.now();
+
 /** Waits `ms` or until the signal aborts (resolves either way; never rejects). */
 export type Sleep = (ms: number, signal?: AbortSignal) => Promise<void>;
 
@@ -30,14 +38,22 @@ export const realSleep: Sleep = (ms, signal) =>
 /** A clock corrected by an offset (ms) learnt from the platform, bounded by `maxOffsetMs`. */
 export class CorrectedClock implements Clock {
   private offsetMs = 0;
+  private readonly monotonic: MonotonicClock;
 
   constructor(
     private readonly base: Clock,
     readonly maxOffsetMs: number,
     initialOffsetMs = 0,
     private readonly onOffsetChange?: (offsetMs: number) => void,
+    options: { monotonic?: MonotonicClock } = {},
   ) {
     this.offsetMs = Math.abs(initialOffsetMs) <= maxOffsetMs ? initialOffsetMs : 0;
+    this.monotonic = options.monotonic ?? systemMonotonic;
+  }
+
+  /** The steady clock beside this one (the board's, or `performance.now()`). */
+  monotonicMs(): number {
+    return this.monotonic();
   }
 
   now(): Date {

@@ -30,6 +30,11 @@ export class SimHardware implements Hardware {
     this.clock = { now: () => new Date(this.trueNow() + this.skew) };
   }
 
+  /** Steady time: true (virtual) time, which the board clock's skew and jumps never move. */
+  monotonicMs(): number {
+    return this.trueNow();
+  }
+
   get skewMs(): number {
     return this.skew;
   }

@@ -12,6 +12,11 @@ export type TamperState = 'open' | 'closed' | 'unknown';
 export interface Hardware {
   /** The board's clock (RTC / system time). The agent corrects it by a bounded offset from the platform. */
   readonly clock: Clock;
+  /**
+   * A steady clock (ms, arbitrary origin) that does not move when the board clock is set; default
+   * `performance.now()`. A simulator whose time is virtual must give its own.
+   */
+  monotonicMs?(): number;
   screenPower(): ScreenPower;
   tamper(): TamperState;
   onScreenPowerChange(listener: (power: ScreenPower) => void): () => void;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock, Sleep } from '../clock.js';
+import type { Clock, MonotonicClock, Sleep } from '../clock.js';
 import { realSleep } from '../clock.js';
 import type { Hardware } from '../hardware/hardware.js';
 import type { PlayLog } from '../log/play-log.js';
@@ -16,6 +16,11 @@ export interface SchedulerOptions {
   log: PlayLog;
   modes: ModeTracker;
   clock: Clock;
+  /**
+   * Steady time (ms) to measure how long a play really lasted when the clock was corrected during it.
+   * Without one, the wall clock stands in (no correction can then be told from a play's length).
+   */
+  monotonic?: MonotonicClock;
   structure: string;
   /** How long an image stays on screen. */
   imageDurationMs: number;
@@ -71,25 +76,34 @@ export class PlaybackScheduler {
     const offPower = hardware.onScreenPowerChange(() => this.refreshMode());
     try {
       while (!signal.aborted) {
-        this.refreshMode();
-        const item = this.next();
-        if (!item) {
-          await this.idle(signal);
-          continue;
-        }
-        const report = await this.playOne(item, signal);
-        if (report.outcome === 'failed') {
+        // Nothing may end this loop but the stop signal: a screen that stops playing until someone restarts
+        // the player is the worst failure a player can have. An unexpected error is logged, then a pause.
+        try {
+          await this.step(signal);
+        } catch (error) {
           this.failures++;
-          this.options.logger.warn(
-            { file: item.relativePath, reason: report.reason },
-            'display could not play',
-          );
+          this.options.logger.error({ err: error }, 'playback step failed; going on after a pause');
           await this.idle(signal);
         }
       }
     } finally {
       offLibrary();
       offPower();
+    }
+  }
+
+  private async step(signal: AbortSignal): Promise<void> {
+    this.refreshMode();
+    const item = this.next();
+    if (!item) {
+      await this.idle(signal);
+      return;
+    }
+    const report = await this.playOne(item, signal);
+    if (report.outcome === 'failed') {
+      this.failures++;
+      this.options.logger.warn({ file: item.relativePath, reason: report.reason }, 'display could not play');
+      await this.idle(signal);
     }
   }
 
@@ -122,6 +136,8 @@ export class PlaybackScheduler {
     const playId = randomUUID();
     const powerAtStart = hardware.screenPower();
     this.playing = { relativePath: item.relativePath, playId };
+    const monotonic = this.options.monotonic ?? (() => clock.now().getTime());
+    const before = { clockMs: clock.now().getTime(), monoMs: monotonic() };
     let report: PlayReport;
     try {
       report = await display.play(
@@ -143,21 +159,42 @@ export class PlaybackScheduler {
       this.playing = null;
     }
     if (report.outcome === 'played') {
+      const after = { clockMs: clock.now().getTime(), monoMs: monotonic() };
+      const times = playTimes(report, before, after);
+      if (times.clockStepMs !== null) {
+        this.options.logger.info(
+          { play_id: playId, clock_step_ms: times.clockStepMs, duration_ms: times.durationMs },
+          'clock corrected during a play: its times were derived from its steady length',
+        );
+      }
       const powerAtEnd = hardware.screenPower();
       const power: ScreenPower = powerAtStart === powerAtEnd ? powerAtStart : 'unknown';
-      log.appendPlay(
-        {
-          playId,
-          ...(item.slot ? { slot: item.slot } : { approvalNumber: item.approvalNumber }),
-          mediaSha256: item.sha256,
-          start: report.start,
-          end: report.end,
-          structure: this.options.structure,
-          screenPower: power,
-          ...(report.interrupted ? { detail: { interrupted: true } } : {}),
-        },
-        clock.now(),
-      );
+      const detail = {
+        ...(report.interrupted ? { interrupted: true } : {}),
+        ...(times.clockStepMs !== null ? { clock_step_ms: times.clockStepMs } : {}),
+      };
+      try {
+        log.appendPlay(
+          {
+            playId,
+            ...(item.slot ? { slot: item.slot } : { approvalNumber: item.approvalNumber }),
+            mediaSha256: item.sha256,
+            start: times.start,
+            end: times.end,
+            structure: this.options.structure,
+            screenPower: power,
+            ...(Object.keys(detail).length > 0 ? { detail } : {}),
+          },
+          new Date(after.clockMs),
+        );
+      } catch (error) {
+        // The play was shown but cannot be logged (disk full, a broken record): say so loudly, go on playing.
+        this.options.logger.error(
+          { err: error, play_id: playId, file: item.relativePath },
+          'a play was shown but could not be logged',
+        );
+        return { outcome: 'failed', reason: `play not logged: ${(error as Error).message}` };
+      }
       this.plays++;
     }
     return report;
@@ -178,4 +215,53 @@ export class PlaybackScheduler {
       if (this.wakeController === controller) this.wakeController = null;
     }
   }
+}
+
+/** Clock moves within this are not corrections (the platform's Date header has one-second resolution). */
+const CLOCK_STEP_TOLERANCE_MS = 1000;
+
+export interface PlayTimes {
+  start: Date;
+  end: Date;
+  durationMs: number;
+  /** How far the wall clock was set (corrected, or the board clock jumped) during the play; null if not. */
+  clockStepMs: number | null;
+}
+
+/**
+ * The times to log for a play the display reported. The display stamps start and end with the agent's wall
+ * clock, which the agent itself corrects from the platform's Date header (and which the board may set), so a
+ * correction during the play makes end - start wrong, even negative. The rule:
+ * - the step is how much the wall clock moved during the play beyond the steady (monotonic) time that passed;
+ * - within {@link CLOCK_STEP_TOLERANCE_MS} there was no step: the reported times stand as they are;
+ * - otherwise the length is the reported length minus the step (the step fell between the two stamps), or the
+ *   reported length if that is the one that fits the steady time (the step fell outside them), else the steady
+ *   time itself; never negative, never longer than the steady time the play took;
+ * - the end stays as reported (it was read with the newest correction) and the start is end - length.
+ */
+export function playTimes(
+  reported: { start: Date; end: Date },
+  before: { clockMs: number; monoMs: number },
+  after: { clockMs: number; monoMs: number },
+): PlayTimes {
+  const steadyMs = Math.max(0, after.monoMs - before.monoMs);
+  const stepMs = Math.round(after.clockMs - before.clockMs - steadyMs);
+  const wallMs = reported.end.getTime() - reported.start.getTime();
+  const fits = (ms: number) => ms >= 0 && ms <= steadyMs + CLOCK_STEP_TOLERANCE_MS;
+  const stepped = Math.abs(stepMs) > CLOCK_STEP_TOLERANCE_MS;
+  let durationMs: number;
+  if (!stepped && fits(wallMs)) durationMs = wallMs;
+  else if (stepped && fits(wallMs - stepMs)) durationMs = wallMs - stepMs;
+  else if (fits(wallMs)) durationMs = wallMs;
+  else durationMs = Math.round(steadyMs);
+  durationMs = Math.max(0, Math.min(durationMs, Math.round(steadyMs) + CLOCK_STEP_TOLERANCE_MS));
+  if (durationMs === wallMs) {
+    return { start: reported.start, end: reported.end, durationMs, clockStepMs: stepped ? stepMs : null };
+  }
+  return {
+    start: new Date(reported.end.getTime() - durationMs),
+    end: reported.end,
+    durationMs,
+    clockStepMs: stepped ? stepMs : null,
+  };
 }

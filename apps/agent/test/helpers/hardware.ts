@@ -10,7 +10,18 @@ export class ManualHardware implements Hardware {
   private readonly powerListeners = new Set<(power: ScreenPower) => void>();
   private readonly tamperListeners = new Set<(state: TamperState) => void>();
 
-  constructor(readonly clock: Clock) {}
+  /**
+   * `monotonic` is the steady clock; by default it follows `clock`, so a test that moves `clock` by hand moves
+   * time itself. A test that sets the board clock (a jump, a correction) gives a separate steady clock.
+   */
+  constructor(
+    readonly clock: Clock,
+    private readonly monotonic: () => number = () => clock.now().getTime(),
+  ) {}
+
+  monotonicMs(): number {
+    return this.monotonic();
+  }
 
   screenPower(): ScreenPower {
     return this.power;

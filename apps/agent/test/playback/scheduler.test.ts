@@ -2,7 +2,7 @@ import { getEventListeners } from 'node:events';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/clock.js';
+import { CorrectedClock, systemClock } from '../../src/clock.js';
 import { AgentState } from '../../src/log/agent-state.js';
 import { type Database, openAgentDatabase } from '../../src/log/database.js';
 import { PlayLog } from '../../src/log/play-log.js';
@@ -11,7 +11,7 @@ import { memoryLogger } from '../../src/logger.js';
 import { MediaLibrary } from '../../src/media/library.js';
 import { ModeTracker } from '../../src/playback/mode.js';
 import type { Display } from '../../src/playback/display.js';
-import { PlaybackScheduler } from '../../src/playback/scheduler.js';
+import { PlaybackScheduler, playTimes } from '../../src/playback/scheduler.js';
 import { FakeDisplay, ManualHardware } from '../helpers/hardware.js';
 import { writeMedia } from '../helpers/media.js';
 import { createTestPki, type TestPki } from '../helpers/pki.js';
@@ -269,6 +269,132 @@ describe('playback scheduler', () => {
     expect(getEventListeners(stopper.signal, 'abort')).toHaveLength(0);
   });
 
+  it('a clock corrected backwards in the middle of a play: the play is logged with its real length and playback goes on', async () => {
+    // The board runs 10 minutes ahead; the platform's Date header corrects the agent's clock during the first
+    // play, so the display's end stamp is ten minutes before its start stamp.
+    const truth = new ManualClock(new Date('2026-11-21T09:00:00.000Z'));
+    const board = { now: () => new Date(truth.now().getTime() + 600_000) };
+    const agentClock = new CorrectedClock(board, 86_400_000, 0, undefined, {
+      monotonic: () => truth.now().getTime(),
+    });
+    let corrected = false;
+    const correcting: Display = {
+      async play(request) {
+        const start = agentClock.now();
+        truth.advance(4000);
+        if (!corrected) {
+          corrected = true;
+          const at = agentClock.baseNow();
+          expect(agentClock.observeServerDate(truth.now().toUTCString(), at, at)).toBe(true);
+        }
+        truth.advance((request.durationMs ?? 15_000) - 4000);
+        await new Promise((resolve) => setImmediate(resolve));
+        return { outcome: 'played', start, end: agentClock.now(), interrupted: false };
+      },
+    };
+    const logger = memoryLogger();
+    const correctedScheduler = new PlaybackScheduler({
+      library,
+      display: correcting,
+      hardware,
+      log,
+      modes,
+      clock: agentClock,
+      monotonic: () => truth.now().getTime(),
+      structure: 'ALM-0001',
+      imageDurationMs: 10_000,
+      logger,
+      idleMs: 50,
+    });
+    running = correctedScheduler.run(controller.signal);
+    await until(() => plays().length >= 4);
+    controller.abort();
+    await running;
+    const [first, second] = plays();
+    // The Date header has one-second resolution and is read as its middle: the offset is -599.5 s.
+    expect(agentClock.offset).toBe(-599_500);
+    expect(first).toMatchObject({
+      start: '2026-11-21T09:00:00.500Z',
+      end: '2026-11-21T09:00:10.500Z',
+      duration_ms: 10_000,
+      detail: { clock_step_ms: -599_500 },
+    });
+    expect(second).toMatchObject({ start: '2026-11-21T09:00:10.500Z', duration_ms: 15_000 });
+    expect(second).not.toHaveProperty('detail');
+    expect(logger.lines.filter((line) => line.level === 'error')).toEqual([]);
+  });
+
+  it('an unexpected error in the loop is logged, and playback goes on after a pause', async () => {
+    const logger = memoryLogger();
+    let throwsLeft = 2;
+    const flaky = new ManualHardware(clock);
+    const originalPower = flaky.screenPower.bind(flaky);
+    flaky.screenPower = () => {
+      if (throwsLeft > 0) {
+        throwsLeft--;
+        throw new Error('board I/O error');
+      }
+      return originalPower();
+    };
+    const resilient = new PlaybackScheduler({
+      library,
+      display,
+      hardware: flaky,
+      log,
+      modes,
+      clock,
+      structure: 'ALM-0001',
+      imageDurationMs: 10_000,
+      logger,
+      idleMs: 20,
+    });
+    running = resilient.run(controller.signal);
+    await until(() => plays().length >= 2);
+    controller.abort();
+    await running;
+    expect(
+      logger.lines.filter((line) => line.message === 'playback step failed; going on after a pause'),
+    ).toHaveLength(2);
+    expect(resilient.status().failures).toBe(2);
+  });
+
+  it('a play that cannot be logged does not stop playback', async () => {
+    const logger = memoryLogger();
+    const brokenOnce: Display = {
+      async play(request, signal) {
+        const report = await display.play(request, signal);
+        // A display reporting an impossible play (no valid instants) once.
+        if (display.requests.length === 1)
+          return {
+            outcome: 'played',
+            start: new Date(Number.NaN),
+            end: new Date(Number.NaN),
+            interrupted: false,
+          };
+        return report;
+      },
+    };
+    const resilient = new PlaybackScheduler({
+      library,
+      display: brokenOnce,
+      hardware,
+      log,
+      modes,
+      clock,
+      structure: 'ALM-0001',
+      imageDurationMs: 10_000,
+      logger,
+      idleMs: 20,
+    });
+    running = resilient.run(controller.signal);
+    await until(() => plays().length >= 2);
+    controller.abort();
+    await running;
+    expect(logger.lines.some((line) => line.message === 'a play was shown but could not be logged')).toBe(
+      true,
+    );
+  });
+
   it('logs nothing for a play the display could not start', async () => {
     display.failPaths.add('b.webm');
     running = scheduler.run(controller.signal);
@@ -277,5 +403,70 @@ describe('playback scheduler', () => {
     await running;
     expect(plays().every((p) => p.approval_number !== 'APP-B')).toBe(true);
     expect(scheduler.status().failures).toBeGreaterThan(0);
+  });
+});
+
+describe('play times across a clock correction (playTimes)', () => {
+  const at = (iso: string) => new Date(iso);
+  const T = Date.parse('2026-11-21T09:00:00.000Z');
+
+  it('keeps the reported times when the clock was not set during the play', () => {
+    const times = playTimes(
+      { start: at('2026-11-21T09:00:00.200Z'), end: at('2026-11-21T09:00:10.200Z') },
+      { clockMs: T, monoMs: 1000 },
+      { clockMs: T + 10_300, monoMs: 11_300 },
+    );
+    expect(times).toEqual({
+      start: at('2026-11-21T09:00:00.200Z'),
+      end: at('2026-11-21T09:00:10.200Z'),
+      durationMs: 10_000,
+      clockStepMs: null,
+    });
+  });
+
+  it('a step between the stamps: length = reported length - step, end kept, start derived', () => {
+    // 10 s on screen; the clock was set 10 minutes back in the middle.
+    const back = playTimes(
+      { start: at('2026-11-21T09:10:00.000Z'), end: at('2026-11-21T09:00:10.000Z') },
+      { clockMs: T + 600_000, monoMs: 0 },
+      { clockMs: T + 10_000, monoMs: 10_000 },
+    );
+    expect(back).toEqual({
+      start: at('2026-11-21T09:00:00.000Z'),
+      end: at('2026-11-21T09:00:10.000Z'),
+      durationMs: 10_000,
+      clockStepMs: -600_000,
+    });
+    // And 10 minutes forward.
+    const forward = playTimes(
+      { start: at('2026-11-21T09:00:00.000Z'), end: at('2026-11-21T09:10:10.000Z') },
+      { clockMs: T, monoMs: 0 },
+      { clockMs: T + 610_000, monoMs: 10_000 },
+    );
+    expect(forward).toMatchObject({ start: at('2026-11-21T09:10:00.000Z'), durationMs: 10_000 });
+  });
+
+  it('a step before the start stamp (while the file loaded) leaves the reported times', () => {
+    const times = playTimes(
+      { start: at('2026-11-21T09:00:00.500Z'), end: at('2026-11-21T09:00:10.500Z') },
+      { clockMs: T + 600_000, monoMs: 0 },
+      { clockMs: T + 10_500, monoMs: 10_500 },
+    );
+    expect(times).toMatchObject({
+      start: at('2026-11-21T09:00:00.500Z'),
+      end: at('2026-11-21T09:00:10.500Z'),
+      durationMs: 10_000,
+      clockStepMs: -600_000,
+    });
+  });
+
+  it('never logs a negative length or one longer than the steady time', () => {
+    const times = playTimes(
+      { start: at('2026-11-21T09:00:20.000Z'), end: at('2026-11-21T09:00:00.000Z') },
+      { clockMs: T, monoMs: 0 },
+      { clockMs: T + 5000, monoMs: 5000 },
+    );
+    expect(times.durationMs).toBe(5000);
+    expect(times.end.getTime() - times.start.getTime()).toBe(5000);
   });
 });
