@@ -77,6 +77,8 @@ export interface ShipperOptions {
 
 export const SEND_STATE_KEY = 'shipping.last_send';
 export const ALERT_STATE_KEY = 'shipping.alert';
+/** The batch_seq whose last answer was stale_request: its ts is taken afresh when it is next sent. */
+export const STALE_STATE_KEY = 'shipping.stale_batch';
 
 /**
  * Ships batches in order, one in flight (DESIGN.md §5, §9). `sendOnce` is one step and never sleeps, so
@@ -110,13 +112,23 @@ export class Shipper {
   }
 
   async sendOnce(): Promise<SendOutcome> {
-    const { batches, clock, deviceId } = this.options;
-    const batch = batches.pendingOrCut({
+    const { batches, clock, deviceId, state } = this.options;
+    let batch = batches.pendingOrCut({
       deviceId,
       now: clock.now(),
       ...(this.options.maxEvents !== undefined ? { maxEvents: this.options.maxEvents } : {}),
     });
     if (!batch) return { kind: 'idle' };
+
+    if (state.get<number>(STALE_STATE_KEY) === batch.batchSeq) {
+      // The platform's last answer for this batch was stale_request, so it stored nothing: the same events
+      // are signed again under the same batch_seq with ts read NOW (DESIGN.md §5), not when the answer came,
+      // else a backoff longer than the 300 s window made every resend stale again, for ever. The mark goes
+      // before the send: if this answer is lost, the next try resends these very bytes, which the platform
+      // may hold (a fresh ts then would be another body under the same batch_seq: 409 batch_conflict).
+      batch = batches.refreshTs(batch.batchSeq, deviceId, clock.now());
+      state.delete(STALE_STATE_KEY);
+    }
 
     const identity = this.options.credentials.tlsIdentity(clock.now(), this.failures);
     const channel: Channel = identity ? 'certificate' : 'signed';
@@ -257,11 +269,14 @@ export class Shipper {
       };
     }
     if (response.status === 401 && code === 'stale_request') {
-      // DESIGN.md §5: "re-signs the same events under the same batch_seq with a fresh ts"; the clock was
-      // already corrected from the Date header of this very answer.
-      batches.refreshTs(batch.batchSeq, this.options.deviceId, clock.now());
+      // DESIGN.md §5: "re-signs the same events under the same batch_seq with a fresh ts": at the next send
+      // (sendOnce), with the clock already corrected from the Date header of this very answer.
+      state.set(STALE_STATE_KEY, batch.batchSeq);
       this.staleInARow++;
-      logger.warn({ batch_seq: batch.batchSeq, clock_offset_ms: clock.offset }, 'stale_request: re-signed');
+      logger.warn(
+        { batch_seq: batch.batchSeq, clock_offset_ms: clock.offset },
+        'stale_request: will re-sign with a fresh ts',
+      );
       if (this.staleInARow <= STALE_IMMEDIATE_RETRIES) {
         return { kind: 'retry', batchSeq: batch.batchSeq, delayMs: 0, reason: 'stale_request' };
       }

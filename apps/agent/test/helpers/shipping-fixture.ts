@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { generateEs256KeyPair } from '@ooh/crypto';
 import type { Dispatcher } from 'undici';
-import { CorrectedClock, systemClock } from '../../src/clock.js';
+import { type Clock, CorrectedClock, systemClock } from '../../src/clock.js';
 import type { DeviceCredentials } from '../../src/identity/device-credentials.js';
 import { AgentState } from '../../src/log/agent-state.js';
 import { type Database, openAgentDatabase } from '../../src/log/database.js';
@@ -34,6 +34,8 @@ export function createShippingFixture(args: {
   tls?: TlsIdentity | null;
   serverCaPem?: string;
   dispatcher?: Dispatcher;
+  /** The board clock the agent's corrected clock starts from (default: the system clock). */
+  boardClock?: Clock;
   overrides?: Partial<ShipperOptions>;
 }): ShippingFixture {
   const deviceId = randomUUID();
@@ -46,7 +48,7 @@ export function createShippingFixture(args: {
     ...(args.serverCaPem ? { serverCaPem: args.serverCaPem } : {}),
     ...(args.dispatcher ? { dispatcher: args.dispatcher } : {}),
   });
-  const clock = new CorrectedClock(systemClock, 24 * 3_600_000);
+  const clock = new CorrectedClock(args.boardClock ?? systemClock, 24 * 3_600_000);
   const logger = memoryLogger();
   const confirmed: (TlsIdentity | null)[] = [];
   const credentials: DeviceCredentials & { confirmed: typeof confirmed } = {

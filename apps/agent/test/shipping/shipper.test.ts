@@ -3,6 +3,9 @@ import { join } from 'node:path';
 import { es256Verify } from '@ooh/crypto';
 import { MockAgent } from 'undici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { CorrectedClock } from '../../src/clock.js';
+import { memoryLogger } from '../../src/logger.js';
+import { Shipper } from '../../src/shipping/shipper.js';
 import { createShippingFixture, logPlays, type ShippingFixture } from '../helpers/shipping-fixture.js';
 import { tempDir } from '../helpers/temp.js';
 import { TestPlatform } from '../helpers/test-platform.js';
@@ -106,6 +109,83 @@ describe('shipping to the signed channel', () => {
     await fx.shipper.sendOnce();
     const next = JSON.parse(platform.device(fx.deviceId).batches.get(2)!.body.toString());
     expect(next.prev_sha256).toBe(second!.bodySha256);
+  });
+
+  it('after stale_request the ts is taken at send time, so a long backoff never makes the resend stale', async () => {
+    // Time both sides agree on, moved by the test: the board clock and the platform's clock are right.
+    let shiftMs = 0;
+    await fx.close();
+    fx = createShippingFixture({
+      dir: join(dir.path, 'shifted'),
+      agentsUrl: platform.agentsUrl,
+      boardClock: { now: () => new Date(Date.now() + shiftMs) },
+    });
+    platform.registerDevice(fx.deviceId, fx.keys.publicKey);
+    logPlays(fx.log, 2);
+    platform.failNext(3, 401, 'stale_request');
+    const outcomes = [];
+    for (let i = 0; i < 3; i++) outcomes.push(await fx.shipper.sendOnce());
+    // Two immediate re-signs, then the third waits its backoff like any failure.
+    expect(outcomes.map((o) => (o.kind === 'retry' ? [o.reason, o.delayMs > 0] : o.kind))).toEqual([
+      ['stale_request', false],
+      ['stale_request', false],
+      ['stale_request', true],
+    ]);
+    // The backoff (here ten minutes) passes before the next send.
+    shiftMs = 600_000;
+    platform.clockOffsetMs = 600_000;
+    const resent = await fx.shipper.sendOnce();
+    expect(resent).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    const stored = JSON.parse(platform.device(fx.deviceId).batches.get(1)!.body.toString());
+    expect(Math.abs(Date.parse(stored.ts) - platform.now().getTime())).toBeLessThan(5000);
+    expect(platform.playCount(fx.deviceId)).toBe(2);
+  });
+
+  it('never re-signs after a lost answer: the resend is byte for byte the body the platform may hold', async () => {
+    logPlays(fx.log, 2);
+    platform.failNext(1, 401, 'stale_request');
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'stale_request' });
+    // The re-signed body is processed and stored, but its answer is lost.
+    platform.dropAnswerNext(1);
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', batchSeq: 1 });
+    const resent = await fx.shipper.sendOnce();
+    expect(resent).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    if (resent.kind === 'answered') expect(resent.answer.duplicate).toBe(true);
+    const [stale, lost, again] = platform.requests;
+    expect(stale).toMatchObject({ status: 401, code: 'stale_request' });
+    expect(lost).toMatchObject({ status: -1 });
+    expect(again).toMatchObject({ status: 200, bodySha256: lost!.bodySha256 });
+    expect(platform.requests.some((r) => r.code === 'batch_conflict')).toBe(false);
+    expect(platform.playCount(fx.deviceId)).toBe(2);
+  });
+
+  it('a stale_request answered before a restart is re-signed by the next agent at its first send', async () => {
+    logPlays(fx.log, 1);
+    platform.failNext(1, 401, 'stale_request');
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'stale_request' });
+    const before = fx.batches.get(1)!;
+    // A new shipper on the same database (the agent restarted), a minute later by its clock.
+    const restarted = new Shipper({
+      batches: fx.batches,
+      state: fx.state,
+      http: fx.http,
+      credentials: {
+        signingKey: () => fx.keys.privateKey,
+        tlsIdentity: () => null,
+        confirm: () => {},
+      },
+      clock: new CorrectedClock({ now: () => new Date(Date.now() + 60_000) }, 86_400_000),
+      deviceId: fx.deviceId,
+      agentsUrl: platform.agentsUrl,
+      devicesUrl: platform.agentsUrl,
+      backoff: { baseMs: 1000, capMs: 60_000 },
+      minIntervalMs: 0,
+      idleIntervalMs: 50,
+      logger: memoryLogger(),
+    });
+    expect(await restarted.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    expect(platform.requests[1]!.bodySha256).not.toBe(before.bodySha256);
+    expect(Date.parse(fx.batches.get(1)!.ts)).toBeGreaterThan(Date.parse(before.ts) + 50_000);
   });
 
   it('stops and alerts on batch_conflict instead of looping', async () => {
