@@ -6,7 +6,7 @@ import { type FSWatcher, watch } from 'chokidar';
 import type { Clock } from '../clock.js';
 import type { PlayLog } from '../log/play-log.js';
 import type { Logger } from '../logger.js';
-import { type EnvelopeVerdict, type RevocationIndex, verifyEnvelope } from './envelope.js';
+import { type EnvelopeVerdict, EnvelopeVerifier, type RevocationIndex } from './envelope.js';
 
 export const SIDECAR_SUFFIX = '.envelope.json';
 const IMAGE_EXTENSIONS = new Set(['.png', '.jpg', '.jpeg', '.webp', '.gif', '.bmp']);
@@ -55,6 +55,8 @@ export interface MediaLibraryOptions {
   sidecarGraceMs?: number;
   /** Poll the file system instead of native events (network shares, some containers). */
   usePolling?: boolean;
+  /** Verifies envelopes, remembering signatures already verified (default: one for `trustedRootsPem`). */
+  verifier?: EnvelopeVerifier;
 }
 
 interface Entry {
@@ -80,10 +82,12 @@ export class MediaLibrary {
   private stopped = false;
   private readonly stabilityMs: number;
   private readonly sidecarGraceMs: number;
+  private readonly verifier: EnvelopeVerifier;
 
   constructor(private readonly options: MediaLibraryOptions) {
     this.stabilityMs = options.stabilityMs ?? 2000;
     this.sidecarGraceMs = options.sidecarGraceMs ?? 30_000;
+    this.verifier = options.verifier ?? new EnvelopeVerifier({ trustedRootsPem: options.trustedRootsPem });
   }
 
   /** Scans the folder, evaluates every file, then watches for changes. */
@@ -163,6 +167,7 @@ export class MediaLibrary {
         sha256: entry.sha256,
         status: verdict.status,
         ...(verdict.status === 'refused' ? { code: verdict.code, reason: verdict.reason } : {}),
+        ...(verdict.status === 'not_yet_valid' && verdict.reason ? { reason: verdict.reason } : {}),
       };
     });
   }
@@ -232,10 +237,9 @@ export class MediaLibrary {
         verdict = { status: 'refused', code: 'NO_SIGNATURE', reason: 'no sidecar envelope' };
       }
     } else {
-      verdict = await verifyEnvelope({
+      verdict = await this.verifier.verify({
         envelopeText,
         mediaSha256: sha256,
-        trustedRootsPem: this.options.trustedRootsPem,
         now,
         structure: this.options.structure,
         revocations: this.options.revocations,

@@ -1,5 +1,6 @@
+import { cmsVerify } from '@ooh/crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { verifyEnvelope } from '../../src/media/envelope.js';
+import { EnvelopeVerifier, verifyEnvelope } from '../../src/media/envelope.js';
 import { manifestFor, sha256Of } from '../helpers/media.js';
 import { createTestPki, signEnvelope, type TestPki } from '../helpers/pki.js';
 
@@ -107,5 +108,62 @@ describe('envelope verification (DESIGN.md §4, §9)', () => {
       code: 'EXPIRED_APPROVAL',
       reason: 'structure_not_covered',
     });
+  });
+  it('remembers a verified signature per envelope text and judges the chain dates from it', async () => {
+    let calls = 0;
+    const verifier = new EnvelopeVerifier({
+      trustedRootsPem: [pki.authorityRootPem],
+      verifySignature: (der, options) => {
+        calls++;
+        return cmsVerify(der, options);
+      },
+    });
+    const text = JSON.stringify(await signEnvelope(pki, manifestFor(sha)));
+    const at = (now: Date, mediaSha256 = sha) =>
+      verifier.verify({
+        envelopeText: text,
+        mediaSha256,
+        now,
+        structure: 'ALM-0001',
+        revocations: noRevocations,
+      });
+    expect((await at(NOW)).status).toBe('playable');
+    expect(await at(NOW, sha256Of('other'))).toMatchObject({ code: 'HASH_MISMATCH' });
+    // The PKI was made valid from 2025-12-31 for 20 years.
+    expect(await at(new Date('2025-06-01T00:00:00Z'))).toMatchObject({
+      status: 'not_yet_valid',
+      reason: 'signing certificate not yet valid (clock?)',
+    });
+    expect(await at(new Date('2046-06-01T00:00:00Z'))).toMatchObject({
+      status: 'refused',
+      code: 'BAD_SIGNATURE',
+      reason: 'signing certificate expired',
+    });
+    expect(calls).toBe(1);
+    // The same bytes once more, another envelope, a broken one: one verification each, refusals remembered too.
+    const other = JSON.stringify(await signEnvelope(pki, manifestFor(sha, { approval_number: 'APP-X' })));
+    const forged = JSON.stringify({
+      ...JSON.parse(other),
+      body: manifestFor(sha, { approval_number: 'APP-Y' }),
+    });
+    for (const envelopeText of [other, forged, other, forged]) {
+      await verifier.verify({
+        envelopeText,
+        mediaSha256: sha,
+        now: NOW,
+        structure: 'ALM-0001',
+        revocations: noRevocations,
+      });
+    }
+    expect(calls).toBe(3);
+    expect(
+      await verifier.verify({
+        envelopeText: forged,
+        mediaSha256: sha,
+        now: NOW,
+        structure: 'ALM-0001',
+        revocations: noRevocations,
+      }),
+    ).toMatchObject({ code: 'BAD_SIGNATURE', reason: 'signed content is not the body' });
   });
 });

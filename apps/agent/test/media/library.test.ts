@@ -1,11 +1,13 @@
 import { appendFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { cmsVerify } from '@ooh/crypto';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/clock.js';
+import { type Clock, systemClock } from '../../src/clock.js';
 import { type Database, openAgentDatabase } from '../../src/log/database.js';
 import { PlayLog } from '../../src/log/play-log.js';
 import type { WireStatusRecord } from '../../src/log/records.js';
 import { memoryLogger } from '../../src/logger.js';
+import { EnvelopeVerifier } from '../../src/media/envelope.js';
 import { type MediaItem, MediaLibrary } from '../../src/media/library.js';
 import { manifestFor, sha256Of, writeMedia } from '../helpers/media.js';
 import { createTestPki, signEnvelope, type TestPki } from '../helpers/pki.js';
@@ -37,13 +39,21 @@ describe('media library', () => {
     dir.cleanup();
   });
 
-  function create(options: { sidecarGraceMs?: number; stabilityMs?: number } = {}): MediaLibrary {
+  function create(
+    options: {
+      sidecarGraceMs?: number;
+      stabilityMs?: number;
+      verifier?: EnvelopeVerifier;
+      clock?: Clock;
+    } = {},
+  ): MediaLibrary {
     library = new MediaLibrary({
+      ...(options.verifier ? { verifier: options.verifier } : {}),
       mediaDir,
       structure: 'ALM-0001',
       trustedRootsPem: [pki.authorityRootPem],
       revocations: { isRevoked: (number) => revoked.has(number) },
-      clock: systemClock,
+      clock: options.clock ?? systemClock,
       log,
       logger: memoryLogger(),
       stabilityMs: options.stabilityMs ?? 200,
@@ -199,5 +209,50 @@ describe('media library', () => {
     await lib.reevaluateAll();
     expect(rejects().map((r) => r.code)).toEqual(['REVOKED']);
     expect(rejects()[0]!.detail).toMatchObject({ file: 'ad.png', approval_number: 'APP-R' });
+  });
+  it('rechecks do not verify a signature again; a changed envelope is verified again', async () => {
+    const calls: number[] = [];
+    const verifier = new EnvelopeVerifier({
+      trustedRootsPem: [pki.authorityRootPem],
+      verifySignature: (der, options) => {
+        calls.push(der.length);
+        return cmsVerify(der, options);
+      },
+    });
+    let now = new Date();
+    await writeMedia(pki, mediaDir, 'ad.png', 'png bytes', {
+      manifest: { approval_number: 'APP-1', valid_until: '2099-12-31' },
+    });
+    await writeMedia(pki, mediaDir, 'other.png', 'other bytes', { manifest: { approval_number: 'APP-2' } });
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const lib = create({ verifier, clock: { now: () => now } });
+    await lib.start();
+    expect(lib.playable().map((item) => item.relativePath)).toEqual(['ad.png', 'other.png']);
+    expect(calls).toHaveLength(2);
+
+    // Rechecks: the periodic one, a new revocation list, a later day. Dates and revocation are judged again,
+    // the signature is not.
+    await lib.reevaluateAll();
+    revoked.add('APP-2');
+    await lib.reevaluateAll();
+    expect(lib.playable().map((item) => item.relativePath)).toEqual(['ad.png']);
+    now = new Date('2100-01-02T00:00:00Z');
+    await lib.reevaluateAll();
+    expect(lib.files().find((file) => file.relativePath === 'ad.png')).toMatchObject({
+      status: 'refused',
+      code: 'BAD_SIGNATURE',
+      reason: 'signing certificate expired',
+    });
+    now = new Date();
+    await lib.reevaluateAll();
+    expect(calls).toHaveLength(2);
+
+    // A new envelope for the same file (the approval was reissued): verified again, once.
+    const signed = await signEnvelope(pki, manifestFor(sha256Of('png bytes'), { approval_number: 'APP-1B' }));
+    writeFileSync(join(mediaDir, 'ad.png.envelope.json'), JSON.stringify(signed));
+    await lib.schedule('ad.png');
+    await lib.reevaluateAll();
+    expect(calls).toHaveLength(3);
+    expect(lib.playable().map((item) => item.approvalNumber)).toEqual(['APP-1B']);
   });
 });
