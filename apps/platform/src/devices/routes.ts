@@ -73,7 +73,7 @@ const FleetList = Type.Object({
 });
 
 /**
- * The fleet list: devices with structure, newest certificate expiry, force-renewal allowance, last batch and queue
+ * The fleet list: devices with structure, current certificate expiry, force-renewal allowance, last batch and queue
  * lag (apps/platform/console/README.md "Fleet": the receive time of the device's newest batch minus the newest time
  * a record in it carries, never below 0; null without a batch or without a timed record in it). Both lookups are
  * index reads per device (migration 061). $1: the caller's organisation (null for the authority: every device);
@@ -84,7 +84,8 @@ export const FLEET_LIST_SQL = `
           d.revoked_at,
           (SELECT max(g.valid_until) FROM device_force_renewal_grants g
             WHERE g.device_id = d.id AND g.valid_until > $2) AS force_renewal_until,
-          (SELECT c.not_after FROM device_certificates c WHERE c.device_id = d.id
+          -- The current certificate: not replaced by a renewal, nor ended by a re-enrolment.
+          (SELECT c.not_after FROM device_certificates c WHERE c.device_id = d.id AND c.replaced_at IS NULL
             ORDER BY c.issued_at DESC LIMIT 1) AS certificate_not_after,
           b.received_at AS last_batch_at, b.batch_seq AS last_batch_seq,
           -- greatest() skips nulls, hence the CASE: no timed record, no lag.

@@ -1,5 +1,5 @@
 import type { KeyObject } from 'node:crypto';
-import { es256Sign, exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypto';
+import { createCsr, es256Sign, exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   apiCall,
@@ -176,6 +176,34 @@ describe('GET /api/v1/console/devices: last batch and queue lag', () => {
     expect(item.last_batch_seq).toBe(2);
     expect(item.last_batch_at).toBe(new Date(T0.getTime() + 20_000).toISOString());
     expect(item.queue_lag_seconds).toBeNull();
+  });
+
+  test('certificate expiry is of the current certificate: none after a re-enrolment without a CSR', async () => {
+    p.clock.set(T0);
+    const keyPair = generateEs256KeyPair();
+    const enrolled = await apiCall(p.servers.api, operator.key, 'POST', '/api/v1/console/devices', {
+      structure_id: structure.id,
+      public_key: exportPublicKeySpki(keyPair.publicKey),
+      csr: await createCsr({ subject: 'CN=player', keyPair }),
+    });
+    expect(enrolled.statusCode, enrolled.body).toBe(201);
+    const { device_id: id, not_after: notAfter } = enrolled.json<{ device_id: string; not_after: string }>();
+    let item = (await fleet()).find((i) => i.device_id === id)!;
+    expect(item.certificate_not_after).toBe(notAfter);
+
+    const next = generateEs256KeyPair();
+    const reEnrolled = await apiCall(
+      p.servers.api,
+      operator.key,
+      'POST',
+      `/api/v1/console/devices/${id}/re-enrol`,
+      {
+        public_key: exportPublicKeySpki(next.publicKey),
+      },
+    );
+    expect(reEnrolled.statusCode, reEnrolled.body).toBe(200);
+    item = (await fleet()).find((i) => i.device_id === id)!;
+    expect(item.certificate_not_after).toBeNull();
   });
 
   test('an operator lists only its own devices; the authority lists all; others are refused', async () => {
