@@ -3,7 +3,14 @@ import { join } from 'node:path';
 import { splitPemChain } from '@ooh/crypto';
 import { LIMITS } from '@ooh/protocol';
 import type { Dispatcher } from 'undici';
-import { CorrectedClock, realSleep, type Sleep, systemMonotonic } from './clock.js';
+import {
+  type ClockTrust,
+  CorrectedClock,
+  EARLIEST_PLAUSIBLE,
+  realSleep,
+  type Sleep,
+  systemMonotonic,
+} from './clock.js';
 import type { AgentConfig } from './config/config.js';
 import { AgentError } from './errors.js';
 import { createBoardHardware, type Hardware } from './hardware/hardware.js';
@@ -14,7 +21,7 @@ import { PlayLog } from './log/play-log.js';
 import { jsonLogger, type Logger } from './logger.js';
 import { MediaLibrary } from './media/library.js';
 import { RevocationStore } from './media/revocations.js';
-import { createHttpClient, type HttpClient } from './net/http-client.js';
+import { createHttpClient, type HttpClient, observeServerDates } from './net/http-client.js';
 import type { Display } from './playback/display.js';
 import { type DisplayMode, ModeTracker } from './playback/mode.js';
 import { PlaybackScheduler } from './playback/scheduler.js';
@@ -59,7 +66,11 @@ export interface AgentStatus {
   };
   queue: { depth: number; last_seq: number; unbatched: number };
   shipping: ShippingStatus;
-  clock: { offset_ms: number };
+  /**
+   * offset_ms: platform minus board clock. state: see ClockTrust; `unknown` when read from disk (`agent status`
+   * without the running agent), `implausible` there too when the clock is before what a correct one can show.
+   */
+  clock: { offset_ms: number; state: ClockTrust | 'unknown' };
   mode: DisplayMode;
   media: { playable: number; refused: number; waiting: number } | null;
   revocation_list_version: number | null;
@@ -89,6 +100,8 @@ export class AgentCore {
   private controller: AbortController | null = null;
   private tasks: Promise<void>[] = [];
   private unsubscribe: (() => void)[] = [];
+  private clockTrust: ClockTrust;
+  private clockChecks: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: AgentOptions) {
     const { config } = options;
@@ -117,13 +130,22 @@ export class AgentCore {
       config.maxClockCorrectionMs,
       this.state.get<number>(CLOCK_OFFSET_KEY) ?? 0,
       (offset) => this.state.set(CLOCK_OFFSET_KEY, offset),
-      { monotonic: hardware.monotonicMs ? () => hardware.monotonicMs!() : systemMonotonic },
+      {
+        monotonic: hardware.monotonicMs ? () => hardware.monotonicMs!() : systemMonotonic,
+        // A clock before the device certificate was issued is wrong, whatever it says.
+        notBefore: () => this.credentials.certificate?.notBefore ?? null,
+      },
     );
+    this.clockTrust = this.clock.trust();
     const authorityRoots = splitPemChain(readFileSync(config.authorityRootFile, 'utf8'));
-    this.http = createHttpClient({
-      ...(config.serverCaFile ? { serverCaPem: readFileSync(config.serverCaFile, 'utf8') } : {}),
-      ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
-    });
+    this.http = observeServerDates(
+      createHttpClient({
+        ...(config.serverCaFile ? { serverCaPem: readFileSync(config.serverCaFile, 'utf8') } : {}),
+        ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
+      }),
+      this.clock,
+    );
+    const clockTrust = () => this.clock.trust();
     this.revocations = new RevocationStore({
       cachePath: join(config.dataDir, 'revocations.json'),
       trustedRootsPem: authorityRoots,
@@ -131,6 +153,7 @@ export class AgentCore {
       logger: this.logger,
       http: this.http,
       verifyUrl: config.verifyUrl,
+      clockTrusted: () => clockTrust() !== 'implausible',
     });
     this.library = new MediaLibrary({
       mediaDir: config.mediaDir,
@@ -142,6 +165,7 @@ export class AgentCore {
       logger: this.logger,
       stabilityMs: config.mediaStabilityMs,
       sidecarGraceMs: config.sidecarGraceMs,
+      clockTrust,
     });
     this.modes = new ModeTracker({
       log: this.log,
@@ -149,6 +173,7 @@ export class AgentCore {
       clock: this.clock,
       logger: this.logger,
       offlineAfterMs: config.offlineAfterMs,
+      clockTrust,
     });
     this.shipper = new Shipper({
       batches: this.batches,
@@ -210,10 +235,14 @@ export class AgentCore {
     const { signal } = controller;
     const config = this.options.config;
 
+    this.clockTrust = this.clock.trust();
+    if (this.clockTrust === 'implausible') this.reportImplausibleClock();
     await this.revocations.loadCache();
     await this.library.start();
     this.unsubscribe.push(
       this.revocations.onChange(() => void this.library.reevaluateAll()),
+      // A Date header set the clock: what was waiting for a plausible clock goes on at once.
+      this.clock.onSync(() => void this.checkClock()),
       // spec record kinds: a `tamper` record for each change of the tamper switch.
       this.hardware.onTamperChange((tamperState) => {
         this.log.appendStatus({ kind: 'tamper', at: this.clock.now(), detail: { state: tamperState } });
@@ -236,8 +265,17 @@ export class AgentCore {
       }),
     );
     task('media-recheck', () =>
-      // Dates roll over at Almaty midnight and approvals expire: look again regularly.
-      this.every(config.mediaRecheckMs, signal, () => this.library.reevaluateAll(), false),
+      // Dates roll over at Almaty midnight and approvals expire: look again regularly. A board clock set by
+      // its own NTP (no Date header involved) is noticed here too.
+      this.every(
+        config.mediaRecheckMs,
+        signal,
+        async () => {
+          await this.checkClock();
+          await this.library.reevaluateAll();
+        },
+        false,
+      ),
     );
     if (this.scheduler) {
       const scheduler = this.scheduler;
@@ -250,6 +288,7 @@ export class AgentCore {
     if (!controller) return;
     controller.abort();
     await Promise.all(this.tasks);
+    await this.clockChecks;
     this.tasks = [];
     for (const off of this.unsubscribe.splice(0)) off();
     await this.library.stop();
@@ -271,12 +310,52 @@ export class AgentCore {
       log: this.log,
       shipping: this.shipper.status(),
       clockOffsetMs: this.clock.offset,
+      clockState: this.clock.trust(),
       now: this.clock.now(),
       mode: this.modes.current,
       library: this.library,
       revocationVersion: this.revocations.version,
       lastRenewalCheck: this.renewal.last,
     });
+  }
+
+  /**
+   * Acts on a change of how far the clock can be trusted (serialised; cheap when nothing changed). Leaving
+   * `implausible`: the revocation list and every media file are judged again, now by a plausible clock.
+   * Entering it: media files wait, nothing plays, nothing is judged by dates.
+   */
+  checkClock(): Promise<void> {
+    const run = this.clockChecks.then(async () => {
+      const trust = this.clock.trust();
+      const was = this.clockTrust;
+      this.clockTrust = trust;
+      if (trust === was || !this.controller) return;
+      if (trust === 'implausible') {
+        this.reportImplausibleClock();
+      } else if (was === 'implausible') {
+        this.logger.info({ clock: this.clock.now().toISOString(), trust }, 'clock set: judging media again');
+        if (this.revocations.version === null) await this.revocations.loadCache();
+        void this.revocations.refresh().catch(() => undefined);
+      } else {
+        return;
+      }
+      await this.library.reevaluateAll();
+      this.scheduler?.refreshMode();
+    });
+    this.clockChecks = run.catch((error: unknown) =>
+      this.logger.error({ err: error }, 'acting on a clock change failed'),
+    );
+    return this.clockChecks;
+  }
+
+  private reportImplausibleClock(): void {
+    this.logger.warn(
+      {
+        clock: this.clock.now().toISOString(),
+        earliest_plausible: this.clock.earliestPlausible().toISOString(),
+      },
+      'clock implausible (not set?): waiting for it; media are not judged and nothing plays meanwhile',
+    );
   }
 
   private async every(
@@ -329,6 +408,7 @@ export function buildStatus(args: {
   log: PlayLog;
   shipping: ShippingStatus;
   clockOffsetMs: number;
+  clockState: ClockTrust | 'unknown';
   now: Date;
   mode: DisplayMode;
   library: MediaLibrary | null;
@@ -356,7 +436,7 @@ export function buildStatus(args: {
     },
     queue: { depth: stats.queueDepth, last_seq: stats.lastSeq, unbatched: stats.unbatched },
     shipping: args.shipping,
-    clock: { offset_ms: args.clockOffsetMs },
+    clock: { offset_ms: args.clockOffsetMs, state: args.clockState },
     mode: args.mode,
     media: files
       ? {
@@ -404,6 +484,12 @@ export async function readStatus(config: AgentConfig): Promise<AgentStatus> {
         consecutiveFailures: 0,
       },
       clockOffsetMs: offset,
+      // Without the running agent nothing says whether the clock was synced; an impossible one still shows.
+      clockState:
+        now.getTime() <
+        Math.max(EARLIEST_PLAUSIBLE.getTime(), credentials.certificate?.notBefore.getTime() ?? 0)
+          ? 'implausible'
+          : 'unknown',
       now,
       mode: state.get<DisplayMode>('display.mode') ?? 'normal',
       library: null,

@@ -35,20 +35,50 @@ export const realSleep: Sleep = (ms, signal) =>
     signal?.addEventListener('abort', done, { once: true });
   });
 
+/**
+ * How far the agent trusts its clock:
+ * - `synced`: a platform `Date` header was taken in this run, and the board clock has not been set since
+ *   (it still keeps step with the steady clock);
+ * - `unsynced`: not (or no longer) synced, but plausible: the best guess, used as is and corrected later;
+ * - `implausible`: before the earliest instant a correct clock can show (this build's date, the device
+ *   certificate's notBefore): a board whose clock was reset (1970). Nothing is judged or stamped by it.
+ */
+export type ClockTrust = 'synced' | 'unsynced' | 'implausible';
+
+/** No correct clock reads earlier than this: this code did not exist before it. */
+export const EARLIEST_PLAUSIBLE = new Date('2025-01-01T00:00:00.000Z');
+
+/**
+ * The board clock and the steady clock may drift apart by this much before the board clock counts as set
+ * (a step: an NTP jump, an RTC reset, a technician). Both are disciplined together by NTP; only a step
+ * (or a suspend, which players do not do) separates them.
+ */
+const STEP_TOLERANCE_MS = 2000;
+
 /** A clock corrected by an offset (ms) learnt from the platform, bounded by `maxOffsetMs`. */
 export class CorrectedClock implements Clock {
   private offsetMs = 0;
   private readonly monotonic: MonotonicClock;
+  /** board - steady at the last accepted Date header; null before the first in this run. */
+  private anchorMs: number | null = null;
+  private refusedAtMs: number | null = null;
+  private readonly syncListeners = new Set<() => void>();
+  private readonly notBefore: () => Date | null;
 
   constructor(
     private readonly base: Clock,
     readonly maxOffsetMs: number,
     initialOffsetMs = 0,
     private readonly onOffsetChange?: (offsetMs: number) => void,
-    options: { monotonic?: MonotonicClock } = {},
+    options: {
+      monotonic?: MonotonicClock;
+      /** A further lower bound of a plausible clock (the device certificate's notBefore). */
+      notBefore?: () => Date | null;
+    } = {},
   ) {
     this.offsetMs = Math.abs(initialOffsetMs) <= maxOffsetMs ? initialOffsetMs : 0;
     this.monotonic = options.monotonic ?? systemMonotonic;
+    this.notBefore = options.notBefore ?? (() => null);
   }
 
   /** The steady clock beside this one (the board's, or `performance.now()`). */
@@ -69,6 +99,37 @@ export class CorrectedClock implements Clock {
     return this.offsetMs;
   }
 
+  /** A platform Date header was taken in this run and the board clock has not been set since. */
+  get synced(): boolean {
+    if (this.anchorMs === null) return false;
+    const drift = this.base.now().getTime() - this.monotonic() - this.anchorMs;
+    return Math.abs(drift) <= STEP_TOLERANCE_MS;
+  }
+
+  /** Steady time (ms) of the last Date header refused as beyond the bound; null if none. */
+  get lastRefusedAt(): number | null {
+    return this.refusedAtMs;
+  }
+
+  /** The earliest instant this clock may plausibly show. */
+  earliestPlausible(): Date {
+    const certificate = this.notBefore();
+    return certificate && certificate.getTime() > EARLIEST_PLAUSIBLE.getTime()
+      ? certificate
+      : EARLIEST_PLAUSIBLE;
+  }
+
+  trust(): ClockTrust {
+    if (this.synced) return 'synced';
+    return this.now().getTime() < this.earliestPlausible().getTime() ? 'implausible' : 'unsynced';
+  }
+
+  /** Called (synchronously) each time the clock becomes synced: a first Date header, or one after a step. */
+  onSync(listener: () => void): () => void {
+    this.syncListeners.add(listener);
+    return () => this.syncListeners.delete(listener);
+  }
+
   /**
    * Learns the offset from a server `Date` header read at `receivedAt` (base clock) for a request sent at
    * `sentAt` (base clock). The header has one-second resolution, so differences within ±1.5 s are ignored;
@@ -82,10 +143,19 @@ export class CorrectedClock implements Clock {
     // truncates to whole seconds, so add half a second.
     const localMid = (sentAt.getTime() + receivedAt.getTime()) / 2;
     const observed = serverMs + 500 - localMid;
-    if (Math.abs(observed) > this.maxOffsetMs) return false;
-    if (Math.abs(observed - this.offsetMs) <= 1500) return true;
-    this.offsetMs = Math.round(observed);
-    this.onOffsetChange?.(this.offsetMs);
+    if (Math.abs(observed) > this.maxOffsetMs) {
+      this.refusedAtMs = this.monotonic();
+      return false;
+    }
+    const wasSynced = this.synced;
+    this.anchorMs = this.base.now().getTime() - this.monotonic();
+    if (Math.abs(observed - this.offsetMs) > 1500) {
+      this.offsetMs = Math.round(observed);
+      this.onOffsetChange?.(this.offsetMs);
+    }
+    if (!wasSynced) {
+      for (const listener of [...this.syncListeners]) listener();
+    }
     return true;
   }
 }

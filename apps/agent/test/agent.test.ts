@@ -124,6 +124,66 @@ describe('the agent core, end to end against the test platform', () => {
     expect(offline.queue).toEqual(stopped.queue);
   });
 
+  it('a board clock in 1970 waits for the clock: nothing judged, played or refused; then it plays', async () => {
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: 'valid',
+      overrides: { media_recheck_ms: 100 },
+    });
+    await writeMedia(pki, setup.config.mediaDir, 'a.png', 'image a');
+    await writeMedia(pki, setup.config.mediaDir, 'unsigned.png', 'no sidecar', { sidecar: false });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    // The RTC was reset: the board says 1 January 1970, far beyond what a Date header may correct (24 h).
+    let boardSkewMs = Date.UTC(1970, 0, 1, 6) - Date.now();
+    const board = { now: () => new Date(Date.now() + boardSkewMs) };
+    const logger = memoryLogger();
+    let core: AgentCore | null = null;
+    agent = core = await createAgent({
+      config: setup.config,
+      hardware: new ManualHardware(board, () => performance.now()),
+      display: new TimerDisplay({ now: () => core!.clock.now() }),
+      logger,
+    });
+    await agent.start();
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const waiting = agent.status();
+    expect(waiting.clock.state).toBe('implausible');
+    expect(waiting.identity.certificate).toMatchObject({ state: 'not_yet_valid' });
+    expect(waiting.media).toEqual({ playable: 0, refused: 0, waiting: 2 });
+    expect(waiting.mode).toBe('offline');
+    const kinds = () => agent!.log.records().map((r) => r.record);
+    expect(kinds().filter((r) => r.kind === 'play' || r.kind === 'reject')).toEqual([]);
+    expect(
+      kinds()
+        .filter((r) => r.kind === 'mode_change')
+        .map((r) => r.detail),
+    ).toEqual([{ from: 'normal', to: 'offline', reason: 'clock' }]);
+    expect(logger.lines.some((l) => /device certificate not yet valid \(clock\?\)/.test(l.message))).toBe(
+      true,
+    );
+    expect(logger.lines.some((l) => /expired/i.test(l.message))).toBe(false);
+    expect(logger.lines.some((l) => /clock implausible/.test(l.message))).toBe(true);
+
+    // NTP sets the board clock right: within a media recheck the files are judged, and it plays.
+    boardSkewMs = 0;
+    await until(() => agent!.log.records().some((r) => r.record.kind === 'play'));
+    await agent.stop();
+    const records = kinds();
+    expect(records.filter((r) => r.kind === 'reject')).toEqual([
+      expect.objectContaining({
+        code: 'NO_SIGNATURE',
+        detail: expect.objectContaining({ file: 'unsigned.png' }),
+      }),
+    ]);
+    for (const record of records.filter((r) => r.kind === 'play' || r.kind === 'reject')) {
+      const stamp = record.kind === 'play' ? record.start : record.at;
+      expect(Math.abs(Date.parse(stamp) - Date.now())).toBeLessThan(60_000);
+    }
+    expect(agent.status().identity.certificate).toMatchObject({ state: 'valid' });
+  });
+
   it('refuses to start without a device_id', async () => {
     const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
     await expect(createAgent({ config: { ...setup.config, deviceId: null } })).rejects.toMatchObject({

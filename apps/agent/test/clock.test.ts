@@ -32,6 +32,60 @@ describe('corrected clock (Date header)', () => {
   });
 });
 
+describe('clock trust', () => {
+  it('is synced after a Date header is taken, and no longer once the board clock is set', () => {
+    const truth = new ManualClock(new Date('2026-11-21T09:00:00.000Z'));
+    let skewMs = 600_000;
+    const board = { now: () => new Date(truth.now().getTime() + skewMs) };
+    const clock = new CorrectedClock(board, 86_400_000, 0, undefined, {
+      monotonic: () => truth.now().getTime(),
+    });
+    const synced: string[] = [];
+    clock.onSync(() => synced.push(clock.now().toISOString()));
+    expect(clock.trust()).toBe('unsynced');
+    const at = clock.baseNow();
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 09:00:00 GMT', at, at)).toBe(true);
+    expect(clock.trust()).toBe('synced');
+    expect(synced).toEqual(['2026-11-21T09:00:00.500Z']);
+    // Time passes: still synced. Another header: no second notice.
+    truth.advance(3_600_000);
+    expect(clock.trust()).toBe('synced');
+    const later = clock.baseNow();
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 10:00:00 GMT', later, later)).toBe(true);
+    expect(synced).toHaveLength(1);
+    // The board clock is set (an NTP step): the offset is no longer known to be right.
+    skewMs = 0;
+    expect(clock.trust()).toBe('unsynced');
+    const after = clock.baseNow();
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 10:00:00 GMT', after, after)).toBe(true);
+    expect(clock.trust()).toBe('synced');
+    expect(synced).toHaveLength(2);
+  });
+
+  it('is implausible before 2025 or before the device certificate, until synced; refusals are remembered', () => {
+    const truth = new ManualClock(new Date('1970-01-01T06:00:00.000Z'));
+    let certificateNotBefore: Date | null = null;
+    const clock = new CorrectedClock(truth, 86_400_000, 0, undefined, {
+      monotonic: () => truth.now().getTime(),
+      notBefore: () => certificateNotBefore,
+    });
+    expect(clock.trust()).toBe('implausible');
+    expect(clock.lastRefusedAt).toBeNull();
+    const at = clock.baseNow();
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 09:00:00 GMT', at, at)).toBe(false);
+    expect(clock.lastRefusedAt).toBe(truth.now().getTime());
+    expect(clock.trust()).toBe('implausible');
+    truth.set(new Date('2026-11-21T09:00:00.000Z'));
+    expect(clock.trust()).toBe('unsynced');
+    certificateNotBefore = new Date('2026-11-21T09:05:00.000Z');
+    expect(clock.trust()).toBe('implausible');
+    expect(clock.earliestPlausible()).toEqual(certificateNotBefore);
+    const now = clock.baseNow();
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 09:00:00 GMT', now, now)).toBe(true);
+    expect(clock.trust()).toBe('synced');
+  });
+});
+
 describe('backoff and Retry-After', () => {
   it('grows exponentially to the cap with jitter inside the window', () => {
     const policy = { baseMs: 1000, capMs: 8000 };

@@ -98,6 +98,10 @@ export function formatStatus(status: AgentStatus): string {
   if (certificate?.state === 'expired') {
     lines.push('                 the certificate has EXPIRED: renewal is impossible; enrol the device again');
   }
+  if (certificate?.state === 'not_yet_valid') {
+    // Not expired: issued after the instant the clock shows, so the clock is the likelier fault.
+    lines.push('                 certificate not yet valid (clock?): check the board clock');
+  }
   if (status.identity.renewal) lines.push(`renewal:         ${status.identity.renewal.state}`);
   lines.push(
     `queue:           ${status.queue.depth} records not yet acknowledged (last seq ${status.queue.last_seq})`,
@@ -109,7 +113,13 @@ export function formatStatus(status: AgentStatus): string {
     );
   }
   lines.push(
-    `clock offset:    ${status.clock.offset_ms} ms (platform minus board clock)`,
+    `clock offset:    ${status.clock.offset_ms} ms (platform minus board clock)${
+      status.clock.state === 'implausible'
+        ? '; the clock is IMPLAUSIBLE (not set?): nothing plays until it is'
+        : status.clock.state === 'unknown'
+          ? ''
+          : `; ${status.clock.state}`
+    }`,
     `mode:            ${status.mode}`,
     `revocations:     ${status.revocation_list_version === null ? 'no list yet' : `version ${status.revocation_list_version}`}`,
     '',

@@ -3,7 +3,7 @@ import { createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, sta
 import { extname, join, relative, sep } from 'node:path';
 import type { ApprovalManifest, Slot } from '@ooh/protocol';
 import { type FSWatcher, watch } from 'chokidar';
-import type { Clock } from '../clock.js';
+import type { Clock, ClockTrust } from '../clock.js';
 import type { PlayLog } from '../log/play-log.js';
 import type { Logger } from '../logger.js';
 import { type EnvelopeVerdict, EnvelopeVerifier, type RevocationIndex } from './envelope.js';
@@ -57,13 +57,18 @@ export interface MediaLibraryOptions {
   usePolling?: boolean;
   /** Verifies envelopes, remembering signatures already verified (default: one for `trustedRootsPem`). */
   verifier?: EnvelopeVerifier;
+  /**
+   * How far the clock can be trusted. While it is `implausible` (a board in 1970) nothing is judged: every
+   * date check would fail and name good files BAD_SIGNATURE or EXPIRED_APPROVAL. Files wait for the clock.
+   */
+  clockTrust?: () => ClockTrust;
 }
 
 interface Entry {
   size: number;
   mtimeMs: number;
   sha256: string;
-  verdict: EnvelopeVerdict | { status: 'waiting' };
+  verdict: EnvelopeVerdict | { status: 'waiting'; reason?: string };
   missingSidecarSince: number | null;
 }
 
@@ -167,7 +172,9 @@ export class MediaLibrary {
         sha256: entry.sha256,
         status: verdict.status,
         ...(verdict.status === 'refused' ? { code: verdict.code, reason: verdict.reason } : {}),
-        ...(verdict.status === 'not_yet_valid' && verdict.reason ? { reason: verdict.reason } : {}),
+        ...((verdict.status === 'not_yet_valid' || verdict.status === 'waiting') && verdict.reason
+          ? { reason: verdict.reason }
+          : {}),
       };
     });
   }
@@ -224,11 +231,14 @@ export class MediaLibrary {
     const sidecarPath = `${path}${SIDECAR_SUFFIX}`;
     const envelopeText = existsSync(sidecarPath) ? readFileSync(sidecarPath, 'utf8') : null;
     const now = this.options.clock.now();
-    let missingSidecarSince: number | null = null;
+    let missingSidecarSince: number | null = known?.missingSidecarSince ?? null;
     let verdict: Entry['verdict'];
-    if (envelopeText === null) {
+    if (this.options.clockTrust?.() === 'implausible') {
+      // Judged again once the clock is set (the agent re-evaluates every file then).
+      verdict = { status: 'waiting', reason: 'clock not set' };
+    } else if (envelopeText === null) {
       // The media file may arrive before its sidecar: wait a little before calling it unsigned.
-      missingSidecarSince = known?.missingSidecarSince ?? Date.now();
+      missingSidecarSince ??= Date.now();
       const waited = Date.now() - missingSidecarSince;
       if (waited < this.sidecarGraceMs) {
         verdict = { status: 'waiting' };
@@ -237,6 +247,7 @@ export class MediaLibrary {
         verdict = { status: 'refused', code: 'NO_SIGNATURE', reason: 'no sidecar envelope' };
       }
     } else {
+      missingSidecarSince = null;
       verdict = await this.verifier.verify({
         envelopeText,
         mediaSha256: sha256,

@@ -12,7 +12,14 @@ import type { Logger } from '../logger.js';
 import type { HttpClient } from '../net/http-client.js';
 import type { RevocationIndex } from './envelope.js';
 
-export type RevocationRefresh = 'updated' | 'unchanged' | 'older_refused' | 'invalid' | 'unreachable';
+export type RevocationRefresh =
+  | 'updated'
+  | 'unchanged'
+  | 'older_refused'
+  | 'invalid'
+  | 'unreachable'
+  /** Fetched but not judged: the clock cannot be trusted yet (its signature is checked at a date). */
+  | 'deferred';
 
 /**
  * Verifies a signed revocation list `{v:1, body:{version, issued_at, revoked}, signature}` (DESIGN.md §4):
@@ -53,6 +60,8 @@ export interface RevocationStoreOptions {
   http?: HttpClient;
   /** `{verify_url}`; the list is at `{verify_url}/v1/revocations.json`. */
   verifyUrl?: string;
+  /** False while the clock is implausible: a list is then neither judged nor refused, only kept for later. */
+  clockTrusted?: () => boolean;
 }
 
 /**
@@ -83,6 +92,8 @@ export class RevocationStore implements RevocationIndex {
   /** Reads the cached list, if any, verifying it again (the disk is not trusted more than the network). */
   async loadCache(): Promise<boolean> {
     if (!existsSync(this.options.cachePath)) return false;
+    // A 1970 clock would find the list's signature "not yet valid" and throw a good list away.
+    if (this.options.clockTrusted?.() === false) return false;
     const text = readFileSync(this.options.cachePath, 'utf8');
     const body = await verifyRevocationList(text, this.options.trustedRootsPem, this.options.clock.now());
     if (!body) {
@@ -116,6 +127,7 @@ export class RevocationStore implements RevocationIndex {
 
   /** Considers a signed list from anywhere (the network, a technician's USB stick). */
   async offer(text: string): Promise<RevocationRefresh> {
+    if (this.options.clockTrusted?.() === false) return 'deferred';
     const body = await verifyRevocationList(text, this.options.trustedRootsPem, this.options.clock.now());
     if (!body) {
       this.options.logger.warn({}, 'revocation list refused: signature or shape invalid');

@@ -136,3 +136,28 @@ export function problemCode(response: HttpResponse): string | undefined {
   }
   return undefined;
 }
+
+/** What {@link observeServerDates} needs of a clock (CorrectedClock). */
+export interface DateObserver {
+  baseNow(): Date;
+  observeServerDate(dateHeader: string | undefined, sentAt: Date, receivedAt: Date): boolean;
+}
+
+/**
+ * Every answer of the platform carries a `Date` header (DESIGN.md §5: "the agent may use [it] to correct its
+ * clock"): this client hands each one to the clock, so the first call of a run (the revocation list, a
+ * renewal, a batch) sets the clock, not only a batch's answer.
+ */
+export function observeServerDates(http: HttpClient, clock: DateObserver): HttpClient {
+  const observed = async (call: () => Promise<HttpResponse>): Promise<HttpResponse> => {
+    const sentAt = clock.baseNow();
+    const response = await call();
+    clock.observeServerDate(response.headers['date'], sentAt, clock.baseNow());
+    return response;
+  };
+  return {
+    post: (url, body, headers, tls) => observed(() => http.post(url, body, headers, tls)),
+    get: (url, tls) => observed(() => http.get(url, tls)),
+    close: () => http.close(),
+  };
+}

@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.js';
+import type { Clock, ClockTrust } from '../clock.js';
 import type { AgentState } from '../log/agent-state.js';
 import type { PlayLog } from '../log/play-log.js';
 import type { ScreenPower } from '../log/records.js';
@@ -9,7 +9,8 @@ import type { Logger } from '../logger.js';
  * by precedence:
  * - `screen_off`: the hardware reports the screen powered off (plays go on and carry screen.power "off");
  * - `emergency`: emergency slot content is playable and is all that plays;
- * - `offline`: the platform has not been reachable for `offlineAfterMs` (plays go on and queue on disk);
+ * - `offline`: the platform has not been reachable for `offlineAfterMs` (plays go on and queue on disk), or
+ *   the clock is implausible (a board in 1970: nothing plays until it is set; the record says `reason: clock`);
  * - `normal`.
  */
 export type DisplayMode = 'normal' | 'emergency' | 'offline' | 'screen_off';
@@ -33,6 +34,7 @@ export class ModeTracker {
       clock: Clock;
       logger: Logger;
       offlineAfterMs: number;
+      clockTrust?: () => ClockTrust;
     },
   ) {
     this.mode = options.state.get<DisplayMode>(MODE_KEY) ?? 'normal';
@@ -56,8 +58,11 @@ export class ModeTracker {
   /** Computes the mode from the inputs; a change is logged as one `mode_change` record. */
   update(inputs: ModeInputs): DisplayMode {
     const now = this.options.clock.now();
+    const waitingForClock = this.options.clockTrust?.() === 'implausible';
     const offline =
-      this.unreachableSince !== null && now.getTime() - this.unreachableSince >= this.options.offlineAfterMs;
+      waitingForClock ||
+      (this.unreachableSince !== null &&
+        now.getTime() - this.unreachableSince >= this.options.offlineAfterMs);
     const next: DisplayMode =
       inputs.screenPower === 'off'
         ? 'screen_off'
@@ -69,12 +74,13 @@ export class ModeTracker {
     if (next === this.mode) return next;
     const from = this.mode;
     this.mode = next;
+    const detail = { from, to: next, ...(next === 'offline' && waitingForClock ? { reason: 'clock' } : {}) };
     // The record and the remembered mode change together, so a restart neither repeats nor loses it.
     this.options.log.inTransaction(() => {
-      this.options.log.appendStatus({ kind: 'mode_change', at: now, detail: { from, to: next } });
+      this.options.log.appendStatus({ kind: 'mode_change', at: now, detail });
       this.options.state.set(MODE_KEY, next);
     });
-    this.options.logger.info({ from, to: next }, 'display mode changed');
+    this.options.logger.info(detail, 'display mode changed');
     for (const listener of this.listeners) listener(next);
     return next;
   }

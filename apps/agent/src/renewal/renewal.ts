@@ -18,6 +18,7 @@ const DAY_MS = 86_400_000;
 const HOUR_MS = 3_600_000;
 const PLAN_KEY = 'renewal.plan';
 const EXPIRED_KEY = 'renewal.expired_reported';
+const NOT_YET_VALID_KEY = 'renewal.not_yet_valid_reported';
 
 export type RenewalCheck =
   | { result: 'no_certificate' }
@@ -26,6 +27,8 @@ export type RenewalCheck =
   | { result: 'renewed'; notAfter: string }
   | { result: 'awaiting_confirmation' }
   | { result: 'expired'; notAfter: string }
+  /** The certificate's notBefore is still to come: almost surely the clock, not the certificate. */
+  | { result: 'not_yet_valid'; notBefore: string }
   | { result: 'refused'; status: number; code: string | null }
   | { result: 'failed'; reason: string };
 
@@ -95,6 +98,22 @@ export class RenewalManager {
       state.delete(PLAN_KEY);
     }
 
+    if (now.getTime() < certificate.notBefore.getTime()) {
+      // Not "expired": a certificate issued after the instant the clock shows. Said once per certificate; the
+      // check goes on each hour and finds it valid once the clock is set.
+      if (state.get<string>(NOT_YET_VALID_KEY) !== certificate.serialHex) {
+        logger.warn(
+          {
+            serial: certificate.serialHex,
+            not_before: certificate.notBefore.toISOString(),
+            clock: now.toISOString(),
+          },
+          'device certificate not yet valid (clock?): waiting for the clock to be set',
+        );
+        state.set(NOT_YET_VALID_KEY, certificate.serialHex);
+      }
+      return { result: 'not_yet_valid', notBefore: certificate.notBefore.toISOString() };
+    }
     if (!isValidAt(certificate, now)) {
       // Reported once, clearly, rather than retried in a loop: mTLS with an expired certificate cannot work.
       // Telemetry falls back to the signed channel; a technician must enrol the device again.

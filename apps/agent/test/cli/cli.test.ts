@@ -123,6 +123,23 @@ describe('agent CLI', () => {
     expect(output).toMatch(/has EXPIRED: renewal is impossible; enrol the device again/);
   });
 
+  it('status tells a certificate not valid yet (clock?) from an expired one', async () => {
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: {
+        notBefore: new Date(Date.now() + 10 * DAY_MS),
+        notAfter: new Date(Date.now() + 400 * DAY_MS),
+      },
+    });
+    const { output } = await run(['status', '--config', setup.configPath]);
+    expect(output).toMatch(/certificate: {5}NOT_YET_VALID/);
+    expect(output).toContain('certificate not yet valid (clock?)');
+    expect(output).not.toMatch(/EXPIRED/);
+    expect(output).toMatch(/the clock is IMPLAUSIBLE/);
+  });
+
   it('runs as a program: `node --conditions=source --import tsx src/cli/main.ts status`', async () => {
     const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
     const result = spawnSync(

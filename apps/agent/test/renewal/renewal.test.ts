@@ -156,6 +156,19 @@ describe('certificate self-renewal', () => {
     expect(reloaded.certificate?.publicKeySpki).toBe(exportPublicKeySpki(reloaded.deviceKey));
   });
 
+  it('reports a certificate that is not valid YET as such (clock?), never as expired', async () => {
+    const renewal = await prepare(200);
+    // The board clock is far behind: before the certificate was issued.
+    clock.set(new Date(Date.now() - 400 * DAY_MS));
+    expect(await renewal.check()).toMatchObject({ result: 'not_yet_valid' });
+    expect(await renewal.check()).toMatchObject({ result: 'not_yet_valid' });
+    expect(logger.lines.filter((l) => /not yet valid \(clock\?\)/.test(l.message))).toHaveLength(1);
+    expect(logger.lines.some((l) => /expired/.test(l.message))).toBe(false);
+    // The clock is set: back to the normal checks.
+    clock.set(new Date());
+    expect(await renewal.check()).toMatchObject({ result: 'not_due' });
+  });
+
   it('reports an expired certificate once instead of looping', async () => {
     const renewal = await prepare(-1, 366);
     const renewCalls = () => platform.requests.filter((r) => r.path === '/d/v1/renew').length;
