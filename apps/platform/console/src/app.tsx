@@ -14,7 +14,12 @@ import { ModerationDetailPage, ModerationPage } from './pages/moderation.js';
 import { NotFoundPage } from './pages/not-found.js';
 import { OrganisationsPage } from './pages/organisations.js';
 import { PlaysPage } from './pages/plays.js';
-import { NewSubmissionPage, SubmissionDetailPage, SubmissionsPage } from './pages/submissions.js';
+import {
+  EditSubmissionPage,
+  NewSubmissionPage,
+  SubmissionDetailPage,
+  SubmissionsPage,
+} from './pages/submissions.js';
 import { TransparencyPage } from './pages/transparency.js';
 
 /** The first page of a session, by what it may do. */
@@ -112,6 +117,11 @@ const ROUTES: PageRoute[] = [
   { pattern: '/submissions', allowed: can.submit, render: () => <SubmissionsPage /> },
   { pattern: '/submissions/new', allowed: can.submit, render: () => <NewSubmissionPage /> },
   { pattern: '/submissions/:id', allowed: can.submit, render: (p) => <SubmissionDetailPage id={p['id']!} /> },
+  {
+    pattern: '/submissions/:id/edit',
+    allowed: can.submit,
+    render: (p) => <EditSubmissionPage id={p['id']!} />,
+  },
   { pattern: '/moderation', allowed: can.readQueue, render: () => <ModerationPage /> },
   {
     pattern: '/moderation/:id',

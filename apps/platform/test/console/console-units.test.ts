@@ -1,10 +1,15 @@
+import { createPublicKey } from 'node:crypto';
+import { createCsr, exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypto';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { en } from '../../console/src/i18n/en.js';
 import { kk } from '../../console/src/i18n/kk.js';
 import { ru } from '../../console/src/i18n/ru.js';
+import { readEnrolmentFile, readEnrolmentText } from '../../console/src/lib/enrolment.js';
 import { almatyDate, almatyOffsetMinutes, workingMsBetween } from '../../console/src/lib/working-hours.js';
+import { parseDeviceCsr, parseDevicePublicKey } from '../../src/devices/keys.js';
 import { addWorkingHours, workingCalendar } from '../../src/working-hours/index.js';
+import { agentInit } from './agent-init.js';
 
 /** Texts that are the same in every language: the language names (each in its own language) and a bare number. */
 const SAME_IN_EVERY_LANGUAGE = new Set(['language.en', 'language.ru', 'language.kk', 'plays.percent']);
@@ -85,5 +90,45 @@ describe('working hours left, as the browser counts them', () => {
         Date.parse('2026-11-20T12:00:00Z'),
       ),
     ).toBe(0);
+  });
+});
+
+describe('device enrolment: what the console reads from the player', () => {
+  test('the output of the real agent init gives the structure, a key and a CSR the platform accepts', async () => {
+    const init = await agentInit('ALM-0042');
+    const facts = readEnrolmentText(init.output);
+    expect(facts.structureCode).toBe('ALM-0042');
+    const key = parseDevicePublicKey(facts.publicKey!, '/public_key');
+    // The key is the one agent init created.
+    expect(exportPublicKeySpki(createPublicKey(init.keyPem))).toBe(facts.publicKey);
+    const csr = await parseDeviceCsr(facts.csr!, '/csr');
+    expect(csr.fingerprint).toBe(key.fingerprint);
+    // The same from the file's bytes.
+    expect(readEnrolmentFile(new TextEncoder().encode(init.output))).toEqual(facts);
+  }, 30_000);
+
+  test('PEM and DER files of a key or a CSR, and a bare base64 key', async () => {
+    const { publicKey, privateKey } = generateEs256KeyPair();
+    const spki = exportPublicKeySpki(publicKey);
+    const csrPem = await createCsr({ subject: 'CN=player', keyPair: { publicKey, privateKey } });
+    const keyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    expect(readEnrolmentText(keyPem)).toEqual({ publicKey: keyPem.trim(), csr: null, structureCode: null });
+    expect(readEnrolmentText(`  ${spki}\n`)).toEqual({ publicKey: spki, csr: null, structureCode: null });
+    expect(readEnrolmentText(csrPem)).toEqual({ publicKey: null, csr: csrPem.trim(), structureCode: null });
+    const spkiDer = publicKey.export({ type: 'spki', format: 'der' });
+    expect(readEnrolmentFile(new Uint8Array(spkiDer))).toEqual({
+      publicKey: spki,
+      csr: null,
+      structureCode: null,
+    });
+    const csrDer = Buffer.from(csrPem.replace(/-----[A-Z ]+-----|\s/g, ''), 'base64');
+    const fromDer = readEnrolmentFile(new Uint8Array(csrDer));
+    expect(fromDer).toEqual({ publicKey: null, csr: csrDer.toString('base64'), structureCode: null });
+    // The platform takes the base64 of the DER as it takes PEM.
+    expect((await parseDeviceCsr(fromDer.csr!, '/csr')).fingerprint).toBe(
+      parseDevicePublicKey(spki, '/public_key').fingerprint,
+    );
+    // Text that holds neither.
+    expect(readEnrolmentText('hello, player')).toEqual({ publicKey: null, csr: null, structureCode: null });
   });
 });

@@ -1,10 +1,12 @@
-import { createHash } from 'node:crypto';
+import { createHash, createPublicKey } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { createCsr, es256Sign, exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypto';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { digestLedgerDay } from '../../src/ledger/index.js';
 import { png } from '../approvals/media-fixtures.js';
 import { apiCall } from '../support/platform.js';
+import { agentInit } from './agent-init.js';
 import {
   type ConsolePlatform,
   expectAccessible,
@@ -143,6 +145,28 @@ describe('console journeys in Chromium', () => {
       'Submission ',
       '',
     );
+
+    // The draft is edited before its media is uploaded: the advertiser's name changes, the rest stays.
+    await page.getByRole('link', { name: 'Edit the draft' }).click();
+    await page.getByRole('heading', { name: `Edit ${submissionNumber}` }).waitFor();
+    const advertiser = page.getByLabel('Advertiser', { exact: true });
+    expect(await advertiser.inputValue()).toBe('Tea House LLP');
+    expect(await page.getByRole('checkbox', { name: /ALM-0002/ }).isChecked()).toBe(true);
+    await advertiser.fill('Tea House Almaty LLP');
+    await screenshot(page, 'submission-edit');
+    await expectAccessible(page, 'edit draft');
+    await page.getByRole('button', { name: 'Save the draft' }).click();
+    await page.getByText('The draft was saved.').waitFor();
+    const facts = (await page.locator('dl.facts').first().textContent()) ?? '';
+    expect(facts).toContain('Tea House Almaty LLP');
+    expect(facts).toContain('Automotive Leasing');
+    expect(facts).toContain('ALM-0001: 12');
+    const saved = await call('GET', `/api/v1/submissions/${submissionId}`);
+    expect(saved).toMatchObject({
+      advertiser_name: 'Tea House Almaty LLP',
+      structure_ids: [structures[0]!.id, structures[1]!.id],
+      declared_daily_plays: { [structures[0]!.id]: 12 },
+    });
     await page
       .getByLabel('Choose or drop the media file')
       .setInputFiles({ name: 'tea-house.png', mimeType: 'image/png', buffer: MEDIA });
@@ -218,6 +242,60 @@ describe('console journeys in Chromium', () => {
     expect(pageErrors(page)).toEqual([]);
   }, 120_000);
 
+  test('an operator enrols a player by dropping what agent init printed, downloads its certificate, re-enrols it', async () => {
+    const page = operatorPage;
+    const init = await agentInit('ALM-0003');
+    await page.getByRole('link', { name: 'Fleet' }).click();
+    await page.getByRole('heading', { name: 'Enrol a device' }).waitFor();
+    const output = await page.evaluateHandle(`(() => {
+      const transfer = new DataTransfer();
+      transfer.items.add(new File([${JSON.stringify(init.output)}], 'agent-init.txt', { type: 'text/plain' }));
+      return transfer;
+    })()`);
+    await page.dispatchEvent('[data-testid="enrol-dropzone"]', 'drop', { dataTransfer: output });
+    // The structure agent init names is chosen; the key and the CSR are filled in.
+    await expect.poll(() => page.locator('#enrol-structure option:checked').textContent()).toBe('ALM-0003');
+    expect(await page.locator('#enrol-key').inputValue()).toMatch(/^MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE/);
+    expect(await page.locator('#enrol-csr').inputValue()).toMatch(/^-----BEGIN CERTIFICATE REQUEST-----/);
+    await page.getByRole('button', { name: 'Enrol the device', exact: true }).click();
+    await page.getByText('The device at ALM-0003 is enrolled.').waitFor();
+    const deviceId = (await page.getByTestId('enrolled-device-id').textContent())!;
+    expect(deviceId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await page.getByText(/^valid until 20 Nov 2027/).isVisible()).toBe(true);
+    await screenshot(page, 'fleet-enrolled');
+    await expectAccessible(page, 'fleet after enrolment');
+
+    // The certificate downloads as the file the agent reads, and is the one the platform issued for the key.
+    const view = await call('GET', `/api/v1/console/devices/${deviceId}`);
+    expect(view.certificates).toHaveLength(1);
+    const downloading = page.waitForEvent('download');
+    await page.getByRole('link', { name: 'Download the certificate' }).click();
+    const download = await downloading;
+    expect(download.suggestedFilename()).toBe('device-cert.pem');
+    expect(await readFile((await download.path())!, 'utf8')).toBe(view.certificates[0].certificate_pem);
+    expect(view.keys[0].public_key).toBe(exportPublicKeySpki(createPublicKey(init.keyPem)));
+
+    // The device is in the list; re-enrolled with a new key (no CSR), it keeps its id.
+    const row = page.getByRole('row', { name: /ALM-0003/ });
+    await row.waitFor();
+    await row.getByRole('button', { name: 'Re-enrol' }).click();
+    await page.getByRole('heading', { name: 'Re-enrol the device at ALM-0003' }).waitFor();
+    const next = generateEs256KeyPair();
+    await page.locator('#re-enrol-key').fill(exportPublicKeySpki(next.publicKey));
+    await page.getByRole('button', { name: 'Re-enrol the device', exact: true }).click();
+    await page.getByText('None issued (no CSR was given)').waitFor();
+    expect(await page.getByTestId('enrolled-device-id').first().textContent()).toBe(deviceId);
+    const after = await call('GET', `/api/v1/console/devices/${deviceId}`);
+    expect(after.re_enrolled_at).not.toBeNull();
+    expect(after.keys.map((k: { public_key: string }) => k.public_key)).toContain(
+      exportPublicKeySpki(next.publicKey),
+    );
+    // Its first certificate ended with the re-enrolment, and no new one was asked for.
+    await expect.poll(() => row.textContent()).toContain('No certificate');
+    await expectAccessible(page, 'fleet re-enrolment');
+    expect(pageErrors(page)).toEqual([]);
+  }, 120_000);
+
   test("a simulated player's plays appear in proof of play, its device in the fleet", async () => {
     const { publicKey, privateKey } = generateEs256KeyPair();
     const csr = await createCsr({ subject: 'CN=player ALM-0001', keyPair: { publicKey, privateKey } });
@@ -282,8 +360,54 @@ describe('console journeys in Chromium', () => {
     await page.getByText('Forced renewal is allowed for 24 hours.').waitFor();
     await expect.poll(() => deviceRow.textContent()).toContain('allowed until');
     expect(await deviceRow.textContent()).toContain('20 Nov 2026, 11:00');
+    // Queue lag: the batch arrived 13 minutes after the end of its newest counted play (seq 7; seq 8 was refused).
+    expect(await deviceRow.textContent()).toContain('13 min');
     await screenshot(page, 'fleet');
     await expectAccessible(page, 'fleet');
+    expect(pageErrors(page)).toEqual([]);
+  }, 120_000);
+
+  test('the authority sets the declared-versus-actual band and subscribes a webhook whose secret is shown once', async () => {
+    const page = authorityPage;
+    await page.getByRole('link', { name: 'Proof of play' }).click();
+    await page.getByRole('heading', { name: 'City events: band and delivery' }).waitFor();
+    await expect.poll(() => page.getByLabel('Band (percent)').inputValue()).toBe('30');
+    await page.getByLabel('Band (percent)').fill('25');
+    await page.getByRole('button', { name: 'Save the band' }).click();
+    await page.getByText('The band is saved; it applies to the days compared from now on.').waitFor();
+    expect(await call('GET', '/api/v1/console/events/settings')).toEqual({ declared_band_pct: 25 });
+
+    await page.getByText('No subscriptions.').waitFor();
+    await page.getByLabel('Address (URL)').fill('https://events.city.kz/ooh');
+    await page.getByRole('button', { name: 'Add the subscription' }).click();
+    const once = page.getByText(/^The subscription of https:\/\/events\.city\.kz\/ooh was added\./);
+    await once.waitFor();
+    const secret = (await page.locator('.notice-warning code.hash-full').textContent()) ?? '';
+    expect(secret).toMatch(/^[0-9a-f]{64}$/);
+    const row = page.getByRole('row', { name: /events\.city\.kz/ });
+    await row.waitFor();
+    expect(await row.textContent()).toContain('0 delivered, 0 pending');
+    const listed = await call('GET', '/api/v1/console/webhooks');
+    expect(listed.items).toEqual([expect.objectContaining({ url: 'https://events.city.kz/ooh' })]);
+    // The secret is nowhere in what the platform lists.
+    expect(JSON.stringify(listed)).not.toContain(secret);
+    await screenshot(page, 'plays-webhooks');
+    await expectAccessible(page, 'webhooks');
+
+    await row.getByRole('button', { name: 'Show deliveries' }).click();
+    await page.getByText('Nothing delivered yet.').waitFor();
+    // Shown once: after a reload the secret is gone for good.
+    await page.reload();
+    await page.getByRole('row', { name: /events\.city\.kz/ }).waitFor();
+    expect(await page.getByText(secret).count()).toBe(0);
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page
+      .getByRole('row', { name: /events\.city\.kz/ })
+      .getByRole('button', { name: 'Remove' })
+      .click();
+    await page.getByText('The subscription was removed.').waitFor();
+    await page.getByText('No subscriptions.').waitFor();
+    expect((await call('GET', '/api/v1/console/webhooks')).items).toEqual([]);
     expect(pageErrors(page)).toEqual([]);
   }, 120_000);
 
@@ -312,10 +436,24 @@ describe('console journeys in Chromium', () => {
       expect(checks).toContain(`${name}: passed`);
     // Signed at 10:00 Almaty time on the 21st.
     expect(await row.textContent()).toContain('21 Nov 2026, 10:00');
+    // Before publication the rules in force are the ones the next release would be built with.
+    await page
+      .getByText('Open data is not published: these are the rules the next release would be built with.')
+      .waitFor();
+    const rules = page.getByTestId('disclosure-rules');
+    expect(await rules.textContent()).toBe(
+      'Minimum operators per cell3Minimum advertisers per cell3Largest share of one party70 %Release lag (months)1',
+    );
     // The switch turns once the platform has answered: click, then wait for the state (check() would not wait).
     await page.getByRole('switch', { name: 'Publish open data' }).click();
     await expect.poll(() => page.locator('.switch-row').textContent()).toMatch(/^Publish open dataPublished/);
     expect(await page.getByRole('switch', { name: 'Publish open data' }).isChecked()).toBe(true);
+    // Published: read from the public dictionary, with its text on disclosure.
+    await page.getByText('As published in the open data dictionary, version 1:').waitFor();
+    expect(await rules.textContent()).toContain('Largest share of one party70 %');
+    await page
+      .getByText(/^A published value needs plays of at least min_operators \(3\) operators/)
+      .waitFor();
     await screenshot(page, 'transparency');
     await expectAccessible(page, 'transparency');
     expect(pageErrors(page)).toEqual([]);
@@ -359,6 +497,14 @@ describe('console journeys in Chromium', () => {
         },
       ],
       ['submission-detail', async (page) => void (await page.goto(url(`/submissions/${submissionId}`)))],
+      ['submission-edit', async (page) => void (await page.goto(url(`/submissions/${submissionId}/edit`)))],
+      [
+        'fleet-operator',
+        async (page) => {
+          await page.goto(url('/fleet'));
+          await page.getByRole('row', { name: /ALM-0003/ }).waitFor();
+        },
+      ],
       [
         'creative-check',
         async (page) => {

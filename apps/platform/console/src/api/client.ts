@@ -19,14 +19,6 @@ export class ApiError extends Error {
     super(detail || code);
     this.name = 'ApiError';
   }
-
-  /**
-   * The route does not exist (yet) on this platform: the host's 404 for an unknown path (not for an unknown id), or
-   * 405 when only other methods exist on the path.
-   */
-  get routeMissing(): boolean {
-    return (this.status === 404 && this.detail.startsWith('no route ')) || this.status === 405;
-  }
 }
 
 let csrfToken: string | null = null;
@@ -92,6 +84,7 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
 export const get = <T>(path: string) => api<T>('GET', path);
 export const post = <T>(path: string, body?: unknown) => api<T>('POST', path, body ?? {});
 export const put = <T>(path: string, body?: unknown) => api<T>('PUT', path, body ?? {});
+export const patch = <T>(path: string, body: unknown) => api<T>('PATCH', path, body);
 export const del = <T>(path: string) => api<T>('DELETE', path);
 
 /**

@@ -24,12 +24,16 @@ export interface Category {
   name: LocalizedText;
 }
 
-/** spec "Submission" plus structure_ids of GET /api/v1/submissions/{id}. */
+/**
+ * spec "Submission", plus what GET /api/v1/submissions/{id} adds (structure_ids, advertiser_bin, media,
+ * approval_number, approval_revoked_at, reject_reason) and the list's created_at.
+ */
 export interface Submission {
   id: string;
   number: string;
   state: string;
   advertiser_name: string;
+  advertiser_bin?: string | null;
   period_from: string | null;
   period_to: string | null;
   declared_daily_plays?: Record<string, number>;
@@ -40,17 +44,18 @@ export interface Submission {
   external_refs?: Record<string, unknown>;
   review_due_at?: string | null;
   structure_ids?: string[];
-  /** Not in the spec; shown when the platform gives them. */
-  organisation_name?: string;
   created_at?: string;
   media?: {
     sha256: string;
     media_type: string;
+    size_bytes: number;
     width: number;
     height: number;
     duration_ms: number | null;
+    uploaded_at: string;
   } | null;
   approval_number?: string | null;
+  approval_revoked_at?: string | null;
   reject_reason?: string | null;
 }
 
@@ -105,7 +110,7 @@ export interface DeviceCertificate {
   issued_at: string;
 }
 
-/** GET /api/v1/console/devices/{id} (and, when it lands, elements of the device list). */
+/** Elements of GET /api/v1/console/devices, and GET /api/v1/console/devices/{id}. */
 export interface Device {
   device_id: string;
   structure_id: string;
@@ -174,4 +179,53 @@ export interface OpenDataConsole {
     lag_months: number;
   };
   releases: OpenDataRelease[];
+}
+
+/** GET /api/v1/console/webhooks (apps/platform/docs/city-events.md). */
+export interface Webhook {
+  id: string;
+  url: string;
+  types: string[];
+  created_at: string;
+  deliveries: { pending: number; delivered: number; failed: number };
+}
+
+/** POST /api/v1/console/webhooks: the secret only when the platform made it, shown once. */
+export interface WebhookCreated {
+  id: string;
+  url: string;
+  types: string[];
+  created_at: string;
+  secret?: string;
+}
+
+export interface WebhookDelivery {
+  event_id: string;
+  attempts: number;
+  next_attempt_at: string;
+  delivered_at: string | null;
+  failed_at: string | null;
+  last_status: number | null;
+  last_error: string | null;
+}
+
+/** spec OpenDataDictionary, the parts the console shows. */
+export interface OpenDataDictionary {
+  version: string;
+  disclosure: {
+    min_operators: number;
+    min_advertisers: number;
+    max_party_share_pct: number;
+    lag_months: number;
+    description: LocalizedText;
+  };
+}
+
+/** POST /api/v1/console/devices and .../re-enrol; the certificate fields only when a CSR was given. */
+export interface EnrolAnswer {
+  device_id: string;
+  structure_code: string;
+  certificate_pem?: string;
+  chain_pem?: string;
+  not_after?: string;
 }

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import type { Structure, StructureSet } from '../api/types.js';
 import { useI18n } from '../i18n/index.js';
+import { toggled } from '../lib/sets.js';
 
 const MAX_SHOWN = 300;
 
@@ -27,18 +28,8 @@ export function StructurePicker(props: {
         [s.code, s.district, s.format, s.address ?? ''].some((v) => v.toLowerCase().includes(q)),
       )
     : active;
-  const toggle = (id: string) => {
-    const next = new Set(props.chosen);
-    if (next.has(id)) next.delete(id);
-    else next.add(id);
-    props.onChange(next, props.chosenSets);
-  };
-  const toggleSet = (id: string) => {
-    const next = new Set(props.chosenSets);
-    if (next.has(id)) next.delete(id);
-    else next.add(id);
-    props.onChange(props.chosen, next);
-  };
+  const toggle = (id: string) => props.onChange(toggled(props.chosen, id), props.chosenSets);
+  const toggleSet = (id: string) => props.onChange(props.chosen, toggled(props.chosenSets, id));
   const chooseAllShown = () => {
     const next = new Set(props.chosen);
     for (const s of shown.slice(0, MAX_SHOWN)) next.add(s.id);

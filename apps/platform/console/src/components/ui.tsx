@@ -76,12 +76,6 @@ export function fieldErrorText(t: ReturnType<typeof useI18n>['t'], code: string)
   return key ? t(key) : t('fieldError.other', { code });
 }
 
-/** Shown where a platform route the page needs has not landed yet. */
-export function NotAvailable(props: { what: MessageKey }) {
-  const { t } = useI18n();
-  return <Notice kind="warning">{t('common.notAvailable', { what: t(props.what) })}</Notice>;
-}
-
 export function Loading() {
   const { t } = useI18n();
   return <output class="loading">{t('common.loading')}</output>;

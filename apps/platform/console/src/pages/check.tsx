@@ -1,7 +1,9 @@
 import { useState } from 'preact/hooks';
 import { post } from '../api/client.js';
 import type { CreativeEntry, LookupAnswer } from '../api/types.js';
+import { DropZone } from '../components/dropzone.js';
 import { Link } from '../components/layout.js';
+import { type Column, DataTable } from '../components/table.js';
 import { ErrorNotice, Field, Hash, Notice, StateBadge } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { fileSha256 } from '../lib/hash.js';
@@ -29,8 +31,8 @@ export function CheckPage() {
   const [version, setVersion] = useState<number | null>(null);
   const [hashing, setHashing] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
-  const [dragging, setDragging] = useState(false);
   const [pasted, setPasted] = useState('');
+  const entryColumns = useEntryColumns(can.decide(session));
 
   const lookup = async (entries: { sha256: string; name: string | null; size: number | null }[]) => {
     setError(null);
@@ -78,30 +80,16 @@ export function CheckPage() {
     <section>
       <h1>{t('check.title')}</h1>
       <p class="lead">{t('check.lead')}</p>
-      {/* biome-ignore lint/a11y/noStaticElementInteractions: a drop target for the mouse; the file input inside is the keyboard and screen-reader way */}
-      <div
-        class={`dropzone dropzone-large${dragging ? ' dropzone-active' : ''}`}
-        data-testid="check-dropzone"
-        onDragOver={(e) => {
-          e.preventDefault();
-          setDragging(true);
-        }}
-        onDragLeave={() => setDragging(false)}
-        onDrop={(e) => {
-          e.preventDefault();
-          setDragging(false);
-          void checkFiles(e.dataTransfer?.files);
-        }}
+      <DropZone
+        id="check-files"
+        label={t('check.choose')}
+        large
+        multiple
+        testId="check-dropzone"
+        onFiles={(files) => void checkFiles(files)}
       >
         <p>{t('check.drop')}</p>
-        <label for="check-files">{t('check.choose')}</label>
-        <input
-          id="check-files"
-          type="file"
-          multiple
-          onChange={(e) => void checkFiles((e.target as HTMLInputElement).files)}
-        />
-      </div>
+      </DropZone>
       <p class="hint">{t('check.privacy')}</p>
       {hashing ? <output class="block">{t('check.hashing', { name: hashing })}</output> : null}
 
@@ -137,31 +125,12 @@ export function CheckPage() {
               {r.approvals.length === 0 ? (
                 <Notice kind="warning">{t('check.noApproval')}</Notice>
               ) : (
-                <div class="table-wrap">
-                  <table>
-                    <caption class="visually-hidden">{t('check.results')}</caption>
-                    <thead>
-                      <tr>
-                        <th scope="col">{t('creative.status')}</th>
-                        <th scope="col">{t('creative.approval')}</th>
-                        <th scope="col">{t('submission.number')}</th>
-                        <th scope="col">{t('creative.validity')}</th>
-                        <th scope="col">{t('submission.structures')}</th>
-                        <th scope="col">{t('creative.media')}</th>
-                        <th scope="col">{t('creative.envelope')}</th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {r.approvals.map((a, i) => (
-                        <EntryRow
-                          key={`${a.approval_number ?? a.submission_number ?? i}`}
-                          entry={a}
-                          decide={can.decide(session)}
-                        />
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
+                <DataTable
+                  caption={t('check.results')}
+                  rows={r.approvals}
+                  rowKey={(a) => `${a.approval_number ?? a.submission_number ?? a.status}`}
+                  columns={entryColumns}
+                />
               )}
             </article>
           ))}
@@ -171,45 +140,60 @@ export function CheckPage() {
   );
 }
 
-function EntryRow(props: { entry: CreativeEntry; decide: boolean }) {
+/** The columns of a creative entry (spec "Creative entry"). */
+function useEntryColumns(decide: boolean): Column<CreativeEntry>[] {
   const { t, date, number } = useI18n();
-  const a = props.entry;
-  return (
-    <tr>
-      <td>
-        <StateBadge state={a.status} prefix="status" />
-        <span class="visually-hidden"> </span>
-        <small class="muted block">{t(`statusHelp.${a.status}`)}</small>
-      </td>
-      <td>{a.approval_number ?? '—'}</td>
-      <td>{a.submission_number ?? '—'}</td>
-      <td>
-        {date(a.valid_from)} – {date(a.valid_until)}
-      </td>
-      <td>{a.structures.length > 0 ? a.structures.join(', ') : '—'}</td>
-      <td>
-        {a.width !== null && a.height !== null
-          ? t('media.pixels', { width: number(a.width), height: number(a.height) })
-          : '—'}
-        {a.duration_ms !== null ? ` · ${t('media.seconds', { seconds: number(a.duration_ms / 1000) })}` : ''}
-      </td>
-      <td>
-        {a.envelope_url ? (
-          <a href={a.envelope_url} target="_blank" rel="noreferrer">
-            {t('creative.envelopeLink')}
-          </a>
-        ) : (
-          '—'
-        )}
-        {props.decide && a.approval_number && a.status !== 'revoked' ? (
-          <>
-            {' · '}
-            <Link href={`/moderation?revoke=${encodeURIComponent(a.approval_number)}`}>
-              {t('moderation.revoke')}
-            </Link>
-          </>
-        ) : null}
-      </td>
-    </tr>
-  );
+  return [
+    {
+      header: t('creative.status'),
+      cell: (a) => (
+        <>
+          <StateBadge state={a.status} prefix="status" />{' '}
+          <small class="muted block">{t(`statusHelp.${a.status}`)}</small>
+        </>
+      ),
+    },
+    { header: t('creative.approval'), cell: (a) => a.approval_number ?? '—' },
+    { header: t('submission.number'), cell: (a) => a.submission_number ?? '—' },
+    { header: t('creative.validity'), cell: (a) => `${date(a.valid_from)} – ${date(a.valid_until)}` },
+    {
+      header: t('submission.structures'),
+      cell: (a) => (a.structures.length > 0 ? a.structures.join(', ') : '—'),
+    },
+    {
+      header: t('creative.media'),
+      cell: (a) => (
+        <>
+          {a.width !== null && a.height !== null
+            ? t('media.pixels', { width: number(a.width), height: number(a.height) })
+            : '—'}
+          {a.duration_ms !== null
+            ? ` · ${t('media.seconds', { seconds: number(a.duration_ms / 1000) })}`
+            : ''}
+        </>
+      ),
+    },
+    {
+      header: t('creative.envelope'),
+      cell: (a) => (
+        <>
+          {a.envelope_url ? (
+            <a href={a.envelope_url} target="_blank" rel="noreferrer">
+              {t('creative.envelopeLink')}
+            </a>
+          ) : (
+            '—'
+          )}
+          {decide && a.approval_number && a.status !== 'revoked' ? (
+            <>
+              {' · '}
+              <Link href={`/moderation?revoke=${encodeURIComponent(a.approval_number)}`}>
+                {t('moderation.revoke')}
+              </Link>
+            </>
+          ) : null}
+        </>
+      ),
+    },
+  ];
 }

@@ -1,15 +1,18 @@
 import { useMemo, useState } from 'preact/hooks';
-import { loadStructures, optional } from '../api/catalogue.js';
+import { loadStructures } from '../api/catalogue.js';
 import { del, get, post, put } from '../api/client.js';
 import type { CmsInstallation, Device, Organisation, Structure } from '../api/types.js';
-import { Badge, ErrorNotice, Field, Loading, Notice, NotAvailable, useAsync } from '../components/ui.js';
+import { DataTable } from '../components/table.js';
+import { Badge, ErrorNotice, Field, Loading, Notice, useAsync } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { useSession } from '../lib/session.js';
+import { EnrolDevice } from './enrol-device.js';
 
 const DAY_MS = 86_400_000;
 /** spec: "A player renews on its own when less than 30 days are left": highlighted below that. */
 export const EXPIRY_WARNING_DAYS = 30;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A queue lag above this is shown as a warning: the player is an hour or more behind in shipping. */
+const LAG_WARNING_SECONDS = 3600;
 
 /** Expiry of the device's current certificate: the list gives it, the device view lists certificates. */
 export function certificateExpiry(device: Device): string | null {
@@ -34,6 +37,23 @@ function Expiry(props: { notAfter: string | null }) {
   );
 }
 
+/**
+ * Queue lag (apps/platform/console/README.md "Fleet"): how far behind the player's shipping was when its newest batch
+ * arrived.
+ */
+function QueueLag(props: { seconds: number | null | undefined }) {
+  const { t, number, hours } = useI18n();
+  const s = props.seconds;
+  if (s === null || s === undefined) return <>—</>;
+  const text =
+    s < 60
+      ? t('fleet.lagSeconds', { seconds: number(s) })
+      : s < 3600
+        ? t('fleet.lagMinutes', { minutes: number(Math.floor(s / 60)) })
+        : hours(s * 1000);
+  return s >= LAG_WARNING_SECONDS ? <Badge tone="warn">{text}</Badge> : text;
+}
+
 export function FleetPage() {
   const { t } = useI18n();
   return (
@@ -47,23 +67,14 @@ export function FleetPage() {
 }
 
 function Devices() {
-  const { t, dateTime, number } = useI18n();
-  const list = useAsync(() => optional(get<{ items: Device[] }>('/api/v1/console/devices')), []);
-  const [opened, setOpened] = useState<Device[]>([]);
-  const [openId, setOpenId] = useState('');
+  const { t, dateTime } = useI18n();
+  const session = useSession();
+  const authority = session.organisation.kind === 'authority';
+  const list = useAsync(() => get<{ items: Device[] }>('/api/v1/console/devices').then((r) => r.items), []);
+  const structures = useAsync(() => loadStructures(authority), [authority]);
+  const [reEnrol, setReEnrol] = useState<Device | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [message, setMessage] = useState<string | null>(null);
-  // Devices opened or changed here show their fresh view over the list's (which also carries batch facts).
-  const listed = (list.data?.items ?? []).map((d) => {
-    const fresh = opened.find((o) => o.device_id === d.device_id);
-    return fresh ? { ...d, ...fresh } : d;
-  });
-  const devices = [...listed, ...opened.filter((d) => !listed.some((x) => x.device_id === d.device_id))];
-
-  const replace = (device: Device) => {
-    setOpened((all) => [device, ...all.filter((d) => d.device_id !== device.device_id)]);
-    list.reload();
-  };
 
   const act = async (device: Device, action: 'revoke' | 'allow-force-renewal') => {
     setError(null);
@@ -75,8 +86,8 @@ function Devices() {
       return;
     try {
       await post(`/api/v1/console/devices/${device.device_id}/${action}`);
-      replace(await get<Device>(`/api/v1/console/devices/${device.device_id}`));
       setMessage(action === 'revoke' ? t('fleet.revokedDone') : t('fleet.forceDone'));
+      list.reload();
     } catch (e) {
       setError(e);
     }
@@ -88,106 +99,93 @@ function Devices() {
       {list.loading && !list.data ? <Loading /> : null}
       <ErrorNotice error={list.error ?? error} />
       {message ? <Notice kind="success">{message}</Notice> : null}
-      {!list.loading && list.data === null && !list.error ? <NotAvailable what="fleet.devicesWhat" /> : null}
-      {devices.length === 0 && list.data ? <p>{t('fleet.noDevices')}</p> : null}
-      {devices.length > 0 ? (
-        <div class="table-wrap">
-          <table>
-            <caption class="visually-hidden">{t('fleet.devices')}</caption>
-            <thead>
-              <tr>
-                <th scope="col">{t('fleet.device')}</th>
-                <th scope="col">{t('fleet.structure')}</th>
-                <th scope="col">{t('fleet.lastBatch')}</th>
-                <th scope="col">{t('fleet.queueLag')}</th>
-                <th scope="col">{t('fleet.certificateExpiry')}</th>
-                <th scope="col">{t('fleet.forceRenewal')}</th>
-                <th scope="col">{t('common.actions')}</th>
-              </tr>
-            </thead>
-            <tbody>
-              {devices.map((d) => (
-                <tr key={d.device_id} class={d.revoked_at ? 'row-muted' : undefined}>
-                  <td>
-                    <code title={d.device_id}>{d.device_id.slice(0, 8)}</code>
-                    {d.revoked_at ? (
-                      <>
-                        {' '}
-                        <Badge tone="bad">{t('fleet.revoked')}</Badge>
-                      </>
-                    ) : null}
-                  </td>
-                  <td>{d.structure_code}</td>
-                  <td>
-                    {d.last_batch_at ? dateTime(d.last_batch_at) : '—'}
-                    {d.last_batch_seq !== undefined && d.last_batch_seq !== null ? (
-                      <small class="muted block">{t('fleet.batchSeq', { seq: d.last_batch_seq })}</small>
-                    ) : null}
-                  </td>
-                  <td>
-                    {d.queue_lag_seconds !== undefined && d.queue_lag_seconds !== null
-                      ? t('fleet.lagMinutes', { minutes: number(Math.round(d.queue_lag_seconds / 60)) })
-                      : '—'}
-                  </td>
-                  <td>
-                    <Expiry notAfter={certificateExpiry(d)} />
-                  </td>
-                  <td>
-                    {d.force_renewal_until
-                      ? t('fleet.allowedUntil', { at: dateTime(d.force_renewal_until) })
-                      : '—'}
-                  </td>
-                  <td class="row-actions">
-                    {!d.revoked_at ? (
-                      <>
-                        <button
-                          type="button"
-                          class="button button-small"
-                          onClick={() => act(d, 'allow-force-renewal')}
-                        >
-                          {t('fleet.allowForce')}
-                        </button>
-                        <button
-                          type="button"
-                          class="button button-small button-danger"
-                          onClick={() => act(d, 'revoke')}
-                        >
-                          {t('fleet.revoke')}
-                        </button>
-                      </>
-                    ) : null}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      {list.data && list.data.length === 0 ? <p>{t('fleet.noDevices')}</p> : null}
+      {list.data && list.data.length > 0 ? (
+        <DataTable
+          caption={t('fleet.devices')}
+          rows={list.data}
+          rowKey={(d) => d.device_id}
+          rowClass={(d) => (d.revoked_at ? 'row-muted' : undefined)}
+          columns={[
+            {
+              header: t('fleet.device'),
+              cell: (d) => (
+                <>
+                  <code title={d.device_id}>{d.device_id.slice(0, 8)}</code>
+                  {d.revoked_at ? (
+                    <>
+                      {' '}
+                      <Badge tone="bad">{t('fleet.revoked')}</Badge>
+                    </>
+                  ) : null}
+                </>
+              ),
+            },
+            { header: t('fleet.structure'), cell: (d) => d.structure_code },
+            {
+              header: t('fleet.lastBatch'),
+              cell: (d) => (
+                <>
+                  {d.last_batch_at ? dateTime(d.last_batch_at) : '—'}
+                  {d.last_batch_seq !== undefined && d.last_batch_seq !== null ? (
+                    <small class="muted block">{t('fleet.batchSeq', { seq: d.last_batch_seq })}</small>
+                  ) : null}
+                </>
+              ),
+            },
+            { header: t('fleet.queueLag'), cell: (d) => <QueueLag seconds={d.queue_lag_seconds} /> },
+            { header: t('fleet.certificateExpiry'), cell: (d) => <Expiry notAfter={certificateExpiry(d)} /> },
+            {
+              header: t('fleet.forceRenewal'),
+              cell: (d) =>
+                d.force_renewal_until
+                  ? t('fleet.allowedUntil', { at: dateTime(d.force_renewal_until) })
+                  : '—',
+            },
+            {
+              header: t('common.actions'),
+              class: 'row-actions',
+              cell: (d) =>
+                d.revoked_at ? null : (
+                  <>
+                    <button
+                      type="button"
+                      class="button button-small"
+                      onClick={() => act(d, 'allow-force-renewal')}
+                    >
+                      {t('fleet.allowForce')}
+                    </button>
+                    <button
+                      type="button"
+                      class="button button-small"
+                      aria-expanded={reEnrol?.device_id === d.device_id}
+                      onClick={() => setReEnrol(reEnrol?.device_id === d.device_id ? null : d)}
+                    >
+                      {t('fleet.reEnrol')}
+                    </button>
+                    <button
+                      type="button"
+                      class="button button-small button-danger"
+                      onClick={() => act(d, 'revoke')}
+                    >
+                      {t('fleet.revoke')}
+                    </button>
+                  </>
+                ),
+            },
+          ]}
+        />
       ) : null}
-      <form
-        class="inline-form"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setError(null);
-          if (!UUID.test(openId.trim())) return;
-          try {
-            replace(await get<Device>(`/api/v1/console/devices/${openId.trim()}`));
-            setOpenId('');
-          } catch (err) {
-            setError(err);
-          }
-        }}
-      >
-        <Field id="open-device" label={t('fleet.openDevice')}>
-          <input
-            id="open-device"
-            value={openId}
-            onInput={(e) => setOpenId((e.target as HTMLInputElement).value)}
-          />
-        </Field>
-        <button type="submit" class="button">
-          {t('common.open')}
-        </button>
-      </form>
+      {reEnrol ? (
+        <EnrolDevice
+          key={reEnrol.device_id}
+          structures={structures.data ?? []}
+          device={reEnrol}
+          onDone={() => list.reload()}
+          onClose={() => setReEnrol(null)}
+        />
+      ) : null}
+      <EnrolDevice structures={structures.data ?? []} onDone={() => list.reload()} />
     </div>
   );
 }
@@ -197,7 +195,7 @@ function Installations() {
   const session = useSession();
   const authority = session.organisation.kind === 'authority';
   const list = useAsync(
-    () => optional(get<{ items: CmsInstallation[] }>('/api/v1/console/cms-installations')),
+    () => get<{ items: CmsInstallation[] }>('/api/v1/console/cms-installations').then((r) => r.items),
     [],
   );
   const structures = useAsync(() => loadStructures(authority), [authority]);
@@ -208,49 +206,20 @@ function Installations() {
         : Promise.resolve([]),
     [authority],
   );
-  const [openedIds, setOpenedIds] = useState<string[]>([]);
-  const [openId, setOpenId] = useState('');
-  const ids = [...new Set([...(list.data?.items.map((i) => i.id) ?? []), ...openedIds])];
 
   return (
     <div class="panel">
       <h2>{t('fleet.installations')}</h2>
       {list.loading && !list.data ? <Loading /> : null}
       <ErrorNotice error={list.error} />
-      {!list.loading && list.data === null && !list.error ? (
-        <NotAvailable what="fleet.installationsWhat" />
-      ) : null}
-      {ids.length === 0 && list.data ? <p>{t('fleet.noInstallations')}</p> : null}
-      {ids.map((id) => (
-        <InstallationCard key={id} id={id} structures={structures.data ?? null} />
+      {list.data && list.data.length === 0 ? <p>{t('fleet.noInstallations')}</p> : null}
+      {(list.data ?? []).map((i) => (
+        <InstallationCard key={i.id} id={i.id} structures={structures.data ?? null} />
       ))}
-      <form
-        class="inline-form"
-        onSubmit={(e) => {
-          e.preventDefault();
-          if (UUID.test(openId.trim()))
-            setOpenedIds((all) => [...new Set([openId.trim().toLowerCase(), ...all])]);
-          setOpenId('');
-        }}
-      >
-        <Field id="open-installation" label={t('fleet.openInstallation')}>
-          <input
-            id="open-installation"
-            value={openId}
-            onInput={(e) => setOpenId((e.target as HTMLInputElement).value)}
-          />
-        </Field>
-        <button type="submit" class="button">
-          {t('common.open')}
-        </button>
-      </form>
       <RegisterInstallation
         organisations={(organisations.data ?? []).filter((o) => o.kind === 'operator')}
         own={authority ? null : session.organisation.id}
-        onRegistered={(id) => {
-          setOpenedIds((all) => [id, ...all]);
-          list.reload();
-        }}
+        onRegistered={() => list.reload()}
       />
     </div>
   );
@@ -427,47 +396,36 @@ function InstallationCard(props: { id: string; structures: Structure[] | null })
       <h4>{t('fleet.players')}</h4>
       {(inst.players ?? []).length === 0 ? <p>{t('fleet.noPlayers')}</p> : null}
       {(inst.players ?? []).length > 0 ? (
-        <div class="table-wrap">
-          <table>
-            <caption class="visually-hidden">{t('fleet.players')}</caption>
-            <thead>
-              <tr>
-                <th scope="col">{t('fleet.player')}</th>
-                <th scope="col">{t('fleet.structure')}</th>
-                <th scope="col">{t('fleet.mappedAt')}</th>
-                <th scope="col">{t('common.actions')}</th>
-              </tr>
-            </thead>
-            <tbody>
-              {(inst.players ?? []).map((p) => (
-                <tr key={p.external_id}>
-                  <td>
-                    <code>{p.external_id}</code>
-                  </td>
-                  <td>{p.structure_code}</td>
-                  <td>{dateTime(p.mapped_at)}</td>
-                  <td>
-                    <button
-                      type="button"
-                      class="button button-small button-danger"
-                      onClick={() =>
-                        void run(
-                          () =>
-                            del(
-                              `/api/v1/console/cms-installations/${inst.id}/players/${encodeURIComponent(p.external_id)}`,
-                            ),
-                          t('fleet.unmapped'),
-                        )
-                      }
-                    >
-                      {t('fleet.unmap')}
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          caption={t('fleet.players')}
+          rows={inst.players ?? []}
+          rowKey={(p) => p.external_id}
+          columns={[
+            { header: t('fleet.player'), cell: (p) => <code>{p.external_id}</code> },
+            { header: t('fleet.structure'), cell: (p) => p.structure_code },
+            { header: t('fleet.mappedAt'), cell: (p) => dateTime(p.mapped_at) },
+            {
+              header: t('common.actions'),
+              cell: (p) => (
+                <button
+                  type="button"
+                  class="button button-small button-danger"
+                  onClick={() =>
+                    void run(
+                      () =>
+                        del(
+                          `/api/v1/console/cms-installations/${inst.id}/players/${encodeURIComponent(p.external_id)}`,
+                        ),
+                      t('fleet.unmapped'),
+                    )
+                  }
+                >
+                  {t('fleet.unmap')}
+                </button>
+              ),
+            },
+          ]}
+        />
       ) : null}
       <form
         class="inline-form"

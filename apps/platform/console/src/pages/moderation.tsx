@@ -1,12 +1,14 @@
 import { useMemo, useState } from 'preact/hooks';
-import { loadStructures, optional } from '../api/catalogue.js';
+import { loadStructures } from '../api/catalogue.js';
 import { get, post } from '../api/client.js';
 import type { Submission } from '../api/types.js';
 import { Link } from '../components/layout.js';
-import { ErrorNotice, Field, Loading, Notice, NotAvailable, StateBadge, useAsync } from '../components/ui.js';
+import { DataTable } from '../components/table.js';
+import { ErrorNotice, Field, Loading, Notice, StateBadge, useAsync } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { navigate, useRoute } from '../lib/router.js';
 import { can, useSession } from '../lib/session.js';
+import { toggled } from '../lib/sets.js';
 import { CategoryName, Deadline, SubmissionFacts } from './submissions.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -24,12 +26,12 @@ export function ModerationPage() {
   const session = useSession();
   const { query } = useRoute();
   const queue = useAsync(
-    () => optional(get<{ items: Submission[] }>('/api/v1/submissions?state=in_review')),
+    () => get<{ items: Submission[] }>('/api/v1/submissions?state=in_review').then((r) => r.items),
     [],
   );
   const [openId, setOpenId] = useState('');
   const [openError, setOpenError] = useState<string | null>(null);
-  const items = queue.data ? queue.data.items.filter((s) => s.state === 'in_review').sort(queueOrder) : [];
+  const items = queue.data ? queue.data.filter((s) => s.state === 'in_review').sort(queueOrder) : [];
 
   return (
     <section>
@@ -37,45 +39,29 @@ export function ModerationPage() {
       <p class="lead">{t('moderation.lead')}</p>
       {queue.loading && !queue.data ? <Loading /> : null}
       <ErrorNotice error={queue.error} />
-      {!queue.loading && queue.data === null && !queue.error ? (
-        <NotAvailable what="moderation.queueWhat" />
-      ) : null}
-      {queue.data ? (
-        items.length === 0 ? (
-          <p>{t('moderation.empty')}</p>
-        ) : (
-          <div class="table-wrap">
-            <table>
-              <caption class="visually-hidden">{t('moderation.queue')}</caption>
-              <thead>
-                <tr>
-                  <th scope="col">{t('moderation.reviewDue')}</th>
-                  <th scope="col">{t('submission.number')}</th>
-                  <th scope="col">{t('submission.advertiser')}</th>
-                  <th scope="col">{t('submission.period')}</th>
-                  <th scope="col">{t('submission.category')}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {items.map((s) => (
-                  <tr key={s.id}>
-                    <td>{s.review_due_at ? <Deadline submission={s} /> : t('moderation.noDeadline')}</td>
-                    <td>
-                      <Link href={`/moderation/${s.id}`}>{s.number}</Link>
-                    </td>
-                    <td>{s.advertiser_name}</td>
-                    <td>
-                      {date(s.period_from)} – {date(s.period_to)}
-                    </td>
-                    <td>
-                      <CategoryName category={s.category} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )
+      {queue.data && items.length === 0 ? <p>{t('moderation.empty')}</p> : null}
+      {items.length > 0 ? (
+        <DataTable
+          caption={t('moderation.queue')}
+          rows={items}
+          rowKey={(s) => s.id}
+          columns={[
+            {
+              header: t('moderation.reviewDue'),
+              cell: (s) => (s.review_due_at ? <Deadline submission={s} /> : t('moderation.noDeadline')),
+            },
+            {
+              header: t('submission.number'),
+              cell: (s) => <Link href={`/moderation/${s.id}`}>{s.number}</Link>,
+            },
+            { header: t('submission.advertiser'), cell: (s) => s.advertiser_name },
+            {
+              header: t('submission.period'),
+              cell: (s) => `${date(s.period_from)} – ${date(s.period_to)}`,
+            },
+            { header: t('submission.category'), cell: (s) => <CategoryName category={s.category} /> },
+          ]}
+        />
       ) : null}
 
       <form
@@ -169,7 +155,7 @@ function MediaPreview(props: { submission: Submission }) {
   const [failed, setFailed] = useState(false);
   const src = `/api/v1/submissions/${props.submission.id}/media`;
   const video = props.submission.media?.media_type === 'video/mp4';
-  if (failed) return <NotAvailable what="moderation.previewWhat" />;
+  if (failed) return <Notice kind="warning">{t('moderation.previewFailed')}</Notice>;
   return (
     <figure class="preview">
       {video ? (
@@ -304,12 +290,7 @@ export function ModerationDetailPage(props: { id: string }) {
                   <input
                     type="checkbox"
                     checked={!excluded.has(id)}
-                    onChange={() => {
-                      const next = new Set(excluded);
-                      if (next.has(id)) next.delete(id);
-                      else next.add(id);
-                      setExcluded(next);
-                    }}
+                    onChange={() => setExcluded(toggled(excluded, id))}
                   />
                   <span>{structureMap?.get(id)?.code ?? id}</span>
                 </label>

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { get, post } from '../api/client.js';
 import type { ConsoleUser, Organisation, OrganisationKind } from '../api/types.js';
+import { DataTable } from '../components/table.js';
 import { Badge, ErrorNotice, Field, Loading, Notice, useAsync } from '../components/ui.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';
 
@@ -24,36 +25,29 @@ export function OrganisationsPage() {
       {list.loading && !list.data ? <Loading /> : null}
       <ErrorNotice error={list.error ?? error} />
       {list.data ? (
-        <div class="table-wrap">
-          <table>
-            <caption class="visually-hidden">{t('organisations.title')}</caption>
-            <thead>
-              <tr>
-                <th scope="col">{t('organisations.name')}</th>
-                <th scope="col">{t('organisations.kind')}</th>
-                <th scope="col">{t('common.actions')}</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.map((o) => (
-                <tr key={o.id} class={selected === o.id ? 'row-selected' : undefined}>
-                  <td>{o.name}</td>
-                  <td>{t(`kind.${o.kind}` as MessageKey)}</td>
-                  <td>
-                    <button
-                      type="button"
-                      class="button button-small"
-                      aria-pressed={selected === o.id}
-                      onClick={() => setSelected(o.id)}
-                    >
-                      {t('organisations.users')}
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          caption={t('organisations.title')}
+          rows={list.data}
+          rowKey={(o) => o.id}
+          rowClass={(o) => (selected === o.id ? 'row-selected' : undefined)}
+          columns={[
+            { header: t('organisations.name'), cell: (o) => o.name },
+            { header: t('organisations.kind'), cell: (o) => t(`kind.${o.kind}` as MessageKey) },
+            {
+              header: t('common.actions'),
+              cell: (o) => (
+                <button
+                  type="button"
+                  class="button button-small"
+                  aria-pressed={selected === o.id}
+                  onClick={() => setSelected(o.id)}
+                >
+                  {t('organisations.users')}
+                </button>
+              ),
+            },
+          ]}
+        />
       ) : null}
       {selected ? (
         <Users organisation={list.data?.find((o) => o.id === selected) ?? null} id={selected} />

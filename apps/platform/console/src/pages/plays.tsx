@@ -1,9 +1,12 @@
 import { useMemo, useState } from 'preact/hooks';
-import { loadStructures, optional } from '../api/catalogue.js';
+import { loadStructures } from '../api/catalogue.js';
 import { get } from '../api/client.js';
 import type { PlayCount } from '../api/types.js';
 import { HorizontalBars, type Series, StackedBars } from '../components/bar-chart.js';
-import { ErrorNotice, Field, knownKey, Loading, NotAvailable, useAsync } from '../components/ui.js';
+import { DataTable } from '../components/table.js';
+import { ErrorNotice, Field, knownKey, Loading, useAsync } from '../components/ui.js';
+import { can, useSession } from '../lib/session.js';
+import { EventSettings } from './city-events.js';
 import { useI18n } from '../i18n/index.js';
 import { almatyDate } from '../lib/working-hours.js';
 
@@ -72,6 +75,7 @@ interface CityEvent {
  */
 export function PlaysPage() {
   const { t, date, number, dateTime } = useI18n();
+  const session = useSession();
   const today = almatyDate(Date.now());
   const [from, setFrom] = useState(addDays(today, -13));
   const [to, setTo] = useState(today);
@@ -87,19 +91,15 @@ export function PlaysPage() {
   }, [applied]);
   const quality = useAsync(
     () =>
-      optional(
-        get<Quality>(
-          `/api/v1/console/pop/quality?${new URLSearchParams({ from: applied.from, to: applied.to })}`,
-        ),
+      get<Quality>(
+        `/api/v1/console/pop/quality?${new URLSearchParams({ from: applied.from, to: applied.to })}`,
       ),
     [applied],
   );
   const events = useAsync(
     () =>
-      optional(
-        get<{ items: CityEvent[] }>('/api/v1/console/events?type=declared_vs_actual&limit=50').then(
-          (r) => r.items,
-        ),
+      get<{ items: CityEvent[] }>('/api/v1/console/events?type=declared_vs_actual&limit=50').then(
+        (r) => r.items,
       ),
     [],
   );
@@ -235,37 +235,22 @@ export function PlaysPage() {
               />
               <details>
                 <summary>{t('plays.asTable')}</summary>
-                <div class="table-wrap">
-                  <table>
-                    <caption class="visually-hidden">{t('plays.asTable')}</caption>
-                    <thead>
-                      <tr>
-                        <th scope="col">{t('plays.day')}</th>
-                        <th scope="col">{t('fleet.structure')}</th>
-                        <th scope="col">{t('creative.approval')}</th>
-                        <th scope="col">{t('plays.channel')}</th>
-                        <th scope="col" class="num">
-                          {t('plays.total')}
-                        </th>
-                        <th scope="col" class="num">
-                          {t('plays.flagged')}
-                        </th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {items.map((c) => (
-                        <tr key={`${c.player}-${c.day}-${c.approval_number ?? c.slot}-${c.attested}`}>
-                          <td>{date(c.day)}</td>
-                          <td>{structureName(c.structure_id)}</td>
-                          <td>{approvalName(c)}</td>
-                          <td>{c.attested ? t('plays.attestedShort') : t('plays.device')}</td>
-                          <td class="num">{number(c.plays)}</td>
-                          <td class="num">{number(c.flagged)}</td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
+                <DataTable
+                  caption={t('plays.asTable')}
+                  rows={items}
+                  rowKey={(c) => `${c.player}-${c.day}-${c.approval_number ?? c.slot}-${c.attested}`}
+                  columns={[
+                    { header: t('plays.day'), cell: (c) => date(c.day) },
+                    { header: t('fleet.structure'), cell: (c) => structureName(c.structure_id) },
+                    { header: t('creative.approval'), cell: approvalName },
+                    {
+                      header: t('plays.channel'),
+                      cell: (c) => (c.attested ? t('plays.attestedShort') : t('plays.device')),
+                    },
+                    { header: t('plays.total'), numeric: true, cell: (c) => number(c.plays) },
+                    { header: t('plays.flagged'), numeric: true, cell: (c) => number(c.flagged) },
+                  ]}
+                />
               </details>
             </div>
           ) : null}
@@ -276,9 +261,6 @@ export function PlaysPage() {
         <h2>{t('plays.quality')}</h2>
         {quality.loading && !quality.data ? <Loading /> : null}
         <ErrorNotice error={quality.error} />
-        {!quality.loading && quality.data === null && !quality.error ? (
-          <NotAvailable what="plays.qualityWhat" />
-        ) : null}
         {quality.data ? (
           <div class="two-columns">
             <HorizontalBars
@@ -304,62 +286,51 @@ export function PlaysPage() {
         <p class="hint">{t('plays.declaredHint')}</p>
         {events.loading && !events.data ? <Loading /> : null}
         <ErrorNotice error={events.error} />
-        {!events.loading && events.data === null && !events.error ? (
-          <NotAvailable what="plays.declaredWhat" />
-        ) : null}
         {events.data && events.data.length === 0 ? <p>{t('plays.noEvents')}</p> : null}
         {events.data && events.data.length > 0 ? (
-          <div class="table-wrap">
-            <table>
-              <caption class="visually-hidden">{t('plays.declared')}</caption>
-              <thead>
-                <tr>
-                  <th scope="col">{t('plays.day')}</th>
-                  <th scope="col">{t('submission.number')}</th>
-                  <th scope="col">{t('fleet.structure')}</th>
-                  <th scope="col" class="num">
-                    {t('plays.declaredPlays')}
-                  </th>
-                  <th scope="col" class="num">
-                    {t('plays.actualPlays')}
-                  </th>
-                  <th scope="col" class="num">
-                    {t('plays.deviation')}
-                  </th>
-                  <th scope="col">{t('plays.raised')}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {events.data.map((e) => (
-                  <tr key={e.id}>
-                    <td>{date(e.day)}</td>
-                    <td>
-                      {e.data.submission_number ?? '—'}
-                      {e.data.advertiser_name ? (
-                        <small class="muted block">{e.data.advertiser_name}</small>
-                      ) : null}
-                    </td>
-                    <td>{e.data.structure_code ?? '—'}</td>
-                    <td class="num">{number(e.data.declared_plays)}</td>
-                    <td class="num">{number(e.data.actual_plays)}</td>
-                    <td class="num">
-                      {e.data.deviation_pct === null || e.data.deviation_pct === undefined
-                        ? '—'
-                        : t('plays.percent', { value: e.data.deviation_pct })}
-                      {e.data.direction ? (
-                        <small class="muted block">
-                          {t(e.data.direction === 'over' ? 'plays.over' : 'plays.under')}
-                        </small>
-                      ) : null}
-                    </td>
-                    <td>{dateTime(e.created_at)}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <DataTable
+            caption={t('plays.declared')}
+            rows={events.data}
+            rowKey={(e) => e.id}
+            columns={[
+              { header: t('plays.day'), cell: (e) => date(e.day) },
+              {
+                header: t('submission.number'),
+                cell: (e) => (
+                  <>
+                    {e.data.submission_number ?? '—'}
+                    {e.data.advertiser_name ? (
+                      <small class="muted block">{e.data.advertiser_name}</small>
+                    ) : null}
+                  </>
+                ),
+              },
+              { header: t('fleet.structure'), cell: (e) => e.data.structure_code ?? '—' },
+              { header: t('plays.declaredPlays'), numeric: true, cell: (e) => number(e.data.declared_plays) },
+              { header: t('plays.actualPlays'), numeric: true, cell: (e) => number(e.data.actual_plays) },
+              {
+                header: t('plays.deviation'),
+                numeric: true,
+                cell: (e) => (
+                  <>
+                    {e.data.deviation_pct === null || e.data.deviation_pct === undefined
+                      ? '—'
+                      : t('plays.percent', { value: e.data.deviation_pct })}
+                    {e.data.direction ? (
+                      <small class="muted block">
+                        {t(e.data.direction === 'over' ? 'plays.over' : 'plays.under')}
+                      </small>
+                    ) : null}
+                  </>
+                ),
+              },
+              { header: t('plays.raised'), cell: (e) => dateTime(e.created_at) },
+            ]}
+          />
         ) : null}
       </div>
+
+      <EventSettings canChange={can.administer(session)} />
     </section>
   );
 }

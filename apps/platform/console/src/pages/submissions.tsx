@@ -1,18 +1,13 @@
 import { useMemo, useState } from 'preact/hooks';
-import {
-  loadCategories,
-  loadStructureSets,
-  loadStructures,
-  optional,
-  recentSubmissions,
-  rememberSubmission,
-} from '../api/catalogue.js';
-import { ApiError, get, post, uploadFile } from '../api/client.js';
+import { loadCategories, loadStructureSets, loadStructures } from '../api/catalogue.js';
+import { ApiError, get, patch, post, uploadFile } from '../api/client.js';
 import type { Category, MediaFacts, Structure, StructureSet, Submission } from '../api/types.js';
 import { CategoryPicker } from '../components/category-picker.js';
 import { WorkingHoursLeft } from '../components/countdown.js';
+import { DropZone } from '../components/dropzone.js';
 import { Link } from '../components/layout.js';
 import { StructurePicker } from '../components/structure-picker.js';
+import { DataTable } from '../components/table.js';
 import {
   ErrorNotice,
   Field,
@@ -20,27 +15,11 @@ import {
   Hash,
   Loading,
   Notice,
-  NotAvailable,
   StateBadge,
   useAsync,
 } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
-import { navigate } from '../lib/router.js';
-
-/** The submitter's list: GET /api/v1/submissions when the platform has it, else those created in this browser. */
-async function loadSubmissionList(): Promise<{ items: Submission[]; complete: boolean }> {
-  const listed = await optional(get<{ items: Submission[] }>('/api/v1/submissions'));
-  if (listed) return { items: listed.items, complete: true };
-  const items: Submission[] = [];
-  for (const id of recentSubmissions()) {
-    try {
-      items.push(await get<Submission>(`/api/v1/submissions/${id}`));
-    } catch (error) {
-      if (!(error instanceof ApiError && error.status === 404)) throw error;
-    }
-  }
-  return { items, complete: false };
-}
+import { navigate, useRoute } from '../lib/router.js';
 
 export function CategoryName(props: { category: Category | null | undefined }) {
   const { language } = useI18n();
@@ -50,7 +29,7 @@ export function CategoryName(props: { category: Category | null | undefined }) {
 
 export function SubmissionsPage() {
   const { t, date } = useI18n();
-  const list = useAsync(loadSubmissionList, []);
+  const list = useAsync(() => get<{ items: Submission[] }>('/api/v1/submissions').then((r) => r.items), []);
   return (
     <section>
       <div class="page-head">
@@ -61,49 +40,27 @@ export function SubmissionsPage() {
       </div>
       {list.loading && !list.data ? <Loading /> : null}
       <ErrorNotice error={list.error} />
-      {list.data && !list.data.complete ? <NotAvailable what="submissions.listWhat" /> : null}
-      {list.data ? (
-        list.data.items.length === 0 ? (
-          <p>{t('submissions.empty')}</p>
-        ) : (
-          <div class="table-wrap">
-            <table>
-              <caption class="visually-hidden">{t('submissions.title')}</caption>
-              <thead>
-                <tr>
-                  <th scope="col">{t('submission.number')}</th>
-                  <th scope="col">{t('submission.advertiser')}</th>
-                  <th scope="col">{t('submission.period')}</th>
-                  <th scope="col">{t('submission.category')}</th>
-                  <th scope="col">{t('submission.state')}</th>
-                  <th scope="col">{t('submission.reviewDue')}</th>
-                </tr>
-              </thead>
-              <tbody>
-                {list.data.items.map((s) => (
-                  <tr key={s.id}>
-                    <td>
-                      <Link href={`/submissions/${s.id}`}>{s.number}</Link>
-                    </td>
-                    <td>{s.advertiser_name}</td>
-                    <td>
-                      {date(s.period_from)} – {date(s.period_to)}
-                    </td>
-                    <td>
-                      <CategoryName category={s.category} />
-                    </td>
-                    <td>
-                      <StateBadge state={s.state} prefix="state" />
-                    </td>
-                    <td>
-                      <Deadline submission={s} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )
+      {list.data && list.data.length === 0 ? <p>{t('submissions.empty')}</p> : null}
+      {list.data && list.data.length > 0 ? (
+        <DataTable
+          caption={t('submissions.title')}
+          rows={list.data}
+          rowKey={(s) => s.id}
+          columns={[
+            {
+              header: t('submission.number'),
+              cell: (s) => <Link href={`/submissions/${s.id}`}>{s.number}</Link>,
+            },
+            { header: t('submission.advertiser'), cell: (s) => s.advertiser_name },
+            {
+              header: t('submission.period'),
+              cell: (s) => `${date(s.period_from)} – ${date(s.period_to)}`,
+            },
+            { header: t('submission.category'), cell: (s) => <CategoryName category={s.category} /> },
+            { header: t('submission.state'), cell: (s) => <StateBadge state={s.state} prefix="state" /> },
+            { header: t('submission.reviewDue'), cell: (s) => <Deadline submission={s} /> },
+          ]}
+        />
       ) : null}
     </section>
   );
@@ -152,6 +109,29 @@ const EMPTY: FormState = {
   declared: {},
 };
 
+const text = (value: unknown): string => (typeof value === 'string' ? value : '');
+
+/** A draft's values in the form. */
+function formOf(s: Submission): FormState {
+  const refs = s.external_refs ?? {};
+  return {
+    advertiser_name: s.advertiser_name,
+    advertiser_bin: s.advertiser_bin ?? '',
+    period_from: s.period_from ?? '',
+    period_to: s.period_to ?? '',
+    category_id: s.category_id ?? null,
+    channel: s.channel ?? 'direct',
+    fast_track: s.fast_track ?? false,
+    crid: text(refs['crid']),
+    adomain: Array.isArray(refs['adomain']) ? refs['adomain'].join(', ') : '',
+    dsp: text(refs['dsp']),
+    ssp: text(refs['ssp']),
+    declared: Object.fromEntries(
+      Object.entries(s.declared_daily_plays ?? {}).map(([id, n]) => [id, String(n)]),
+    ),
+  };
+}
+
 /** Field errors of a 422 by JSON pointer, translated. */
 function useFieldErrors(error: unknown) {
   const { t } = useI18n();
@@ -162,9 +142,9 @@ function useFieldErrors(error: unknown) {
   };
 }
 
-export function NewSubmissionPage() {
-  const { t } = useI18n();
-  const data = useAsync(async () => {
+/** What the form needs from the platform: categories, the structures the caller may choose, its saved sets. */
+function useFormData() {
+  return useAsync(async () => {
     const [categories, structures, sets] = await Promise.all([
       loadCategories(),
       loadStructures(false),
@@ -172,31 +152,76 @@ export function NewSubmissionPage() {
     ]);
     return { categories, structures, sets };
   }, []);
-  const [sets, setSets] = useState<StructureSet[] | null>(null);
-  const [form, setForm] = useState<FormState>(EMPTY);
-  const [chosen, setChosen] = useState<Set<string>>(new Set());
+}
+
+export function NewSubmissionPage() {
+  const { t } = useI18n();
+  const data = useFormData();
+  if (data.loading && !data.data) return <Loading />;
+  if (!data.data) return <ErrorNotice error={data.error} />;
+  return (
+    <section>
+      <h1>{t('submissionNew.title')}</h1>
+      <p class="lead">{t('submissionNew.lead')}</p>
+      <SubmissionForm {...data.data} />
+    </section>
+  );
+}
+
+/** Editing a draft (PATCH /api/v1/submissions/{id}); once sent, a submission no longer changes. */
+export function EditSubmissionPage(props: { id: string }) {
+  const { t } = useI18n();
+  const data = useFormData();
+  const submission = useAsync(() => get<Submission>(`/api/v1/submissions/${props.id}`), [props.id]);
+  if ((data.loading && !data.data) || (submission.loading && !submission.data)) return <Loading />;
+  if (!data.data || !submission.data) return <ErrorNotice error={data.error ?? submission.error} />;
+  const s = submission.data;
+  return (
+    <section>
+      <div class="page-head">
+        <h1>{t('submissionEdit.title', { number: s.number })}</h1>
+        <Link class="button button-quiet" href={`/submissions/${s.id}`}>
+          {t('submissionEdit.back')}
+        </Link>
+      </div>
+      {s.state === 'draft' ? (
+        <>
+          <p class="lead">{t('submissionEdit.lead')}</p>
+          <SubmissionForm {...data.data} initial={s} />
+        </>
+      ) : (
+        <Notice kind="warning">{t('submissionEdit.notDraft')}</Notice>
+      )}
+    </section>
+  );
+}
+
+/** The fields of a submission: creates a draft, or with `initial` edits that draft. */
+function SubmissionForm(props: {
+  categories: Category[];
+  structures: Structure[];
+  sets: StructureSet[];
+  initial?: Submission;
+}) {
+  const { t } = useI18n();
+  const initialIds = props.initial?.structure_ids ?? [];
+  const [sets, setSets] = useState<StructureSet[]>(props.sets);
+  const [form, setForm] = useState<FormState>(props.initial ? formOf(props.initial) : EMPTY);
+  const [chosen, setChosen] = useState<Set<string>>(new Set(initialIds));
   const [chosenSets, setChosenSets] = useState<Set<string>>(new Set());
-  const [manualIds, setManualIds] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const fieldError = useFieldErrors(error);
   const update = (patch: Partial<FormState>) => setForm((f) => ({ ...f, ...patch }));
-  const allSets = sets ?? data.data?.sets ?? null;
-  const structuresById = useMemo(
-    () => new Map((data.data?.structures ?? []).map((s) => [s.id, s])),
-    [data.data?.structures],
-  );
+  const allSets = sets;
+  const { categories } = props;
+  const structuresById = useMemo(() => new Map(props.structures.map((s) => [s.id, s])), [props.structures]);
 
   const submit = async (event: Event) => {
     event.preventDefault();
     setError(null);
     setBusy(true);
-    const structureIds = data.data?.structures
-      ? [...chosen]
-      : manualIds
-          .split(/[\s,]+/)
-          .map((s) => s.trim())
-          .filter(Boolean);
+    const structureIds = [...chosen];
     const declared: Record<string, number> = {};
     for (const [id, value] of Object.entries(form.declared)) {
       if (value.trim() !== '' && structureIds.includes(id)) declared[id] = Number(value);
@@ -210,23 +235,42 @@ export function NewSubmissionPage() {
       if (form.dsp.trim()) refs['dsp'] = form.dsp.trim();
       if (form.ssp.trim()) refs['ssp'] = form.ssp.trim();
     }
+    const hasRefs = Object.keys(refs).length > 0;
+    const hasDeclared = Object.keys(declared).length > 0;
     const body: Record<string, unknown> = {
       advertiser_name: form.advertiser_name.trim(),
       period_from: form.period_from,
       period_to: form.period_to,
-      structure_ids: structureIds,
       channel: form.channel,
     };
-    if (form.advertiser_bin.trim()) body['advertiser_bin'] = form.advertiser_bin.trim();
+    // The structure list is sent when it changed (an edit that sends neither list keeps the draft's).
+    const structuresChanged =
+      !props.initial ||
+      chosenSets.size > 0 ||
+      structureIds.length !== initialIds.length ||
+      structureIds.some((id) => !initialIds.includes(id));
+    if (structuresChanged) body['structure_ids'] = structureIds;
     if (chosenSets.size > 0) body['structure_set_ids'] = [...chosenSets];
-    if (form.category_id !== null) body['category_id'] = form.category_id;
-    if (Object.keys(declared).length > 0) body['declared_daily_plays'] = declared;
-    if (programmatic && form.fast_track) body['fast_track'] = true;
-    if (programmatic && Object.keys(refs).length > 0) body['external_refs'] = refs;
     try {
-      const created = await post<Submission>('/api/v1/submissions', body);
-      rememberSubmission(created.id);
-      navigate(`/submissions/${created.id}`);
+      let saved: Submission;
+      if (props.initial) {
+        // An edit says what each optional field becomes: null clears it.
+        body['advertiser_bin'] = form.advertiser_bin.trim() || null;
+        body['category_id'] = form.category_id;
+        body['declared_daily_plays'] = hasDeclared ? declared : null;
+        body['fast_track'] = programmatic && form.fast_track;
+        body['external_refs'] = hasRefs ? refs : null;
+        saved = await patch<Submission>(`/api/v1/submissions/${props.initial.id}`, body);
+        navigate(`/submissions/${saved.id}?saved=1`);
+      } else {
+        if (form.advertiser_bin.trim()) body['advertiser_bin'] = form.advertiser_bin.trim();
+        if (form.category_id !== null) body['category_id'] = form.category_id;
+        if (hasDeclared) body['declared_daily_plays'] = declared;
+        if (programmatic && form.fast_track) body['fast_track'] = true;
+        if (hasRefs) body['external_refs'] = refs;
+        saved = await post<Submission>('/api/v1/submissions', body);
+        navigate(`/submissions/${saved.id}`);
+      }
     } catch (e) {
       setError(e);
       window.scrollTo(0, 0);
@@ -245,14 +289,8 @@ export function NewSubmissionPage() {
     }
   };
 
-  if (data.loading && !data.data) return <Loading />;
-  if (data.error) return <ErrorNotice error={data.error} />;
-  const { categories, structures } = data.data!;
-
   return (
-    <section>
-      <h1>{t('submissionNew.title')}</h1>
-      <p class="lead">{t('submissionNew.lead')}</p>
+    <>
       <ErrorNotice error={error} />
       <form class="form" onSubmit={submit}>
         <div class="form-grid">
@@ -308,35 +346,20 @@ export function NewSubmissionPage() {
           error={fieldError('/category_id')}
         />
 
-        {structures ? (
-          <StructurePicker
-            structures={structures}
-            sets={allSets}
-            chosen={chosen}
-            chosenSets={chosenSets}
-            onChange={(c, s) => {
-              setChosen(c);
-              setChosenSets(s);
-            }}
-            onSaveSet={saveSet}
-            error={fieldError('/structure_ids') ?? fieldError('/structure_set_ids')}
-          />
-        ) : (
-          <fieldset class="picker">
-            <legend>{t('structures.legend')}</legend>
-            <NotAvailable what="structures.listWhat" />
-            <Field id="structure-ids" label={t('structures.manualIds')} error={fieldError('/structure_ids')}>
-              <textarea
-                id="structure-ids"
-                rows={3}
-                value={manualIds}
-                onInput={(e) => setManualIds((e.target as HTMLTextAreaElement).value)}
-              />
-            </Field>
-          </fieldset>
-        )}
+        <StructurePicker
+          structures={props.structures}
+          sets={allSets}
+          chosen={chosen}
+          chosenSets={chosenSets}
+          onChange={(c, s) => {
+            setChosen(c);
+            setChosenSets(s);
+          }}
+          onSaveSet={saveSet}
+          error={fieldError('/structure_ids') ?? fieldError('/structure_set_ids')}
+        />
 
-        {structures && chosen.size > 0 ? (
+        {chosen.size > 0 ? (
           <details class="declared">
             <summary>{t('submission.declaredTitle')}</summary>
             <p class="hint">{t('submission.declaredHint')}</p>
@@ -432,14 +455,17 @@ export function NewSubmissionPage() {
 
         <div class="actions">
           <button type="submit" class="button button-primary" disabled={busy}>
-            {t('submissionNew.create')}
+            {props.initial ? t('submissionEdit.save') : t('submissionNew.create')}
           </button>
-          <Link class="button button-quiet" href="/submissions">
+          <Link
+            class="button button-quiet"
+            href={props.initial ? `/submissions/${props.initial.id}` : '/submissions'}
+          >
             {t('common.cancel')}
           </Link>
         </div>
       </form>
-    </section>
+    </>
   );
 }
 
@@ -460,6 +486,12 @@ export function SubmissionFacts(props: {
       </dd>
       <dt>{t('submission.advertiser')}</dt>
       <dd>{s.advertiser_name}</dd>
+      {s.advertiser_bin ? (
+        <>
+          <dt>{t('submission.bin')}</dt>
+          <dd>{s.advertiser_bin}</dd>
+        </>
+      ) : null}
       <dt>{t('submission.period')}</dt>
       <dd>
         {date(s.period_from)} – {date(s.period_to)}
@@ -516,7 +548,15 @@ export function SubmissionFacts(props: {
       {s.approval_number ? (
         <>
           <dt>{t('creative.approval')}</dt>
-          <dd>{s.approval_number}</dd>
+          <dd>
+            {s.approval_number}
+            {s.approval_revoked_at ? (
+              <>
+                {' '}
+                <StateBadge state="revoked" prefix="status" />
+              </>
+            ) : null}
+          </dd>
         </>
       ) : null}
     </dl>
@@ -548,13 +588,13 @@ export function MediaFactsView(props: { facts: MediaFacts }) {
 
 export function SubmissionDetailPage(props: { id: string }) {
   const { t } = useI18n();
+  const { query } = useRoute();
   const submission = useAsync(() => get<Submission>(`/api/v1/submissions/${props.id}`), [props.id]);
   const structures = useAsync(() => loadStructures(false), []);
   const [progress, setProgress] = useState<number | null>(null);
-  const [media, setMedia] = useState<MediaFacts | null>(null);
+  const [uploaded, setUploaded] = useState<MediaFacts | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [sent, setSent] = useState(false);
-  const [dragging, setDragging] = useState(false);
   const structureMap = useMemo(
     () => (structures.data ? new Map(structures.data.map((s) => [s.id, s])) : null),
     [structures.data],
@@ -563,10 +603,10 @@ export function SubmissionDetailPage(props: { id: string }) {
   const upload = async (file: File | undefined) => {
     if (!file) return;
     setError(null);
-    setMedia(null);
+    setUploaded(null);
     setProgress(0);
     try {
-      setMedia(await uploadFile<MediaFacts>(`/api/v1/submissions/${props.id}/media`, file, setProgress));
+      setUploaded(await uploadFile<MediaFacts>(`/api/v1/submissions/${props.id}/media`, file, setProgress));
     } catch (e) {
       setError(e);
       setProgress(null);
@@ -588,44 +628,47 @@ export function SubmissionDetailPage(props: { id: string }) {
   if (!submission.data) return <ErrorNotice error={submission.error} />;
   const s = submission.data;
   const draft = s.state === 'draft';
+  // The file uploaded here, else the one the platform has (an earlier upload).
+  const media: MediaFacts | null =
+    uploaded ??
+    (s.media
+      ? {
+          media_sha256: s.media.sha256,
+          width: s.media.width,
+          height: s.media.height,
+          duration_ms: s.media.duration_ms,
+        }
+      : null);
   return (
     <section>
       <div class="page-head">
         <h1>{t('submissionDetail.title', { number: s.number })}</h1>
+        {draft ? (
+          <Link class="button" href={`/submissions/${s.id}/edit`}>
+            {t('submissionDetail.edit')}
+          </Link>
+        ) : null}
         <Link class="button button-quiet" href="/submissions">
           {t('submissionDetail.back')}
         </Link>
       </div>
       <ErrorNotice error={error} />
       {sent ? <Notice kind="success">{t('submissionDetail.sent')}</Notice> : null}
+      {query.get('saved') && draft && !sent ? (
+        <Notice kind="success">{t('submissionDetail.saved')}</Notice>
+      ) : null}
       <SubmissionFacts submission={s} structures={structureMap} />
 
       {draft ? (
         <div class="panel">
           <h2>{t('media.title')}</h2>
           <p class="hint">{t('media.hint')}</p>
-          {/* biome-ignore lint/a11y/noStaticElementInteractions: a drop target for the mouse; the file input inside is the keyboard and screen-reader way */}
-          <div
-            class={`dropzone${dragging ? ' dropzone-active' : ''}`}
-            onDragOver={(e) => {
-              e.preventDefault();
-              setDragging(true);
-            }}
-            onDragLeave={() => setDragging(false)}
-            onDrop={(e) => {
-              e.preventDefault();
-              setDragging(false);
-              void upload(e.dataTransfer?.files[0]);
-            }}
-          >
-            <label for="media-file">{t('media.choose')}</label>
-            <input
-              id="media-file"
-              type="file"
-              accept={MEDIA_ACCEPT}
-              onChange={(e) => void upload((e.target as HTMLInputElement).files?.[0])}
-            />
-          </div>
+          <DropZone
+            id="media-file"
+            label={media ? t('media.replace') : t('media.choose')}
+            accept={MEDIA_ACCEPT}
+            onFiles={(files) => void upload(files?.[0])}
+          />
           {progress !== null ? (
             <div class="progress">
               <label for="upload-progress">{progress < 1 ? t('media.uploading') : t('media.uploaded')}</label>
@@ -633,7 +676,7 @@ export function SubmissionDetailPage(props: { id: string }) {
               <span aria-hidden="true">{Math.round(progress * 100)}%</span>
             </div>
           ) : null}
-          {media ? <MediaFactsView facts={media} /> : null}
+          {media ? <MediaFactsView facts={media} /> : <p class="muted">{t('media.none')}</p>}
           <h2>{t('submissionDetail.sendTitle')}</h2>
           <p class="hint">{t('submissionDetail.sendHint')}</p>
           <button type="button" class="button button-primary" onClick={send}>

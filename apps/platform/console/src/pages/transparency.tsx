@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, get, put, verifyGet, verifyUrl } from '../api/client.js';
-import type { OpenDataConsole, OpenDataRelease } from '../api/types.js';
+import type { OpenDataConsole, OpenDataDictionary, OpenDataRelease } from '../api/types.js';
+import { DataTable, TableFrame } from '../components/table.js';
 import { Badge, ErrorNotice, Field, Hash, knownKey, Loading, Notice, useAsync } from '../components/ui.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';
 import { can, useSession } from '../lib/session.js';
@@ -189,36 +190,28 @@ function Seals() {
       {seals.loading && !seals.data ? <Loading /> : null}
       <ErrorNotice error={seals.error} />
       {seals.data ? (
-        <div class="table-wrap">
-          <table class="seals">
-            <caption class="visually-hidden">{t('seal.title')}</caption>
-            <thead>
-              <tr>
-                <th scope="col">{t('plays.day')}</th>
-                <th scope="col" class="num">
-                  {t('seal.batches')}
-                </th>
-                <th scope="col" class="num">
-                  {t('seal.records')}
-                </th>
-                <th scope="col">{t('seal.signedAt')}</th>
-                <th scope="col">{t('seal.ledger')}</th>
-                <th scope="col">{t('seal.verification')}</th>
-              </tr>
-            </thead>
-            <tbody>
-              {days.map((d) => (
-                <SealRow
-                  key={d}
-                  day={d}
-                  seal={seals.data!.get(d) ?? null}
-                  previous={previousOf(d)}
-                  root={root.data}
-                />
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <TableFrame
+          caption={t('seal.title')}
+          class="seals"
+          headers={[
+            { header: t('plays.day') },
+            { header: t('seal.batches'), numeric: true },
+            { header: t('seal.records'), numeric: true },
+            { header: t('seal.signedAt') },
+            { header: t('seal.ledger') },
+            { header: t('seal.verification') },
+          ]}
+        >
+          {days.map((d) => (
+            <SealRow
+              key={d}
+              day={d}
+              seal={seals.data!.get(d) ?? null}
+              previous={previousOf(d)}
+              root={root.data}
+            />
+          ))}
+        </TableFrame>
       ) : null}
       <details>
         <summary>{t('seal.manual')}</summary>
@@ -238,42 +231,97 @@ function Releases(props: { releases: OpenDataRelease[] }) {
   const { t, dateTime, number } = useI18n();
   if (props.releases.length === 0) return <p>{t('openData.noReleases')}</p>;
   return (
-    <div class="table-wrap">
-      <table>
-        <caption class="visually-hidden">{t('openData.releases')}</caption>
-        <thead>
-          <tr>
-            <th scope="col">{t('openData.month')}</th>
-            <th scope="col">{t('openData.built')}</th>
-            <th scope="col">{t('openData.files')}</th>
-          </tr>
-        </thead>
-        <tbody>
-          {props.releases.map((r) => (
-            <tr key={r.month}>
-              <td>{r.month}</td>
-              <td>{dateTime(r.built_at)}</td>
-              <td>
-                <ul class="plain">
-                  {r.files.map((f) => (
-                    <li key={f.name}>
-                      <a href={f.url}>{f.name}</a>{' '}
-                      <small class="muted">{t('check.bytes', { size: number(f.bytes) })}</small>{' '}
-                      <Hash value={f.sha256} />
-                    </li>
-                  ))}
-                </ul>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <DataTable
+      caption={t('openData.releases')}
+      rows={props.releases}
+      rowKey={(r) => r.month}
+      columns={[
+        { header: t('openData.month'), cell: (r) => r.month },
+        { header: t('openData.built'), cell: (r) => dateTime(r.built_at) },
+        {
+          header: t('openData.files'),
+          cell: (r) => (
+            <ul class="plain">
+              {r.files.map((f) => (
+                <li key={f.name}>
+                  <a href={f.url}>{f.name}</a>{' '}
+                  <small class="muted">{t('check.bytes', { size: number(f.bytes) })}</small>{' '}
+                  <Hash value={f.sha256} />
+                </li>
+              ))}
+            </ul>
+          ),
+        },
+      ]}
+    />
+  );
+}
+
+type DisclosureValues = OpenDataConsole['disclosure'];
+
+function DisclosureFacts(props: { rules: DisclosureValues }) {
+  const { t, number } = useI18n();
+  const r = props.rules;
+  return (
+    <dl class="facts" data-testid="disclosure-rules">
+      <dt>{t('openData.minOperators')}</dt>
+      <dd>{number(r.min_operators)}</dd>
+      <dt>{t('openData.minAdvertisers')}</dt>
+      <dd>{number(r.min_advertisers)}</dd>
+      <dt>{t('openData.maxShare')}</dt>
+      <dd>{t('plays.percent', { value: r.max_party_share_pct })}</dd>
+      <dt>{t('openData.lag')}</dt>
+      <dd>{number(r.lag_months)}</dd>
+    </dl>
+  );
+}
+
+/**
+ * The disclosure rules in force, read-only, as the public open-data dictionary states them (spec OpenDataDictionary
+ * disclosure). While publication is off the dictionary is not public: the authority then sees the values a release
+ * would be built with (`unpublished`), everyone else that nothing is published.
+ */
+function DisclosureRules(props: { unpublished?: DisclosureValues }) {
+  const { t, language } = useI18n();
+  const dictionary = useAsync(async () => {
+    try {
+      return await verifyGet<OpenDataDictionary>('/v1/open/dictionary.json');
+    } catch (error) {
+      if (error instanceof ApiError && error.code === 'not_published') return null;
+      throw error;
+    }
+  }, []);
+  return (
+    <>
+      <h3>{t('openData.rules')}</h3>
+      {dictionary.loading && !dictionary.data ? <Loading /> : null}
+      <ErrorNotice error={dictionary.error} />
+      {dictionary.data ? (
+        <>
+          <p class="muted">
+            {t('openData.rulesSource', { version: dictionary.data.version })}{' '}
+            <a href={`${verifyUrl()}/v1/open/dictionary.json`}>dictionary.json</a>
+          </p>
+          <DisclosureFacts rules={dictionary.data.disclosure} />
+          <p class="hint">{dictionary.data.disclosure.description[language]}</p>
+        </>
+      ) : null}
+      {!dictionary.loading && dictionary.data === null && !dictionary.error ? (
+        props.unpublished ? (
+          <>
+            <p class="hint">{t('openData.rulesUnpublished')}</p>
+            <DisclosureFacts rules={props.unpublished} />
+          </>
+        ) : (
+          <Notice>{t('openData.notPublished')}</Notice>
+        )
+      ) : null}
+    </>
   );
 }
 
 function OpenDataAdmin(props: { canSwitch: boolean }) {
-  const { t, dateTime, number } = useI18n();
+  const { t, dateTime } = useI18n();
   const data = useAsync(() => get<OpenDataConsole>('/api/v1/console/open-data'), []);
   const [error, setError] = useState<unknown>(null);
   if (data.loading && !data.data) return <Loading />;
@@ -310,16 +358,8 @@ function OpenDataAdmin(props: { canSwitch: boolean }) {
             : ''}
         </span>
       </div>
-      <dl class="facts">
-        <dt>{t('openData.minOperators')}</dt>
-        <dd>{number(d.disclosure.min_operators)}</dd>
-        <dt>{t('openData.minAdvertisers')}</dt>
-        <dd>{number(d.disclosure.min_advertisers)}</dd>
-        <dt>{t('openData.maxShare')}</dt>
-        <dd>{t('plays.percent', { value: d.disclosure.max_party_share_pct })}</dd>
-        <dt>{t('openData.lag')}</dt>
-        <dd>{number(d.disclosure.lag_months)}</dd>
-      </dl>
+      {/* Read again when the switch turns: the public dictionary comes and goes with it. */}
+      <DisclosureRules key={String(d.publication.enabled)} unpublished={d.disclosure} />
       <h3>{t('openData.releases')}</h3>
       <Releases releases={d.releases} />
     </>
@@ -336,10 +376,18 @@ function OpenDataPublic() {
       throw error;
     }
   }, []);
-  if (data.loading && data.data === null && !data.error) return <Loading />;
-  if (data.error) return <ErrorNotice error={data.error} />;
-  if (data.data === null) return <Notice>{t('openData.notPublished')}</Notice>;
-  return <Releases releases={data.data} />;
+  return (
+    <>
+      <DisclosureRules />
+      <h3>{t('openData.releases')}</h3>
+      {data.loading && data.data === null && !data.error ? <Loading /> : null}
+      <ErrorNotice error={data.error} />
+      {!data.loading && data.data === null && !data.error ? (
+        <Notice>{t('openData.notPublished')}</Notice>
+      ) : null}
+      {data.data ? <Releases releases={data.data} /> : null}
+    </>
+  );
 }
 
 /** Transparency: daily seals checked in the browser from public data, and open data. */

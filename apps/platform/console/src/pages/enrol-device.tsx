@@ -1,0 +1,186 @@
+import { useState } from 'preact/hooks';
+import { post } from '../api/client.js';
+import type { Device, EnrolAnswer, Structure } from '../api/types.js';
+import { DropZone } from '../components/dropzone.js';
+import { ErrorNotice, Field, Notice } from '../components/ui.js';
+import { useI18n } from '../i18n/index.js';
+import { type EnrolmentFacts, readEnrolmentFile, readEnrolmentText } from '../lib/enrolment.js';
+
+/** The agent's default file names for what the console hands out (apps/agent config: certificate_file, ca_chain_file). */
+const CERTIFICATE_FILE = 'device-cert.pem';
+const CHAIN_FILE = 'device-chain.pem';
+
+const pemHref = (pem: string) => `data:application/x-pem-file;charset=utf-8,${encodeURIComponent(pem)}`;
+
+/**
+ * Device enrolment (DESIGN.md section 3: "a device is enrolled in the console with its P-256 public key (base64 SPKI
+ * DER) and its structure; optionally a CSR"): POST /api/v1/console/devices, or with `device` its re-enrolment
+ * (POST /api/v1/console/devices/{id}/re-enrol: new key, same device id). The key and the CSR are pasted or dropped
+ * as printed by `agent init`.
+ */
+export function EnrolDevice(props: {
+  structures: Structure[];
+  device?: Device;
+  onDone: () => void;
+  onClose?: () => void;
+}) {
+  const { t } = useI18n();
+  const re = props.device !== undefined;
+  const prefix = re ? 're-enrol' : 'enrol';
+  const [structure, setStructure] = useState('');
+  /** The structure code `agent init` named; chosen once the structures are there (they may still be loading). */
+  const [namedCode, setNamedCode] = useState<string | null>(null);
+  const [publicKey, setPublicKey] = useState('');
+  const [csr, setCsr] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const [answer, setAnswer] = useState<EnrolAnswer | null>(null);
+  const active = props.structures.filter((s) => !s.retired_at);
+  const chosenStructure = structure || active.find((s) => s.code === namedCode)?.id || '';
+
+  const fill = (facts: EnrolmentFacts) => {
+    if (facts.publicKey) setPublicKey(facts.publicKey);
+    if (facts.csr) setCsr(facts.csr);
+    if (facts.structureCode && !re) {
+      setNamedCode(facts.structureCode);
+      setStructure('');
+    }
+  };
+  const readFile = async (file: File | undefined) => {
+    if (!file) return;
+    fill(readEnrolmentFile(new Uint8Array(await file.arrayBuffer())));
+  };
+  /** The whole output of `agent init` pasted into either field fills both. */
+  const typed = (value: string, set: (v: string) => void) => {
+    const facts = readEnrolmentText(value);
+    if (facts.publicKey && facts.csr) fill(facts);
+    else set(value);
+  };
+
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setError(null);
+    setAnswer(null);
+    setBusy(true);
+    const body: Record<string, string> = { public_key: publicKey.trim() };
+    if (csr.trim()) body['csr'] = csr.trim();
+    try {
+      const done = re
+        ? await post<EnrolAnswer>(`/api/v1/console/devices/${props.device!.device_id}/re-enrol`, body)
+        : await post<EnrolAnswer>('/api/v1/console/devices', { structure_id: chosenStructure, ...body });
+      setAnswer(done);
+      setPublicKey('');
+      setCsr('');
+      props.onDone();
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <form class="panel" onSubmit={submit} aria-labelledby={`${prefix}-title`}>
+      <h3 id={`${prefix}-title`}>
+        {re ? t('enrol.reTitle', { structure: props.device!.structure_code }) : t('enrol.title')}
+      </h3>
+      <p class="hint">{re ? t('enrol.reLead') : t('enrol.lead')}</p>
+      <ErrorNotice error={error} />
+      {answer ? <EnrolResult answer={answer} /> : null}
+      <DropZone
+        id={`${prefix}-file`}
+        label={t('enrol.file')}
+        accept=".txt,.pem,.csr,.der,.pub,text/plain"
+        testId={`${prefix}-dropzone`}
+        onFiles={(files) => void readFile(files?.[0])}
+      />
+      {re ? null : (
+        <Field id={`${prefix}-structure`} label={t('fleet.structure')}>
+          <select
+            id={`${prefix}-structure`}
+            required
+            value={chosenStructure}
+            onChange={(e) => setStructure((e.target as HTMLSelectElement).value)}
+          >
+            <option value="">{t('common.choose')}</option>
+            {active.map((s) => (
+              <option key={s.id} value={s.id}>
+                {s.code}
+              </option>
+            ))}
+          </select>
+        </Field>
+      )}
+      <Field id={`${prefix}-key`} label={t('fleet.publicKey')} hint={t('enrol.keyHint')}>
+        <textarea
+          id={`${prefix}-key`}
+          aria-describedby={`${prefix}-key-hint`}
+          required
+          rows={3}
+          spellcheck={false}
+          value={publicKey}
+          onInput={(e) => typed((e.target as HTMLTextAreaElement).value, setPublicKey)}
+        />
+      </Field>
+      <Field id={`${prefix}-csr`} label={t('enrol.csr')} hint={t('enrol.csrHint')}>
+        <textarea
+          id={`${prefix}-csr`}
+          aria-describedby={`${prefix}-csr-hint`}
+          rows={6}
+          spellcheck={false}
+          value={csr}
+          onInput={(e) => typed((e.target as HTMLTextAreaElement).value, setCsr)}
+        />
+      </Field>
+      <div class="actions">
+        <button type="submit" class="button button-primary" disabled={busy}>
+          {re ? t('enrol.reButton') : t('enrol.button')}
+        </button>
+        {props.onClose ? (
+          <button type="button" class="button button-quiet" onClick={props.onClose}>
+            {t('common.cancel')}
+          </button>
+        ) : null}
+      </div>
+    </form>
+  );
+}
+
+/** The platform's answer: the device id for the agent's configuration, and the certificate when one was issued. */
+function EnrolResult(props: { answer: EnrolAnswer }) {
+  const { t, dateTime } = useI18n();
+  const a = props.answer;
+  return (
+    <Notice kind="success">
+      <p>{t('enrol.done', { structure: a.structure_code })}</p>
+      <dl class="facts">
+        <dt>{t('enrol.deviceId')}</dt>
+        <dd>
+          <code data-testid="enrolled-device-id">{a.device_id}</code>
+        </dd>
+        <dt>{t('enrol.certificate')}</dt>
+        <dd>
+          {a.not_after ? t('enrol.validUntil', { at: dateTime(a.not_after) }) : t('enrol.noCertificate')}
+        </dd>
+      </dl>
+      <p>{t('enrol.nextStep')}</p>
+      {a.certificate_pem && a.chain_pem ? (
+        <>
+          <p>{t('enrol.certificateStep')}</p>
+          <p class="actions">
+            <a class="button" href={pemHref(a.certificate_pem)} download={CERTIFICATE_FILE}>
+              {t('enrol.downloadCertificate')}
+            </a>
+            <a class="button" href={pemHref(a.chain_pem)} download={CHAIN_FILE}>
+              {t('enrol.downloadChain')}
+            </a>
+          </p>
+          <details>
+            <summary>{t('enrol.showCertificate')}</summary>
+            <pre class="code">{a.certificate_pem}</pre>
+          </details>
+        </>
+      ) : null}
+    </Notice>
+  );
+}
