@@ -29,6 +29,7 @@ import { freePort, startEmbeddedPostgres } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool, type Db } from '../src/db/pool.js';
 import { copyFrom, copyText } from '../src/pop/copy.js';
+import { COPY_RECORDS_SQL, recordsCopyData } from '../src/pop/repository.js';
 import { judgeRecords, type Player, almatyDayOf, settle } from '../src/pop/judge.js';
 
 const REPO = fileURLToPath(new URL('../../../', import.meta.url));
@@ -41,6 +42,11 @@ const AGENT_EVENTS = 50;
 const AGENT_ROUNDS = 3; // the device burst is 3 batches; the first round warms up (keys imported once per process)
 const AGENT_CONCURRENCY = 32;
 const APPROVALS = 20;
+
+// POP_BENCH_SCENARIOS=agent (or cms, copy; comma-separated) runs only those; by default all three.
+const SCENARIOS = new Set(
+  (process.env['POP_BENCH_SCENARIOS'] ?? 'cms,agent,copy').split(',').map((s) => s.trim()),
+);
 
 const log = (message: string) => console.error(`  [pop] ${message}`);
 const media = (k: number) => randomBytesHex(32, k);
@@ -477,8 +483,15 @@ const COPY_COLUMNS =
   'receive_day, batch_id, record_index, player_key, structure_id, kind, seq, day, approval_number, slot, ' +
   'media_sha256, start_at, end_at, duration_ms, at, attested, flags, screen_power, code, play_id, src, detail';
 
-/** The rows the platform stores for a CMS batch, as COPY text (the judgement is not timed). */
-function copyRowsOf(request: CmsRequest, batchId: number, receivedAt: Date): Buffer {
+/**
+ * The rows the platform stores for a CMS batch (the judgement is not timed), in COPY's text format and in the binary
+ * format the platform writes.
+ */
+function copyRowsOf(
+  request: CmsRequest,
+  batchId: number,
+  receivedAt: Date,
+): { text: Buffer; binary: Buffer } {
   const players = new Map<string, Player>(
     request.installation.players.map((p) => [
       p.externalId,
@@ -496,8 +509,11 @@ function copyRowsOf(request: CmsRequest, batchId: number, receivedAt: Date): Buf
     playerOf: (record) => (record.player ? (players.get(record.player) ?? null) : null),
     approval: () => undefined,
   });
-  const settled = settle(verdicts, new Map());
+  const judged = settle(verdicts, new Map());
+  // The platform's rows of a clean batch carry no flag (here no approval is looked up).
+  const settled = { ...judged, rows: judged.rows.map((r) => ({ ...r, flags: [] })) };
   const day = almatyDayOf(receivedAt);
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
   const lines: string[] = [];
   for (const r of settled.rows) {
     lines.push(
@@ -513,10 +529,10 @@ function copyRowsOf(request: CmsRequest, batchId: number, receivedAt: Date): Buf
         r.approvalNumber,
         r.slot,
         r.mediaSha256,
-        r.startAt,
-        r.endAt,
+        iso(r.startAt),
+        iso(r.endAt),
         r.durationMs,
-        r.at,
+        iso(r.at),
         true,
         '{}',
         r.screenPower,
@@ -529,10 +545,13 @@ function copyRowsOf(request: CmsRequest, batchId: number, receivedAt: Date): Buf
         .join('\t'),
     );
   }
-  return Buffer.from(`${lines.join('\n')}\n`);
+  return {
+    text: Buffer.from(`${lines.join('\n')}\n`),
+    binary: recordsCopyData([{ batchId, batch: { receiveDay: day, attested: true }, settled }]),
+  };
 }
 
-async function copyScenario(db: Db, perConnection: Buffer[][]): Promise<number> {
+async function copyScenario(db: Db, statement: string, perConnection: Buffer[][]): Promise<number> {
   const started = performance.now();
   let rows = 0;
   await Promise.all(
@@ -542,7 +561,7 @@ async function copyScenario(db: Db, perConnection: Buffer[][]): Promise<number> 
         for (const chunk of chunks) {
           // One transaction per 10 000 rows, as the platform commits one batch at a time.
           await client.query('BEGIN');
-          rows += await copyFrom(client, `COPY pop_records (${COPY_COLUMNS}) FROM STDIN`, [chunk]);
+          rows += await copyFrom(client, statement, [chunk]);
           await client.query('COMMIT');
         }
       } finally {
@@ -574,87 +593,125 @@ export async function run(): Promise<Record<string, number>> {
     const apiUrl = `http://127.0.0.1:${ports.api}`;
     const agentsUrl = `http://127.0.0.1:${ports.agents}`;
 
-    // (a) CMS
-    log('preparing CMS batches');
-    const now = new Date();
-    const one = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER, at);
-    const two = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER * 2, at);
-    const batchesFor = (installations: Installation[], count: number) =>
-      Array.from({ length: count }, (_, b) =>
-        cmsRequest(installations[b % installations.length]!, fixture, now),
-      );
-    const oneSender = [batchesFor(one, CMS_BATCHES_PER_SENDER)];
-    const twoSenders = [
-      batchesFor(two.slice(0, INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER),
-      batchesFor(two.slice(INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER),
-    ];
-    const ratio =
-      oneSender[0]!.reduce((n, r) => n + r.body.length / r.wire.length, 0) / CMS_BATCHES_PER_SENDER;
-    log(`gzip ratio ${ratio.toFixed(1)}; sending`);
-    // Warm-up (JIT, key cache, partition): one batch of another installation set.
-    const warm = await seedInstallations(db, fixture, 1, at);
-    await cmsScenario(apiUrl, [batchesFor(warm, 2)]);
+    const figures: Record<string, number> = {};
     const pgData = path.join(dir, 'pgdata');
     const perBatch = (cpu: ReturnType<CpuMeter['stop']>, batches: number) =>
       `CPU per batch: platform ${(cpu.platformMs / batches).toFixed(1)} ms, PostgreSQL ${(cpu.postgresMs / batches).toFixed(1)} ms`;
-    let meter = cpuMeter(child.pid!, pgData);
-    const cms1 = await cmsScenario(apiUrl, oneSender);
-    const cms1Cpu = meter.stop();
-    log(`CMS 1 sender: ${Math.round(cms1)} records/s; ${perBatch(cms1Cpu, CMS_BATCHES_PER_SENDER)}`);
-    meter = cpuMeter(child.pid!, pgData);
-    const cms2 = await cmsScenario(apiUrl, twoSenders);
-    const cms2Cpu = meter.stop();
-    log(`CMS 2 senders: ${Math.round(cms2)} records/s; ${perBatch(cms2Cpu, 2 * CMS_BATCHES_PER_SENDER)}`);
+    let meter: CpuMeter;
+
+    // (a) CMS (its batches are also the rows of (c))
+    let twoSenders: CmsRequest[][] = [];
+    if (SCENARIOS.has('cms') || SCENARIOS.has('copy')) {
+      log('preparing CMS batches');
+      const now = new Date();
+      const one = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER, at);
+      const two = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER * 2, at);
+      const batchesFor = (installations: Installation[], count: number) =>
+        Array.from({ length: count }, (_, b) =>
+          cmsRequest(installations[b % installations.length]!, fixture, now),
+        );
+      const oneSender = [batchesFor(one, CMS_BATCHES_PER_SENDER)];
+      twoSenders = [
+        batchesFor(two.slice(0, INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER),
+        batchesFor(two.slice(INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER),
+      ];
+      if (SCENARIOS.has('cms')) {
+        const ratio =
+          oneSender[0]!.reduce((n, r) => n + r.body.length / r.wire.length, 0) / CMS_BATCHES_PER_SENDER;
+        log(`gzip ratio ${ratio.toFixed(1)}; sending`);
+        // Warm-up (JIT, key cache, partition): one batch of another installation set.
+        const warm = await seedInstallations(db, fixture, 1, at);
+        await cmsScenario(apiUrl, [batchesFor(warm, 2)]);
+        meter = cpuMeter(child.pid!, pgData);
+        const cms1 = await cmsScenario(apiUrl, oneSender);
+        const cms1Cpu = meter.stop();
+        log(`CMS 1 sender: ${Math.round(cms1)} records/s; ${perBatch(cms1Cpu, CMS_BATCHES_PER_SENDER)}`);
+        meter = cpuMeter(child.pid!, pgData);
+        const cms2 = await cmsScenario(apiUrl, twoSenders);
+        const cms2Cpu = meter.stop();
+        log(`CMS 2 senders: ${Math.round(cms2)} records/s; ${perBatch(cms2Cpu, 2 * CMS_BATCHES_PER_SENDER)}`);
+        figures['cms_records_per_s_1_sender'] = Math.round(cms1);
+        figures['cms_records_per_s_2_senders'] = Math.round(cms2);
+        // CPU actually spent (machine-load independent), per 10 000-record batch.
+        figures['cms_cpu_ms_per_batch_platform'] = Math.round(
+          cms2Cpu.platformMs / (2 * CMS_BATCHES_PER_SENDER),
+        );
+        figures['cms_cpu_ms_per_batch_postgres'] = Math.round(
+          cms2Cpu.postgresMs / (2 * CMS_BATCHES_PER_SENDER),
+        );
+      }
+    }
 
     // (b) agent
-    log('preparing agent batches');
-    const devices = await seedDevices(db, fixture, at);
-    const ts = new Date();
-    const rounds = Array.from({ length: AGENT_ROUNDS }, (_, round) =>
-      devices.map((device) => agentRequest(device, fixture, round, ts)),
-    );
-    await agentScenario(agentsUrl, rounds[0]!);
-    const agentRequests = rounds.slice(1).flat();
-    meter = cpuMeter(child.pid!, pgData);
-    const agent = await agentScenario(agentsUrl, agentRequests);
-    const agentCpu = meter.stop();
-    log(
-      `agent: ${Math.round(agent.batchesPerSecond)} batches/s, p50 ${agent.p50.toFixed(1)} ms, ` +
-        `p99 ${agent.p99.toFixed(1)} ms; ${perBatch(agentCpu, agentRequests.length)}`,
-    );
+    if (SCENARIOS.has('agent')) {
+      log('preparing agent batches');
+      const devices = await seedDevices(db, fixture, at);
+      const ts = new Date();
+      const rounds = Array.from({ length: AGENT_ROUNDS }, (_, round) =>
+        devices.map((device) => agentRequest(device, fixture, round, ts)),
+      );
+      await agentScenario(agentsUrl, rounds[0]!);
+      const agentRequests = rounds.slice(1).flat();
+      meter = cpuMeter(child.pid!, pgData);
+      const agent = await agentScenario(agentsUrl, agentRequests);
+      const agentCpu = meter.stop();
+      log(
+        `agent: ${Math.round(agent.batchesPerSecond)} batches/s, p50 ${agent.p50.toFixed(1)} ms, ` +
+          `p99 ${agent.p99.toFixed(1)} ms; ${perBatch(agentCpu, agentRequests.length)}`,
+      );
+      figures['agent_batches_per_s'] = Math.round(agent.batchesPerSecond);
+      figures['agent_p50_ms'] = Number(agent.p50.toFixed(2));
+      figures['agent_p99_ms'] = Number(agent.p99.toFixed(2));
+      figures['agent_cpu_ms_per_batch_platform'] = Number(
+        (agentCpu.platformMs / agentRequests.length).toFixed(2),
+      );
+      figures['agent_cpu_ms_per_batch_postgres'] = Number(
+        (agentCpu.postgresMs / agentRequests.length).toFixed(2),
+      );
+    }
 
-    // (c) COPY of the same rows (the 2-sender scenario's records), into the same table.
-    const receivedAt = new Date();
-    await db.query('SELECT pop_records_partition($1::date)', [almatyDayOf(receivedAt)]);
-    let batchId = 1_000_000_000;
-    const chunks = twoSenders.map((requests) => requests.map((r) => copyRowsOf(r, batchId++, receivedAt)));
-    meter = cpuMeter(child.pid!, pgData);
-    const copy1 = await copyScenario(db, [chunks[0]!]);
-    const copyCpu = meter.stop();
-    log(`COPY 1 connection: ${Math.round(copy1)} records/s; ${perBatch(copyCpu, chunks[0]!.length)}`);
-    const copy2 = await copyScenario(db, [
-      chunks[1]!.slice(0, chunks[1]!.length / 2),
-      chunks[1]!.slice(chunks[1]!.length / 2),
-    ]);
-    log(`COPY 2 connections: ${Math.round(copy2)} records/s`);
-
-    return {
-      cms_records_per_s_1_sender: Math.round(cms1),
-      cms_records_per_s_2_senders: Math.round(cms2),
-      agent_batches_per_s: Math.round(agent.batchesPerSecond),
-      agent_p50_ms: Number(agent.p50.toFixed(2)),
-      agent_p99_ms: Number(agent.p99.toFixed(2)),
-      copy_records_per_s_1_connection: Math.round(copy1),
-      copy_records_per_s_2_connections: Math.round(copy2),
-      ratio_cms_2_senders_to_copy: Number((cms2 / Math.max(copy1, copy2)).toFixed(3)),
-      ratio_cms_1_sender_to_copy_1: Number((cms1 / copy1).toFixed(3)),
-      // CPU actually spent (machine-load independent): per 10 000-record CMS batch, per agent batch, per COPY chunk.
-      cms_cpu_ms_per_batch_platform: Math.round(cms2Cpu.platformMs / (2 * CMS_BATCHES_PER_SENDER)),
-      cms_cpu_ms_per_batch_postgres: Math.round(cms2Cpu.postgresMs / (2 * CMS_BATCHES_PER_SENDER)),
-      agent_cpu_ms_per_batch_platform: Number((agentCpu.platformMs / agentRequests.length).toFixed(2)),
-      agent_cpu_ms_per_batch_postgres: Number((agentCpu.postgresMs / agentRequests.length).toFixed(2)),
-      copy_cpu_ms_per_10000_postgres: Math.round(copyCpu.postgresMs / chunks[0]!.length),
-    };
+    // (c) COPY of the same rows (the 2-sender scenario's records), into the same table, in COPY's text format and
+    // in the binary format the platform writes; the ratios are taken against the fastest of them.
+    if (SCENARIOS.has('copy')) {
+      const receivedAt = new Date();
+      await db.query('SELECT pop_records_partition($1::date)', [almatyDayOf(receivedAt)]);
+      let batchId = 1_000_000_000;
+      const chunks = twoSenders.map((requests) => requests.map((r) => copyRowsOf(r, batchId++, receivedAt)));
+      const halves = (format: 'text' | 'binary') => [
+        chunks[1]!.slice(0, chunks[1]!.length / 2).map((c) => c[format]),
+        chunks[1]!.slice(chunks[1]!.length / 2).map((c) => c[format]),
+      ];
+      const textSql = `COPY pop_records (${COPY_COLUMNS}) FROM STDIN`;
+      meter = cpuMeter(child.pid!, pgData);
+      const text1 = await copyScenario(db, textSql, [chunks[0]!.map((c) => c.text)]);
+      const textCpu = meter.stop();
+      log(`COPY text, 1 connection: ${Math.round(text1)} records/s; ${perBatch(textCpu, chunks[0]!.length)}`);
+      const text2 = await copyScenario(db, textSql, halves('text'));
+      log(`COPY text, 2 connections: ${Math.round(text2)} records/s`);
+      meter = cpuMeter(child.pid!, pgData);
+      const binary1 = await copyScenario(db, COPY_RECORDS_SQL, [chunks[0]!.map((c) => c.binary)]);
+      const binaryCpu = meter.stop();
+      log(
+        `COPY binary, 1 connection: ${Math.round(binary1)} records/s; ${perBatch(binaryCpu, chunks[0]!.length)}`,
+      );
+      const binary2 = await copyScenario(db, COPY_RECORDS_SQL, halves('binary'));
+      log(`COPY binary, 2 connections: ${Math.round(binary2)} records/s`);
+      figures['copy_text_records_per_s_1_connection'] = Math.round(text1);
+      figures['copy_text_records_per_s_2_connections'] = Math.round(text2);
+      figures['copy_binary_records_per_s_1_connection'] = Math.round(binary1);
+      figures['copy_binary_records_per_s_2_connections'] = Math.round(binary2);
+      figures['copy_text_cpu_ms_per_10000_postgres'] = Math.round(textCpu.postgresMs / chunks[0]!.length);
+      figures['copy_binary_cpu_ms_per_10000_postgres'] = Math.round(binaryCpu.postgresMs / chunks[0]!.length);
+      const ceiling1 = Math.max(text1, binary1);
+      const ceiling = Math.max(text1, text2, binary1, binary2);
+      const cms1 = figures['cms_records_per_s_1_sender'];
+      const cms2 = figures['cms_records_per_s_2_senders'];
+      if (cms1 !== undefined && cms2 !== undefined) {
+        figures['ratio_cms_2_senders_to_copy'] = Number((cms2 / ceiling).toFixed(3));
+        figures['ratio_cms_1_sender_to_copy_1'] = Number((cms1 / ceiling1).toFixed(3));
+      }
+    }
+    return figures;
   } finally {
     if (child && child.exitCode === null) {
       child.kill('SIGTERM');

@@ -76,3 +76,142 @@ export function copyText(value: string | number | boolean | null): string {
     c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r',
   );
 }
+
+/*
+ * COPY's binary format (PostgreSQL documentation, "COPY", "Binary Format"): a signature and two zero words, then
+ * per row a 16-bit field count and each field as a 32-bit length (-1 for NULL) and the type's binary (send) form;
+ * a 16-bit -1 ends the data. PostgreSQL reads it without parsing text: for rows full of dates, timestamps and uuids
+ * this costs the server about half of the text format (measured on pop_records).
+ */
+const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+const TWO_TO_32 = 4294967296;
+/** 2000-01-01T00:00:00Z, PostgreSQL's epoch for dates and timestamps. */
+const PG_EPOCH_MS = Date.UTC(2000, 0, 1);
+const DAY_MS = 86_400_000;
+const TEXT_OID = 25;
+const UUID_TEXT = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const CALENDAR_DAY = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+/** Writes rows in COPY's binary format into one growing buffer. Values are written in column order. */
+export class BinaryCopyWriter {
+  private buffer: Buffer;
+  private offset = 0;
+  // Ids and days repeat across the rows of a batch: each is converted once.
+  private readonly uuids = new Map<string, Buffer>();
+  private readonly days = new Map<string, number>();
+
+  constructor(initialBytes = 64 * 1024) {
+    this.buffer = Buffer.allocUnsafe(Math.max(initialBytes, 64));
+    SIGNATURE.copy(this.buffer, 0);
+    this.offset = SIGNATURE.length;
+    this.offset = this.buffer.writeInt32BE(0, this.offset); // flags
+    this.offset = this.buffer.writeInt32BE(0, this.offset); // header extension length
+  }
+
+  private room(bytes: number): void {
+    if (this.offset + bytes <= this.buffer.length) return;
+    const grown = Buffer.allocUnsafe(Math.max(this.buffer.length * 2, this.offset + bytes));
+    this.buffer.copy(grown, 0, 0, this.offset);
+    this.buffer = grown;
+  }
+
+  /** Starts a row of `fields` values. */
+  row(fields: number): void {
+    this.room(2);
+    this.offset = this.buffer.writeInt16BE(fields, this.offset);
+  }
+
+  null(): void {
+    this.room(4);
+    this.offset = this.buffer.writeInt32BE(-1, this.offset);
+  }
+
+  int32(value: number): void {
+    this.room(8);
+    this.offset = this.buffer.writeInt32BE(4, this.offset);
+    this.offset = this.buffer.writeInt32BE(value, this.offset);
+  }
+
+  /** A whole number within +-2^53 as int8. */
+  int64(value: number): void {
+    if (!Number.isSafeInteger(value)) throw new RangeError(`${value} is not a safe integer`);
+    const high = Math.floor(value / TWO_TO_32);
+    this.room(12);
+    this.offset = this.buffer.writeInt32BE(8, this.offset);
+    this.offset = this.buffer.writeInt32BE(high, this.offset);
+    this.offset = this.buffer.writeUInt32BE(value - high * TWO_TO_32, this.offset);
+  }
+
+  bool(value: boolean): void {
+    this.room(5);
+    this.offset = this.buffer.writeInt32BE(1, this.offset);
+    this.offset = this.buffer.writeUInt8(value ? 1 : 0, this.offset);
+  }
+
+  /** text (and json, whose binary form is its text). */
+  text(value: string): void {
+    this.room(4 + value.length * 3);
+    const at = this.offset;
+    const written = this.buffer.write(value, at + 4, 'utf8');
+    this.buffer.writeInt32BE(written, at);
+    this.offset = at + 4 + written;
+  }
+
+  uuid(value: string): void {
+    let bytes = this.uuids.get(value);
+    if (bytes === undefined) {
+      if (!UUID_TEXT.test(value)) throw new TypeError(`not a uuid: ${value}`);
+      bytes = Buffer.from(value.replaceAll('-', ''), 'hex');
+      this.uuids.set(value, bytes);
+    }
+    this.room(20);
+    this.offset = this.buffer.writeInt32BE(16, this.offset);
+    this.offset += bytes.copy(this.buffer, this.offset);
+  }
+
+  /** A calendar day 'YYYY-MM-DD' as date. */
+  date(day: string): void {
+    let days = this.days.get(day);
+    if (days === undefined) {
+      const match = CALENDAR_DAY.exec(day);
+      if (!match) throw new TypeError(`not a calendar day: ${day}`);
+      days = (Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3])) - PG_EPOCH_MS) / DAY_MS;
+      this.days.set(day, days);
+    }
+    this.int32(days);
+  }
+
+  /** An instant (epoch milliseconds) as timestamptz: microseconds since 2000-01-01 UTC. */
+  timestamp(epochMs: number): void {
+    this.int64((epochMs - PG_EPOCH_MS) * 1000);
+  }
+
+  /** text[] of one dimension (an empty list is an array of no dimensions). */
+  textArray(values: readonly string[]): void {
+    if (values.length === 0) {
+      this.room(16);
+      this.offset = this.buffer.writeInt32BE(12, this.offset);
+      this.offset = this.buffer.writeInt32BE(0, this.offset); // dimensions
+      this.offset = this.buffer.writeInt32BE(0, this.offset); // has nulls
+      this.offset = this.buffer.writeInt32BE(TEXT_OID, this.offset);
+      return;
+    }
+    this.room(24);
+    const at = this.offset;
+    this.offset += 4;
+    this.offset = this.buffer.writeInt32BE(1, this.offset);
+    this.offset = this.buffer.writeInt32BE(0, this.offset);
+    this.offset = this.buffer.writeInt32BE(TEXT_OID, this.offset);
+    this.offset = this.buffer.writeInt32BE(values.length, this.offset);
+    this.offset = this.buffer.writeInt32BE(1, this.offset); // lower bound
+    for (const value of values) this.text(value);
+    this.buffer.writeInt32BE(this.offset - at - 4, at);
+  }
+
+  /** The data with its trailer; the writer must not be used afterwards. */
+  finish(): Buffer {
+    this.room(2);
+    this.offset = this.buffer.writeInt16BE(-1, this.offset);
+    return this.buffer.subarray(0, this.offset);
+  }
+}

@@ -1,6 +1,7 @@
 import type { PopAnswer, PopChannel, PopRecord } from '@ooh/protocol';
 import type { PlatformContext } from '../context.js';
 import { ProblemError } from '../http/problem.js';
+import { groupCommitterFor } from './group-commit.js';
 import {
   type ApprovalFacts,
   judgeRecords,
@@ -125,7 +126,7 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
     };
     // Rate limits are taken in the same statement that stores (DESIGN.md section 5 places them before the
     // per-record judgement: a refused batch stores nothing and its judgement is thrown away).
-    const result = await storeBatch(ctx.db, {
+    const entry = {
       batch: {
         owner: input.owner,
         batchSeq: input.batchSeq,
@@ -142,7 +143,12 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
       readMarks: marks,
       buckets: input.buckets,
       legacy: input.legacy,
-    });
+    };
+    // Agent batches are small and many: they are written in groups, one transaction and one WAL flush for all the
+    // batches that arrived meanwhile (group-commit.ts). A CMS batch of up to 10 000 records is a group of its own.
+    const result = await (input.recordChannel === 'agent'
+      ? groupCommitterFor(ctx.db, ctx.log).store(entry)
+      : storeBatch(ctx.db, entry));
     switch (result.kind) {
       case 'stored':
         return answer;

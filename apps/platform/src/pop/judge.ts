@@ -62,10 +62,11 @@ export interface RecordRow {
   approvalNumber: string | null;
   slot: string | null;
   mediaSha256: string | null;
-  startAt: string | null;
-  endAt: string | null;
+  /** Instants as epoch milliseconds (RFC 3339 text is read to the millisecond). */
+  startAt: number | null;
+  endAt: number | null;
   durationMs: number | null;
-  at: string | null;
+  at: number | null;
   flags: RecordFlag[];
   screenPower: string | null;
   code: string | null;
@@ -90,12 +91,16 @@ const WHOLE_HOUR_OFFSETS_SINCE = Date.UTC(1930, 0, 1);
 const dayByHour = new Map<number, string>();
 /** The Asia/Almaty calendar day of an instant (DESIGN.md section 8). */
 export function almatyDayOf(instant: Date): string {
-  const ms = instant.getTime();
-  if (ms < WHOLE_HOUR_OFFSETS_SINCE) return almatyDate(instant);
+  return almatyDayOfMs(instant.getTime());
+}
+
+/** almatyDayOf of an instant given in epoch milliseconds. */
+export function almatyDayOfMs(ms: number): string {
+  if (ms < WHOLE_HOUR_OFFSETS_SINCE) return almatyDate(new Date(ms));
   const hour = Math.floor(ms / HOUR_MS);
   let day = dayByHour.get(hour);
   if (day === undefined) {
-    day = almatyDate(instant);
+    day = almatyDate(new Date(ms));
     if (dayByHour.size > 50_000) dayByHour.clear();
     dayByHour.set(hour, day);
   }
@@ -113,22 +118,17 @@ function isCanonicalUtc(text: string): boolean {
 }
 
 /**
- * The instant of a date-time the record schema has already validated (checkPopRecord: RFC 3339, a day that
- * exists). The canonical UTC form with milliseconds, what players and CMSs send (Date#toISOString), is read by the
- * engine's own ISO parser, exact for that form; any other form (offsets, other fractions) by the protocol's parser.
+ * The instant (epoch milliseconds) of a date-time the record schema has already validated (checkPopRecord: RFC
+ * 3339, a day that exists). The canonical UTC form with milliseconds, what players and CMSs send
+ * (Date#toISOString), is read by the engine's own ISO parser, exact for that form; any other form (offsets, other
+ * fractions) by the protocol's parser.
  */
-function instantOf(text: string): Date {
+function instantOf(text: string): number {
   if (isCanonicalUtc(text)) {
     const ms = Date.parse(text);
-    if (!Number.isNaN(ms)) return new Date(ms);
+    if (!Number.isNaN(ms)) return ms;
   }
-  return parseDateTime(text)!;
-}
-
-/** The stored text of an instant: the input when it is already canonical UTC, else its canonical form. */
-function isoOf(text: string | undefined, instant: Date | null): string | null {
-  if (instant === null) return null;
-  return text !== undefined && isCanonicalUtc(text) ? text : instant.toISOString();
+  return parseDateTime(text)!.getTime();
 }
 
 const NO_FLAGS: RecordFlag[] = [];
@@ -160,16 +160,8 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
   const start = record.start === undefined ? null : instantOf(record.start);
   const end = record.end === undefined ? null : instantOf(record.end);
   const at = record.at === undefined ? null : instantOf(record.at);
-  const latest = Math.max(
-    start?.getTime() ?? -Infinity,
-    end?.getTime() ?? -Infinity,
-    at?.getTime() ?? -Infinity,
-  );
-  const earliest = Math.min(
-    start?.getTime() ?? Infinity,
-    end?.getTime() ?? Infinity,
-    at?.getTime() ?? Infinity,
-  );
+  const latest = Math.max(start ?? -Infinity, end ?? -Infinity, at ?? -Infinity);
+  const earliest = Math.min(start ?? Infinity, end ?? Infinity, at ?? Infinity);
   // DESIGN.md section 5: "time_in_future (start, end or at more than 300 s after receipt)".
   if (latest > received + FUTURE_TOLERANCE_MS) return refused('time_in_future', player.key, seq);
   // "too_old (more than 90 days before receipt)".
@@ -180,7 +172,7 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
     return refused('too_short', player.key, seq);
   }
   // spec: end "When the play ended; start is not after it".
-  if (start !== null && end !== null && end.getTime() < start.getTime()) {
+  if (start !== null && end !== null && end < start) {
     return refused('end_before_start', player.key, seq);
   }
   // "approval_missing (a play with neither approval_number nor slot)".
@@ -188,9 +180,8 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
     return refused('approval_missing', player.key, seq);
   }
 
-  const dayInstant = (isPlay ? start : at) ?? ctx.receivedAt;
-  const day = almatyDayOf(dayInstant);
-  const flags = isPlay ? flagsOf(record, player, day, start ?? ctx.receivedAt, ctx) : NO_FLAGS;
+  const day = almatyDayOfMs((isPlay ? start : at) ?? received);
+  const flags = isPlay ? flagsOf(record, player, day, start ?? received, ctx) : NO_FLAGS;
   const src = isPlay ? parseSrc(record.detail) : null;
   const slot = isPlay ? (record.slot ?? null) : null;
   return {
@@ -206,10 +197,10 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
       approvalNumber: isPlay && slot === null ? (record.approval_number ?? null) : null,
       slot,
       mediaSha256: record.media_sha256 ?? null,
-      startAt: isoOf(record.start, start),
-      endAt: isoOf(record.end, end),
+      startAt: start,
+      endAt: end,
       durationMs: record.duration_ms ?? null,
-      at: isoOf(record.at, at),
+      at,
       flags,
       screenPower: record.screen?.power ?? null,
       code: record.code ?? null,
@@ -232,7 +223,7 @@ function flagsOf(
   record: PopRecord,
   player: Player,
   day: string,
-  playedAt: Date,
+  playedAt: number,
   ctx: JudgeContext,
 ): RecordFlag[] {
   // Most plays carry no flag: the shared empty list saves an allocation per record.
@@ -249,7 +240,7 @@ function flagsOf(
         flags = withFlag(flags, 'approval_not_valid_on_day');
       if (!approval.structureIds.has(player.structureId))
         flags = withFlag(flags, 'approval_not_for_structure');
-      if (approval.revokedAt !== null && approval.revokedAt.getTime() <= playedAt.getTime()) {
+      if (approval.revokedAt !== null && approval.revokedAt.getTime() <= playedAt) {
         flags = withFlag(flags, 'approval_revoked');
       }
       // "media_mismatch (hash is not the approval's)".

@@ -48,7 +48,8 @@ test('dates in other RFC 3339 forms are read as the instants they name', () => {
     { channel: 'agent', receivedAt, attested: false, playerOf: () => player, approval: () => undefined },
   );
   const rows = settle(verdicts, new Map()).rows;
-  expect(rows.map((r) => [r.startAt, r.endAt])).toEqual([
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  expect(rows.map((r) => [iso(r.startAt), iso(r.endAt)])).toEqual([
     ['2026-11-20T05:00:00.000Z', '2026-11-20T05:00:15.250Z'],
     ['2026-11-20T05:00:00.000Z', null],
   ]);
