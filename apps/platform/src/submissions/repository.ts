@@ -26,6 +26,24 @@ export const SUBMISSION_COLUMNS = `id, number, organisation_id, state, advertise
   to_char(period_from, 'YYYY-MM-DD') AS period_from, to_char(period_to, 'YYYY-MM-DD') AS period_to,
   category_id, channel, fast_track, external_refs, declared_daily_plays, review_due_at, created_at`;
 
+/**
+ * The stored fields of a submission, in the column order of both writes: advertiser_name, advertiser_bin,
+ * period_from, period_to, category_id, channel, fast_track, external_refs, declared_daily_plays.
+ */
+function fieldValues(value: ValidSubmission): unknown[] {
+  return [
+    value.advertiser_name,
+    value.advertiser_bin,
+    value.period_from,
+    value.period_to,
+    value.category_id,
+    value.channel,
+    value.fast_track,
+    value.external_refs === null ? null : JSON.stringify(value.external_refs),
+    value.declared_daily_plays === null ? null : JSON.stringify(value.declared_daily_plays),
+  ];
+}
+
 /** Submission numbers: SUB-<Almaty year>-<serial, 6 digits>, gap-free per year. */
 export function submissionNumber(year: number, serial: number): string {
   return `SUB-${year}-${String(serial).padStart(6, '0')}`;
@@ -44,20 +62,7 @@ export async function insertSubmission(
        category_id, channel, fast_track, external_refs, declared_daily_plays, created_at, updated_at)
      VALUES ($1, $2, 'draft', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
      RETURNING ${SUBMISSION_COLUMNS}`,
-    [
-      number,
-      organisationId,
-      value.advertiser_name,
-      value.advertiser_bin,
-      value.period_from,
-      value.period_to,
-      value.category_id,
-      value.channel,
-      value.fast_track,
-      value.external_refs === null ? null : JSON.stringify(value.external_refs),
-      value.declared_daily_plays === null ? null : JSON.stringify(value.declared_daily_plays),
-      now,
-    ],
+    [number, organisationId, ...fieldValues(value), now],
   );
   await insertStructures(client, rows[0]!.id, value.structure_ids);
   return rows[0]!;
@@ -80,19 +85,7 @@ export async function updateDraft(
        updated_at = $11
      WHERE id = $1 AND state = 'draft'
      RETURNING ${SUBMISSION_COLUMNS}`,
-    [
-      id,
-      value.advertiser_name,
-      value.advertiser_bin,
-      value.period_from,
-      value.period_to,
-      value.category_id,
-      value.channel,
-      value.fast_track,
-      value.external_refs === null ? null : JSON.stringify(value.external_refs),
-      value.declared_daily_plays === null ? null : JSON.stringify(value.declared_daily_plays),
-      now,
-    ],
+    [id, ...fieldValues(value), now],
   );
   if (replaceStructures) {
     await client.query('DELETE FROM submission_structures WHERE submission_id = $1', [id]);

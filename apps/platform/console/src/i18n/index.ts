@@ -39,6 +39,8 @@ export interface I18n {
   dateTime(value: string | Date | null | undefined): string;
   /** A calendar date YYYY-MM-DD. */
   date(value: string | null | undefined): string;
+  /** From one calendar date to another, both included. */
+  dateRange(from: string | null | undefined, to: string | null | undefined): string;
   number(value: number | null | undefined): string;
   /** A length of time (milliseconds) as hours and minutes. */
   hours(ms: number): string;
@@ -72,6 +74,12 @@ export function makeI18n(language: Language, setLanguage: (language: Language) =
       return typeof value === 'number' ? numberFormat.format(value) : value;
     });
   };
+  const date = (value: string | null | undefined): string => {
+    if (!value) return '—';
+    const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
+    if (!m) return value;
+    return dateFormat.format(new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))));
+  };
   return {
     language,
     setLanguage,
@@ -81,12 +89,8 @@ export function makeI18n(language: Language, setLanguage: (language: Language) =
       const d = value instanceof Date ? value : new Date(value);
       return Number.isNaN(d.getTime()) ? String(value) : dateTimeFormat.format(d);
     },
-    date: (value) => {
-      if (!value) return '—';
-      const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
-      if (!m) return value;
-      return dateFormat.format(new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))));
-    },
+    date,
+    dateRange: (from, to) => `${date(from)} – ${date(to)}`,
     number: (value) => (value === null || value === undefined ? '—' : numberFormat.format(value)),
     hours: (ms) => {
       const minutes = Math.max(0, Math.round(ms / 60_000));

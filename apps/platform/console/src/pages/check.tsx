@@ -142,7 +142,7 @@ export function CheckPage() {
 
 /** The columns of a creative entry (spec "Creative entry"). */
 function useEntryColumns(decide: boolean): Column<CreativeEntry>[] {
-  const { t, date, number } = useI18n();
+  const { t, dateRange, number } = useI18n();
   return [
     {
       header: t('creative.status'),
@@ -155,7 +155,7 @@ function useEntryColumns(decide: boolean): Column<CreativeEntry>[] {
     },
     { header: t('creative.approval'), cell: (a) => a.approval_number ?? '—' },
     { header: t('submission.number'), cell: (a) => a.submission_number ?? '—' },
-    { header: t('creative.validity'), cell: (a) => `${date(a.valid_from)} – ${date(a.valid_until)}` },
+    { header: t('creative.validity'), cell: (a) => dateRange(a.valid_from, a.valid_until) },
     {
       header: t('submission.structures'),
       cell: (a) => (a.structures.length > 0 ? a.structures.join(', ') : '—'),

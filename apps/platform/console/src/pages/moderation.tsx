@@ -9,7 +9,7 @@ import { useI18n } from '../i18n/index.js';
 import { navigate, useRoute } from '../lib/router.js';
 import { can, useSession } from '../lib/session.js';
 import { toggled } from '../lib/sets.js';
-import { CategoryName, Deadline, SubmissionFacts } from './submissions.js';
+import { Deadline, SubmissionFacts, useSubmissionColumns } from './submissions.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -22,7 +22,8 @@ export function queueOrder(a: Submission, b: Submission): number {
 }
 
 export function ModerationPage() {
-  const { t, date } = useI18n();
+  const { t } = useI18n();
+  const submissionColumns = useSubmissionColumns();
   const session = useSession();
   const { query } = useRoute();
   const queue = useAsync(
@@ -50,16 +51,7 @@ export function ModerationPage() {
               header: t('moderation.reviewDue'),
               cell: (s) => (s.review_due_at ? <Deadline submission={s} /> : t('moderation.noDeadline')),
             },
-            {
-              header: t('submission.number'),
-              cell: (s) => <Link href={`/moderation/${s.id}`}>{s.number}</Link>,
-            },
-            { header: t('submission.advertiser'), cell: (s) => s.advertiser_name },
-            {
-              header: t('submission.period'),
-              cell: (s) => `${date(s.period_from)} – ${date(s.period_to)}`,
-            },
-            { header: t('submission.category'), cell: (s) => <CategoryName category={s.category} /> },
+            ...submissionColumns('/moderation'),
           ]}
         />
       ) : null}

@@ -7,7 +7,7 @@ import { WorkingHoursLeft } from '../components/countdown.js';
 import { DropZone } from '../components/dropzone.js';
 import { Link } from '../components/layout.js';
 import { StructurePicker } from '../components/structure-picker.js';
-import { DataTable } from '../components/table.js';
+import { type Column, DataTable } from '../components/table.js';
 import {
   ErrorNotice,
   Field,
@@ -27,8 +27,20 @@ export function CategoryName(props: { category: Category | null | undefined }) {
   return <>{props.category.name[language]}</>;
 }
 
+/** Number (a link below `linkBase`), advertiser, period and category: the columns of every list of submissions. */
+export function useSubmissionColumns(): (linkBase: string) => Column<Submission>[] {
+  const { t, dateRange } = useI18n();
+  return (linkBase) => [
+    { header: t('submission.number'), cell: (s) => <Link href={`${linkBase}/${s.id}`}>{s.number}</Link> },
+    { header: t('submission.advertiser'), cell: (s) => s.advertiser_name },
+    { header: t('submission.period'), cell: (s) => dateRange(s.period_from, s.period_to) },
+    { header: t('submission.category'), cell: (s) => <CategoryName category={s.category} /> },
+  ];
+}
+
 export function SubmissionsPage() {
-  const { t, date } = useI18n();
+  const { t } = useI18n();
+  const submissionColumns = useSubmissionColumns();
   const list = useAsync(() => get<{ items: Submission[] }>('/api/v1/submissions').then((r) => r.items), []);
   return (
     <section>
@@ -47,16 +59,7 @@ export function SubmissionsPage() {
           rows={list.data}
           rowKey={(s) => s.id}
           columns={[
-            {
-              header: t('submission.number'),
-              cell: (s) => <Link href={`/submissions/${s.id}`}>{s.number}</Link>,
-            },
-            { header: t('submission.advertiser'), cell: (s) => s.advertiser_name },
-            {
-              header: t('submission.period'),
-              cell: (s) => `${date(s.period_from)} – ${date(s.period_to)}`,
-            },
-            { header: t('submission.category'), cell: (s) => <CategoryName category={s.category} /> },
+            ...submissionColumns('/submissions'),
             { header: t('submission.state'), cell: (s) => <StateBadge state={s.state} prefix="state" /> },
             { header: t('submission.reviewDue'), cell: (s) => <Deadline submission={s} /> },
           ]}
@@ -473,7 +476,7 @@ export function SubmissionFacts(props: {
   submission: Submission;
   structures: Map<string, Structure> | null;
 }) {
-  const { t, date, number, dateTime } = useI18n();
+  const { t, dateRange, number, dateTime } = useI18n();
   const s = props.submission;
   const codes = (s.structure_ids ?? []).map((id) => props.structures?.get(id)?.code ?? id);
   return (
@@ -493,9 +496,7 @@ export function SubmissionFacts(props: {
         </>
       ) : null}
       <dt>{t('submission.period')}</dt>
-      <dd>
-        {date(s.period_from)} – {date(s.period_to)}
-      </dd>
+      <dd>{dateRange(s.period_from, s.period_to)}</dd>
       <dt>{t('submission.category')}</dt>
       <dd>
         <CategoryName category={s.category} />
