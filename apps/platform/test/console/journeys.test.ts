@@ -296,6 +296,38 @@ describe('console journeys in Chromium', () => {
     expect(pageErrors(page)).toEqual([]);
   }, 120_000);
 
+  test('an operator registers its CMS, maps a player to a structure and rotates the signing key', async () => {
+    const page = operatorPage;
+    await page.getByText('No CMS installations.').waitFor();
+    await page.getByText('Register a CMS installation').click();
+    await page.getByLabel('Name', { exact: true }).fill('Broadsign Almaty');
+    await page.getByLabel('Kind (product)').fill('broadsign');
+    const first = generateEs256KeyPair();
+    await page.locator('#installation-key').fill(exportPublicKeySpki(first.publicKey));
+    await page.getByRole('button', { name: 'Register', exact: true }).click();
+    const card = page.locator('article.card', { hasText: 'Broadsign Almaty' });
+    await card.waitFor();
+    await card.getByText('No players are mapped.').waitFor();
+    await card.getByLabel('Player (external id)').fill('screen-17');
+    await card.getByLabel('Structure').selectOption({ label: 'ALM-0002' });
+    await card.getByRole('button', { name: 'Map the player' }).click();
+    await card.getByRole('row', { name: /screen-17.*ALM-0002/ }).waitFor();
+    const second = generateEs256KeyPair();
+    await card.getByLabel('New public key').fill(exportPublicKeySpki(second.publicKey));
+    await card.getByRole('button', { name: 'Rotate the key' }).click();
+    await card.getByText('The new key is registered.').waitFor();
+    // The first key stays accepted for 24 hours after the rotation; the new one is current.
+    await card.getByText(/accepted until 21 Nov 2026, 11:00/).waitFor();
+    expect(await card.getByText('Current', { exact: true }).count()).toBe(1);
+    const listed = await call('GET', '/api/v1/console/cms-installations');
+    expect(listed.items).toEqual([
+      expect.objectContaining({ name: 'Broadsign Almaty', organisation_id: operatorId }),
+    ]);
+    await screenshot(page, 'fleet-cms');
+    await expectAccessible(page, 'fleet with a CMS installation');
+    expect(pageErrors(page)).toEqual([]);
+  }, 120_000);
+
   test("a simulated player's plays appear in proof of play, its device in the fleet", async () => {
     const { publicKey, privateKey } = generateEs256KeyPair();
     const csr = await createCsr({ subject: 'CN=player ALM-0001', keyPair: { publicKey, privateKey } });
