@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { splitPemChain } from '@ooh/crypto';
@@ -17,7 +18,7 @@ import { createBoardHardware, type Hardware } from './hardware/hardware.js';
 import { FileCredentials } from './identity/file-credentials.js';
 import { AgentState } from './log/agent-state.js';
 import { type Database, openAgentDatabase } from './log/database.js';
-import { PlayLog } from './log/play-log.js';
+import { PlayLog, settleTimesBySyncedClock } from './log/play-log.js';
 import { jsonLogger, type Logger } from './logger.js';
 import { MediaLibrary } from './media/library.js';
 import { RevocationStore } from './media/revocations.js';
@@ -64,7 +65,8 @@ export interface AgentStatus {
       next_certificate_not_after: string | null;
     } | null;
   };
-  queue: { depth: number; last_seq: number; unbatched: number };
+  /** unsettled: records whose times wait for the clock to be synced (they are not shipped before). */
+  queue: { depth: number; last_seq: number; unbatched: number; unsettled: number };
   shipping: ShippingStatus;
   /**
    * offset_ms: platform minus board clock. state: see ClockTrust; `unknown` when read from disk (`agent status`
@@ -95,6 +97,8 @@ export class AgentCore {
   readonly renewal: RenewalManager;
   readonly scheduler: PlaybackScheduler | null;
   readonly hardware: Hardware;
+  /** This run of the agent: the epoch of its steady clock, named on records logged before the clock is synced. */
+  readonly run = randomUUID();
   private readonly logger: Logger;
   private readonly sleep: Sleep;
   private controller: AbortController | null = null;
@@ -122,7 +126,13 @@ export class AgentCore {
       dataDir: config.dataDir,
     });
     this.db = openAgentDatabase(join(config.dataDir, 'agent.sqlite'));
-    this.log = new PlayLog(this.db);
+    // A record logged before the clock is synced notes where it stands on the steady clock, so its times can be
+    // corrected once the platform's time is known (records not yet in a batch only).
+    this.log = new PlayLog(this.db, () =>
+      this.clock.synced
+        ? null
+        : { run: this.run, steadyMs: this.clock.monotonicMs(), clockMs: this.clock.now().getTime() },
+    );
     this.state = new AgentState(this.db);
     this.batches = new BatchStore(this.db);
     this.clock = new CorrectedClock(
@@ -190,6 +200,7 @@ export class AgentCore {
       logger: this.logger,
       sleep: this.sleep,
       ...(options.random ? { random: options.random } : {}),
+      clockRun: { log: this.log, run: this.run },
       onReachability: (reachable) => {
         this.modes.setReachable(reachable);
         this.scheduler?.refreshMode();
@@ -241,8 +252,12 @@ export class AgentCore {
     await this.library.start();
     this.unsubscribe.push(
       this.revocations.onChange(() => void this.library.reevaluateAll()),
-      // A Date header set the clock: what was waiting for a plausible clock goes on at once.
-      this.clock.onSync(() => void this.checkClock()),
+      // A Date header set the clock: records logged meanwhile get their true times, and what was waiting for
+      // a plausible clock goes on at once.
+      this.clock.onSync(() => {
+        this.settleRecordTimes();
+        void this.checkClock();
+      }),
       // spec record kinds: a `tamper` record for each change of the tamper switch.
       this.hardware.onTamperChange((tamperState) => {
         this.log.appendStatus({ kind: 'tamper', at: this.clock.now(), detail: { state: tamperState } });
@@ -348,6 +363,17 @@ export class AgentCore {
     return this.clockChecks;
   }
 
+  private settleRecordTimes(): void {
+    try {
+      const settled = settleTimesBySyncedClock(this.log, this.run, this.clock);
+      if (settled.corrected + settled.unchanged + settled.asStamped > 0) {
+        this.logger.info({ ...settled }, 'clock synced: times of records logged before it settled');
+      }
+    } catch (error) {
+      this.logger.error({ err: error }, 'settling record times failed; shipping will try again');
+    }
+  }
+
   private reportImplausibleClock(): void {
     this.logger.warn(
       {
@@ -434,7 +460,12 @@ export function buildStatus(args: {
             }
           : null,
     },
-    queue: { depth: stats.queueDepth, last_seq: stats.lastSeq, unbatched: stats.unbatched },
+    queue: {
+      depth: stats.queueDepth,
+      last_seq: stats.lastSeq,
+      unbatched: stats.unbatched,
+      unsettled: stats.unsettled,
+    },
     shipping: args.shipping,
     clock: { offset_ms: args.clockOffsetMs, state: args.clockState },
     mode: args.mode,

@@ -1,4 +1,6 @@
-import { existsSync } from 'node:fs';
+import { createPublicKey } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { importPrivateKey } from '@ooh/crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type AgentCore, createAgent, readStatus } from '../src/index.js';
 import { memoryLogger } from '../src/logger.js';
@@ -169,7 +171,16 @@ describe('the agent core, end to end against the test platform', () => {
     // NTP sets the board clock right: within a media recheck the files are judged, and it plays.
     boardSkewMs = 0;
     await until(() => agent!.log.records().some((r) => r.record.kind === 'play'));
+    // The mode change logged in 1970 was kept back until the platform's time was known, then set right.
+    await until(() => platform.playCount(setup.deviceId) >= 1);
     await agent.stop();
+    const shipped = [...platform.device(setup.deviceId).batches.values()].flatMap(
+      (batch) => JSON.parse(batch.body.toString()).events as { start?: string; at?: string }[],
+    );
+    expect(shipped.length).toBeGreaterThan(1);
+    for (const event of shipped) {
+      expect(Math.abs(Date.parse(event.start ?? event.at!) - Date.now())).toBeLessThan(60_000);
+    }
     const records = kinds();
     expect(records.filter((r) => r.kind === 'reject')).toEqual([
       expect.objectContaining({
@@ -182,6 +193,56 @@ describe('the agent core, end to end against the test platform', () => {
       expect(Math.abs(Date.parse(stamp) - Date.now())).toBeLessThan(60_000);
     }
     expect(agent.status().identity.certificate).toMatchObject({ state: 'valid' });
+  });
+
+  it('a board 10 minutes fast, offline at start: plays are logged, then set right before they are sent', async () => {
+    // The platform is down when the player starts.
+    const down = await TestPlatform.start({ pki });
+    const port = Number(new URL(down.agentsUrl).port);
+    const setup = await setUpAgent({ dir: dir.path, platform: down, pki, certificate: null });
+    await down.close();
+    await writeMedia(pki, setup.config.mediaDir, 'a.png', 'image a');
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const board = { now: () => new Date(Date.now() + 600_000) };
+    let core: AgentCore | null = null;
+    agent = core = await createAgent({
+      config: setup.config,
+      hardware: new ManualHardware(board, () => performance.now()),
+      display: new TimerDisplay({ now: () => core!.clock.now() }),
+      logger: memoryLogger(),
+    });
+    await agent.start();
+    await until(() => agent!.log.records().filter((r) => r.record.kind === 'play').length >= 3);
+    expect(agent.status().clock.state).toBe('unsynced');
+    expect(agent.status().queue.unsettled).toBeGreaterThanOrEqual(3);
+
+    // The platform comes back on the same address.
+    const back = await TestPlatform.startOnPort(port, { pki });
+    try {
+      back.registerDevice(
+        setup.deviceId,
+        createPublicKey(importPrivateKey(readFileSync(setup.config.keyFile, 'utf8'))),
+      );
+      await until(() => back.playCount(setup.deviceId) >= 3);
+      expect(agent.status().clock.state).toBe('synced');
+      expect(Math.abs(agent.clock.offset + 600_000)).toBeLessThan(1500);
+      await agent.stop();
+      const device = back.device(setup.deviceId);
+      const answers = [...device.batches.values()].map((batch) => batch.answer);
+      expect(answers.reduce((sum, answer) => sum + answer.refused, 0)).toBe(0);
+      const plays = [...device.batches.values()]
+        .flatMap((batch) => JSON.parse(batch.body.toString()).events as Record<string, unknown>[])
+        .filter((event) => event['kind'] === 'play');
+      // Every play is in the platform's time (to the Date header's second), not ten minutes ahead; those
+      // logged before the sync say so.
+      for (const play of plays) expect(Date.parse(play['end'] as string)).toBeLessThan(Date.now() + 1500);
+      expect(
+        plays.filter((play) => (play['detail'] as { clock_corrected_ms?: number })?.clock_corrected_ms)
+          .length,
+      ).toBeGreaterThanOrEqual(3);
+    } finally {
+      await back.close();
+    }
   });
 
   it('refuses to start without a device_id', async () => {

@@ -78,6 +78,20 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE batches ADD COLUMN terminal_code TEXT;
     `,
   },
+  {
+    version: 3,
+    name: 'record times awaiting the clock',
+    sql: `
+      -- A record logged while the agent's clock was not synced with the platform: the run whose steady clock
+      -- measured it (clock_run), that steady instant (clock_steady_ms) and the clock's reading then
+      -- (clock_read_ms). Once the clock is synced in the same run, its times are corrected by what the
+      -- steady clock says really passed; the columns are then cleared. Only records not yet in a batch change.
+      ALTER TABLE records ADD COLUMN clock_run TEXT;
+      ALTER TABLE records ADD COLUMN clock_steady_ms REAL;
+      ALTER TABLE records ADD COLUMN clock_read_ms INTEGER;
+      CREATE INDEX records_unsettled ON records (seq) WHERE clock_run IS NOT NULL;
+    `,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;

@@ -23,7 +23,26 @@ export interface QueueStats {
   queueDepth: number;
   /** Records not yet cut into a batch. */
   unbatched: number;
+  /** Unbatched records whose times wait for the clock to be synced (see {@link ClockStamp}). */
+  unsettled: number;
 }
+
+/**
+ * Where a record stands in time when its clock was not synced with the platform: the agent run whose steady
+ * clock measured it, the steady instant, and the clock's reading then. With these, once the clock is synced in
+ * the same run, the record's true time is known: sync time - (steady now - steady then).
+ */
+export interface ClockStamp {
+  run: string;
+  steadyMs: number;
+  clockMs: number;
+}
+
+/** Gives the stamp of the moment, or null while the clock is synced (times are then right as they are). */
+export type ClockStamper = () => ClockStamp | null;
+
+/** Corrections within this are left alone (a Date header has one-second resolution). */
+const SETTLE_TOLERANCE_MS = 1000;
 
 /**
  * The play log: every record gets the next `seq` in the same SQLite transaction that stores it
@@ -31,16 +50,26 @@ export interface QueueStats {
  */
 export class PlayLog {
   private readonly nextSeq: Statement<[], { value: number }>;
-  private readonly insertRecord: Statement<[number, string, string | null, string, string]>;
+  private readonly insertRecord: Statement<
+    [number, string, string | null, string, string, string | null, number | null, number | null]
+  >;
   private readonly findReject: Statement<[string, string], { seq: number }>;
   private readonly insertReject: Statement<[string, string, number]>;
 
-  constructor(private readonly db: Database) {
+  /**
+   * `stamp` marks records logged while the clock is not synced, so that their times can be settled later
+   * ({@link settleTimes}); without it every record is taken as rightly timed.
+   */
+  constructor(
+    private readonly db: Database,
+    private readonly stamp: ClockStamper = () => null,
+  ) {
     this.nextSeq = db.prepare<[], { value: number }>(
       "UPDATE counters SET value = value + 1 WHERE name = 'record_seq' RETURNING value",
     );
     this.insertRecord = db.prepare(
-      'INSERT INTO records (seq, kind, play_id, event, logged_at) VALUES (?, ?, ?, ?, ?)',
+      `INSERT INTO records (seq, kind, play_id, event, logged_at, clock_run, clock_steady_ms, clock_read_ms)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.findReject = db.prepare<[string, string], { seq: number }>(
       'SELECT seq FROM rejects_logged WHERE file_key = ? AND code = ?',
@@ -70,7 +99,7 @@ export class PlayLog {
       };
       const json = JSON.stringify(record);
       try {
-        this.insertRecord.run(seq, 'play', input.playId, json, rfc3339(loggedAt));
+        this.insertRecord.run(seq, 'play', input.playId, json, rfc3339(loggedAt), ...this.stampColumns());
       } catch (cause) {
         if (isUniqueViolation(cause)) {
           throw new AgentError('record_invalid', `play_id ${input.playId} was already logged`, { cause });
@@ -107,13 +136,80 @@ export class PlayLog {
 
   stats(): QueueStats {
     const row = this.db
-      .prepare<[], { last_seq: number; unbatched: number; in_flight: number }>(
+      .prepare<[], { last_seq: number; unbatched: number; in_flight: number; unsettled: number }>(
         `SELECT (SELECT value FROM counters WHERE name = 'record_seq') AS last_seq,
                 (SELECT count(*) FROM records WHERE batch_seq IS NULL) AS unbatched,
-                (SELECT coalesce(sum(event_count), 0) FROM batches WHERE answer IS NULL) AS in_flight`,
+                (SELECT coalesce(sum(event_count), 0) FROM batches WHERE answer IS NULL) AS in_flight,
+                (SELECT count(*) FROM records WHERE clock_run IS NOT NULL AND batch_seq IS NULL) AS unsettled`,
       )
       .get()!;
-    return { lastSeq: row.last_seq, unbatched: row.unbatched, queueDepth: row.unbatched + row.in_flight };
+    return {
+      lastSeq: row.last_seq,
+      unbatched: row.unbatched,
+      queueDepth: row.unbatched + row.in_flight,
+      unsettled: row.unsettled,
+    };
+  }
+
+  /** Unbatched records whose times wait for the clock: of the run `run`, and of earlier runs. */
+  unsettled(run: string): { thisRun: number; otherRuns: number } {
+    const rows = this.db
+      .prepare<[string], { mine: number; n: number }>(
+        `SELECT clock_run = ? AS mine, count(*) AS n FROM records
+          WHERE clock_run IS NOT NULL AND batch_seq IS NULL GROUP BY 1`,
+      )
+      .all(run);
+    return {
+      thisRun: rows.find((row) => row.mine === 1)?.n ?? 0,
+      otherRuns: rows.find((row) => row.mine === 0)?.n ?? 0,
+    };
+  }
+
+  /**
+   * Settles the times of unbatched records logged while the clock was not synced, in one transaction.
+   * `trueMs(steadyMs)` gives the true instant of a steady instant of run `run` (null: not known). A record of
+   * that run whose reading was off by a second or more has its `start`, `end` and `at` moved by the error, and
+   * says so in `detail.clock_corrected_ms`; a record of another run (its steady clock is gone with it) keeps
+   * the times it has. Records already cut into a batch are never touched: their bytes are fixed.
+   */
+  settleTimes(
+    run: string,
+    trueMs: ((steadyMs: number) => number) | null,
+  ): { corrected: number; unchanged: number; asStamped: number } {
+    const result = { corrected: 0, unchanged: 0, asStamped: 0 };
+    this.db.transaction(() => {
+      const rows = this.db
+        .prepare<
+          [],
+          { seq: number; event: string; clock_run: string; clock_steady_ms: number; clock_read_ms: number }
+        >(
+          `SELECT seq, event, clock_run, clock_steady_ms, clock_read_ms FROM records
+            WHERE clock_run IS NOT NULL AND batch_seq IS NULL ORDER BY seq`,
+        )
+        .all();
+      const rewrite = this.db.prepare<[string, number]>(
+        'UPDATE records SET event = ? WHERE seq = ? AND batch_seq IS NULL',
+      );
+      const clear = this.db.prepare<[number]>(
+        `UPDATE records SET clock_run = NULL, clock_steady_ms = NULL, clock_read_ms = NULL
+          WHERE seq = ? AND batch_seq IS NULL`,
+      );
+      for (const row of rows) {
+        if (row.clock_run !== run || trueMs === null) {
+          result.asStamped++;
+        } else {
+          const errorMs = Math.round(trueMs(row.clock_steady_ms) - row.clock_read_ms);
+          if (Math.abs(errorMs) >= SETTLE_TOLERANCE_MS) {
+            rewrite.run(shiftedRecord(row.event, errorMs), row.seq);
+            result.corrected++;
+          } else {
+            result.unchanged++;
+          }
+        }
+        clear.run(row.seq);
+      }
+    })();
+    return result;
   }
 
   /** Records in seq order from `afterSeq` (exclusive), for inspection and tests. */
@@ -136,8 +232,13 @@ export class PlayLog {
       ...(input.detail !== undefined ? { detail: boundedDetail(input.detail) } : {}),
     };
     const json = JSON.stringify(record);
-    this.insertRecord.run(seq, input.kind, null, json, rfc3339(loggedAt));
+    this.insertRecord.run(seq, input.kind, null, json, rfc3339(loggedAt), ...this.stampColumns());
     return { seq, record, json };
+  }
+
+  private stampColumns(): [string | null, number | null, number | null] {
+    const stamp = this.stamp();
+    return stamp ? [stamp.run, stamp.steadyMs, Math.round(stamp.clockMs)] : [null, null, null];
   }
 
   private takeSeq(): number {
@@ -163,6 +264,18 @@ function validatePlay(input: PlayInput): void {
   }
 }
 
+/** The record text with its instants moved by `shiftMs` and the move noted in `detail.clock_corrected_ms`. */
+function shiftedRecord(json: string, shiftMs: number): string {
+  const { detail, ...record } = JSON.parse(json) as Record<string, unknown>;
+  for (const key of ['start', 'end', 'at']) {
+    const value = record[key];
+    if (typeof value === 'string') record[key] = rfc3339(new Date(Date.parse(value) + shiftMs));
+  }
+  const known = typeof detail === 'object' && detail !== null ? detail : {};
+  // detail is the last key of every record (records.ts), so the key order of the wire text is kept.
+  return JSON.stringify({ ...record, detail: { ...known, clock_corrected_ms: shiftMs } });
+}
+
 function boundedDetail(detail: Record<string, unknown>): Record<string, unknown> {
   const text = JSON.stringify(detail);
   if (Buffer.byteLength(text) <= DETAIL_MAX_BYTES) return detail;
@@ -176,4 +289,18 @@ function isUniqueViolation(error: unknown): boolean {
     'code' in error &&
     (error as { code: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE'
   );
+}
+
+/**
+ * Settles the unsettled records of run `run` by a synced clock: a steady instant's true time is the clock's
+ * reading now minus the steady time passed since (see {@link PlayLog.settleTimes}).
+ */
+export function settleTimesBySyncedClock(
+  log: PlayLog,
+  run: string,
+  clock: { now(): Date; monotonicMs(): number },
+): { corrected: number; unchanged: number; asStamped: number } {
+  const nowMs = clock.now().getTime();
+  const steadyNowMs = clock.monotonicMs();
+  return log.settleTimes(run, (steadyMs) => nowMs - (steadyNowMs - steadyMs));
 }

@@ -149,11 +149,16 @@ export class BatchStore {
     const maxEvents = options.maxEvents ?? LIMITS.telemetryEventsMax;
     const maxBytes = options.maxBytes ?? LIMITS.telemetryBodyMaxBytes;
     // Sizes only: the event texts themselves never become JS strings here (see buildBatchBody).
-    const rows = this.db
-      .prepare<[number], { seq: number; bytes: number }>(
-        'SELECT seq, length(CAST(event AS BLOB)) AS bytes FROM records WHERE batch_seq IS NULL ORDER BY seq LIMIT ?',
+    const queued = this.db
+      .prepare<[number], { seq: number; bytes: number; unsettled: number }>(
+        `SELECT seq, length(CAST(event AS BLOB)) AS bytes, clock_run IS NOT NULL AS unsettled
+           FROM records WHERE batch_seq IS NULL ORDER BY seq LIMIT ?`,
       )
       .all(maxEvents);
+    // A record whose times still wait for the clock (PlayLog.settleTimes) is not cut, nor anything after it:
+    // once cut, its bytes are final. The shipper settles them first.
+    const firstUnsettled = queued.findIndex((row) => row.unsettled === 1);
+    const rows = firstUnsettled < 0 ? queued : queued.slice(0, firstUnsettled);
     if (rows.length === 0) return null;
 
     const previous = this.db

@@ -4,6 +4,7 @@ import type { CorrectedClock, Sleep } from '../clock.js';
 import { realSleep } from '../clock.js';
 import type { DeviceCredentials } from '../identity/device-credentials.js';
 import type { AgentState } from '../log/agent-state.js';
+import { type PlayLog, settleTimesBySyncedClock } from '../log/play-log.js';
 import { rfc3339 } from '../log/records.js';
 import type { Logger } from '../logger.js';
 import type { HttpClient, HttpResponse, TlsIdentity } from '../net/http-client.js';
@@ -73,6 +74,11 @@ export interface ShipperOptions {
   maxEvents?: number;
   /** Called whenever shipping reaches the platform or fails to (for the offline display mode). */
   onReachability?: (reachable: boolean) => void;
+  /**
+   * The play log and this agent run (see PlayLog ClockStamp): records logged while the clock was not synced
+   * are not cut into a batch before their times are settled. Without them, records are cut as they are.
+   */
+  clockRun?: { log: PlayLog; run: string };
 }
 
 export const SEND_STATE_KEY = 'shipping.last_send';
@@ -113,6 +119,11 @@ export class Shipper {
 
   async sendOnce(): Promise<SendOutcome> {
     const { batches, clock, deviceId, state } = this.options;
+    if (!batches.pending()) {
+      // A batch's bytes are final once cut: whatever the clock still owes the records goes in first.
+      const held = await this.settleRecordTimes();
+      if (held) return held;
+    }
     let batch = batches.pendingOrCut({
       deviceId,
       now: clock.now(),
@@ -297,14 +308,72 @@ export class Shipper {
     return this.retryLater(batch, `http ${response.status}${code ? ` ${code}` : ''}`);
   }
 
-  private retryLater(batch: StoredBatch, reason: string): SendOutcome {
+  private retryLater(batch: StoredBatch | null, reason: string): SendOutcome {
     this.failures++;
     const delayMs = backoffDelayMs(this.options.backoff, this.failures, this.random);
+    const batchSeq = batch?.batchSeq ?? 0;
     this.options.logger.warn(
-      { batch_seq: batch.batchSeq, reason, delay_ms: delayMs },
-      'batch not answered; will resend',
+      { batch_seq: batchSeq, reason, delay_ms: delayMs },
+      batch ? 'batch not answered; will resend' : 'nothing sent; will try again',
     );
-    return { kind: 'retry', batchSeq: batch.batchSeq, delayMs, reason };
+    return { kind: 'retry', batchSeq, delayMs, reason };
+  }
+
+  /**
+   * Records logged while the clock was not synced (a board clock 10 minutes fast, before the first Date
+   * header) carry times the platform would refuse (time_in_future) or misplace. Before they are cut:
+   * - if some are of this run and the clock is not synced, ask the platform for the time (any answer carries
+   *   a Date header; a GET on the telemetry path costs nothing and stores nothing);
+   * - synced: correct them by the steady clock (PlayLog.settleTimes) and go on;
+   * - clock implausible (1970): send nothing yet;
+   * - otherwise (the platform's Date is beyond max_clock_correction_ms, or they are of an earlier run, whose
+   *   steady clock is gone): they keep the times they carry, there are none better.
+   * Returns an outcome when nothing may be cut now.
+   */
+  private async settleRecordTimes(): Promise<SendOutcome | null> {
+    const { clockRun, clock, logger } = this.options;
+    if (!clockRun) return null;
+    const unsettled = clockRun.log.unsettled(clockRun.run);
+    if (unsettled.thisRun + unsettled.otherRuns === 0) return null;
+    if (unsettled.thisRun > 0 && !clock.synced) {
+      if (!(await this.probeClock())) {
+        this.options.onReachability?.(false);
+        return this.retryLater(null, 'clock probe: network');
+      }
+      this.options.onReachability?.(true);
+    }
+    if (clock.synced) {
+      const settled = settleTimesBySyncedClock(clockRun.log, clockRun.run, clock);
+      if (settled.corrected > 0 || settled.asStamped > 0) {
+        logger.info({ ...settled }, 'times of records logged before the clock was synced settled');
+      }
+      return null;
+    }
+    if (clock.trust() === 'implausible') return this.retryLater(null, 'clock not set');
+    const settled = clockRun.log.settleTimes(clockRun.run, null);
+    logger.warn(
+      { ...settled, clock_offset_ms: clock.offset },
+      "records logged before the clock was synced keep their times: the platform's time could not be taken",
+    );
+    return null;
+  }
+
+  /** One request to the platform for its Date header; false when it could not be reached. */
+  private async probeClock(): Promise<boolean> {
+    const { http, credentials, clock } = this.options;
+    const identity = credentials.tlsIdentity(clock.now(), this.failures);
+    const url = identity
+      ? `${trimSlash(this.options.devicesUrl)}/d/v1/telemetry`
+      : `${trimSlash(this.options.agentsUrl)}/s/v1/telemetry`;
+    const sentAt = clock.baseNow();
+    try {
+      const response = await http.get(url, identity ?? undefined);
+      clock.observeServerDate(response.headers['date'], sentAt, clock.baseNow());
+      return true;
+    } catch (error) {
+      this.options.logger.warn({ err: error }, 'platform unreachable for the time');
+      return false;
+    }
   }
 }
 

@@ -36,19 +36,30 @@ export function createShippingFixture(args: {
   dispatcher?: Dispatcher;
   /** The board clock the agent's corrected clock starts from (default: the system clock). */
   boardClock?: Clock;
+  /**
+   * An agent run id: records logged while the clock is not synced are then marked, and the shipper settles
+   * their times before cutting (as AgentCore wires it). Without it, records are taken as rightly timed.
+   */
+  run?: string;
   overrides?: Partial<ShipperOptions>;
 }): ShippingFixture {
   const deviceId = randomUUID();
   const keys = generateEs256KeyPair();
   const db = openAgentDatabase(join(args.dir, 'agent.sqlite'));
-  const log = new PlayLog(db);
+  const clock = new CorrectedClock(args.boardClock ?? systemClock, 24 * 3_600_000);
+  const run = args.run;
+  const log = new PlayLog(
+    db,
+    run === undefined
+      ? () => null
+      : () => (clock.synced ? null : { run, steadyMs: clock.monotonicMs(), clockMs: clock.now().getTime() }),
+  );
   const batches = new BatchStore(db);
   const state = new AgentState(db);
   const http = createHttpClient({
     ...(args.serverCaPem ? { serverCaPem: args.serverCaPem } : {}),
     ...(args.dispatcher ? { dispatcher: args.dispatcher } : {}),
   });
-  const clock = new CorrectedClock(args.boardClock ?? systemClock, 24 * 3_600_000);
   const logger = memoryLogger();
   const confirmed: (TlsIdentity | null)[] = [];
   const credentials: DeviceCredentials & { confirmed: typeof confirmed } = {
@@ -71,6 +82,7 @@ export function createShippingFixture(args: {
     idleIntervalMs: 50,
     logger,
     random: () => 0.5,
+    ...(run === undefined ? {} : { clockRun: { log, run } }),
     ...args.overrides,
   });
   return {

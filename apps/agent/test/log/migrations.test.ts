@@ -41,7 +41,7 @@ describe('schema migrations', () => {
     const columnsBefore = tableColumns(v1);
     v1.close();
 
-    const db = openAgentDatabase(dbPath);
+    const db = openAgentDatabase(dbPath, { targetVersion: 2 });
     expect(db.pragma('user_version', { simple: true })).toBe(2);
     // Additive only: every table and column of version 1 is still there.
     const columnsAfter = tableColumns(db);
@@ -55,8 +55,37 @@ describe('schema migrations', () => {
       { seq: 1, play_id: 'p1', batch_seq: 1 },
       { seq: 2, play_id: null, batch_seq: null },
     ]);
-    // The counter carried over: the next record is 3.
-    expect(new PlayLog(db).appendStatus({ kind: 'tamper', at: new Date() }).seq).toBe(3);
+    db.close();
+    // The counter carried over: the next record (by this agent, on the latest schema) is 3.
+    const latest = openAgentDatabase(dbPath);
+    expect(new PlayLog(latest).appendStatus({ kind: 'tamper', at: new Date() }).seq).toBe(3);
+    latest.close();
+  });
+
+  it('migration 3 adds the clock columns to a version-2 file; its records count as rightly timed', () => {
+    const v2 = openAgentDatabase(dbPath, { targetVersion: 2 });
+    // As a version-2 agent wrote it (it knew no clock columns).
+    v2.prepare("UPDATE counters SET value = 1 WHERE name = 'record_seq'").run();
+    v2.prepare(
+      `INSERT INTO records (seq, kind, play_id, event, logged_at) VALUES
+        (1, 'tamper', NULL, '{"kind":"tamper","seq":1,"at":"2026-01-01T00:00:00.000Z"}', '2026-01-01T00:00:00.000Z')`,
+    ).run();
+    const columnsBefore = tableColumns(v2);
+    v2.close();
+
+    const db = openAgentDatabase(dbPath);
+    expect(db.pragma('user_version', { simple: true })).toBe(3);
+    const columnsAfter = tableColumns(db);
+    for (const [table, columns] of Object.entries(columnsBefore)) {
+      expect(columnsAfter[table]).toEqual(expect.arrayContaining(columns));
+    }
+    expect(columnsAfter['records']).toEqual(
+      expect.arrayContaining(['clock_run', 'clock_steady_ms', 'clock_read_ms']),
+    );
+    const log = new PlayLog(db, () => ({ run: 'r', steadyMs: 1, clockMs: 2 }));
+    expect(log.stats()).toMatchObject({ lastSeq: 1, unbatched: 1, unsettled: 0 });
+    expect(log.appendStatus({ kind: 'tamper', at: new Date() }).seq).toBe(2);
+    expect(log.unsettled('r')).toEqual({ thisRun: 1, otherRuns: 0 });
     db.close();
   });
 

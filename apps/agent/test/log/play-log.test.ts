@@ -5,6 +5,7 @@ import { AgentError } from '../../src/errors.js';
 import { openAgentDatabase } from '../../src/log/database.js';
 import { PlayLog } from '../../src/log/play-log.js';
 import type { PlayInput } from '../../src/log/records.js';
+import { BatchStore } from '../../src/shipping/batch-store.js';
 import { SHA_A, tempDir } from '../helpers/temp.js';
 
 function play(overrides: Partial<PlayInput> = {}): PlayInput {
@@ -115,7 +116,7 @@ describe('play log', () => {
     db = openAgentDatabase(dbPath);
     log = new PlayLog(db);
     expect(log.appendPlay(play()).seq).toBe(6);
-    expect(log.stats()).toEqual({ lastSeq: 6, queueDepth: 6, unbatched: 6 });
+    expect(log.stats()).toEqual({ lastSeq: 6, queueDepth: 6, unbatched: 6, unsettled: 0 });
     db.close();
   });
 
@@ -140,6 +141,80 @@ describe('play log', () => {
     const row = reader.prepare('SELECT seq, play_id FROM records').get();
     expect(row).toEqual({ seq: 1, play_id: 'seen' });
     reader.close();
+    db.close();
+  });
+  it('settles the times of unbatched records logged before the clock was synced, and only those', () => {
+    const db = openAgentDatabase(dbPath);
+    // The board clock runs 10 minutes fast; the steady clock reads 0 at 09:00 true time.
+    let steadyMs = 0;
+    let synced = false;
+    const board = () => Date.parse('2026-11-21T09:10:00.000Z') + steadyMs;
+    const log = new PlayLog(db, () => (synced ? null : { run: 'run-1', steadyMs, clockMs: board() }));
+    const batches = new BatchStore(db);
+    // Logged at true 09:00:10 (board 09:10:10): a play of 10 s, and a reject.
+    steadyMs = 10_000;
+    log.appendPlay(
+      play({
+        playId: 'early',
+        start: new Date(board() - 10_000),
+        end: new Date(board()),
+        detail: { interrupted: true },
+      }),
+    );
+    log.appendStatus({
+      kind: 'reject',
+      at: new Date(board()),
+      code: 'HASH_MISMATCH',
+      detail: { file: 'a.png' },
+    });
+    // One record cut into a batch before (by an agent that did not mark records): its bytes are final.
+    db.prepare('UPDATE records SET clock_run = NULL WHERE seq = 1').run();
+    const cut = batches.pendingOrCut({ deviceId: 'd', now: new Date(board()), maxEvents: 1 })!;
+    expect(cut.lastSeq).toBe(1);
+    // A record of an earlier run of the agent: its steady clock is gone.
+    db.prepare("UPDATE records SET clock_run = 'run-0' WHERE seq = 2").run();
+    steadyMs = 20_000;
+    log.appendStatus({ kind: 'tamper', at: new Date(board()), detail: { state: 'open' } });
+    expect(log.unsettled('run-1')).toEqual({ thisRun: 1, otherRuns: 1 });
+    expect(log.stats().unsettled).toBe(2);
+
+    // Synced at true 09:00:30 (steady 30 000).
+    steadyMs = 30_000;
+    synced = true;
+    const settled = log.settleTimes(
+      'run-1',
+      (steady) => Date.parse('2026-11-21T09:00:30.000Z') - (30_000 - steady),
+    );
+    expect(settled).toEqual({ corrected: 1, unchanged: 0, asStamped: 1 });
+    const [first, second, third] = log.records().map((r) => r.record);
+    expect(first).toMatchObject({ start: '2026-11-21T09:10:00.000Z', detail: { interrupted: true } });
+    expect(first).not.toHaveProperty('detail.clock_corrected_ms');
+    expect(second).toMatchObject({ at: '2026-11-21T09:10:10.000Z' });
+    expect(third).toEqual({
+      kind: 'tamper',
+      seq: 3,
+      at: '2026-11-21T09:00:20.000Z',
+      detail: { state: 'open', clock_corrected_ms: -600_000 },
+    });
+    expect(log.unsettled('run-1')).toEqual({ thisRun: 0, otherRuns: 0 });
+    expect(batches.get(cut.batchSeq)!.body.equals(cut.body)).toBe(true);
+    // Logged while synced: never marked, nothing to settle.
+    log.appendStatus({ kind: 'tamper', at: new Date(), detail: { state: 'closed' } });
+    expect(log.stats().unsettled).toBe(0);
+    expect(log.settleTimes('run-1', () => 0)).toEqual({ corrected: 0, unchanged: 0, asStamped: 0 });
+    db.close();
+  });
+
+  it('leaves records within a second of the true time as they were logged', () => {
+    const db = openAgentDatabase(dbPath);
+    const log = new PlayLog(db, () => ({ run: 'r', steadyMs: 5000, clockMs: 1_000_000 }));
+    const logged = log.appendStatus({ kind: 'tamper', at: new Date(1_000_000) });
+    expect(log.settleTimes('r', (steady) => 1_000_000 + (steady - 5000) + 900)).toEqual({
+      corrected: 0,
+      unchanged: 1,
+      asStamped: 0,
+    });
+    expect(log.records()[0]!.json).toBe(logged.json);
     db.close();
   });
 });

@@ -188,6 +188,98 @@ describe('shipping to the signed channel', () => {
     expect(Date.parse(fx.batches.get(1)!.ts)).toBeGreaterThan(Date.parse(before.ts) + 50_000);
   });
 
+  describe('records logged before the clock was synced', () => {
+    /** A fixture whose board clock reads `skewMs` off true time, with records marked until synced. */
+    async function skewed(name: string, skewMs: number): Promise<void> {
+      await fx.close();
+      fx = createShippingFixture({
+        dir: join(dir.path, name),
+        agentsUrl: platform.agentsUrl,
+        boardClock: { now: () => new Date(Date.now() + skewMs) },
+        run: `run-${name}`,
+      });
+      platform.registerDevice(fx.deviceId, fx.keys.publicKey);
+    }
+    function sentEvents(
+      batchSeq: number,
+    ): { start?: string; at?: string; detail?: Record<string, unknown> }[] {
+      return JSON.parse(platform.device(fx.deviceId).batches.get(batchSeq)!.body.toString()).events;
+    }
+
+    it('a board 10 minutes fast: the platform is asked the time first and the plays go out corrected', async () => {
+      await skewed('ahead', 600_000);
+      // Three plays ending "now" by the board: ten minutes in the platform's future.
+      logPlays(fx.log, 3, fx.clock.now());
+      expect(fx.log.stats().unsettled).toBe(3);
+      const outcome = await fx.shipper.sendOnce();
+      expect(outcome).toMatchObject({ kind: 'answered', batchSeq: 1 });
+      if (outcome.kind !== 'answered') throw new Error('unreachable');
+      expect(outcome.answer).toMatchObject({ accepted: 3, refused: 0 });
+      expect(Math.abs(fx.clock.offset + 600_000)).toBeLessThan(1500);
+      for (const event of sentEvents(1)) {
+        expect(Math.abs(Date.parse(event.start!) - (Date.now() - 2000))).toBeLessThan(5000);
+        expect(Math.abs((event.detail!['clock_corrected_ms'] as number) + 600_000)).toBeLessThan(1500);
+      }
+      expect(fx.log.stats()).toMatchObject({ unsettled: 0, queueDepth: 0 });
+    });
+
+    it('a batch already cut is sent byte for byte; only records not yet in a batch are corrected', async () => {
+      await skewed('cut', 600_000);
+      logPlays(fx.log, 2, fx.clock.now());
+      // Cut by an earlier version of the agent, which did not mark records: its bytes are final.
+      fx.db.prepare('UPDATE records SET clock_run = NULL').run();
+      const cut = fx.batches.pendingOrCut({ deviceId: fx.deviceId, now: fx.clock.now() })!;
+      expect(cut.eventCount).toBe(2);
+      logPlays(fx.log, 2, fx.clock.now());
+      // Its ts is the board's too: stale_request (nothing stored), and the Date header of that answer sets the
+      // clock. Re-signed with a fresh ts, the same events go again; they are not corrected.
+      expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'stale_request' });
+      const first = await fx.shipper.sendOnce();
+      expect(first).toMatchObject({ kind: 'answered', batchSeq: 1 });
+      const eventsOf = (body: Buffer) => JSON.stringify(JSON.parse(body.toString()).events);
+      expect(eventsOf(platform.device(fx.deviceId).batches.get(1)!.body)).toBe(eventsOf(cut.body));
+      // The platform judged those two plays by their (wrong) times: that is what the bytes say.
+      if (first.kind === 'answered') expect(first.answer.refused).toBe(2);
+      const second = await fx.shipper.sendOnce();
+      expect(second).toMatchObject({ kind: 'answered', batchSeq: 2 });
+      if (second.kind === 'answered') expect(second.answer).toMatchObject({ accepted: 2, refused: 0 });
+      expect(sentEvents(2).every((event) => event.detail?.['clock_corrected_ms'] !== undefined)).toBe(true);
+    });
+
+    it('never cuts a record whose times wait for the clock, nor any after it', async () => {
+      await skewed('order', 600_000);
+      logPlays(fx.log, 1, fx.clock.now());
+      fx.db.prepare('UPDATE records SET clock_run = NULL').run();
+      logPlays(fx.log, 2, fx.clock.now());
+      fx.db.prepare('UPDATE records SET clock_run = NULL WHERE seq = 3').run();
+      const cut = fx.batches.pendingOrCut({ deviceId: fx.deviceId, now: fx.clock.now() })!;
+      expect([cut.firstSeq, cut.lastSeq]).toEqual([1, 1]);
+      expect(fx.log.stats()).toMatchObject({ unbatched: 2, unsettled: 1 });
+    });
+
+    it('a board clock in 1970: nothing is cut while the clock cannot be set', async () => {
+      await skewed('1970', Date.UTC(1970, 0, 1) - Date.now());
+      fx.log.appendStatus({ kind: 'tamper', at: fx.clock.now(), detail: { state: 'open' } });
+      for (let i = 0; i < 2; i++) {
+        expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'clock not set' });
+      }
+      expect(platform.requests).toEqual([]);
+      expect(fx.batches.pending()).toBeNull();
+    });
+
+    it("beyond the correction bound the platform's time cannot be taken: records go with the times they carry", async () => {
+      await skewed('far', 2 * 86_400_000);
+      logPlays(fx.log, 1, fx.clock.now());
+      // (On the signed channel its ts is refused too, for the same reason: no agent fix can help that board.)
+      expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'stale_request' });
+      expect(fx.clock.offset).toBe(0);
+      expect(fx.log.stats().unsettled).toBe(0);
+      const batch = JSON.parse(fx.batches.pending()!.body.toString());
+      expect(batch.events[0].detail).toBeUndefined();
+      expect(fx.logger.lines.some((line) => /keep their times/.test(line.message))).toBe(true);
+    });
+  });
+
   it('stops and alerts on batch_conflict instead of looping', async () => {
     logPlays(fx.log, 1);
     platform.device(fx.deviceId).batches.set(1, {
