@@ -5,13 +5,16 @@
  *      senders (each sender one batch at a time);
  *  (b) agent channel: signed 50-event batches from 1 000 devices, batches/s and p99 latency;
  *  (c) the raw ceiling: COPY of the same rows into the same table (pop_records), 10 000 rows a transaction, with 1
- *      and 2 connections; and the ratios (a)/(c).
+ *      and 2 connections, in COPY's text format and in the binary format the platform writes; and the ratios (a)/(c)
+ *      against the fastest of them.
  * Goals: (a) >= 100 000 records/s with 2 senders (at least half of (c)); (b) >= 2 000 batches/s, p99 < 50 ms.
  *
- * The platform runs as its own process (`platform run --test-clock`, as in production), the senders in this one,
- * so the platform, PostgreSQL and the senders share the machine's cores as they would.
+ * The platform runs as it is deployed (`platform run`, PLATFORM_WORKERS processes: by default one per core), the
+ * senders in this process, so the platform, PostgreSQL and the senders share the machine's cores as they would.
+ * CPU figures add up the platform's processes and PostgreSQL's.
  *
  *   node --conditions=source --import tsx apps/platform/bench/pop.bench.ts
+ *   POP_BENCH_WORKERS=1 POP_BENCH_SCENARIOS=agent,copy ...   (one platform process; only some scenarios)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -41,6 +44,8 @@ const DEVICES = 1000;
 const AGENT_EVENTS = 50;
 const AGENT_ROUNDS = 3; // the device burst is 3 batches; the first round warms up (keys imported once per process)
 const AGENT_CONCURRENCY = 32;
+// The platform as deployed on this machine: one server process per core (PLATFORM_WORKERS=auto), unless told.
+const WORKERS = Number(process.env['POP_BENCH_WORKERS'] ?? os.availableParallelism());
 const APPROVALS = 20;
 
 // POP_BENCH_SCENARIOS=agent (or cms, copy; comma-separated) runs only those; by default all three.
@@ -72,7 +77,6 @@ async function startPlatformProcess(dbUrl: string, dataDir: string, ports: Ports
       '--import',
       'tsx',
       'apps/platform/src/main.ts',
-      '--test-clock',
     ],
     {
       cwd: REPO,
@@ -86,6 +90,7 @@ async function startPlatformProcess(dbUrl: string, dataDir: string, ports: Ports
         DATA_DIR: dataDir,
         LOG_LEVEL: 'warn',
         PLATFORM_ENV: 'test',
+        PLATFORM_WORKERS: String(WORKERS),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
@@ -153,10 +158,28 @@ interface CpuMeter {
   stop(): { platformMs: number; postgresMs: number; senderMs: number };
 }
 
+/** The platform process and its workers (PLATFORM_WORKERS > 1). */
+function platformPids(primary: number): number[] {
+  if (!existsSync('/proc')) return [primary];
+  const children = readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === primary;
+      } catch {
+        return false;
+      }
+    });
+  return [primary, ...children];
+}
+
 function cpuMeter(platformPid: number, pgDataDir: string): CpuMeter {
   const pgPids = postgresPids(pgDataDir);
   const pgStart = new Map(pgPids.map((pid) => [pid, processCpuMs(pid)]));
-  const platformStart = processCpuMs(platformPid);
+  const platform = platformPids(platformPid);
+  const platformStart = platform.reduce((ms, pid) => ms + processCpuMs(pid), 0);
   const senderStart = process.cpuUsage();
   return {
     stop: () => {
@@ -164,7 +187,7 @@ function cpuMeter(platformPid: number, pgDataDir: string): CpuMeter {
       for (const pid of postgresPids(pgDataDir)) postgresMs += processCpuMs(pid) - (pgStart.get(pid) ?? 0);
       const sender = process.cpuUsage(senderStart);
       return {
-        platformMs: processCpuMs(platformPid) - platformStart,
+        platformMs: platform.reduce((ms, pid) => ms + processCpuMs(pid), 0) - platformStart,
         postgresMs,
         senderMs: (sender.user + sender.system) / 1000,
       };
@@ -593,7 +616,7 @@ export async function run(): Promise<Record<string, number>> {
     const apiUrl = `http://127.0.0.1:${ports.api}`;
     const agentsUrl = `http://127.0.0.1:${ports.agents}`;
 
-    const figures: Record<string, number> = {};
+    const figures: Record<string, number> = { platform_workers: WORKERS };
     const pgData = path.join(dir, 'pgdata');
     const perBatch = (cpu: ReturnType<CpuMeter['stop']>, batches: number) =>
       `CPU per batch: platform ${(cpu.platformMs / batches).toFixed(1)} ms, PostgreSQL ${(cpu.postgresMs / batches).toFixed(1)} ms`;

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 /** Typed platform configuration: defaults < config file < environment < command-line flags. */
@@ -20,6 +21,8 @@ export interface PlatformConfig {
   logLevel: string;
   /** Public base URLs as callers reach them (used for envelope_url and the like). */
   publicUrls: { api: string; agents: string; devices: string; verify: string };
+  /** Server processes sharing the listeners (`platform run`; src/cluster.ts). 1: this process serves. */
+  workers: number;
 }
 
 export class ConfigError extends Error {
@@ -46,6 +49,7 @@ const ENV_NAMES = {
   publicAgentsUrl: 'PUBLIC_AGENTS_URL',
   publicDevicesUrl: 'PUBLIC_DEVICES_URL',
   publicVerifyUrl: 'PUBLIC_VERIFY_URL',
+  workers: 'PLATFORM_WORKERS',
 } as const;
 
 export interface LoadConfigOptions {
@@ -122,6 +126,20 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     problems.push(`LOG_LEVEL: "${logLevel}" is not one of fatal, error, warn, info, debug, trace, silent`);
   }
+  const workers = (() => {
+    const got = pick('workers', 'workers');
+    if (!got) return 1;
+    const raw = String(got.value).trim();
+    // 'auto': one process per core the machine offers.
+    const n = raw === 'auto' ? os.availableParallelism() : Number(raw);
+    if (!Number.isInteger(n) || n < 1 || n > 64) {
+      problems.push(`${got.origin}: "${raw}" is not a number of processes (1-64) or auto`);
+      return 1;
+    }
+    return n;
+  })();
+  // The test clock is set per process (PUT /api/v1/console/clock): several processes would disagree on the time.
+  if (workers > 1 && options.testClock) problems.push('--test-clock needs PLATFORM_WORKERS=1');
   const ports = {
     API_PORT: apiPort,
     AGENTS_PORT: agentsPort,
@@ -168,6 +186,7 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     testClock: options.testClock ?? false,
     logLevel,
     publicUrls,
+    workers,
     ...options.overrides,
   };
 }

@@ -4,12 +4,14 @@ import { bootstrap } from './bootstrap.js';
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger, openDatabase, startPlatform } from './platform.js';
 import { systemClock } from './clock.js';
+import { exitWithPrimary, reportListening, runPrimary, workerRole } from './cluster.js';
 
 const USAGE = `usage: platform [run] [--test-clock] [--config FILE]
        platform bootstrap [--config FILE]
 
 Environment: API_PORT AGENTS_PORT DEVICES_PORT VERIFY_PORT HOST DATA_DIR DATABASE_URL
-             PLATFORM_ENV (test|prod) LOG_LEVEL CONFIG_FILE PUBLIC_{API,AGENTS,DEVICES,VERIFY}_URL`;
+             PLATFORM_ENV (test|prod) LOG_LEVEL CONFIG_FILE PUBLIC_{API,AGENTS,DEVICES,VERIFY}_URL
+             PLATFORM_WORKERS (processes serving the ports: a number or auto; default 1)`;
 
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -51,7 +53,30 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
 
-  const platform = await startPlatform({ config });
+  const running = (urls: Record<string, string>, processes: number) =>
+    console.error(
+      [
+        processes > 1 ? `platform running (${processes} processes):` : 'platform running:',
+        `  api      ${urls['api']}/api/v1`,
+        `  agents   ${urls['agents']}/s/v1`,
+        `  devices  ${urls['devices']}/d/v1`,
+        `  verify   ${urls['verify']}/v1`,
+        config.testClock ? '  test clock ON: PUT /api/v1/console/clock sets the time' : '',
+      ]
+        .filter(Boolean)
+        .join('\n'),
+    );
+
+  // PLATFORM_WORKERS > 1: this process is the primary of a cluster (src/cluster.ts).
+  const role = workerRole();
+  if (role === null && config.workers > 1) {
+    return runPrimary(config, createLogger(config), (urls) => running(urls, config.workers));
+  }
+
+  const platform = await startPlatform({
+    config,
+    ...(role ? { schedulers: role.schedulers, applicationName: `ooh-platform-w${role.index}` } : {}),
+  });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -62,18 +87,13 @@ async function main(argv: string[]): Promise<number> {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
-  console.error(
-    [
-      'platform running:',
-      `  api      ${platform.urls.api}/api/v1`,
-      `  agents   ${platform.urls.agents}/s/v1`,
-      `  devices  ${platform.urls.devices}/d/v1`,
-      `  verify   ${platform.urls.verify}/v1`,
-      config.testClock ? '  test clock ON: PUT /api/v1/console/clock sets the time' : '',
-    ]
-      .filter(Boolean)
-      .join('\n'),
-  );
+  if (role) {
+    reportListening(platform.urls);
+    // The primary holds the listening sockets: without it this worker can only leave.
+    exitWithPrimary(() => void stop('primary gone'));
+  } else {
+    running(platform.urls, 1);
+  }
   return new Promise<number>(() => {});
 }
 

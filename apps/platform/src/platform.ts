@@ -72,6 +72,10 @@ export interface StartOptions {
   log?: Logger;
   clock?: Clock;
   features?: Feature[];
+  /** Run the features' background work (schedulers). Off in all but one process of a cluster (src/cluster.ts). */
+  schedulers?: boolean;
+  /** PostgreSQL application_name of the connections (default ooh-platform). */
+  applicationName?: string;
 }
 
 export interface PlatformDatabase {
@@ -81,7 +85,11 @@ export interface PlatformDatabase {
 }
 
 /** Opens the database (embedded unless DATABASE_URL) and applies migrations. */
-export async function openDatabase(config: PlatformConfig, log: Logger): Promise<PlatformDatabase> {
+export async function openDatabase(
+  config: PlatformConfig,
+  log: Logger,
+  options: { applicationName?: string } = {},
+): Promise<PlatformDatabase> {
   await mkdir(config.dataDir, { recursive: true });
   let embedded: EmbeddedDatabase | null = null;
   let url = config.databaseUrl;
@@ -96,6 +104,7 @@ export async function openDatabase(config: PlatformConfig, log: Logger): Promise
   }
   const db = createPool(url, {
     onIdleError: (error) => log.warn({ err: error }, 'idle database connection lost'),
+    ...(options.applicationName ? { applicationName: options.applicationName } : {}),
   });
   const close = async () => {
     await db.end();
@@ -119,7 +128,11 @@ export function createLogger(config: PlatformConfig): Logger {
 export async function startPlatform(options: StartOptions): Promise<Platform> {
   const { config } = options;
   const log = options.log ?? createLogger(config);
-  const database = await openDatabase(config, log);
+  const database = await openDatabase(
+    config,
+    log,
+    options.applicationName ? { applicationName: options.applicationName } : {},
+  );
   const { db } = database;
   const cleanup: (() => Promise<void>)[] = [database.close];
   try {
@@ -134,7 +147,7 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
     });
     const features = options.features ?? FEATURES;
     for (const f of features) {
-      if (f.start) cleanup.unshift(await f.start(ctx));
+      if (f.start && options.schedulers !== false) cleanup.unshift(await f.start(ctx));
     }
     const ports: Record<HostName, number> = {
       api: config.apiPort,

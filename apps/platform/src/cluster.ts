@@ -1,0 +1,131 @@
+import cluster, { type Worker } from 'node:cluster';
+import type { Logger } from 'pino';
+import type { PlatformConfig } from './config.js';
+import { openDatabase } from './platform.js';
+
+/*
+ * Several server processes on the same four ports (PLATFORM_WORKERS; docs/decisions.md "Proof of play: ingestion
+ * at speed"). Node's cluster module: the primary holds the listening sockets and hands each new connection to a
+ * worker in turn; every worker is a whole platform (four hosts, its own pool). This is safe because everything
+ * shared lives in PostgreSQL (DESIGN.md section 2: "Several platform processes may run against one database").
+ *
+ * The primary opens the database first (the embedded PostgreSQL when DATABASE_URL is unset, and the migrations),
+ * then starts the workers with DATABASE_URL pointing at it. Worker 0 alone runs the schedulers (seals, ledger,
+ * open data, city events); they take PostgreSQL locks anyway, so this only spares the others the polling. A
+ * worker that dies is started again; SIGTERM or SIGINT stops the workers, then the database.
+ */
+
+/** Set by the primary in a worker's environment. */
+export const WORKER_INDEX_ENV = 'PLATFORM_WORKER_INDEX';
+
+export interface WorkerRole {
+  index: number;
+  /** Whether this process runs the schedulers. */
+  schedulers: boolean;
+}
+
+/** This process's place in a cluster, or null when it is not a worker. */
+export function workerRole(): WorkerRole | null {
+  if (!cluster.isWorker) return null;
+  const index = Number(process.env[WORKER_INDEX_ENV] ?? 0);
+  return { index, schedulers: index === 0 };
+}
+
+/** Messages from a worker to the primary. */
+interface ListeningMessage {
+  type: 'platform-listening';
+  urls: Record<string, string>;
+}
+
+const isListening = (message: unknown): message is ListeningMessage =>
+  typeof message === 'object' &&
+  message !== null &&
+  (message as { type?: unknown }).type === 'platform-listening';
+
+/** Tells the primary (when there is one) that this worker serves, and at which addresses. */
+export function reportListening(urls: Record<string, string>): void {
+  if (cluster.isWorker) process.send?.({ type: 'platform-listening', urls } satisfies ListeningMessage);
+}
+
+/** A worker stops when its primary is gone (killed): the listening sockets went with it. */
+export function exitWithPrimary(onExit: () => void): void {
+  if (cluster.isWorker) cluster.worker?.on('disconnect', onExit);
+}
+
+const RESTART_DELAY_MS = 1000;
+
+/**
+ * Runs the primary: opens the database, starts `config.workers` workers and keeps them running. Resolves with the
+ * exit code once stopped; rejects when a worker fails before all of them served once (a broken configuration).
+ */
+export async function runPrimary(
+  config: PlatformConfig,
+  log: Logger,
+  onListening: (urls: Record<string, string>) => void,
+): Promise<number> {
+  const database = await openDatabase(config, log);
+  let stopping = false;
+  let started = false;
+  const workers = new Map<number, Worker>();
+
+  const fork = (index: number): Worker => {
+    const worker = cluster.fork({
+      DATABASE_URL: database.url,
+      [WORKER_INDEX_ENV]: String(index),
+    });
+    workers.set(index, worker);
+    return worker;
+  };
+
+  const stopped = new Promise<number>((resolve, reject) => {
+    let listening = 0;
+    const stop = async (signal: string, failure?: Error) => {
+      if (stopping) return;
+      stopping = true;
+      log.info({ signal }, 'stopping workers');
+      await Promise.all(
+        [...workers.values()].map(
+          (worker) =>
+            new Promise<void>((done) => {
+              if (worker.isDead()) return done();
+              worker.once('exit', () => done());
+              worker.process.kill('SIGTERM');
+            }),
+        ),
+      );
+      await database.close().catch((error) => log.error({ err: error }, 'error while closing the database'));
+      if (failure) reject(failure);
+      else resolve(0);
+    };
+    process.on('SIGINT', () => void stop('SIGINT'));
+    process.on('SIGTERM', () => void stop('SIGTERM'));
+
+    cluster.on('message', (_worker, message: unknown) => {
+      if (!isListening(message)) return;
+      listening += 1;
+      if (!started && listening === config.workers) {
+        started = true;
+        onListening(message.urls);
+      }
+    });
+    cluster.on('exit', (worker, code, signal) => {
+      const index = [...workers.entries()].find(([, w]) => w === worker)?.[0];
+      if (index === undefined || stopping) return;
+      if (!started) {
+        // A worker that cannot start once will not start again: stop and say so.
+        void stop(
+          'worker failed',
+          new Error(`platform worker ${index} exited (${signal ?? code}) before it served`),
+        );
+        return;
+      }
+      log.error({ worker: index, code, signal }, 'platform worker died; starting it again');
+      setTimeout(() => {
+        if (!stopping) fork(index);
+      }, RESTART_DELAY_MS).unref();
+    });
+  });
+
+  for (let index = 0; index < config.workers; index += 1) fork(index);
+  return stopped;
+}
