@@ -116,3 +116,35 @@ test('020_pop adds the proof-of-play tables beside existing devices and CMS play
   );
   expect((await take(1, new Date(at.getTime() + 1000))).rows[0]!.wait).toBe(0);
 });
+
+test('021_pop_fillfactor leaves room on the pages of the rows every batch updates; rows untouched', async () => {
+  const old = await createTestDatabase({ upTo: 20 });
+  try {
+    const db = old.db;
+    await db.query(
+      "INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ('agent:x', 2, $1)",
+      [at],
+    );
+    await db.query(
+      "INSERT INTO pop_players (player_key, high_water_seq, previous_seq) VALUES ('device:x', 5, 0)",
+    );
+    await migrate(db, { upTo: 21 });
+    const { rows } = await db.query<{ relname: string; reloptions: string[] }>(
+      `SELECT relname, reloptions FROM pg_class
+        WHERE relname IN ('play_counts', 'pop_players', 'pop_rate_buckets') ORDER BY relname`,
+    );
+    expect(rows).toEqual([
+      { relname: 'play_counts', reloptions: ['fillfactor=70'] },
+      { relname: 'pop_players', reloptions: ['fillfactor=70'] },
+      { relname: 'pop_rate_buckets', reloptions: ['fillfactor=50'] },
+    ]);
+    expect((await db.query('SELECT bucket_key, tokens FROM pop_rate_buckets')).rows).toEqual([
+      { bucket_key: 'agent:x', tokens: 2 },
+    ]);
+    expect((await db.query('SELECT player_key, high_water_seq FROM pop_players')).rows).toEqual([
+      { player_key: 'device:x', high_water_seq: 5 },
+    ]);
+  } finally {
+    await old.drop();
+  }
+});
