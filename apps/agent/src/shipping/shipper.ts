@@ -323,7 +323,7 @@ export class Shipper {
    * Records logged while the clock was not synced (a board clock 10 minutes fast, before the first Date
    * header) carry times the platform would refuse (time_in_future) or misplace. Before they are cut:
    * - if some are of this run and the clock is not synced, ask the platform for the time (any answer carries
-   *   a Date header; a GET on the telemetry path costs nothing and stores nothing);
+   *   a Date header; see probeClock);
    * - synced: correct them by the steady clock (PlayLog.settleTimes) and go on;
    * - clock implausible (1970): send nothing yet;
    * - otherwise (the platform's Date is beyond max_clock_correction_ms, or they are of an earlier run, whose
@@ -358,7 +358,12 @@ export class Shipper {
     return null;
   }
 
-  /** One request to the platform for its Date header; false when it could not be reached. */
+  /**
+   * One request to the platform for its Date header; false when it could not be reached. It goes to the very
+   * route that will judge the records, by the channel that will carry them: an empty POST, refused at once
+   * (400 invalid_json: nothing read, nothing stored, no batch_seq taken). That route's Date is the clock the
+   * platform judges records by (under a test clock, other routes may still answer with the machine's time).
+   */
   private async probeClock(): Promise<boolean> {
     const { http, credentials, clock } = this.options;
     const identity = credentials.tlsIdentity(clock.now(), this.failures);
@@ -367,7 +372,12 @@ export class Shipper {
       : `${trimSlash(this.options.agentsUrl)}/s/v1/telemetry`;
     const sentAt = clock.baseNow();
     try {
-      const response = await http.get(url, identity ?? undefined);
+      const response = await http.post(
+        url,
+        new Uint8Array(0),
+        { 'content-type': 'application/json' },
+        identity ?? undefined,
+      );
       clock.observeServerDate(response.headers['date'], sentAt, clock.baseNow());
       return true;
     } catch (error) {

@@ -263,8 +263,13 @@ describe('shipping to the signed channel', () => {
       for (let i = 0; i < 2; i++) {
         expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'clock not set' });
       }
-      expect(platform.requests).toEqual([]);
+      // Only the two requests for the time (empty, refused at once); no batch.
+      expect(platform.requests).toEqual([
+        expect.objectContaining({ status: 400, code: 'invalid_json' }),
+        expect.objectContaining({ status: 400, code: 'invalid_json' }),
+      ]);
       expect(fx.batches.pending()).toBeNull();
+      expect(platform.device(fx.deviceId).batches.size).toBe(0);
     });
 
     it("beyond the correction bound the platform's time cannot be taken: records go with the times they carry", async () => {
