@@ -74,46 +74,38 @@ test(
 );
 
 /*
- * KNOWN AGENT BUGS (apps/agent, reported). These tests state the behaviour wanted; `test.fails` keeps CI green
- * until the agent is fixed (then drop `.fails`).
+ * Once agent bugs (issue #9), now the behaviour wanted and checked:
  *
  * 10 minutes AHEAD:
- *  a. Plays logged before the first answer corrects the clock start up to 10 minutes in the future and are refused
- *     time_in_future when they reach the platform within 300 s of that start.
- *  b. The correction moves the agent's clock back in the middle of a play; the play's end is then before its start,
- *     PlayLog.appendPlay throws record_invalid (end_before_start) and the playback task stops for good ("agent task
- *     stopped"): the player shows nothing until it is restarted.
+ *  a. Plays logged before the first Date header corrects the clock are marked and set right before they are cut
+ *     into a batch (apps/agent README, "Records logged before the clock is synced"): none is refused time_in_future.
+ *  b. The correction moves the agent's clock back in the middle of a play: the play's length comes from the steady
+ *     clock (end kept, start = end - length), it is logged, and playback goes on.
  *
  * In 1970 (board clock reset; NTP sets it right 30 minutes later):
- *  c. Nothing is played while the clock is wrong (the envelopes' certificates are not valid in 1970), but each file
- *     is reported as a BAD_SIGNATURE reject stamped 1970, and the certificate is logged as "expired" (it is not yet
- *     valid).
- *  d. Livelock: after more than two stale_request answers in a row the shipper re-signs the batch at once and then
- *     waits its backoff before sending; once the backoff exceeds 300 s every send is stale again, for ever. The
- *     player never ships again, even with its clock right.
+ *  c. Nothing is judged, played or refused while the clock is implausible (no BAD_SIGNATURE rejects stamped 1970),
+ *     and the certificate is reported "not yet valid (clock?)", not expired.
+ *  d. After a stale_request the batch is re-signed at send time, so a backoff longer than 300 s does not make every
+ *     resend stale again: once its clock is right the player ships.
  */
-test.fails(
-  '(4b) a player 10 minutes AHEAD is corrected without losing a play',
-  { timeout: 300_000 },
-  async () => {
-    const { fleet, platform } = await skewFleet('clock-ahead', ['SKEW-AHEAD']);
-    try {
-      await fleet.hardware('SKEW-AHEAD', { skewMs: 10 * MINUTE });
-      await fleet.startAll();
-      await fleet.advance(HOUR);
-      const ahead = await fleet.status('SKEW-AHEAD');
-      expect(Math.abs(ahead!.clock.offset_ms + 10 * MINUTE)).toBeLessThanOrEqual(2000);
-      const result = await drainAndReconcile(fleet);
-      expect(result.totals.played).toBeGreaterThan(25);
-      expect(result.totals.refused).toBe(0);
-    } finally {
-      await fleet.close();
-      await platform.close();
-    }
-  },
-);
+test('(4b) a player 10 minutes AHEAD is corrected without losing a play', { timeout: 300_000 }, async () => {
+  const { fleet, platform } = await skewFleet('clock-ahead', ['SKEW-AHEAD']);
+  try {
+    await fleet.hardware('SKEW-AHEAD', { skewMs: 10 * MINUTE });
+    await fleet.startAll();
+    await fleet.advance(HOUR);
+    const ahead = await fleet.status('SKEW-AHEAD');
+    expect(Math.abs(ahead!.clock.offset_ms + 10 * MINUTE)).toBeLessThanOrEqual(2000);
+    const result = await drainAndReconcile(fleet);
+    expect(result.totals.played).toBeGreaterThan(25);
+    expect(result.totals.refused).toBe(0);
+  } finally {
+    await fleet.close();
+    await platform.close();
+  }
+});
 
-test.fails(
+test(
   '(4c) a player whose clock says 1970 waits for sync, then plays and ships',
   { timeout: 300_000 },
   async () => {
