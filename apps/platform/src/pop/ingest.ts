@@ -80,8 +80,15 @@ export function approvalNumbersOf(records: readonly unknown[]): string[] {
   for (const record of records) {
     if (typeof record !== 'object' || record === null) continue;
     const r = record as Record<string, unknown>;
-    if (r['kind'] === 'play' && r['slot'] === undefined && typeof r['approval_number'] === 'string') {
-      numbers.add(r['approval_number']);
+    const number = r['approval_number'];
+    // A number with U+0000 is refused (judge.ts) and cannot be a query parameter.
+    if (
+      r['kind'] === 'play' &&
+      r['slot'] === undefined &&
+      typeof number === 'string' &&
+      !number.includes('\u0000')
+    ) {
+      numbers.add(number);
     }
   }
   return [...numbers];

@@ -77,9 +77,10 @@ export interface RecordRow {
   detail: string | null;
 }
 
+/** A record refused, or taken: then the verdict is the row itself (one object a record, 10 000 a CMS batch). */
 export type Verdict =
   | { status: 'refused'; reason: RefusalReason; playerKey: string | null; seq: number | null }
-  | { status: 'taken'; row: RecordRow };
+  | (RecordRow & { status: 'taken' });
 
 const FUTURE_TOLERANCE_MS = LIMITS.futureToleranceSeconds * 1000;
 const TOO_OLD_MS = LIMITS.tooOldDays * 24 * 3600 * 1000;
@@ -152,6 +153,11 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
   const check = checkPopRecord(value, ctx.channel);
   if (!check.ok) return refused(check.reason);
   const record = check.record;
+  // The one free text of a record that is stored as text: PostgreSQL text cannot hold U+0000, and such a number
+  // names no approval. Refused like any record of a bad shape, so that the batch can be stored at all.
+  if (record.approval_number !== undefined && record.approval_number.includes('\u0000')) {
+    return refused('invalid_record');
+  }
   // spec CMS rule 2: "when its player is not mapped or its mapping was removed (reason player_unknown)".
   const player = ctx.playerOf(record);
   if (!player) return refused('player_unknown');
@@ -186,29 +192,27 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
   const slot = isPlay ? (record.slot ?? null) : null;
   return {
     status: 'taken',
-    row: {
-      index,
-      playerKey: player.key,
-      structureId: player.structureId,
-      kind: record.kind,
-      seq,
-      day,
-      // spec slot: "no approval number, never billed, counted apart".
-      approvalNumber: isPlay && slot === null ? (record.approval_number ?? null) : null,
-      slot,
-      mediaSha256: record.media_sha256 ?? null,
-      startAt: start,
-      endAt: end,
-      durationMs: record.duration_ms ?? null,
-      at,
-      flags,
-      screenPower: record.screen?.power ?? null,
-      code: record.code ?? null,
-      playId: record.play_id ?? null,
-      // spec: "A tag of another shape is ignored and the play counts all the same".
-      src: src === null ? null : JSON.stringify(src),
-      detail: !isPlay && record.detail !== undefined ? JSON.stringify(record.detail) : null,
-    },
+    index,
+    playerKey: player.key,
+    structureId: player.structureId,
+    kind: record.kind,
+    seq,
+    day,
+    // spec slot: "no approval number, never billed, counted apart".
+    approvalNumber: isPlay && slot === null ? (record.approval_number ?? null) : null,
+    slot,
+    mediaSha256: record.media_sha256 ?? null,
+    startAt: start,
+    endAt: end,
+    durationMs: record.duration_ms ?? null,
+    at,
+    flags,
+    screenPower: record.screen?.power ?? null,
+    code: record.code ?? null,
+    playId: record.play_id ?? null,
+    // spec: "A tag of another shape is ignored and the play counts all the same".
+    src: src === null ? null : JSON.stringify(src),
+    detail: !isPlay && record.detail !== undefined ? JSON.stringify(record.detail) : null,
   };
 }
 
@@ -266,9 +270,7 @@ function flagsOf(
 export function numberedPlayers(verdicts: readonly Verdict[]): string[] {
   const keys = new Set<string>();
   for (const v of verdicts) {
-    if (v.status === 'taken' ? v.row.seq !== null : v.seq !== null && v.playerKey !== null) {
-      keys.add(v.status === 'taken' ? v.row.playerKey : v.playerKey!);
-    }
+    if (v.seq !== null && v.playerKey !== null) keys.add(v.playerKey);
   }
   return [...keys].sort();
 }
@@ -279,6 +281,11 @@ export interface CountKey {
   day: string;
   approvalNumber: string | null;
   slot: string | null;
+  /**
+   * The key as one text (player, day, structure, approval, slot), the order in which every writer locks count
+   * rows (compareCountKeys).
+   */
+  sortKey: string;
 }
 
 export interface Settled {
@@ -304,15 +311,17 @@ export function settle(verdicts: readonly Verdict[], marks: ReadonlyMap<string, 
   const current = new Map(marks);
   const items: PopAnswerItem[] = [];
   const rows: RecordRow[] = [];
-  const counts = new Map<string, CountKey & { plays: number; flagged: number }>();
+  const counts: (CountKey & { plays: number; flagged: number })[] = [];
+  // Counts by player, day, then approval number (or NUL + slot). A player stands at one structure, so the
+  // structure needs no level of its own; no text is built per record.
+  const byPlayer = new Map<string, Map<string, Map<string, CountKey & { plays: number; flagged: number }>>>();
   let accepted = 0;
   let duplicates = 0;
   let refusedCount = 0;
   let flagged = 0;
   for (let index = 0; index < verdicts.length; index += 1) {
     const v = verdicts[index]!;
-    const playerKey = v.status === 'taken' ? v.row.playerKey : v.playerKey;
-    const seq = v.status === 'taken' ? v.row.seq : v.seq;
+    const { playerKey, seq } = v;
     if (playerKey !== null && seq !== null) {
       const mark = current.get(playerKey) ?? 0;
       if (seq <= mark) {
@@ -327,30 +336,36 @@ export function settle(verdicts: readonly Verdict[], marks: ReadonlyMap<string, 
       items.push({ index, status: 'refused', reason: v.reason });
       continue;
     }
-    const row = v.row;
     accepted += 1;
-    rows.push(row);
-    if (row.flags.length > 0) {
+    rows.push(v);
+    const isFlagged = v.flags.length > 0;
+    if (isFlagged) {
       flagged += 1;
-      items.push({ index, status: 'flagged', flags: row.flags });
+      items.push({ index, status: 'flagged', flags: v.flags });
     }
-    if (row.kind === 'play') {
-      const id = `${row.playerKey}\u0000${row.structureId}\u0000${row.day}\u0000${row.approvalNumber ?? ''}\u0000${row.slot ?? ''}`;
-      let count = counts.get(id);
+    if (v.kind === 'play') {
+      let byDay = byPlayer.get(v.playerKey);
+      if (!byDay) byPlayer.set(v.playerKey, (byDay = new Map()));
+      let byLabel = byDay.get(v.day);
+      if (!byLabel) byDay.set(v.day, (byLabel = new Map()));
+      const label = v.approvalNumber ?? `\u0000${v.slot}`;
+      let count = byLabel.get(label);
       if (!count) {
         count = {
-          playerKey: row.playerKey,
-          structureId: row.structureId,
-          day: row.day,
-          approvalNumber: row.approvalNumber,
-          slot: row.slot,
+          playerKey: v.playerKey,
+          structureId: v.structureId,
+          day: v.day,
+          approvalNumber: v.approvalNumber,
+          slot: v.slot,
+          sortKey: `${v.playerKey}\u0000${v.day}\u0000${v.structureId}\u0000${v.approvalNumber ?? ''}\u0000${v.slot ?? ''}`,
           plays: 0,
           flagged: 0,
         };
-        counts.set(id, count);
+        byLabel.set(label, count);
+        counts.push(count);
       }
       count.plays += 1;
-      if (row.flags.length > 0) count.flagged += 1;
+      if (isFlagged) count.flagged += 1;
     }
   }
   const moved = new Map<string, number>();
@@ -363,7 +378,7 @@ export function settle(verdicts: readonly Verdict[], marks: ReadonlyMap<string, 
     flagged,
     items,
     rows,
-    counts: [...counts.values()],
+    counts,
     highWater: moved,
   };
 }

@@ -1,7 +1,7 @@
 import type { PopAnswer } from '@ooh/protocol';
 import type { Db, DbClient } from '../db/pool.js';
 import { BinaryCopyWriter, copyFrom } from './copy.js';
-import type { ApprovalFacts, Player, Settled } from './judge.js';
+import type { ApprovalFacts, CountKey, Player, Settled } from './judge.js';
 
 /** A batch already stored under (owner, batch_seq). */
 export interface StoredBatch {
@@ -395,10 +395,9 @@ export async function storeBatch(
   }
 }
 
-export function compareCountKeys(a: Settled['counts'][number], b: Settled['counts'][number]): number {
-  const ka = `${a.playerKey}\u0000${a.day}\u0000${a.structureId}\u0000${a.approvalNumber ?? ''}\u0000${a.slot ?? ''}`;
-  const kb = `${b.playerKey}\u0000${b.day}\u0000${b.structureId}\u0000${b.approvalNumber ?? ''}\u0000${b.slot ?? ''}`;
-  return ka < kb ? -1 : ka > kb ? 1 : 0;
+/** The one order in which count rows are locked by every writer (no deadlock between instances). */
+export function compareCountKeys(a: CountKey, b: CountKey): number {
+  return a.sortKey < b.sortKey ? -1 : a.sortKey > b.sortKey ? 1 : 0;
 }
 
 /**

@@ -298,7 +298,8 @@ export const popFeature: Feature = {
           const externalIds = new Set<string>();
           for (const record of batch.records) {
             const player = (record as { player?: unknown } | null)?.player;
-            if (typeof player === 'string') externalIds.add(player);
+            // Mapped ids never hold U+0000 (nor can a query parameter): such a player is player_unknown.
+            if (typeof player === 'string' && !player.includes('\u0000')) externalIds.add(player);
           }
           const source = await findSourceForBatch(ctx.db, {
             installationId: batch.sourceId,

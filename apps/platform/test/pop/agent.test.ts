@@ -316,6 +316,16 @@ describe('records: seq, refusals, flags, events', () => {
     expect(await countedPlays(c.db, owner(device))).toBe(1);
   });
 
+  test('an approval number with U+0000 (no PostgreSQL text can hold it) is invalid_record; the batch is stored', async () => {
+    const device = await newDevice();
+    const answer = answerOf(
+      await sendBatch(servers(), device, 0, [play(1, { approval_number: 'A-2026\u0000-000001' }), play(2)]),
+    );
+    expect(answer.items).toEqual([{ index: 0, status: 'refused', reason: 'invalid_record' }]);
+    expect(answer).toMatchObject({ accepted: 1, refused: 1 });
+    expect(await countedPlays(c.db, owner(device))).toBe(1);
+    expect(await batchCount(c.db, owner(device))).toBe(1);
+  });
   test('every flag: accepted, counted, listed with its flags', async () => {
     const device = await newDevice();
     const s0 = operator.structures[0]!;

@@ -126,7 +126,7 @@ describe('POST /api/v1/pop/batches', () => {
     expect(await countedPlays(c.db, playerKey(source, 'screen-2'))).toBe(1);
   });
 
-  test('records refused one by one: player_unknown (unmapped, removed), kind_not_allowed, invalid_record', async () => {
+  test('records refused one by one: player_unknown (unmapped, removed, U+0000), kind_not_allowed, invalid_record', async () => {
     const source = await newSource();
     const removed = await apiCall(
       c.platform.servers.api,
@@ -146,6 +146,9 @@ describe('POST /api/v1/pop/batches', () => {
       noDuration,
       cmsPlay('screen-1', 5, { duration_ms: 500 }),
       cmsPlay('screen-1', 6, { end: new Date(T0.getTime() + 3600_000).toISOString() }),
+      // Neither a player nor an approval number with U+0000 can be looked up or stored as text.
+      cmsPlay('screen\u0000-1', 7, { play_id: 'nul-7' }),
+      cmsPlay('screen-1', 8, { approval_number: 'A\u0000' }),
     ];
     const answer = answerOf(await postCms(servers(), source, cmsBody(source, 0, records)));
     expect(answer.items).toEqual([
@@ -156,8 +159,10 @@ describe('POST /api/v1/pop/batches', () => {
       { index: 5, status: 'refused', reason: 'invalid_record' },
       { index: 6, status: 'refused', reason: 'too_short' },
       { index: 7, status: 'refused', reason: 'time_in_future' },
+      { index: 8, status: 'refused', reason: 'player_unknown' },
+      { index: 9, status: 'refused', reason: 'invalid_record' },
     ]);
-    expect(answer).toMatchObject({ received: 8, accepted: 1, refused: 7 });
+    expect(answer).toMatchObject({ received: 10, accepted: 1, refused: 9 });
     // Mapped again: the player's own numbering goes on.
     await mapPlayer(c.platform, source, 'screen-2', operator.structures[1]!.id);
     expect(

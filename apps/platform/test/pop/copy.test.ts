@@ -42,7 +42,7 @@ test('every value kind round-trips: edges of int8, instants before 2000, multiby
     [
       7,
       2 ** 32,
-      'x',
+      'x'.repeat(100),
       '12345678-1234-1234-1234-123456789abc',
       '1931-02-28',
       Date.UTC(1931, 1, 28),
@@ -108,4 +108,5 @@ test('misuse throws before anything is sent: not a uuid, not a day, an unsafe in
   expect(() => out.date('2026-11-20T00:00:00Z')).toThrow(TypeError);
   expect(() => out.int64(2 ** 53)).toThrow(RangeError);
   expect(() => out.int64(1.5)).toThrow(RangeError);
+  expect(() => out.int32(2 ** 31)).toThrow(RangeError);
 });
