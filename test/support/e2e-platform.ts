@@ -6,7 +6,7 @@ import { onTestFailed, onTestFinished } from 'vitest';
 import { bootstrap } from '../../apps/platform/src/bootstrap.js';
 import { TestClock } from '../../apps/platform/src/clock.js';
 import { loadConfig, type PlatformConfig } from '../../apps/platform/src/config.js';
-import { freePort } from '../../apps/platform/src/db/embedded.js';
+import { freeHostPorts } from '../../apps/platform/src/db/embedded.js';
 import { type Platform, startPlatform } from '../../apps/platform/src/platform.js';
 import { createTestDatabase, type TestDatabase } from '../../apps/platform/test/support/database.js';
 import type { PlatformClock, PlatformUrls } from '../../hardware-sim/src/index.js';
@@ -61,12 +61,7 @@ export async function startE2ePlatform(args: {
   for (const [name, value] of Object.entries(args.env ?? {})) process.env[name] = value;
   const database = await createTestDatabase();
   const clock = new TestClock(args.now, { frozen: args.running !== true });
-  const ports = {
-    api: await freePort(),
-    agents: await freePort(),
-    devices: await freePort(),
-    verify: await freePort(),
-  };
+  const ports = await freeHostPorts();
   const dataDir = path.join(args.dir, 'platform');
   mkdirSync(dataDir, { recursive: true });
   const config = loadConfig({

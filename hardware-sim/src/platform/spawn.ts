@@ -35,16 +35,26 @@ export function platformAvailable(): boolean {
   return existsSync(PLATFORM_MAIN);
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as net.AddressInfo).port;
-      server.close(() => resolve(port));
-    });
-  });
+/** `count` distinct free ports, each held open until all are found (one after another they may repeat). */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers: net.Server[] = [];
+  try {
+    const ports: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const server = net.createServer();
+      server.unref();
+      servers.push(server);
+      ports.push(
+        await new Promise<number>((resolve, reject) => {
+          server.on('error', reject);
+          server.listen(0, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port));
+        }),
+      );
+    }
+    return ports;
+  } finally {
+    await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
+  }
 }
 
 function platformProcess(
@@ -67,11 +77,12 @@ function platformProcess(
 export async function spawnPlatform(options: SpawnOptions): Promise<SpawnedPlatform> {
   if (!platformAvailable()) throw new Error(`no platform sources at ${PLATFORM_MAIN}`);
   mkdirSync(options.dataDir, { recursive: true });
+  const [api, agents, devices, verify] = (await freePorts(4)) as [number, number, number, number];
   const ports = {
-    api: options.ports?.api ?? (await freePort()),
-    agents: options.ports?.agents ?? (await freePort()),
-    devices: options.ports?.devices ?? (await freePort()),
-    verify: options.ports?.verify ?? (await freePort()),
+    api: options.ports?.api ?? api,
+    agents: options.ports?.agents ?? agents,
+    devices: options.ports?.devices ?? devices,
+    verify: options.ports?.verify ?? verify,
   };
   const log = createWriteStream(options.logFile ?? join(options.dataDir, 'platform.log'), { flags: 'a' });
   const env: NodeJS.ProcessEnv = {

@@ -18,16 +18,47 @@ export interface EmbeddedOptions {
 }
 
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
+  const [port] = await freePorts(1);
+  return port!;
+}
+
+/**
+ * `count` distinct free ports: every one is held open until all are found (ports asked for one after another
+ * may come back equal once the first is closed).
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers: net.Server[] = [];
+  try {
+    const ports: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const server = net.createServer();
+      server.unref();
+      servers.push(server);
+      ports.push(
+        await new Promise<number>((resolve, reject) => {
+          server.on('error', reject);
+          server.listen(0, '127.0.0.1', () => {
+            const address = server.address();
+            resolve(typeof address === 'object' && address ? address.port : 0);
+          });
+        }),
+      );
+    }
+    return ports;
+  } finally {
+    await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
+  }
+}
+
+/** Four distinct free ports for the platform's hosts. */
+export async function freeHostPorts(): Promise<{
+  api: number;
+  agents: number;
+  devices: number;
+  verify: number;
+}> {
+  const [api, agents, devices, verify] = (await freePorts(4)) as [number, number, number, number];
+  return { api, agents, devices, verify };
 }
 
 /**

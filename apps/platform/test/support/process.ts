@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../../src/db/embedded.js';
+import { freeHostPorts } from '../../src/db/embedded.js';
 
 export const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 export const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
@@ -46,12 +46,7 @@ export function runPlatformCommand(
 
 /** Starts `platform run` on free ports and waits until every host answers /readyz. */
 export async function spawnPlatform(args: string[], env: Record<string, string>): Promise<PlatformProcess> {
-  const ports = {
-    api: await freePort(),
-    agents: await freePort(),
-    devices: await freePort(),
-    verify: await freePort(),
-  };
+  const ports = await freeHostPorts();
   const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', MAIN, 'run', ...args], {
     cwd: REPO_ROOT,
     env: {
