@@ -35,7 +35,8 @@ export async function buildServers(
   // The devices host is HTTPS with client certificates when given its TLS options (src/devices/tls.ts).
   const https = (name: HostName) =>
     name === 'devices' && options.devicesHttps ? { https: options.devicesHttps } : {};
-  const make = (name: HostName) => createHostServer({ name, logger: ctx.log, ready, ...https(name) });
+  const make = (name: HostName) =>
+    createHostServer({ name, logger: ctx.log, ready, now: () => ctx.clock.now(), ...https(name) });
   const servers: Servers = {
     api: make('api'),
     agents: make('agents'),

@@ -361,8 +361,9 @@ export class Shipper {
   /**
    * One request to the platform for its Date header; false when it could not be reached. It goes to the very
    * route that will judge the records, by the channel that will carry them: an empty POST, refused at once
-   * (400 invalid_json: nothing read, nothing stored, no batch_seq taken). That route's Date is the clock the
-   * platform judges records by (under a test clock, other routes may still answer with the machine's time).
+   * (400 invalid_json: nothing read, nothing stored, no batch_seq taken). It is the one route every deployment
+   * is sure to expose to players, whatever proxy stands in front, and its Date is the clock the platform judges
+   * the records by.
    */
   private async probeClock(): Promise<boolean> {
     const { http, credentials, clock } = this.options;

@@ -26,6 +26,11 @@ export interface HostServerOptions {
   https?: FastifyServerOptions extends { https?: infer H } ? H : unknown;
   /** Called by /readyz: throws when a dependency is not ready. */
   ready?: () => Promise<void>;
+  /**
+   * The platform's clock, for the Date header of every answer (players correct their clocks by it; under a test
+   * clock every host must tell the same time). Default: the machine's.
+   */
+  now?: () => Date;
 }
 
 /**
@@ -54,8 +59,10 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     ...(options.https ? { https: options.https as never } : {}),
   }) as unknown as FastifyInstance;
 
+  const now = options.now;
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (now) reply.header('date', now().toUTCString());
   });
 
   // JSON bodies are parsed here, keeping the raw bytes for signature checks.

@@ -111,3 +111,20 @@ describe('every error is a problem document with a stable code', () => {
     }
   });
 });
+
+describe('the Date header', () => {
+  test("every answer of every host tells the platform's clock (players set their clocks by it)", async () => {
+    const before = p.clock.now();
+    p.clock.set(new Date('2026-03-04T05:06:07Z'));
+    try {
+      for (const host of ['api', 'agents', 'devices', 'verify'] as const) {
+        for (const url of ['/healthz', '/nothing/here']) {
+          const res = await p.servers[host].inject({ method: 'GET', url });
+          expect(res.headers['date'], `${host} ${url}`).toBe('Wed, 04 Mar 2026 05:06:07 GMT');
+        }
+      }
+    } finally {
+      p.clock.set(before);
+    }
+  });
+});
