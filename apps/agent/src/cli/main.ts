@@ -66,7 +66,9 @@ export async function main(
     case 'status': {
       const status = await readStatus(config);
       out(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
-      return status.identity.certificate?.state === 'expired' || status.shipping.alert ? 1 : 0;
+      // Non-zero whenever the player cannot work as it is: a technician's script checks the exit status.
+      const certificate = status.identity.certificate?.state;
+      return certificate === 'expired' || certificate === 'not_yet_valid' || status.shipping.alert ? 1 : 0;
     }
     case 'run': {
       const agent = await createAgent({ config, logger: jsonLogger() });

@@ -123,7 +123,7 @@ describe('agent CLI', () => {
     expect(output).toMatch(/has EXPIRED: renewal is impossible; enrol the device again/);
   });
 
-  it('status tells a certificate not valid yet (clock?) from an expired one', async () => {
+  it('status tells a certificate not valid yet (clock?) from an expired one (exit code 1 too)', async () => {
     const setup = await setUpAgent({
       dir: dir.path,
       platform,
@@ -133,7 +133,8 @@ describe('agent CLI', () => {
         notAfter: new Date(Date.now() + 400 * DAY_MS),
       },
     });
-    const { output } = await run(['status', '--config', setup.configPath]);
+    const { code, output } = await run(['status', '--config', setup.configPath]);
+    expect(code).toBe(1);
     expect(output).toMatch(/certificate: {5}NOT_YET_VALID/);
     expect(output).toContain('certificate not yet valid (clock?)');
     expect(output).not.toMatch(/EXPIRED/);
