@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import {
   ApprovalEnvelope,
   ApprovalManifest,
@@ -469,5 +470,46 @@ describe('envelopes (DESIGN.md §4)', () => {
     expect(
       accepts(RevocationList, { ...list, body: { ...list.body, revoked: [{ approval_number: 'A' }] } }),
     ).toBe(false);
+  });
+});
+
+describe('parseDateTime: the canonical UTC form is read by a fast path that agrees with the general one', () => {
+  // The general reading of any text: what parseDateTime gave before the fast path (regex, then the calendar).
+  const general = (text: string) => parseDateTime(`${text.slice(0, 23)}+00:00`);
+
+  test('every canonical text of an instant, and near misses', () => {
+    fc.assert(
+      fc.property(
+        fc.date({
+          min: new Date('0100-01-01T00:00:00Z'),
+          max: new Date('9999-12-31T23:59:59.999Z'),
+          noInvalidDate: true,
+        }),
+        (instant) => {
+          const text = instant.toISOString();
+          expect(parseDateTime(text)?.getTime()).toBe(instant.getTime());
+          expect(parseDateTime(text)?.getTime()).toBe(general(text)?.getTime());
+        },
+      ),
+      { numRuns: 3000 },
+    );
+    for (const bad of [
+      '2026-02-29T00:00:00.000Z',
+      '2026-11-31T00:00:00.000Z',
+      '2026-11-21T24:00:00.000Z',
+      '2026-11-21T23:60:00.000Z',
+      '2026-11-21T23:59:60.000Z',
+      '2026-00-21T23:59:59.000Z',
+      '2026-11-00T23:59:59.000Z',
+      '2026-1a-21T23:59:59.000Z',
+      '2026-11-21T23:59:59.00xZ',
+      '2026-11-21T23:59:59.000z0',
+      '+26-11-21T23:59:59.000Z',
+    ]) {
+      expect(parseDateTime(bad)).toBeNull();
+    }
+    expect(parseDateTime('2024-02-29T23:59:59.999Z')?.toISOString()).toBe('2024-02-29T23:59:59.999Z');
+    // Years before 100 keep their number (the general parser's rule).
+    expect(parseDateTime('0099-12-31T00:00:00.000Z')?.getUTCFullYear()).toBe(99);
   });
 });
