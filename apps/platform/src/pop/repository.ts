@@ -342,16 +342,20 @@ export async function storeBatch(
     buckets.map((b) => b.capacity),
     buckets.map((b) => b.perSecond),
     buckets.map((b) => b.cost),
-    moved.map(([key]) => key),
-    moved.map(([key]) => args.readMarks.get(key) ?? 0),
-    moved.map(([, seq]) => seq),
-    counts.map((c) => c.playerKey),
-    counts.map((c) => c.structureId),
-    counts.map((c) => c.day),
-    counts.map((c) => c.approvalNumber),
-    counts.map((c) => c.slot),
-    counts.map((c) => c.plays),
-    counts.map((c) => c.flagged),
+    // Marks and counts as JSON (one parameter each): a CMS batch has hundreds of count rows, and pg's array
+    // literals are escaped element by element.
+    JSON.stringify(moved.map(([key, seq]) => ({ k: key, e: args.readMarks.get(key) ?? 0, s: seq }))),
+    JSON.stringify(
+      counts.map((c) => ({
+        k: c.playerKey,
+        t: c.structureId,
+        d: c.day,
+        a: c.approvalNumber,
+        l: c.slot,
+        p: c.plays,
+        f: c.flagged,
+      })),
+    ),
   ];
   const client = await db.connect();
   let broken = false;
@@ -455,25 +459,26 @@ WITH rate AS (
   RETURNING id
 ), marks AS (
   INSERT INTO pop_players (player_key, high_water_seq, previous_seq)
-  SELECT m.player_key, m.seq, m.expected
-    FROM batch, unnest($16::text[], $17::bigint[], $18::bigint[]) AS m(player_key, expected, seq)
-   ORDER BY m.player_key COLLATE "C"
+  SELECT m.k, m.s, m.e
+    FROM batch, ROWS FROM (json_to_recordset($16::json) AS (k text, e bigint, s bigint)) WITH ORDINALITY AS m(k, e, s, n)
+   ORDER BY m.n
   ON CONFLICT (player_key) DO UPDATE
      SET high_water_seq = EXCLUDED.high_water_seq, previous_seq = pop_players.high_water_seq
    WHERE pop_players.high_water_seq = EXCLUDED.previous_seq
   RETURNING 1
 ), counted AS (
   INSERT INTO play_counts (player_key, structure_id, day, approval_number, slot, attested, plays, flagged)
-  SELECT c.player_key, c.structure_id, c.day, c.approval_number, c.slot, $10, c.plays, c.flagged
-    FROM batch, unnest($19::text[], $20::uuid[], $21::date[], $22::text[], $23::text[], $24::bigint[], $25::bigint[])
-         WITH ORDINALITY AS c(player_key, structure_id, day, approval_number, slot, plays, flagged, n)
+  SELECT c.k, c.t, c.d, c.a, c.l, $10, c.p, c.f
+    FROM batch, ROWS FROM (json_to_recordset($17::json)
+                           AS (k text, t uuid, d date, a text, l text, p bigint, f bigint)) WITH ORDINALITY
+                AS c(k, t, d, a, l, p, f, n)
    ORDER BY c.n
   ON CONFLICT (player_key, day, structure_id, approval_number, slot, attested)
   DO UPDATE SET plays = play_counts.plays + EXCLUDED.plays, flagged = play_counts.flagged + EXCLUDED.flagged
 )
 SELECT (SELECT wait FROM rate) AS wait,
        (SELECT id FROM batch) AS id,
-       pop_check_marks(CASE WHEN EXISTS (SELECT 1 FROM batch) THEN cardinality($16::text[]) ELSE 0 END,
+       pop_check_marks(CASE WHEN EXISTS (SELECT 1 FROM batch) THEN json_array_length($16::json) ELSE 0 END,
                        (SELECT count(*) FROM marks)::int) AS marks_ok`;
 
 // ---- reading (seals, open data, declared-vs-actual, the console) ----
