@@ -118,12 +118,27 @@ async function startPlatformProcess(dbUrl: string, dataDir: string, ports: Ports
 
 const TICKS_PER_SECOND = 100;
 
-function processCpuMs(pid: number): number {
+function processCpuMs(pid: number, which: 'all' | 'system' = 'all'): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // utime and stime are fields 14 and 15 of stat (1-based), i.e. 11 and 12 after the command.
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+    const ticks = (which === 'all' ? Number(fields[11]) : 0) + Number(fields[12]);
+    return (ticks * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU time (ms) the whole machine spent busy, from /proc/stat (every process, ours and others'). */
+function machineBusyMs(): number {
+  try {
+    const [, ...values] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+    const [user, nice, system, _idle, _iowait, irq, softirq, steal] = values.map(Number);
+    return (
+      (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) * 1000) /
+      TICKS_PER_SECOND
+    );
   } catch {
     return 0;
   }
@@ -155,7 +170,16 @@ function postgresPids(dataDir: string): number[] {
 }
 
 interface CpuMeter {
-  stop(): { platformMs: number; postgresMs: number; senderMs: number };
+  stop(): {
+    platformMs: number;
+    /** Of platformMs, in the kernel (sockets, mostly). */
+    platformSystemMs: number;
+    postgresMs: number;
+    senderMs: number;
+    /** CPU used by everything else on the machine meanwhile (other programs), and the wall time. */
+    othersMs: number;
+    wallMs: number;
+  };
 }
 
 /** The platform process and its workers (PLATFORM_WORKERS > 1). */
@@ -180,16 +204,25 @@ function cpuMeter(platformPid: number, pgDataDir: string): CpuMeter {
   const pgStart = new Map(pgPids.map((pid) => [pid, processCpuMs(pid)]));
   const platform = platformPids(platformPid);
   const platformStart = platform.reduce((ms, pid) => ms + processCpuMs(pid), 0);
+  const platformSystemStart = platform.reduce((ms, pid) => ms + processCpuMs(pid, 'system'), 0);
+  const machineStart = machineBusyMs();
+  const wallStart = performance.now();
   const senderStart = process.cpuUsage();
   return {
     stop: () => {
       let postgresMs = 0;
       for (const pid of postgresPids(pgDataDir)) postgresMs += processCpuMs(pid) - (pgStart.get(pid) ?? 0);
       const sender = process.cpuUsage(senderStart);
+      const platformMs = platform.reduce((ms, pid) => ms + processCpuMs(pid), 0) - platformStart;
+      const senderMs = (sender.user + sender.system) / 1000;
       return {
-        platformMs: platform.reduce((ms, pid) => ms + processCpuMs(pid), 0) - platformStart,
+        platformMs,
+        platformSystemMs:
+          platform.reduce((ms, pid) => ms + processCpuMs(pid, 'system'), 0) - platformSystemStart,
         postgresMs,
-        senderMs: (sender.user + sender.system) / 1000,
+        senderMs,
+        othersMs: Math.max(0, machineBusyMs() - machineStart - platformMs - postgresMs - senderMs),
+        wallMs: performance.now() - wallStart,
       };
     },
   };
@@ -619,7 +652,10 @@ export async function run(): Promise<Record<string, number>> {
     const figures: Record<string, number> = { platform_workers: WORKERS };
     const pgData = path.join(dir, 'pgdata');
     const perBatch = (cpu: ReturnType<CpuMeter['stop']>, batches: number) =>
-      `CPU per batch: platform ${(cpu.platformMs / batches).toFixed(1)} ms, PostgreSQL ${(cpu.postgresMs / batches).toFixed(1)} ms`;
+      `CPU per batch: platform ${(cpu.platformMs / batches).toFixed(2)} ms ` +
+      `(kernel ${(cpu.platformSystemMs / batches).toFixed(2)}), PostgreSQL ${(cpu.postgresMs / batches).toFixed(2)} ms, ` +
+      `sender ${(cpu.senderMs / batches).toFixed(2)} ms; other programs kept ` +
+      `${(cpu.othersMs / cpu.wallMs).toFixed(2)} of ${os.availableParallelism()} cores busy`;
     let meter: CpuMeter;
 
     // (a) CMS (its batches are also the rows of (c))

@@ -61,16 +61,28 @@ export interface DeviceForTelemetry {
   approvals: Map<string, ApprovalFacts>;
 }
 
+export interface DeviceLookup {
+  deviceId: string;
+  batchSeq: number;
+  now: Date;
+  approvalNumbers: readonly string[];
+}
+
 /**
- * Everything the agent channels need to decide on a batch, in one round trip: the device, its keys accepted at
- * `now` (accepted_until NULL or later), the batch it may already have stored under `batchSeq`, its high-water mark
- * and the approvals the batch names. Nothing here is cached: a revocation takes effect on the next call.
+ * Everything the agent channels need to decide on a batch, for several batches in one round trip: per lookup the
+ * device, its keys accepted at `now` (accepted_until NULL or later), the batch it may already have stored under
+ * `batchSeq`, its high-water mark, and the approvals the batches name (read once for all of them: batches
+ * arriving together mostly name the same approvals). Nothing here is cached: a revocation takes effect on the
+ * next call. Results in the order of `lookups`; null for an unknown device.
  */
-export async function findDeviceForTelemetry(
+export async function findDevicesForTelemetry(
   db: Db,
-  args: { deviceId: string; batchSeq: number; now: Date; approvalNumbers: readonly string[] },
-): Promise<DeviceForTelemetry | null> {
+  lookups: readonly DeviceLookup[],
+): Promise<(DeviceForTelemetry | null)[]> {
+  const numbers = new Set<string>();
+  for (const lookup of lookups) for (const number of lookup.approvalNumbers) numbers.add(number);
   const { rows } = await db.query<{
+    n: number;
     id: string;
     revoked_at: Date | null;
     structure_id: string;
@@ -83,36 +95,53 @@ export async function findDeviceForTelemetry(
     approvals: ApprovalJson[] | null;
   }>({
     // Named: parsed once per connection (the hot path of the agent channel).
-    name: 'pop-device-for-telemetry',
-    text: `SELECT d.id, d.revoked_at, d.structure_id, s.code AS structure_code,
+    name: 'pop-devices-for-telemetry',
+    text: `WITH q AS (
+             SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::timestamptz[]) WITH ORDINALITY AS q(device_id, batch_seq, now, n)
+           )
+           SELECT q.n, d.id, d.revoked_at, d.structure_id, s.code AS structure_code,
             ARRAY(SELECT k.public_key_spki FROM device_keys k
-                   WHERE k.device_id = d.id AND (k.accepted_until IS NULL OR k.accepted_until > $3)
+                   WHERE k.device_id = d.id AND (k.accepted_until IS NULL OR k.accepted_until > q.now)
                    ORDER BY k.registered_at DESC) AS keys,
             b.body_sha256 AS existing_sha256, b.answer AS existing_answer,
             (SELECT p.high_water_seq FROM pop_players p WHERE p.player_key = 'device:' || d.id::text) AS high_water_seq,
             EXISTS (SELECT 1 FROM pop_batches x
                      WHERE x.owner = 'device:' || d.id::text AND x.channel IN ('agent', 'cert')) AS had_pop_batch,
-            ${approvalsJson('$4', 'ARRAY[d.structure_id]')} AS approvals
-       FROM devices d
+            -- Once, on the first row found (an uncorrelated subquery is computed once).
+            CASE WHEN q.n = (SELECT min(q2.n) FROM q q2 JOIN devices d2 ON d2.id = q2.device_id)
+                 THEN ${approvalsJson('$4', 'ARRAY(SELECT d3.structure_id FROM devices d3 WHERE d3.id = ANY($1::uuid[]))')}
+            END AS approvals
+       FROM q
+       JOIN devices d ON d.id = q.device_id
        JOIN structures s ON s.id = d.structure_id
-       LEFT JOIN pop_batches b ON b.owner = 'device:' || d.id::text AND b.batch_seq = $2
-      WHERE d.id = $1`,
-    values: [args.deviceId, args.batchSeq, args.now, args.approvalNumbers],
+       LEFT JOIN pop_batches b ON b.owner = 'device:' || d.id::text AND b.batch_seq = q.batch_seq`,
+    values: [
+      lookups.map((l) => l.deviceId),
+      lookups.map((l) => l.batchSeq),
+      lookups.map((l) => l.now),
+      [...numbers],
+    ],
   });
-  const row = rows[0];
-  if (!row) return null;
-  return {
-    id: row.id,
-    revokedAt: row.revoked_at,
-    structureId: row.structure_id,
-    structureCode: row.structure_code,
-    keys: row.keys,
-    existing:
-      row.existing_sha256 === null ? null : { bodySha256: row.existing_sha256, answer: row.existing_answer! },
-    highWaterSeq: row.high_water_seq ?? 0,
-    hadPopBatch: row.had_pop_batch,
-    approvals: approvalsFrom(row.approvals),
-  };
+  let approvals = new Map<string, ApprovalFacts>();
+  for (const row of rows) if (row.approvals !== null) approvals = approvalsFrom(row.approvals);
+  const found: (DeviceForTelemetry | null)[] = lookups.map(() => null);
+  for (const row of rows) {
+    found[row.n - 1] = {
+      id: row.id,
+      revokedAt: row.revoked_at,
+      structureId: row.structure_id,
+      structureCode: row.structure_code,
+      keys: row.keys,
+      existing:
+        row.existing_sha256 === null
+          ? null
+          : { bodySha256: row.existing_sha256, answer: row.existing_answer! },
+      highWaterSeq: row.high_water_seq ?? 0,
+      hadPopBatch: row.had_pop_batch,
+      approvals,
+    };
+  }
+  return found;
 }
 
 export interface MappedPlayer extends Player {

@@ -13,11 +13,11 @@ import { bodyEncoding, inflateBounded, readWire } from './inflate.js';
 import { approvalNumbersOf, ingestBatch } from './ingest.js';
 import type { Player } from './judge.js';
 import { KeyCache } from './key-cache.js';
+import { deviceLookupFor } from './lookup.js';
 import { agentBuckets, cmsBuckets } from './rate-limits.js';
 import {
   type DeviceForTelemetry,
   devicePlayerKey,
-  findDeviceForTelemetry,
   findSourceForBatch,
   playCounts,
   popEvents,
@@ -200,7 +200,7 @@ export const popFeature: Feature = {
           const batch = readAgentBatch(request.body, 'signed');
           const deviceId = batch.deviceId!;
           // Authentication. spec: "401 device_unauthorized: device unknown or revoked".
-          const device = await findDeviceForTelemetry(ctx.db, {
+          const device = await deviceLookupFor(ctx.db).find({
             deviceId,
             batchSeq: batch.batchSeq,
             now: receivedAt,
@@ -249,7 +249,7 @@ export const popFeature: Feature = {
               'device_id is not the device of the client certificate',
             );
           }
-          const device = await findDeviceForTelemetry(ctx.db, {
+          const device = await deviceLookupFor(ctx.db).find({
             deviceId,
             batchSeq: batch.batchSeq,
             now: receivedAt,

@@ -1,0 +1,127 @@
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import type { Db } from '../../src/db/pool.js';
+import { DeviceLookupBatcher } from '../../src/pop/lookup.js';
+import {
+  answerOf,
+  createOperator,
+  insertApproval,
+  insertDevice,
+  type Operator,
+  type PopCluster,
+  play,
+  rotateDeviceKey,
+  sendBatch,
+  startPopCluster,
+  T0,
+} from './helpers.js';
+
+/*
+ * The agent channels' reading query answers the lookups of several batches at once (src/pop/lookup.ts): each
+ * lookup still gets exactly its own device, keys, stored batch and mark, and the approvals it names.
+ */
+let c: PopCluster;
+let operator: Operator;
+const servers = () => c.instances[0]!.servers;
+
+beforeAll(async () => {
+  c = await startPopCluster();
+  operator = await createOperator(c.platform);
+  await insertApproval(c.db, operator.id, {
+    number: 'A-LOOKUP-0',
+    structureIds: [operator.structures[0]!.id],
+  });
+  await insertApproval(c.db, operator.id, {
+    number: 'A-LOOKUP-BOTH',
+    structureIds: operator.structures.map((s) => s.id),
+    revokedAt: new Date(T0.getTime() - 3600_000),
+  });
+});
+afterAll(async () => {
+  await c?.close();
+});
+
+test('lookups asked together are answered by one query, each with its own facts', async () => {
+  const [s0, s1] = operator.structures as [Operator['structures'][0], Operator['structures'][0]];
+  const plain = await insertDevice(c.db, s0);
+  const revoked = await insertDevice(c.db, s1);
+  await c.db.query('UPDATE devices SET revoked_at = $2 WHERE id = $1', [revoked.id, T0]);
+  const stored = await insertDevice(c.db, s1);
+  const storedAnswer = answerOf(await sendBatch(servers(), stored, 0, [play(1), play(2)]));
+  const renewed = await insertDevice(c.db, s0);
+  // The first key stays accepted until T0 + 1 min; a lookup after that sees the new key only.
+  await rotateDeviceKey(c.db, renewed, new Date(T0.getTime() + 1000), new Date(T0.getTime() + 60_000));
+
+  let queries = 0;
+  const counting = {
+    query: (...args: Parameters<Db['query']>) => {
+      queries += 1;
+      return (c.db.query as (...a: unknown[]) => unknown)(...args);
+    },
+  } as unknown as Db;
+  const batcher = new DeviceLookupBatcher(counting, { concurrency: 1, maxLookups: 256 });
+  const later = new Date(T0.getTime() + 120_000);
+  const found = await Promise.all([
+    batcher.find({ deviceId: plain.id, batchSeq: 0, now: T0, approvalNumbers: ['A-LOOKUP-0'] }),
+    batcher.find({ deviceId: revoked.id, batchSeq: 0, now: T0, approvalNumbers: [] }),
+    batcher.find({ deviceId: stored.id, batchSeq: 0, now: T0, approvalNumbers: ['A-LOOKUP-BOTH', 'A-NONE'] }),
+    batcher.find({ deviceId: stored.id, batchSeq: 1, now: T0, approvalNumbers: [] }),
+    batcher.find({ deviceId: renewed.id, batchSeq: 0, now: T0, approvalNumbers: [] }),
+    batcher.find({ deviceId: renewed.id, batchSeq: 0, now: later, approvalNumbers: [] }),
+    batcher.find({
+      deviceId: '00000000-0000-4000-8000-000000000000',
+      batchSeq: 0,
+      now: T0,
+      approvalNumbers: [],
+    }),
+  ]);
+  expect(queries).toBe(1);
+  const [p, r, sBatch0, sBatch1, renewedNow, renewedLater, unknown] = found;
+  expect(p).toMatchObject({
+    id: plain.id,
+    structureId: s0.id,
+    revokedAt: null,
+    highWaterSeq: 0,
+    existing: null,
+  });
+  expect(p!.keys).toHaveLength(1);
+  expect(r!.revokedAt).toEqual(T0);
+  expect(sBatch0).toMatchObject({ id: stored.id, structureId: s1.id, highWaterSeq: 2, hadPopBatch: true });
+  expect(sBatch0!.existing).toEqual({
+    bodySha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    answer: storedAnswer,
+  });
+  expect(sBatch1!.existing).toBeNull();
+  expect(renewedNow!.keys).toHaveLength(2);
+  expect(renewedLater!.keys).toHaveLength(1);
+  expect(renewedLater!.keys[0]).toBe(renewedNow!.keys[0]);
+  expect(unknown).toBeNull();
+
+  // The approvals named by any of the lookups, with the coverage of the structures of theirs.
+  const approvals = p!.approvals;
+  expect([...approvals.keys()].sort()).toEqual(['A-LOOKUP-0', 'A-LOOKUP-BOTH']);
+  expect([...approvals.get('A-LOOKUP-0')!.structureIds]).toEqual([s0.id]);
+  expect([...approvals.get('A-LOOKUP-BOTH')!.structureIds].sort()).toEqual([s0.id, s1.id].sort());
+  expect(approvals.get('A-LOOKUP-BOTH')!.revokedAt).toEqual(new Date(T0.getTime() - 3600_000));
+});
+
+test('a failed query fails the lookups it held, not the next ones', async () => {
+  let fail = true;
+  const flaky = {
+    query: (...args: Parameters<Db['query']>) => {
+      if (fail) {
+        fail = false;
+        return Promise.reject(new Error('connection lost'));
+      }
+      return (c.db.query as (...a: unknown[]) => unknown)(...args);
+    },
+  } as unknown as Db;
+  const device = await insertDevice(c.db, operator.structures[0]!);
+  const batcher = new DeviceLookupBatcher(flaky, { concurrency: 1, maxLookups: 256 });
+  const first = batcher.find({ deviceId: device.id, batchSeq: 0, now: T0, approvalNumbers: [] });
+  await expect(first).rejects.toThrow('connection lost');
+  expect(
+    await batcher.find({ deviceId: device.id, batchSeq: 0, now: T0, approvalNumbers: [] }),
+  ).toMatchObject({
+    id: device.id,
+  });
+});
