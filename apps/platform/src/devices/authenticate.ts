@@ -114,6 +114,24 @@ async function presentedCertificate(ctx: PlatformContext, request: FastifyReques
   return peer.raw;
 }
 
+/** Serials of certificates seen lately, by the SHA-256 of their DER (parsing one costs about a millisecond). */
+const serials = new Map<string, string>();
+const SERIALS_MAX = 20_000;
+
+function serialOf(der: Buffer, digest: string): string {
+  const known = serials.get(digest);
+  if (known !== undefined) return known;
+  let serial: string;
+  try {
+    serial = readCertificate(der).serialHex;
+  } catch (cause) {
+    throw new ProblemError('device_unauthorized', 'the client certificate is unreadable', { cause });
+  }
+  if (serials.size >= SERIALS_MAX) serials.delete(serials.keys().next().value as string);
+  serials.set(digest, serial);
+  return serial;
+}
+
 /**
  * Which device a request comes from, by its client certificate (DESIGN.md §3): the device's newest certificate
  * is accepted; the one it replaced until its old_valid_until (spec "Certificate rule": "the old certificate
@@ -126,15 +144,11 @@ export async function deviceFromClientCertificate(
   request: FastifyRequest,
 ): Promise<DeviceIdentity> {
   const der = await presentedCertificate(ctx, request);
-  let serial: string;
-  try {
-    serial = readCertificate(der).serialHex;
-  } catch (cause) {
-    throw new ProblemError('device_unauthorized', 'the client certificate is unreadable', { cause });
-  }
+  const digest = sha256Hex(der);
+  const serial = serialOf(der, digest);
   const certificate = await certificateBySerial(ctx.db, serial);
   // The serial names the certificate; the digest makes sure it is that very certificate.
-  if (!certificate || certificate.certificate_sha256 !== sha256Hex(der)) {
+  if (!certificate || certificate.certificate_sha256 !== digest) {
     throw unauthorized(`certificate ${serial} was not issued to any device`);
   }
   const device = await findDevice(ctx.db, certificate.device_id);
