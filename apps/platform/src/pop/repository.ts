@@ -411,6 +411,26 @@ export async function storeBatch(
       if (settled.rows.length > 0) {
         await copyFrom(client, COPY_RECORDS_SQL, [recordsCopyData([{ batchId: result.id, batch, settled }])]);
       }
+      // The tokens are taken last: their bucket rows (one per organisation is shared by all its installations)
+      // stay locked until COMMIT, which now follows at once instead of after the COPY.
+      const {
+        rows: [taken],
+      } = await client.query<{ wait: number }>({
+        name: 'pop-take-tokens',
+        text: 'SELECT pop_take_tokens($1::text[], $2::float8[], $3::float8[], $4::float8[], $5) AS wait',
+        values: [
+          buckets.map((b) => b.key),
+          buckets.map((b) => b.capacity),
+          buckets.map((b) => b.perSecond),
+          buckets.map((b) => b.cost),
+          batch.receivedAt,
+        ],
+      });
+      if (taken!.wait > 0) {
+        // Spent since the look at the statement's start (another batch took them): nothing is stored.
+        await client.query('ROLLBACK');
+        return { kind: 'rate_limited', wait: taken!.wait };
+      }
       await client.query('COMMIT');
       return result;
     } catch (error) {
@@ -473,12 +493,19 @@ export function recordsCopyData(
   return out.finish();
 }
 
-// One statement: rate tokens, the batch, the counts and the marks (compare-and-set, in key order); the records
-// follow by COPY in the same transaction. Nothing is written when the tokens are refused or (owner, batch_seq) is
-// taken.
+// One statement: a look at the rate tokens (without taking them: a batch over the limit costs no more than this
+// statement), the batch, the counts and the marks (compare-and-set, in key order); then the records by COPY and
+// the tokens taken (pop_take_tokens), all in one transaction. Nothing is written when the tokens are short or
+// (owner, batch_seq) is taken.
 const STORE_SQL = `
 WITH rate AS (
-  SELECT pop_take_tokens($12::text[], $13::float8[], $14::float8[], $15::float8[], $6) AS wait
+  SELECT coalesce(max(CASE WHEN have + 1e-9 < t.cost THEN (t.cost - have) / t.per_second ELSE 0 END), 0) AS wait
+    FROM unnest($12::text[], $13::float8[], $14::float8[], $15::float8[]) AS t(key, capacity, per_second, cost)
+    LEFT JOIN pop_rate_buckets b ON b.bucket_key = t.key,
+         LATERAL (SELECT CASE WHEN b.bucket_key IS NULL THEN t.capacity
+                              ELSE least(t.capacity, b.tokens + t.per_second
+                                         * greatest(0, extract(epoch FROM ($6::timestamptz - b.updated_at))))
+                         END AS have) AS h
 ), batch AS (
   INSERT INTO pop_batches (owner, batch_seq, channel, body, body_sha256, received_at, receive_day, record_count, answer)
   SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9

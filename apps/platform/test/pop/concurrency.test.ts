@@ -224,3 +224,82 @@ describe('two instances, one database', () => {
     problemOf(await sendBatch(b(), device, 1, [play(2)]), 401, 'device_unauthorized');
   });
 });
+
+describe('rate tokens taken last', () => {
+  test('tokens another instance takes meanwhile: the batch looked fine, yet it is refused and nothing stored', async () => {
+    const device = await insertDevice(c.db, operator.structures[0]!);
+    const key = `device:${device.id}`;
+    const bucket = { key: `agent:${device.id}`, capacity: 3, perSecond: 0.1, cost: 1 };
+    await c.db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, 1, $2)', [
+      bucket.key,
+      T0,
+    ]);
+    const verdicts = judgeRecords([play(1), play(2)], {
+      channel: 'agent',
+      receivedAt: T0,
+      attested: false,
+      playerOf: () => ({
+        key,
+        structureId: operator.structures[0]!.id,
+        structureCode: operator.structures[0]!.code,
+      }),
+      approval: () => undefined,
+    });
+    const settled = settle(verdicts, new Map());
+    const body = Buffer.from('{"b":1}');
+    // Another instance takes the last token and has not committed yet.
+    const other = await c.db.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query('UPDATE pop_rate_buckets SET tokens = 0 WHERE bucket_key = $1', [bucket.key]);
+      const storing = storeBatch(c.db, {
+        batch: {
+          owner: key,
+          batchSeq: 0,
+          channel: 'agent',
+          body,
+          bodySha256: sha256(body),
+          receivedAt: T0,
+          receiveDay: '2026-11-20',
+          recordCount: 2,
+          answer: {
+            batch_seq: 0,
+            received: 2,
+            accepted: 2,
+            duplicates: 0,
+            refused: 0,
+            flagged: 0,
+            duplicate: false,
+            items: [],
+          },
+          attested: false,
+        },
+        settled,
+        readMarks: new Map(),
+        buckets: [bucket],
+        legacy: false,
+      });
+      // The store reads a token (the other's update is not committed), writes, and waits for the bucket's lock.
+      let waited = false;
+      for (let i = 0; i < 200 && !waited; i += 1) {
+        const { rows } = await c.db.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pop_take_tokens%'",
+        );
+        waited = rows[0].n > 0;
+        if (!waited) await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      expect(waited).toBe(true);
+      await other.query('COMMIT');
+      expect(await storing).toEqual({ kind: 'rate_limited', wait: expect.closeTo(10, 6) });
+    } finally {
+      other.release();
+    }
+    expect(await batchCount(c.db, key)).toBe(0);
+    expect(await countedPlays(c.db, key)).toBe(0);
+    expect((await readMarks(c.db, [key])).get(key)).toBe(0);
+    const { rows } = await c.db.query('SELECT count(*)::int AS n FROM pop_records WHERE player_key = $1', [
+      key,
+    ]);
+    expect(rows[0].n).toBe(0);
+  });
+});
