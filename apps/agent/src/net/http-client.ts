@@ -1,3 +1,4 @@
+import { createSecureContext } from 'node:tls';
 import { Agent, type Dispatcher, request } from 'undici';
 
 /** A client certificate and key for mutual TLS (the device certificate channel, DESIGN.md §2). */
@@ -51,7 +52,10 @@ export function createHttpClient(options: HttpClientOptions = {}): HttpClient {
   const plain =
     options.dispatcher ??
     new Agent({
-      connect: { ...(options.serverCaPem ? { ca: options.serverCaPem } : {}), timeout: timeoutMs },
+      connect: {
+        ...(options.serverCaPem ? { secureContext: createSecureContext({ ca: options.serverCaPem }) } : {}),
+        timeout: timeoutMs,
+      },
     });
   const tlsAgents = new Map<string, Agent>();
 
@@ -59,14 +63,14 @@ export function createHttpClient(options: HttpClientOptions = {}): HttpClient {
     if (options.dispatcher || !tls) return plain;
     let agent = tlsAgents.get(tls.id);
     if (!agent) {
-      agent = new Agent({
-        connect: {
-          cert: joinPem(tls.certificatePem, tls.chainPem),
-          key: tls.keyPem,
-          ...(options.serverCaPem ? { ca: options.serverCaPem } : {}),
-          timeout: timeoutMs,
-        },
+      // One secure context per pair, not one per connection (building it parses the key and every
+      // certificate); TLS sessions are resumed from undici's per-origin session cache.
+      const secureContext = createSecureContext({
+        cert: joinPem(tls.certificatePem, tls.chainPem),
+        key: tls.keyPem,
+        ...(options.serverCaPem ? { ca: options.serverCaPem } : {}),
       });
+      agent = new Agent({ connect: { secureContext, timeout: timeoutMs } });
       tlsAgents.set(tls.id, agent);
     }
     return agent;
