@@ -21,6 +21,13 @@ export interface PlatformConfig {
   logLevel: string;
   /** Public base URLs as callers reach them (used for envelope_url and the like). */
   publicUrls: { api: string; agents: string; devices: string; verify: string };
+  /**
+   * The features' own settings (MEDIA_MAX_BYTES, AUTHORITY_*, DEVICE_CA_*, DEVICES_*, CONSOLE_*, ...) by their
+   * environment names: the config file's other keys upper-cased ("media_max_bytes" sets MEDIA_MAX_BYTES), then
+   * the environment over them. Each feature reads and checks its own; checkFeatureSettings (platform.ts) names
+   * every bad one at start.
+   */
+  settings: NodeJS.ProcessEnv;
   /** Server processes sharing the listeners (`platform run`; src/cluster.ts). 1: this process serves. */
   workers: number;
 }
@@ -51,6 +58,25 @@ const ENV_NAMES = {
   publicVerifyUrl: 'PUBLIC_VERIFY_URL',
   workers: 'PLATFORM_WORKERS',
 } as const;
+
+/** The config file's keys of the settings above; any other key is a feature setting. */
+const CORE_FILE_KEYS = new Set([
+  'host',
+  'api_port',
+  'agents_port',
+  'devices_port',
+  'verify_port',
+  'data_dir',
+  'database_url',
+  'embedded_pg_port',
+  'env',
+  'log_level',
+  'public_api_url',
+  'public_agents_url',
+  'public_devices_url',
+  'public_verify_url',
+  'workers',
+]);
 
 export interface LoadConfigOptions {
   env?: NodeJS.ProcessEnv;
@@ -172,6 +198,18 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     verify: urlOf('publicVerifyUrl', 'public_verify_url', 'http', verifyPort),
   };
 
+  // Every other key of the file is a feature setting under its environment name; the environment wins.
+  const settings: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(file)) {
+    if (CORE_FILE_KEYS.has(key)) continue;
+    if (!['string', 'number', 'boolean'].includes(typeof value)) {
+      problems.push(`config file "${key}": must be a string, a number or a boolean`);
+      continue;
+    }
+    settings[key.toUpperCase()] = String(value);
+  }
+  Object.assign(settings, env);
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     host,
@@ -187,6 +225,7 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     logLevel,
     publicUrls,
     workers,
+    settings,
     ...options.overrides,
   };
 }

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { bootstrap } from './bootstrap.js';
 import { ConfigError, loadConfig } from './config.js';
+import { checkFeatureSettings } from './settings-check.js';
 import { createLogger, openDatabase, startPlatform } from './platform.js';
 import { systemClock } from './clock.js';
 import { exitWithPrimary, reportListening, runPrimary, workerRole } from './cluster.js';
@@ -33,6 +34,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig({ file: values.config, testClock: values['test-clock'] === true });
+  checkFeatureSettings(config);
 
   if (command === 'bootstrap') {
     // Same configuration, no listeners: open the database, migrate, bootstrap.

@@ -46,7 +46,7 @@ export function createApprovalsFeature(options: Partial<ApprovalSettings> = {}):
   return {
     name: 'approvals',
     async api(app, ctx) {
-      const settings = { ...approvalSettings(), ...options };
+      const settings = { ...approvalSettings(ctx.config.settings), ...options };
       await registerSubmissionFlow(app, ctx, settings);
 
       // --- the authority's console: decide and revoke ---------------------------------------------------

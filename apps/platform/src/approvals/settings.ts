@@ -1,6 +1,6 @@
 /**
- * Settings of the approvals feature. The platform config has no slot for them yet, so they are read from
- * the environment when the feature registers its routes (see docs/approvals.md).
+ * Settings of the approvals feature, read from the platform configuration's settings (the config file's keys
+ * upper-cased, then the environment; see PlatformConfig.settings and docs/approvals.md).
  */
 export interface ApprovalSettings {
   /** Largest media upload in bytes; beyond it 413 body_too_large. */

@@ -284,7 +284,7 @@ const cache = new Map<string, Promise<Authority>>();
  * real files are configured (DESIGN.md section 2: "created on first start, mode 0600").
  */
 export function loadAuthority(ctx: Pick<PlatformContext, 'config' | 'clock'>): Promise<Authority> {
-  const source = authoritySource(ctx.config.dataDir);
+  const source = authoritySource(ctx.config.dataDir, ctx.config.settings);
   const cacheKey = JSON.stringify(source);
   let loading = cache.get(cacheKey);
   if (!loading) {

@@ -112,7 +112,7 @@ export function createConsoleWebFeature(options: ConsoleWebOptions = {}): Featur
     name: 'console-web',
     apiPublic(app, ctx) {
       const distDir = path.resolve(
-        options.distDir ?? (process.env[CONSOLE_DIST_ENV] || DEFAULT_CONSOLE_DIST),
+        options.distDir ?? (ctx.config.settings[CONSOLE_DIST_ENV] || DEFAULT_CONSOLE_DIST),
       );
 
       const sendIndex = async (reply: FastifyReply) => {

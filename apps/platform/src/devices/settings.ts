@@ -4,7 +4,7 @@ import type { PlatformContext } from '../context.js';
 
 /**
  * Where the device CA and the devices host's TLS pair live, and how client certificates reach the platform.
- * Read from the environment (the platform's typed config has no fields for them yet):
+ * Read from the platform configuration's settings (the config file's keys upper-cased, then the environment):
  *
  * - DEVICE_CA_CERT, DEVICE_CA_KEY, DEVICE_CA_CHAIN: PEM files of a real issuing CA, its private key and the
  *   certificates above it up to the root. Unset: a root and an issuing CA are created on first start in
@@ -134,14 +134,14 @@ export function loadDeviceIdentitySettings(
 
 const settingsByContext = new WeakMap<PlatformContext, DeviceIdentitySettings>();
 
-/** The settings of this platform: set explicitly (tests), else read once from the environment. */
+/** The settings of this platform: set explicitly (tests), else read once from its configuration. */
 export function deviceIdentitySettings(ctx: PlatformContext): DeviceIdentitySettings {
   let settings = settingsByContext.get(ctx);
   if (!settings) {
-    settings = loadDeviceIdentitySettings({
-      dataDir: ctx.config.dataDir,
-      publicDevicesUrl: ctx.config.publicUrls.devices,
-    });
+    settings = loadDeviceIdentitySettings(
+      { dataDir: ctx.config.dataDir, publicDevicesUrl: ctx.config.publicUrls.devices },
+      ctx.config.settings,
+    );
     settingsByContext.set(ctx, settings);
   }
   return settings;

@@ -106,7 +106,7 @@ export function createSessionsFeature(options: Partial<SessionSettings> = {}): F
   return {
     name: 'sessions',
     apiPublic(app, ctx) {
-      const settings = { ...sessionSettings(), ...options };
+      const settings = { ...sessionSettings(ctx.config.settings), ...options };
 
       app.post<{ Body: LoginBody }>(
         '/api/v1/console/session',

@@ -90,7 +90,7 @@ export function sessionPrincipal(session: SessionRow): Principal {
  */
 export function consoleSessionResolver(
   ctx: PlatformContext,
-  settings: SessionSettings = sessionSettings(),
+  settings: SessionSettings = sessionSettings(ctx.config.settings),
 ): SessionResolver {
   return async (request) => {
     const session = await currentSession(ctx, settings, request);

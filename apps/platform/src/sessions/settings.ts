@@ -1,6 +1,6 @@
 /**
- * Settings of console sessions. The platform config has no slot for them, so they are read from the environment
- * when the feature registers (like the approvals settings); see apps/platform/console/README.md.
+ * Settings of console sessions, read from the platform configuration's settings (the config file's keys
+ * upper-cased, then the environment; see PlatformConfig.settings and apps/platform/console/README.md).
  */
 export interface SessionSettings {
   /** A session unused for this long answers 401 session_expired. */

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
+import { checkFeatureSettings } from '../../src/settings-check.js';
 
 describe('platform configuration', () => {
   test('defaults, then the file, then the environment', async () => {
@@ -52,5 +53,51 @@ describe('platform configuration', () => {
     const file = path.join(dir, 'bad.json');
     await writeFile(file, '[1,2]');
     expect(() => loadConfig({ file, env: {} })).toThrow(/must hold a JSON object/);
+  });
+
+  test("the features' settings come from the file (upper-cased keys) and the environment over it", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-config-'));
+    const file = path.join(dir, 'platform.json');
+    await writeFile(
+      file,
+      JSON.stringify({
+        api_port: 9000,
+        media_max_bytes: 1000,
+        console_cookie_secure: 'always',
+        device_ca_cert: 1,
+      }),
+    );
+    const c = loadConfig({ file, env: { CONSOLE_COOKIE_SECURE: 'never' } });
+    expect(c.settings['MEDIA_MAX_BYTES']).toBe('1000');
+    expect(c.settings['CONSOLE_COOKIE_SECURE']).toBe('never');
+    expect(c.settings['API_PORT']).toBeUndefined();
+    await writeFile(file, JSON.stringify({ fast_track_review_hours: { hours: 4 } }));
+    expect(() => loadConfig({ file, env: {} })).toThrow(
+      /"fast_track_review_hours": must be a string, a number/,
+    );
+  });
+
+  test('every bad feature setting is named at start, all of them in one message', () => {
+    const config = loadConfig({
+      env: {
+        MEDIA_MAX_BYTES: 'lots',
+        CONSOLE_COOKIE_SECURE: 'sometimes',
+        DEVICE_CA_CERT: '/only/the/cert.pem',
+        AUTHORITY_ROOT_CERT: '/only/the/root.pem',
+      },
+    });
+    let error: unknown;
+    try {
+      checkFeatureSettings(config);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const message = (error as ConfigError).problems.join('\n');
+    expect(message).toMatch(/MEDIA_MAX_BYTES: "lots"/);
+    expect(message).toMatch(/CONSOLE_COOKIE_SECURE: "sometimes"/);
+    expect(message).toMatch(/DEVICE_CA_/);
+    expect(message).toMatch(/AUTHORITY_/);
+    expect(() => checkFeatureSettings(loadConfig({ env: {} }))).not.toThrow();
   });
 });
