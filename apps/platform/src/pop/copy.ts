@@ -10,6 +10,7 @@ interface PgConnection {
   query(text: string): void;
   sendCopyFromChunk(chunk: Buffer): void;
   endCopyFrom(): void;
+  sendCopyFail(message: string): void;
 }
 
 class CopyIn {
@@ -66,6 +67,89 @@ export function copyFrom(client: DbClient, statement: string, chunks: readonly B
   });
 }
 
+/**
+ * A COPY ... FROM STDIN whose data is pushed while it is made (the records of a CMS batch are written as they are
+ * judged, so the server works on the first thousands while the platform judges the next). Queue it on a client
+ * with `start`; `push` data, then `end` (or `fail`, which makes the server refuse the COPY); `done` settles when
+ * the server has answered.
+ */
+export class CopyStream {
+  private connection: PgConnection | null = null;
+  private pending: Buffer[] = [];
+  private closing: 'end' | { fail: string } | null = null;
+  private finished = false;
+  private rows = 0;
+  private settle: { resolve: (rows: number) => void; reject: (error: Error) => void } | undefined;
+  readonly done: Promise<number>;
+
+  constructor(readonly text: string) {
+    this.done = new Promise<number>((resolve, reject) => {
+      this.settle = { resolve, reject };
+    });
+    // A failure is awaited by whoever awaits `done`; never an unhandled rejection meanwhile.
+    this.done.catch(() => {});
+  }
+
+  /** Queues the COPY on `client` (it runs after the queries queued before it). */
+  start(client: DbClient): void {
+    (client as unknown as { query(submittable: CopyStream): void }).query(this);
+  }
+
+  push(chunk: Buffer): void {
+    if (this.closing !== null) throw new Error('COPY data pushed after its end');
+    if (this.finished || chunk.length === 0) return; // the server refused already; done says why
+    if (this.connection) this.connection.sendCopyFromChunk(chunk);
+    else this.pending.push(chunk);
+  }
+
+  end(): void {
+    this.closing ??= 'end';
+    if (this.connection && !this.finished) this.connection.endCopyFrom();
+  }
+
+  /** Makes the server end the COPY with an error (nothing of it is kept); `done` rejects. */
+  fail(reason: string): void {
+    if (this.closing !== null) return;
+    this.closing = { fail: reason };
+    if (this.connection && !this.finished) this.connection.sendCopyFail(reason);
+  }
+
+  submit(connection: PgConnection): void {
+    connection.query(this.text);
+  }
+
+  handleCopyInResponse(connection: PgConnection): void {
+    this.connection = connection;
+    for (const chunk of this.pending) connection.sendCopyFromChunk(chunk);
+    this.pending = [];
+    if (this.closing === 'end') connection.endCopyFrom();
+    else if (this.closing !== null) connection.sendCopyFail(this.closing.fail);
+  }
+
+  handleCommandComplete(message: { text?: string }): void {
+    const match = /^COPY (\d+)/.exec(message.text ?? '');
+    if (match) this.rows = Number(match[1]);
+  }
+
+  handleReadyForQuery(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.settle?.resolve(this.rows);
+  }
+
+  handleError(error: Error): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.settle?.reject(error);
+  }
+
+  handleRowDescription(): void {}
+  handleDataRow(): void {}
+  handleEmptyQuery(): void {}
+  handlePortalSuspended(): void {}
+  handleCopyData(): void {}
+}
+
 /** A value of COPY's text format: \N for null; backslash, tab, newline and carriage return escaped. */
 export function copyText(value: string | number | boolean | null): string {
   if (value === null) return '\\N';
@@ -110,6 +194,17 @@ export class BinaryCopyWriter {
     this.offset = SIGNATURE.length;
     this.put32(0); // flags
     this.put32(0); // header extension length
+  }
+
+  /**
+   * The data written so far (the header first, the first time); writing goes on in a new buffer, so the bytes
+   * given may be handed to a socket as they are.
+   */
+  drain(nextBytes = 64 * 1024): Buffer {
+    const data = this.buffer.subarray(0, this.offset);
+    this.buffer = Buffer.allocUnsafe(Math.max(nextBytes, 64));
+    this.offset = 0;
+    return data;
   }
 
   private room(bytes: number): void {

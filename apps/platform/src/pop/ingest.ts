@@ -4,11 +4,13 @@ import { ProblemError } from '../http/problem.js';
 import { groupCommitterFor } from './group-commit.js';
 import {
   type ApprovalFacts,
-  judgeRecords,
-  type Player,
-  numberedPlayers,
   almatyDayOf,
+  judgeRecords,
+  numberedPlayers,
+  type Player,
+  type Settled,
   settle,
+  type Verdict,
 } from './judge.js';
 import {
   type Bucket,
@@ -16,7 +18,9 @@ import {
   findBatch,
   readMarks,
   type StoredBatch,
+  type StoreResult,
   storeBatch,
+  storeBatchStreaming,
 } from './repository.js';
 
 /*
@@ -44,6 +48,13 @@ export interface IngestInput {
   checkFresh?: () => void;
   /** Rate-limit buckets, all taken or none. */
   buckets: readonly Bucket[];
+  /** Seconds the buckets would make the batch wait, looked at by the reading query (CMS channel). */
+  rateWait?: number;
+  /**
+   * A batch number taken by the reading query: the records are then judged a part at a time and copied while
+   * the rest is judged (storeBatchStreaming; CMS channel).
+   */
+  streamBatchId?: number;
   playerOf: (record: PopRecord) => Player | null;
   /** High-water marks read with the batch's context (players not listed: 0). */
   marks: ReadonlyMap<string, number>;
@@ -107,45 +118,74 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
   // Freshness: "ts within 300 s, agent channel only: else 401 stale_request, nothing stored".
   input.checkFresh?.();
 
+  // Rate limits (DESIGN.md section 5: before the per-record judgement): a batch the buckets would refuse is refused
+  // before it costs more. The tokens themselves are taken when it is stored.
+  if (input.rateWait !== undefined && input.rateWait > 0) throw rateLimited(input.rateWait);
+
   // Per-record judgement: everything but the high-water marks.
-  const verdicts = judgeRecords(input.records, {
+  const judgeContext = {
     channel: input.recordChannel,
     receivedAt: input.receivedAt,
     attested: input.attested,
     playerOf: input.playerOf,
     approval: (number: string) => input.approvals.get(number),
-  });
+  };
   const receiveDay = almatyDayOf(input.receivedAt);
   await ensureRecordPartition(ctx.db, receiveDay);
+  const base = {
+    owner: input.owner,
+    batchSeq: input.batchSeq,
+    channel: input.channel,
+    body: input.body,
+    bodySha256: input.bodySha256,
+    receivedAt: input.receivedAt,
+    receiveDay,
+    recordCount: input.recordCount,
+    attested: input.attested,
+  };
+  const answerOf = (settled: Settled): PopAnswer => ({
+    batch_seq: input.batchSeq,
+    received: settled.received,
+    accepted: settled.accepted,
+    duplicates: settled.duplicates,
+    refused: settled.refused,
+    flagged: settled.flagged,
+    duplicate: false,
+    items: settled.items,
+  });
 
   let marks: ReadonlyMap<string, number> = input.marks;
-  for (let round = 1; ; round += 1) {
-    const settled = settle(verdicts, marks);
-    const answer: PopAnswer = {
-      batch_seq: input.batchSeq,
-      received: settled.received,
-      accepted: settled.accepted,
-      duplicates: settled.duplicates,
-      refused: settled.refused,
-      flagged: settled.flagged,
-      duplicate: false,
-      items: settled.items,
-    };
-    // Rate limits are taken in the same statement that stores (DESIGN.md section 5 places them before the
-    // per-record judgement: a refused batch stores nothing and its judgement is thrown away).
-    const entry = {
-      batch: {
-        owner: input.owner,
-        batchSeq: input.batchSeq,
-        channel: input.channel,
-        body: input.body,
-        bodySha256: input.bodySha256,
-        receivedAt: input.receivedAt,
-        receiveDay,
-        recordCount: input.recordCount,
-        answer,
-        attested: input.attested,
+  let verdicts: Verdict[] | null = null;
+  let round = 1;
+  if (input.streamBatchId !== undefined) {
+    // A large batch: judged a part at a time, each part copied while the next is judged.
+    const judged: Verdict[] = [];
+    const streamed = await storeBatchStreaming(ctx.db, {
+      batchId: input.streamBatchId,
+      batch: base,
+      records: input.records.length,
+      judge: (from, to) => {
+        const part = judgeRecords(input.records, judgeContext, from, to);
+        for (const verdict of part) judged.push(verdict);
+        return part;
       },
+      readMarks: marks,
+      buckets: input.buckets,
+      legacy: input.legacy,
+      answerOf,
+    });
+    const outcome = await outcomeOf(ctx, input, streamed.result, streamed.answer, round);
+    if (outcome !== 'judge again') return outcome;
+    verdicts = judged.length === input.records.length ? judged : judgeRecords(input.records, judgeContext);
+    marks = await readMarks(ctx.db, numberedPlayers(verdicts));
+    round += 1;
+  }
+  verdicts ??= judgeRecords(input.records, judgeContext);
+  for (; ; round += 1) {
+    const settled = settle(verdicts, marks);
+    const answer = answerOf(settled);
+    const entry = {
+      batch: { ...base, answer },
       settled,
       readMarks: marks,
       buckets: input.buckets,
@@ -156,32 +196,47 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
     const result = await (input.recordChannel === 'agent'
       ? groupCommitterFor(ctx.db, ctx.log).store(entry)
       : storeBatch(ctx.db, entry));
-    switch (result.kind) {
-      case 'stored':
-        return answer;
-      case 'rate_limited': {
-        // spec: "429 rate_limited ... Retry-After gives seconds to wait".
-        const seconds = Math.max(1, Math.ceil(result.wait));
-        throw new ProblemError('rate_limited', `rate limit reached; retry in ${seconds} s`, {
-          headers: { 'retry-after': String(seconds) },
+    const outcome = await outcomeOf(ctx, input, result, answer, round);
+    if (outcome !== 'judge again') return outcome;
+    marks = await readMarks(ctx.db, numberedPlayers(verdicts));
+  }
+}
+
+/** spec: "429 rate_limited ... Retry-After gives seconds to wait". */
+function rateLimited(wait: number): ProblemError {
+  const seconds = Math.max(1, Math.ceil(wait));
+  return new ProblemError('rate_limited', `rate limit reached; retry in ${seconds} s`, {
+    headers: { 'retry-after': String(seconds) },
+  });
+}
+
+/** The answer to give for a store's result, or 'judge again' (a mark moved meanwhile). */
+async function outcomeOf(
+  ctx: PlatformContext,
+  input: IngestInput,
+  result: StoreResult,
+  answer: PopAnswer,
+  round: number,
+): Promise<PopAnswer | 'judge again'> {
+  switch (result.kind) {
+    case 'stored':
+      return answer;
+    case 'rate_limited':
+      throw rateLimited(result.wait);
+    case 'taken': {
+      // Another instance stored this (owner, batch_seq) meanwhile: answer as a repeat.
+      const stored = await findBatch(ctx.db, input.owner, input.batchSeq);
+      if (stored) return repeatAnswer(stored, input.bodySha256, input.batchSeq);
+      // Not stored: the legacy guard of the statement found a service.pop/1 batch accepted meanwhile.
+      if (input.legacy) throw legacyAfterPop();
+      throw new Error(`batch ${input.owner}/${input.batchSeq} was neither stored nor found`);
+    }
+    case 'marks_moved':
+      if (round >= MAX_ROUNDS) {
+        throw new ProblemError('service_unavailable', 'the players of this batch are busy; send it again', {
+          headers: { 'retry-after': '1' },
         });
       }
-      case 'taken': {
-        // Another instance stored this (owner, batch_seq) meanwhile: answer as a repeat.
-        const stored = await findBatch(ctx.db, input.owner, input.batchSeq);
-        if (stored) return repeatAnswer(stored, input.bodySha256, input.batchSeq);
-        // Not stored: the legacy guard of the statement found a service.pop/1 batch accepted meanwhile.
-        if (input.legacy) throw legacyAfterPop();
-        throw new Error(`batch ${input.owner}/${input.batchSeq} was neither stored nor found`);
-      }
-      case 'marks_moved':
-        if (round >= MAX_ROUNDS) {
-          throw new ProblemError('service_unavailable', 'the players of this batch are busy; send it again', {
-            headers: { 'retry-after': '1' },
-          });
-        }
-        marks = await readMarks(ctx.db, numberedPlayers(verdicts));
-        break;
-    }
+      return 'judge again';
   }
 }

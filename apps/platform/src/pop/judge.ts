@@ -108,27 +108,11 @@ export function almatyDayOfMs(ms: number): string {
   return day;
 }
 
-function isCanonicalUtc(text: string): boolean {
-  // 'YYYY-MM-DDTHH:MM:SS.sssZ'
-  return (
-    text.length === 24 &&
-    text.charCodeAt(10) === 84 &&
-    text.charCodeAt(19) === 46 &&
-    text.charCodeAt(23) === 90
-  );
-}
-
 /**
  * The instant (epoch milliseconds) of a date-time the record schema has already validated (checkPopRecord: RFC
- * 3339, a day that exists). The canonical UTC form with milliseconds, what players and CMSs send
- * (Date#toISOString), is read by the engine's own ISO parser, exact for that form; any other form (offsets, other
- * fractions) by the protocol's parser.
+ * 3339, a day that exists). parseDateTime reads the canonical UTC form players and CMSs send digit by digit.
  */
 function instantOf(text: string): number {
-  if (isCanonicalUtc(text)) {
-    const ms = Date.parse(text);
-    if (!Number.isNaN(ms)) return ms;
-  }
   return parseDateTime(text)!.getTime();
 }
 
@@ -139,11 +123,16 @@ function refused(reason: RefusalReason, playerKey: string | null = null, seq: nu
 }
 
 /** The verdict of every record as if none were a duplicate. */
-export function judgeRecords(records: readonly unknown[], ctx: JudgeContext): Verdict[] {
+export function judgeRecords(
+  records: readonly unknown[],
+  ctx: JudgeContext,
+  from = 0,
+  to = records.length,
+): Verdict[] {
   const received = ctx.receivedAt.getTime();
-  const verdicts: Verdict[] = new Array(records.length);
-  for (let index = 0; index < records.length; index += 1) {
-    verdicts[index] = judgeOne(records[index], index, ctx, received);
+  const verdicts: Verdict[] = new Array(to - from);
+  for (let index = from; index < to; index += 1) {
+    verdicts[index - from] = judgeOne(records[index], index, ctx, received);
   }
   return verdicts;
 }
@@ -155,7 +144,7 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
   const record = check.record;
   // The one free text of a record that is stored as text: PostgreSQL text cannot hold U+0000, and such a number
   // names no approval. Refused like any record of a bad shape, so that the batch can be stored at all.
-  if (record.approval_number !== undefined && record.approval_number.includes('\u0000')) {
+  if (record.approval_number?.includes('\u0000')) {
     return refused('invalid_record');
   }
   // spec CMS rule 2: "when its player is not mapped or its mapping was removed (reason player_unknown)".
@@ -308,77 +297,114 @@ export interface Settled {
  * below the highest number already taken for their player are not counted again".
  */
 export function settle(verdicts: readonly Verdict[], marks: ReadonlyMap<string, number>): Settled {
-  const current = new Map(marks);
-  const items: PopAnswerItem[] = [];
-  const rows: RecordRow[] = [];
-  const counts: (CountKey & { plays: number; flagged: number })[] = [];
+  const settler = new Settler(marks);
+  settler.add(verdicts);
+  return settler.finish();
+}
+
+type Count = CountKey & { plays: number; flagged: number };
+
+/** settle, verdicts given a part at a time (in body order); `add` gives the rows taken from each part. */
+export class Settler {
+  private readonly current: Map<string, number>;
+  private readonly items: PopAnswerItem[] = [];
+  private readonly rows: RecordRow[] = [];
+  private readonly counts: Count[] = [];
   // Counts by player, day, then approval number (or NUL + slot). A player stands at one structure, so the
   // structure needs no level of its own; no text is built per record.
-  const byPlayer = new Map<string, Map<string, Map<string, CountKey & { plays: number; flagged: number }>>>();
-  let accepted = 0;
-  let duplicates = 0;
-  let refusedCount = 0;
-  let flagged = 0;
-  for (let index = 0; index < verdicts.length; index += 1) {
-    const v = verdicts[index]!;
-    const { playerKey, seq } = v;
-    if (playerKey !== null && seq !== null) {
-      const mark = current.get(playerKey) ?? 0;
-      if (seq <= mark) {
-        duplicates += 1;
-        items.push({ index, status: 'duplicate' });
+  private readonly byPlayer = new Map<string, Map<string, Map<string, Count>>>();
+  private received = 0;
+  private accepted = 0;
+  private duplicates = 0;
+  private refused = 0;
+  private flagged = 0;
+
+  constructor(private readonly marks: ReadonlyMap<string, number>) {
+    this.current = new Map(marks);
+  }
+
+  add(verdicts: readonly Verdict[]): RecordRow[] {
+    const taken: RecordRow[] = [];
+    const current = this.current;
+    const items = this.items;
+    const counts = this.counts;
+    const byPlayer = this.byPlayer;
+    for (const v of verdicts) {
+      // Position in the body: verdicts come in body order, a part after the other.
+      const index = this.received;
+      this.received += 1;
+      const { playerKey, seq } = v;
+      if (playerKey !== null && seq !== null) {
+        const mark = current.get(playerKey) ?? 0;
+        if (seq <= mark) {
+          this.duplicates += 1;
+          items.push({ index, status: 'duplicate' });
+          continue;
+        }
+        current.set(playerKey, seq);
+      }
+      if (v.status === 'refused') {
+        this.refused += 1;
+        items.push({ index, status: 'refused', reason: v.reason });
         continue;
       }
-      current.set(playerKey, seq);
-    }
-    if (v.status === 'refused') {
-      refusedCount += 1;
-      items.push({ index, status: 'refused', reason: v.reason });
-      continue;
-    }
-    accepted += 1;
-    rows.push(v);
-    const isFlagged = v.flags.length > 0;
-    if (isFlagged) {
-      flagged += 1;
-      items.push({ index, status: 'flagged', flags: v.flags });
-    }
-    if (v.kind === 'play') {
-      let byDay = byPlayer.get(v.playerKey);
-      if (!byDay) byPlayer.set(v.playerKey, (byDay = new Map()));
-      let byLabel = byDay.get(v.day);
-      if (!byLabel) byDay.set(v.day, (byLabel = new Map()));
-      const label = v.approvalNumber ?? `\u0000${v.slot}`;
-      let count = byLabel.get(label);
-      if (!count) {
-        count = {
-          playerKey: v.playerKey,
-          structureId: v.structureId,
-          day: v.day,
-          approvalNumber: v.approvalNumber,
-          slot: v.slot,
-          sortKey: `${v.playerKey}\u0000${v.day}\u0000${v.structureId}\u0000${v.approvalNumber ?? ''}\u0000${v.slot ?? ''}`,
-          plays: 0,
-          flagged: 0,
-        };
-        byLabel.set(label, count);
-        counts.push(count);
+      this.accepted += 1;
+      taken.push(v);
+      const isFlagged = v.flags.length > 0;
+      if (isFlagged) {
+        this.flagged += 1;
+        items.push({ index, status: 'flagged', flags: v.flags });
       }
-      count.plays += 1;
-      if (isFlagged) count.flagged += 1;
+      if (v.kind === 'play') {
+        let byDay = byPlayer.get(v.playerKey);
+        if (!byDay) {
+          byDay = new Map();
+          byPlayer.set(v.playerKey, byDay);
+        }
+        let byLabel = byDay.get(v.day);
+        if (!byLabel) {
+          byLabel = new Map();
+          byDay.set(v.day, byLabel);
+        }
+        const label = v.approvalNumber ?? `\u0000${v.slot}`;
+        let count = byLabel.get(label);
+        if (!count) {
+          count = {
+            playerKey: v.playerKey,
+            structureId: v.structureId,
+            day: v.day,
+            approvalNumber: v.approvalNumber,
+            slot: v.slot,
+            sortKey: `${v.playerKey}\u0000${v.day}\u0000${v.structureId}\u0000${v.approvalNumber ?? ''}\u0000${v.slot ?? ''}`,
+            plays: 0,
+            flagged: 0,
+          };
+          byLabel.set(label, count);
+          counts.push(count);
+        }
+        count.plays += 1;
+        if (isFlagged) count.flagged += 1;
+      }
     }
+    for (const row of taken) this.rows.push(row);
+    return taken;
   }
-  const moved = new Map<string, number>();
-  for (const [key, seq] of current) if (seq !== (marks.get(key) ?? 0)) moved.set(key, seq);
-  return {
-    received: verdicts.length,
-    accepted,
-    duplicates,
-    refused: refusedCount,
-    flagged,
-    items,
-    rows,
-    counts,
-    highWater: moved,
-  };
+
+  finish(): Settled {
+    const current = this.current;
+    const marks = this.marks;
+    const moved = new Map<string, number>();
+    for (const [key, seq] of current) if (seq !== (marks.get(key) ?? 0)) moved.set(key, seq);
+    return {
+      received: this.received,
+      accepted: this.accepted,
+      duplicates: this.duplicates,
+      refused: this.refused,
+      flagged: this.flagged,
+      items: this.items,
+      rows: this.rows,
+      counts: this.counts,
+      highWater: moved,
+    };
+  }
 }

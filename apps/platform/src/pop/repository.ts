@@ -1,7 +1,15 @@
 import type { PopAnswer } from '@ooh/protocol';
 import type { Db, DbClient } from '../db/pool.js';
-import { BinaryCopyWriter, copyFrom } from './copy.js';
-import type { ApprovalFacts, CountKey, Player, Settled } from './judge.js';
+import { BinaryCopyWriter, CopyStream, copyFrom } from './copy.js';
+import {
+  type ApprovalFacts,
+  type CountKey,
+  type Player,
+  type RecordRow,
+  type Settled,
+  Settler,
+  type Verdict,
+} from './judge.js';
 
 /** A batch already stored under (owner, batch_seq). */
 export interface StoredBatch {
@@ -148,6 +156,20 @@ export interface MappedPlayer extends Player {
   highWaterSeq: number;
 }
 
+/**
+ * SQL: seconds until the buckets named by the four array parameters would all hold their cost at `at` (0: now),
+ * read without taking or locking anything. The arithmetic of pop_take_tokens (020_pop.sql).
+ */
+const rateLook = (keys: string, capacities: string, perSecond: string, costs: string, at: string) => `(
+  SELECT coalesce(max(CASE WHEN have + 1e-9 < t.cost THEN (t.cost - have) / t.per_second ELSE 0 END), 0)
+    FROM unnest(${keys}::text[], ${capacities}::float8[], ${perSecond}::float8[], ${costs}::float8[])
+         AS t(key, capacity, per_second, cost)
+    LEFT JOIN pop_rate_buckets rb ON rb.bucket_key = t.key,
+         LATERAL (SELECT CASE WHEN rb.bucket_key IS NULL THEN t.capacity
+                              ELSE least(t.capacity, rb.tokens + t.per_second
+                                         * greatest(0, extract(epoch FROM (${at}::timestamptz - rb.updated_at))))
+                         END AS have) AS h)`;
+
 export interface SourceForBatch {
   id: string;
   organisationId: string;
@@ -159,6 +181,10 @@ export interface SourceForBatch {
   /** Mapped players (removed mappings left out: spec "player_unknown") by external id, with their marks. */
   players: Map<string, MappedPlayer>;
   approvals: Map<string, ApprovalFacts>;
+  /** Seconds until the rate buckets would take this batch (0: now), looked at without taking tokens. */
+  rateWait: number;
+  /** A batch number taken for this batch, so its records can be written before the batch row. */
+  nextBatchId: number;
 }
 
 /** A CMS installation, its keys by state at `now`, its batch under `batchSeq`, the players and approvals named. */
@@ -171,6 +197,7 @@ export async function findSourceForBatch(
     graceMs: number;
     externalIds: readonly string[];
     approvalNumbers: readonly string[];
+    buckets: readonly Bucket[];
   },
 ): Promise<SourceForBatch | null> {
   const { rows } = await db.query<{
@@ -182,6 +209,8 @@ export async function findSourceForBatch(
     existing_answer: PopAnswer | null;
     players: { e: string; s: string; c: string; h: number | null }[] | null;
     approvals: ApprovalJson[] | null;
+    rate_wait: number;
+    next_batch_id: number;
   }>({
     name: 'pop-source-for-batch',
     text: `SELECT i.id, i.organisation_id,
@@ -205,7 +234,9 @@ export async function findSourceForBatch(
               '$6',
               `ARRAY(SELECT m.structure_id FROM cms_players m
                       WHERE m.installation_id = i.id AND m.external_id = ANY($5::text[]) AND m.removed_at IS NULL)`,
-            )} AS approvals
+            )} AS approvals,
+            ${rateLook('$7', '$8', '$9', '$10', '$3')} AS rate_wait,
+            nextval(pg_get_serial_sequence('pop_batches', 'id')) AS next_batch_id
        FROM cms_installations i
        LEFT JOIN pop_batches b ON b.owner = 'source:' || i.id::text AND b.batch_seq = $2
       WHERE i.id = $1`,
@@ -216,6 +247,10 @@ export async function findSourceForBatch(
       args.graceMs,
       args.externalIds,
       args.approvalNumbers,
+      args.buckets.map((b) => b.key),
+      args.buckets.map((b) => b.capacity),
+      args.buckets.map((b) => b.perSecond),
+      args.buckets.map((b) => b.cost),
     ],
   });
   const row = rows[0];
@@ -238,6 +273,8 @@ export async function findSourceForBatch(
       row.existing_sha256 === null ? null : { bodySha256: row.existing_sha256, answer: row.existing_answer! },
     players,
     approvals: approvalsFrom(row.approvals),
+    rateWait: row.rate_wait,
+    nextBatchId: row.next_batch_id,
   };
 }
 
@@ -332,106 +369,103 @@ const RECORD_FIELDS = 22;
 /** The COPY statement of the taken records (recordsCopyData). */
 export const COPY_RECORDS_SQL = `COPY pop_records (${RECORD_COLUMNS}) FROM STDIN (FORMAT binary)`;
 
+interface StoreArgs {
+  batch: NewBatch;
+  settled: Settled;
+  /** The marks the judgement read (0 for a player without a row). */
+  readMarks: ReadonlyMap<string, number>;
+  buckets: readonly Bucket[];
+  /** A legacy batch is stored only while the owner has no service.pop/1 batch (checked again here). */
+  legacy: boolean;
+}
+
+const byKey = (a: Bucket, b: Bucket) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+
 /**
- * Stores a batch, its taken records, the counts and the moved high-water marks atomically, after taking its rate
- * tokens, or nothing at all. The marks are compared and set in the same statement (each row locked in key order):
- * if another instance moved one after it was read, the statement aborts and the caller judges again, so a mark
- * is exact across instances without holding locks while judging. The records follow by COPY in the same
- * transaction.
+ * In an open transaction: the statement that stores the batch row, the counts and the moved marks (STORE_SQL),
+ * given `id` or a new number; 'stored' when all of it was written.
  */
-export async function storeBatch(
-  db: Db,
-  args: {
-    batch: NewBatch;
-    settled: Settled;
-    /** The marks the judgement read (0 for a player without a row). */
-    readMarks: ReadonlyMap<string, number>;
-    buckets: readonly Bucket[];
-    /** A legacy batch is stored only while the owner has no service.pop/1 batch (checked again here). */
-    legacy: boolean;
-  },
-): Promise<StoreResult> {
+async function runStoreStatement(client: DbClient, args: StoreArgs, id: number | null): Promise<StoreResult> {
   const { batch, settled } = args;
-  const buckets = [...args.buckets].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const buckets = [...args.buckets].sort(byKey);
   const moved = [...settled.highWater.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const counts = [...settled.counts].sort((a, b) => compareCountKeys(a, b));
-  const params: unknown[] = [
-    batch.owner,
-    batch.batchSeq,
-    batch.channel,
-    batch.body,
-    batch.bodySha256,
-    batch.receivedAt,
-    batch.receiveDay,
-    batch.recordCount,
-    batch.answer,
-    batch.attested,
-    args.legacy,
-    buckets.map((b) => b.key),
-    buckets.map((b) => b.capacity),
-    buckets.map((b) => b.perSecond),
-    buckets.map((b) => b.cost),
-    // Marks and counts as JSON (one parameter each): a CMS batch has hundreds of count rows, and pg's array
-    // literals are escaped element by element.
-    JSON.stringify(moved.map(([key, seq]) => ({ k: key, e: args.readMarks.get(key) ?? 0, s: seq }))),
-    JSON.stringify(
-      counts.map((c) => ({
-        k: c.playerKey,
-        t: c.structureId,
-        d: c.day,
-        a: c.approvalNumber,
-        l: c.slot,
-        p: c.plays,
-        f: c.flagged,
-      })),
-    ),
-  ];
+  const {
+    rows: [row],
+  } = await client.query<{ wait: number; id: number | null }>({
+    name: 'pop-store-batch',
+    text: STORE_SQL,
+    values: [
+      batch.owner,
+      batch.batchSeq,
+      batch.channel,
+      batch.body,
+      batch.bodySha256,
+      batch.receivedAt,
+      batch.receiveDay,
+      batch.recordCount,
+      batch.answer,
+      batch.attested,
+      args.legacy,
+      buckets.map((b) => b.key),
+      buckets.map((b) => b.capacity),
+      buckets.map((b) => b.perSecond),
+      buckets.map((b) => b.cost),
+      // Marks and counts as JSON (one parameter each): a CMS batch has hundreds of count rows, and pg's array
+      // literals are escaped element by element.
+      JSON.stringify(moved.map(([key, seq]) => ({ k: key, e: args.readMarks.get(key) ?? 0, s: seq }))),
+      JSON.stringify(
+        counts.map((c) => ({
+          k: c.playerKey,
+          t: c.structureId,
+          d: c.day,
+          a: c.approvalNumber,
+          l: c.slot,
+          p: c.plays,
+          f: c.flagged,
+        })),
+      ),
+      id,
+    ],
+  });
+  return row!.wait > 0
+    ? { kind: 'rate_limited', wait: row!.wait }
+    : row!.id === null
+      ? { kind: 'taken' }
+      : { kind: 'stored', id: row!.id };
+}
+
+/**
+ * In an open transaction, last before COMMIT: takes the batch's rate tokens. Their bucket rows (one per
+ * organisation is shared by all its installations) stay locked until the COMMIT that follows at once.
+ */
+async function takeTokens(client: DbClient, buckets: readonly Bucket[], at: Date): Promise<number> {
+  const sorted = [...buckets].sort(byKey);
+  const {
+    rows: [taken],
+  } = await client.query<{ wait: number }>({
+    name: 'pop-take-tokens',
+    text: 'SELECT pop_take_tokens($1::text[], $2::float8[], $3::float8[], $4::float8[], $5) AS wait',
+    values: [
+      sorted.map((b) => b.key),
+      sorted.map((b) => b.capacity),
+      sorted.map((b) => b.perSecond),
+      sorted.map((b) => b.cost),
+      at,
+    ],
+  });
+  return taken!.wait;
+}
+
+/** Runs `work` in a transaction on its own client; a moved mark (PHWM1) is the result marks_moved. */
+async function inTransaction(db: Db, work: (client: DbClient) => Promise<StoreResult>): Promise<StoreResult> {
   const client = await db.connect();
   let broken = false;
   try {
     await client.query('BEGIN');
     try {
-      const {
-        rows: [row],
-      } = await client.query<{ wait: number; id: number | null }>({
-        name: 'pop-store-batch',
-        text: STORE_SQL,
-        values: params,
-      });
-      const result: StoreResult =
-        row!.wait > 0
-          ? { kind: 'rate_limited', wait: row!.wait }
-          : row!.id === null
-            ? { kind: 'taken' }
-            : { kind: 'stored', id: row!.id };
-      if (result.kind !== 'stored') {
-        await client.query('ROLLBACK');
-        return result;
-      }
-      if (settled.rows.length > 0) {
-        await copyFrom(client, COPY_RECORDS_SQL, [recordsCopyData([{ batchId: result.id, batch, settled }])]);
-      }
-      // The tokens are taken last: their bucket rows (one per organisation is shared by all its installations)
-      // stay locked until COMMIT, which now follows at once instead of after the COPY.
-      const {
-        rows: [taken],
-      } = await client.query<{ wait: number }>({
-        name: 'pop-take-tokens',
-        text: 'SELECT pop_take_tokens($1::text[], $2::float8[], $3::float8[], $4::float8[], $5) AS wait',
-        values: [
-          buckets.map((b) => b.key),
-          buckets.map((b) => b.capacity),
-          buckets.map((b) => b.perSecond),
-          buckets.map((b) => b.cost),
-          batch.receivedAt,
-        ],
-      });
-      if (taken!.wait > 0) {
-        // Spent since the look at the statement's start (another batch took them): nothing is stored.
-        await client.query('ROLLBACK');
-        return { kind: 'rate_limited', wait: taken!.wait };
-      }
-      await client.query('COMMIT');
+      const result = await work(client);
+      await client.query(result.kind === 'stored' ? 'COMMIT' : 'ROLLBACK');
       return result;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => {
@@ -446,6 +480,96 @@ export async function storeBatch(
   } finally {
     client.release(broken);
   }
+}
+
+/**
+ * Stores a batch, its taken records, the counts and the moved high-water marks atomically, after taking its rate
+ * tokens, or nothing at all. The marks are compared and set in the same statement (each row locked in key order):
+ * if another instance moved one after it was read, the statement aborts and the caller judges again, so a mark
+ * is exact across instances without holding locks while judging. The records follow by COPY, then the tokens are
+ * taken (a look at them at the statement's start refuses a batch over the limit before it costs more).
+ */
+export function storeBatch(db: Db, args: StoreArgs): Promise<StoreResult> {
+  return inTransaction(db, async (client) => {
+    const result = await runStoreStatement(client, args, null);
+    if (result.kind !== 'stored') return result;
+    if (args.settled.rows.length > 0) {
+      await copyFrom(client, COPY_RECORDS_SQL, [
+        recordsCopyData([{ batchId: result.id, batch: args.batch, settled: args.settled }]),
+      ]);
+    }
+    const wait = await takeTokens(client, args.buckets, args.batch.receivedAt);
+    // Spent since the look (another batch took them): nothing is stored.
+    return wait > 0 ? { kind: 'rate_limited', wait } : result;
+  });
+}
+
+/** Records judged a part at a time while the previous part is being copied (storeBatchStreaming). */
+const STREAM_PART = 2000;
+
+/**
+ * storeBatch for a large batch whose number was taken beforehand (`batchId`): its records are judged a part at a
+ * time and each part is sent to a COPY at once, so PostgreSQL writes the first parts while the platform judges
+ * the next; the batch row, marks and counts follow when all are judged, then the tokens, in one transaction as
+ * in storeBatch. The marks are those the judgement reads (`readMarks`); gives the settled batch and its answer.
+ */
+export async function storeBatchStreaming(
+  db: Db,
+  args: {
+    batchId: number;
+    batch: Omit<NewBatch, 'answer'>;
+    records: number;
+    judge: (from: number, to: number) => Verdict[];
+    readMarks: ReadonlyMap<string, number>;
+    buckets: readonly Bucket[];
+    legacy: boolean;
+    answerOf: (settled: Settled) => PopAnswer;
+  },
+): Promise<{ result: StoreResult; settled: Settled; answer: PopAnswer }> {
+  const settler = new Settler(args.readMarks);
+  let settled: Settled | null = null;
+  let answer: PopAnswer | null = null;
+  const result = await inTransaction(db, async (client) => {
+    const copy = new CopyStream(COPY_RECORDS_SQL);
+    copy.start(client);
+    try {
+      const out = new BinaryCopyWriter(STREAM_PART * 320);
+      for (let from = 0; from < args.records; from += STREAM_PART) {
+        const rows = settler.add(args.judge(from, Math.min(args.records, from + STREAM_PART)));
+        writeRecordRows(out, args.batchId, args.batch, rows);
+        copy.push(out.drain(STREAM_PART * 320));
+        // The socket takes the part, and other requests get their turn, while the server copies it.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      copy.push(out.finish());
+      copy.end();
+    } catch (error) {
+      copy.fail('the batch could not be judged');
+      await copy.done.catch(() => {});
+      throw error;
+    }
+    await copy.done;
+    settled = settler.finish();
+    answer = args.answerOf(settled);
+    const stored = await runStoreStatement(
+      client,
+      {
+        batch: { ...args.batch, answer },
+        settled,
+        readMarks: args.readMarks,
+        buckets: args.buckets,
+        legacy: args.legacy,
+      },
+      args.batchId,
+    );
+    if (stored.kind !== 'stored') return stored;
+    const wait = await takeTokens(client, args.buckets, args.batch.receivedAt);
+    return wait > 0 ? { kind: 'rate_limited', wait } : stored;
+  });
+  // The judgement of the records not reached (an error before the end) is not needed: the caller judges again.
+  settled ??= settler.finish();
+  answer ??= args.answerOf(settled);
+  return { result, settled, answer };
 }
 
 /** The one order in which count rows are locked by every writer (no deadlock between instances). */
@@ -463,34 +587,41 @@ export function recordsCopyData(
   let rows = 0;
   for (const b of batches) rows += b.settled.rows.length;
   const out = new BinaryCopyWriter(rows * 320 + 64);
-  for (const { batchId, batch, settled } of batches) {
-    for (const r of settled.rows) {
-      out.row(RECORD_FIELDS);
-      out.date(batch.receiveDay);
-      out.int64(batchId);
-      out.int32(r.index);
-      out.text(r.playerKey);
-      out.uuid(r.structureId);
-      out.text(r.kind);
-      r.seq === null ? out.null() : out.int64(r.seq);
-      out.date(r.day);
-      r.approvalNumber === null ? out.null() : out.text(r.approvalNumber);
-      r.slot === null ? out.null() : out.text(r.slot);
-      r.mediaSha256 === null ? out.null() : out.text(r.mediaSha256);
-      r.startAt === null ? out.null() : out.timestamp(r.startAt);
-      r.endAt === null ? out.null() : out.timestamp(r.endAt);
-      r.durationMs === null ? out.null() : out.int64(r.durationMs);
-      r.at === null ? out.null() : out.timestamp(r.at);
-      out.bool(batch.attested);
-      out.textArray(r.flags);
-      r.screenPower === null ? out.null() : out.text(r.screenPower);
-      r.code === null ? out.null() : out.text(r.code);
-      r.playId === null ? out.null() : out.text(r.playId);
-      r.src === null ? out.null() : out.text(r.src);
-      r.detail === null ? out.null() : out.text(r.detail);
-    }
-  }
+  for (const { batchId, batch, settled } of batches) writeRecordRows(out, batchId, batch, settled.rows);
   return out.finish();
+}
+
+function writeRecordRows(
+  out: BinaryCopyWriter,
+  batchId: number,
+  batch: Pick<NewBatch, 'receiveDay' | 'attested'>,
+  rows: readonly RecordRow[],
+): void {
+  for (const r of rows) {
+    out.row(RECORD_FIELDS);
+    out.date(batch.receiveDay);
+    out.int64(batchId);
+    out.int32(r.index);
+    out.text(r.playerKey);
+    out.uuid(r.structureId);
+    out.text(r.kind);
+    r.seq === null ? out.null() : out.int64(r.seq);
+    out.date(r.day);
+    r.approvalNumber === null ? out.null() : out.text(r.approvalNumber);
+    r.slot === null ? out.null() : out.text(r.slot);
+    r.mediaSha256 === null ? out.null() : out.text(r.mediaSha256);
+    r.startAt === null ? out.null() : out.timestamp(r.startAt);
+    r.endAt === null ? out.null() : out.timestamp(r.endAt);
+    r.durationMs === null ? out.null() : out.int64(r.durationMs);
+    r.at === null ? out.null() : out.timestamp(r.at);
+    out.bool(batch.attested);
+    out.textArray(r.flags);
+    r.screenPower === null ? out.null() : out.text(r.screenPower);
+    r.code === null ? out.null() : out.text(r.code);
+    r.playId === null ? out.null() : out.text(r.playId);
+    r.src === null ? out.null() : out.text(r.src);
+    r.detail === null ? out.null() : out.text(r.detail);
+  }
 }
 
 // One statement: a look at the rate tokens (without taking them: a batch over the limit costs no more than this
@@ -499,16 +630,11 @@ export function recordsCopyData(
 // (owner, batch_seq) is taken.
 const STORE_SQL = `
 WITH rate AS (
-  SELECT coalesce(max(CASE WHEN have + 1e-9 < t.cost THEN (t.cost - have) / t.per_second ELSE 0 END), 0) AS wait
-    FROM unnest($12::text[], $13::float8[], $14::float8[], $15::float8[]) AS t(key, capacity, per_second, cost)
-    LEFT JOIN pop_rate_buckets b ON b.bucket_key = t.key,
-         LATERAL (SELECT CASE WHEN b.bucket_key IS NULL THEN t.capacity
-                              ELSE least(t.capacity, b.tokens + t.per_second
-                                         * greatest(0, extract(epoch FROM ($6::timestamptz - b.updated_at))))
-                         END AS have) AS h
+  SELECT ${rateLook('$12', '$13', '$14', '$15', '$6')} AS wait
 ), batch AS (
-  INSERT INTO pop_batches (owner, batch_seq, channel, body, body_sha256, received_at, receive_day, record_count, answer)
-  SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9
+  INSERT INTO pop_batches (id, owner, batch_seq, channel, body, body_sha256, received_at, receive_day, record_count,
+                           answer)
+  SELECT coalesce($18::bigint, nextval(pg_get_serial_sequence('pop_batches', 'id'))), $1, $2, $3, $4, $5, $6, $7, $8, $9
    WHERE (SELECT wait FROM rate) = 0
      AND NOT ($11 AND EXISTS (SELECT 1 FROM pop_batches x WHERE x.owner = $1 AND x.channel IN ('agent', 'cert')))
   ON CONFLICT (owner, batch_seq) DO NOTHING

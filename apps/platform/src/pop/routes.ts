@@ -301,6 +301,12 @@ export const popFeature: Feature = {
             // Mapped ids never hold U+0000 (nor can a query parameter): such a player is player_unknown.
             if (typeof player === 'string' && !player.includes('\u0000')) externalIds.add(player);
           }
+          const buckets = cmsBuckets({
+            installationId: batch.sourceId,
+            keyId: principal.id,
+            organisationId: principal.organisation.id,
+            records: batch.records.length,
+          });
           const source = await findSourceForBatch(ctx.db, {
             installationId: batch.sourceId,
             batchSeq: batch.batchSeq,
@@ -308,6 +314,7 @@ export const popFeature: Feature = {
             graceMs: CMS_KEY_GRACE_MS,
             externalIds: [...externalIds],
             approvalNumbers: approvalNumbersOf(batch.records),
+            buckets,
           });
           if (!source || source.organisationId !== principal.organisation.id) {
             throw new ProblemError(
@@ -341,12 +348,9 @@ export const popFeature: Feature = {
             // spec rule 3: "Counts are stored on the mapped player as attested plays".
             attested: true,
             receivedAt,
-            buckets: cmsBuckets({
-              installationId: source.id,
-              keyId: principal.id,
-              organisationId: principal.organisation.id,
-              records: batch.records.length,
-            }),
+            buckets,
+            rateWait: source.rateWait,
+            streamBatchId: source.nextBatchId,
             playerOf: (record) =>
               record.player === undefined ? null : (source.players.get(record.player) ?? null),
             marks: new Map([...source.players.values()].map((p) => [p.key, p.highWaterSeq])),
