@@ -58,7 +58,6 @@ export async function startE2ePlatform(args: {
   /** The clock runs on from `now` at real speed (a real site) instead of standing still between steps. */
   running?: boolean;
 }): Promise<E2ePlatform> {
-  for (const [name, value] of Object.entries(args.env ?? {})) process.env[name] = value;
   const database = await createTestDatabase();
   const clock = new TestClock(args.now, { frozen: args.running !== true });
   const ports = await freeHostPorts();
@@ -66,6 +65,8 @@ export async function startE2ePlatform(args: {
   mkdirSync(dataDir, { recursive: true });
   const config = loadConfig({
     env: {
+      ...process.env,
+      ...args.env,
       API_PORT: String(ports.api),
       AGENTS_PORT: String(ports.agents),
       DEVICES_PORT: String(ports.devices),

@@ -20,9 +20,11 @@ let site: { id: string; code: string }[];
 beforeAll(async () => {
   dataDir = await mkdtemp(path.join(os.tmpdir(), 'ooh-flow-'));
   // The limit is configurable (MEDIA_MAX_BYTES); a small one keeps the 413 cases cheap.
-  process.env['MEDIA_MAX_BYTES'] = String(LIMIT);
-  p = await startTestPlatform({ dataDir, now: new Date('2026-11-20T16:30:00+05:00') });
-  delete process.env['MEDIA_MAX_BYTES'];
+  p = await startTestPlatform({
+    dataDir,
+    now: new Date('2026-11-20T16:30:00+05:00'),
+    config: { settings: { MEDIA_MAX_BYTES: String(LIMIT) } },
+  });
   operator = await organisation(p, 'operator');
   other = await organisation(p, 'operator');
   site = await structures(p, operator.id, 2);
