@@ -4,10 +4,10 @@
  * platform spends serving it.
  *
  * A platform of its own runs as a child process (embedded PostgreSQL, real clock); the players run the real agent
- * core in two child processes. The fleet grows in steps (BENCH_FLEET_SIZES, default 100,500,1000,2000,5000,10000);
+ * core in two child processes. The fleet grows in steps (BENCH_FLEET_SIZES, default 1000,2000,...,6000,8000,10000);
  * at each size, after a warm-up, plays shown are counted over a window and compared with N / 15 s. The ladder stops
  * at the first size that falls below 90 % of the pace, or when the time budget is spent (BENCH_FLEET_BUDGET_S,
- * default 300 s). CPU and memory of the platform process, its PostgreSQL and the fleet processes are read from /proc. Setting a player up (enrolment, and the agent verifying its envelopes at start)
+ * default 720 s). CPU and memory of the platform process, its PostgreSQL and the fleet processes are read from /proc. Setting a player up (enrolment, and the agent verifying its envelopes at start)
  * costs tens of milliseconds here, so within the budget the ladder may end before the target: the figures per size
  * say how far it got and at what cost.
  */
@@ -79,8 +79,10 @@ function sample(match: (process: ProcInfo, all: ProcInfo[]) => boolean): Process
 }
 
 export async function run(): Promise<Record<string, number>> {
-  const sizes = (process.env['BENCH_FLEET_SIZES'] ?? '100,500,1000,2000,5000,10000').split(',').map(Number);
-  const budgetMs = Number(process.env['BENCH_FLEET_BUDGET_S'] ?? 300) * 1000;
+  const sizes = (process.env['BENCH_FLEET_SIZES'] ?? '1000,2000,3000,4000,5000,6000,8000,10000')
+    .split(',')
+    .map(Number);
+  const budgetMs = Number(process.env['BENCH_FLEET_BUDGET_S'] ?? 720) * 1000;
   const began = performance.now();
   const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), 'ooh-fleet-bench-'));
   // The embedded PostgreSQL may run as another user (when started by root): let it reach its folder.
