@@ -46,6 +46,21 @@ describe('scenario rules', () => {
     expect(() => selectPlayers('#6', 5)).toThrow(/does not exist/);
   });
 
+  test('a selector that names nobody is refused, not silently empty or cut short', () => {
+    expect(() => selectPlayers('#4-#2', 5)).toThrow(/not a player selector/);
+    expect(() => selectPlayers(6, 5)).toThrow(/does not exist/);
+    expect(selectPlayers(5, 5)).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  test('a clock step set_to a date-time is checked by the loader alone (formats registered)', () => {
+    const clock = (set_to: string) => ({
+      ...base,
+      steps: [{ at: '1h', action: 'clock', players: '#1', set_to }],
+    });
+    expect(parseScenario(clock('1970-01-01T00:00:00Z')).steps).toHaveLength(1);
+    expect(() => parseScenario(clock('yesterday'))).toThrow(ScenarioError);
+  });
+
   test('what the schema refuses: unknown fields, bad durations, unknown actions', () => {
     expect(() => parseScenario({ ...base, extra: true })).toThrow(ScenarioError);
     expect(() => parseScenario({ ...base, time: { duration: 'two hours' } })).toThrow(ScenarioError);

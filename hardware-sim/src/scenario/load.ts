@@ -26,12 +26,17 @@ export function parseDuration(text: string): number {
 export function selectPlayers(selector: 'all' | number | string | string[], count: number): number[] {
   const all = Array.from({ length: count }, (_, i) => i + 1);
   if (selector === 'all') return all;
-  if (typeof selector === 'number') return all.slice(0, selector);
+  // A count above the fleet, or a range backwards, would otherwise name fewer players (or none) in silence.
+  if (typeof selector === 'number') {
+    if (selector > count) throw new Error(`player #${selector} does not exist (1-${count})`);
+    return all.slice(0, selector);
+  }
   const numbers = (Array.isArray(selector) ? selector : [selector]).flatMap((item) => {
     const range = /^#(\d+)(?:-#(\d+))?$/.exec(item);
     if (!range) throw new Error(`not a player selector: "${item}"`);
     const from = Number(range[1]);
     const to = range[2] ? Number(range[2]) : from;
+    if (to < from) throw new Error(`not a player selector: "${item}" (range backwards)`);
     return Array.from({ length: to - from + 1 }, (_, i) => from + i);
   });
   for (const n of numbers)

@@ -1,4 +1,6 @@
 import { type Static, type TProperties, Type } from '@sinclair/typebox';
+// Registers the 'date-time' format (clock set_to): TypeBox refuses a format nobody registered.
+import '@ooh/protocol';
 
 /**
  * The scenario file format (JSON; YAML would need a parser the project does not install). Durations are strings
