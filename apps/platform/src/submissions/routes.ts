@@ -93,7 +93,7 @@ export const submissionsFeature: Feature = {
       async (request) => {
         const principal = principalOf(request);
         const state = typeof request.query.state === 'string' ? request.query.state : null;
-        const limit = Math.min(Math.max(Number(request.query.limit) || 500, 1), 2000);
+        const limit = Math.min(Math.max(Math.trunc(Number(request.query.limit)) || 500, 1), 2000);
         const { rows } = await ctx.db.query<SubmissionRow>(
           `SELECT ${SUBMISSION_COLUMNS} FROM submissions
             WHERE ($1::uuid IS NULL OR organisation_id = $1) AND ($2::text IS NULL OR state = $2)

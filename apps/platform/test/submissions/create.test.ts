@@ -293,5 +293,9 @@ describe('lists for pickers and queues', () => {
     expect(all.json().items.length).toBeGreaterThan(ops.json().items.length);
     const none = await apiCall(p.servers.api, operator.key, 'GET', '/api/v1/submissions?state=approved');
     expect(none.json().items.filter((s: { state: string }) => s.state !== 'approved')).toEqual([]);
+    // A fractional limit is taken as its whole part, not handed to PostgreSQL (which refused it with a 500).
+    const fractional = await apiCall(p.servers.api, operator.key, 'GET', '/api/v1/submissions?limit=2.5');
+    expect(fractional.statusCode).toBe(200);
+    expect(fractional.json().items).toHaveLength(2);
   });
 });
