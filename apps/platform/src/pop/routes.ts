@@ -32,6 +32,13 @@ const READ_POP: RouteAuth = {
   ],
 };
 
+/**
+ * Query fields that reach PostgreSQL: ajv's "date" takes year 0000, which PostgreSQL's date refuses, and
+ * PostgreSQL text holds no U+0000; either would otherwise answer 500 instead of 422.
+ */
+const QueryDate = () => Type.String({ format: 'date', pattern: '^(?!0000-)' });
+const queryText = (maxLength: number) => Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000]*$' });
+
 /** spec rule 7: "A key rotated out stays accepted for 24 hours after the new one was registered". */
 const CMS_KEY_GRACE_MS = LIMITS.cmsKeyRotationGraceHours * 3600 * 1000;
 const TS_TOLERANCE_MS = LIMITS.agentTsToleranceSeconds * 1000;
@@ -371,11 +378,11 @@ export const popFeature: Feature = {
         schema: {
           querystring: Type.Object(
             {
-              from: Type.Optional(Type.String({ format: 'date' })),
-              to: Type.Optional(Type.String({ format: 'date' })),
+              from: Type.Optional(QueryDate()),
+              to: Type.Optional(QueryDate()),
               structure_id: Type.Optional(Type.String({ format: 'uuid' })),
-              approval_number: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-              player: Type.Optional(Type.String({ minLength: 1, maxLength: 300 })),
+              approval_number: Type.Optional(queryText(100)),
+              player: Type.Optional(queryText(300)),
             },
             { additionalProperties: false },
           ),
@@ -411,10 +418,7 @@ export const popFeature: Feature = {
       {
         config: { auth: READ_POP },
         schema: {
-          querystring: Type.Object(
-            { from: Type.String({ format: 'date' }), to: Type.String({ format: 'date' }) },
-            { additionalProperties: false },
-          ),
+          querystring: Type.Object({ from: QueryDate(), to: QueryDate() }, { additionalProperties: false }),
         },
       },
       async (request) => {

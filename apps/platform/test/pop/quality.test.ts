@@ -46,3 +46,23 @@ test('GET /api/v1/console/pop/quality: flagged records by flag and refused ones 
   );
   expect(operator.statusCode).toBe(403);
 });
+
+test('console pop queries answer 422 problem+json, never 500, for a day or a name PostgreSQL cannot hold', async () => {
+  const urls = [
+    // ajv's "date" takes year 0000, which PostgreSQL's date refuses.
+    '/api/v1/console/pop/quality?from=0000-01-01&to=2026-01-01',
+    '/api/v1/console/pop/counts?from=0000-01-01',
+    '/api/v1/console/pop/counts?to=0000-12-31',
+    // PostgreSQL text holds no U+0000.
+    '/api/v1/console/pop/counts?player=%00abc',
+    '/api/v1/console/pop/counts?approval_number=A%00',
+  ];
+  for (const url of urls) {
+    const res = await apiCall(p.servers.api, p.adminKey, 'GET', url);
+    expect(res.statusCode, `${url}: ${res.body}`).toBe(422);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.json().code).toBe('validation_failed');
+  }
+  const fine = await apiCall(p.servers.api, p.adminKey, 'GET', '/api/v1/console/pop/counts?from=0001-01-01');
+  expect(fine.statusCode, fine.body).toBe(200);
+});
