@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { RouteAuth } from '../auth/principal.js';
 import type { Feature } from '../features.js';
 import { validationFailed } from '../http/problem.js';
-import { startTicker } from '../open-data/ticker.js';
+import { startTicker } from '../shared/ticker.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 import { checkDeclaredVsActual } from './declared-vs-actual.js';

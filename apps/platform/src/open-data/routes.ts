@@ -18,7 +18,7 @@ import {
   setRules,
   structureCodes,
 } from './repository.js';
-import { startTicker } from './ticker.js';
+import { startTicker } from '../shared/ticker.js';
 
 const CONSOLE_READ: RouteAuth = {
   anyOf: [

@@ -1,6 +1,7 @@
 import { almatyDate } from '@ooh/protocol';
 import type { PlatformContext } from '../context.js';
 import { digestEndedLedgerDays } from '../ledger/digest.js';
+import { startTicker } from '../shared/ticker.js';
 import { recordFirstDay, type SealRow } from './repository.js';
 import { sealEndedDays } from './seal.js';
 
@@ -28,41 +29,16 @@ export async function runSealScheduler(
 }
 
 /**
- * Runs the scheduler now and then every `intervalMs` through a chain of short timers (never one long timer: the
- * clock is injected and may jump). Returns a stop function that waits for a pass under way.
+ * Runs the scheduler now and then every `intervalMs` (a chain of short timers, never one long timer: the clock is
+ * injected and may jump). Returns a stop function that waits for a pass under way.
  */
 export function startSealScheduler(
   ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'log'>,
   options: { intervalMs?: number } = {},
 ): () => Promise<void> {
-  const interval = options.intervalMs ?? DEFAULT_SEAL_INTERVAL_MS;
-  let stopped = false;
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<void> | null = null;
-  const tick = () => {
-    timer = null;
-    running = runSealScheduler(ctx)
-      .then(({ seals, blocks }) => {
-        for (const seal of seals)
-          ctx.log.info({ day: seal.day, body_sha256: seal.body_sha256 }, 'day sealed');
-        for (const block of blocks) ctx.log.info(block, 'ledger block digested');
-      })
-      .catch((error: unknown) => {
-        if (!stopped) ctx.log.error({ err: error }, 'seal scheduler pass failed');
-      })
-      .finally(() => {
-        running = null;
-        if (!stopped) {
-          timer = setTimeout(tick, interval);
-          timer.unref();
-        }
-      });
-  };
-  timer = setTimeout(tick, 0);
-  timer.unref();
-  return async () => {
-    stopped = true;
-    if (timer) clearTimeout(timer);
-    await running;
-  };
+  return startTicker(ctx, 'seals', options.intervalMs ?? DEFAULT_SEAL_INTERVAL_MS, async () => {
+    const { seals, blocks } = await runSealScheduler(ctx);
+    for (const seal of seals) ctx.log.info({ day: seal.day, body_sha256: seal.body_sha256 }, 'day sealed');
+    for (const block of blocks) ctx.log.info(block, 'ledger block digested');
+  });
 }

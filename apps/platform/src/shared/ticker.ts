@@ -7,7 +7,7 @@ import type { PlatformContext } from '../context.js';
  * progress.
  */
 export function startTicker(
-  ctx: PlatformContext,
+  ctx: Pick<PlatformContext, 'clock' | 'log'>,
   name: string,
   intervalMs: number,
   work: (now: Date) => Promise<void>,
