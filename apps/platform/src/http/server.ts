@@ -127,6 +127,15 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     if (fe.statusCode === 400 && fe.code?.startsWith('FST_ERR_CTP')) {
       return sendProblem(reply, 'invalid_json', fe.message);
     }
+    // A client's text or date that JSON and the route's checks allow but PostgreSQL cannot hold: a NUL character
+    // (22021) or a day outside its range such as year 0000 (22008). The client's input, not an internal failure.
+    if (fe.code === '22021' || fe.code === '22008') {
+      return sendProblem(
+        reply,
+        'validation_failed',
+        'a value in the request cannot be stored: it holds a NUL character or a date out of range',
+      );
+    }
     request.log.error({ err: error }, 'unhandled error');
     return sendProblem(reply, 'internal_error', `an internal error occurred (request ${request.id})`);
   });

@@ -86,6 +86,24 @@ describe('every error is a problem document with a stable code', () => {
     expect(paths).toEqual(expect.arrayContaining(['/name', '/extra']));
   });
 
+  test('a value PostgreSQL cannot store (NUL character, year 0000): 422 validation_failed, not 500', async () => {
+    const calls = [
+      apiCall(p.servers.api, null, 'POST', '/api/v1/console/session', {
+        email: 'a\u0000@b.kz',
+        password: 'x',
+      }),
+      apiCall(p.servers.api, p.adminKey, 'GET', '/api/v1/submissions?state=draft%00'),
+      p.servers.verify.inject({ method: 'GET', url: '/v1/approvals/APR-2026-000001%00' }),
+      apiCall(p.servers.api, p.adminKey, 'GET', '/api/v1/console/events?day=0000-01-01'),
+      apiCall(p.servers.api, p.adminKey, 'POST', '/api/v1/console/seals/0000-01-01'),
+    ];
+    for (const res of await Promise.all(calls)) {
+      expect(res.statusCode, res.body).toBe(422);
+      expect(problemOf(res).code).toBe('validation_failed');
+      expect(res.body).not.toMatch(/encoding|UTF8|SELECT/);
+    }
+  });
+
   test('an internal failure shows neither stack nor SQL', async () => {
     // A uuid-shaped id that PostgreSQL cannot take as uuid would surface an SQL error if it leaked.
     await p.database.db.query('ALTER TABLE organisations RENAME TO organisations_gone');
