@@ -195,6 +195,7 @@ describe('the public ledger', () => {
     for (const url of [
       '/v1/ledger/blocks/2026-11-23',
       '/v1/ledger/blocks/2026-02-30',
+      '/v1/ledger/blocks/0000-01-01',
       '/v1/approvals/APR-1900-000001',
     ]) {
       const res = await p.servers.verify.inject({ method: 'GET', url });
