@@ -167,7 +167,15 @@ describe('sealing a day', () => {
   });
 
   test('404 not_found for a day not sealed, in the future, or malformed (never 422)', async () => {
-    for (const day of ['2026-11-18', '2026-11-20', '2027-01-01', '2026-02-30', '0000-01-01', 'yesterday', '2026-1-1']) {
+    for (const day of [
+      '2026-11-18',
+      '2026-11-20',
+      '2027-01-01',
+      '2026-02-30',
+      '0000-01-01',
+      'yesterday',
+      '2026-1-1',
+    ]) {
       const res = await p.servers.verify.inject({ method: 'GET', url: `/v1/stats-seals/${day}` });
       expect(res.statusCode, day).toBe(404);
       expect(res.json().code).toBe('not_found');
