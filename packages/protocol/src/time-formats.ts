@@ -25,12 +25,16 @@ function dateExists(year: number, month: number, day: number): boolean {
   return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(year, month);
 }
 
-/** Strict YYYY-MM-DD naming a day that exists ('2026-02-30', '2026-2-01' and '2026-13-01' are refused). */
+/**
+ * Strict YYYY-MM-DD naming a day that exists ('2026-02-30', '2026-2-01' and '2026-13-01' are refused); year 0000
+ * is refused too (no such year in the Gregorian calendar, and PostgreSQL cannot store it).
+ */
 export function isCalendarDate(text: string): boolean {
   if (typeof text !== 'string') return false;
   const match = CALENDAR_DATE.exec(text);
   if (match === null) return false;
-  return dateExists(Number(match[1]), Number(match[2]), Number(match[3]));
+  const year = Number(match[1]);
+  return year >= 1 && dateExists(year, Number(match[2]), Number(match[3]));
 }
 
 /** Value of the two decimal digits at `at`, or -1. */

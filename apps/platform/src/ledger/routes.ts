@@ -100,8 +100,7 @@ export function createLedgerFeature(options: LedgerOptions = {}): Feature {
         async (request, reply) => {
           limiter.take(request.ip);
           const day = request.params.day;
-          // Year 0000 passes isCalendarDate but is no PostgreSQL date.
-          if (!isCalendarDate(day) || day.startsWith('0000'))
+          if (!isCalendarDate(day))
             throw new ProblemError('not_found', `no ledger block ${day}: not a calendar day`);
           const block = await findBlock(ctx.db, day);
           if (!block) throw new ProblemError('not_found', `the ledger block of ${day} is not digested`);

@@ -19,8 +19,7 @@ export interface SealsOptions {
 
 /** spec: "404 (nothing there, or not visible to the caller)": a malformed or future day names nothing. */
 function sealDayParam(day: string | undefined): string {
-  // Year 0000 passes isCalendarDate but is no PostgreSQL date.
-  if (day === undefined || !isCalendarDate(day) || day.startsWith('0000')) {
+  if (day === undefined || !isCalendarDate(day)) {
     throw new ProblemError('not_found', `no seal for ${day ?? ''}: not a calendar day YYYY-MM-DD`);
   }
   return day;
