@@ -1,7 +1,7 @@
 import { es256Verify, sha256Hex } from '@ooh/crypto';
 import { isUuid, LIMITS, type PopAnswer as PopAnswerType, PopAnswer, parseDateTime } from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { principalOf } from '../auth/plugin.js';
 import type { RouteAuth } from '../auth/principal.js';
 import type { PlatformContext } from '../context.js';
@@ -131,13 +131,6 @@ function agentIngest(
   });
 }
 
-/** Responses carry a Date header from the platform clock (DESIGN.md section 5: agents correct their clock by it). */
-function addDateHeader(scope: FastifyInstance, ctx: PlatformContext): void {
-  scope.addHook('onSend', async (_request, reply: FastifyReply) => {
-    reply.header('date', ctx.clock.now().toUTCString());
-  });
-}
-
 /** The agent channels take no Content-Encoding (the CMS channel alone is spoken of gzip). */
 function refuseEncodings(scope: FastifyInstance): void {
   scope.addHook('onRequest', async (request) => {
@@ -195,7 +188,6 @@ export const popFeature: Feature = {
   async agents(app, ctx) {
     const keys = new KeyCache();
     await app.register(async (scope) => {
-      addDateHeader(scope, ctx);
       refuseEncodings(scope);
       scope.post(
         '/s/v1/telemetry',
@@ -239,7 +231,6 @@ export const popFeature: Feature = {
   // the client certificate identifies the device, so no signature header and no ts window are needed."
   async devices(app, ctx) {
     await app.register(async (scope) => {
-      addDateHeader(scope, ctx);
       refuseEncodings(scope);
       scope.post(
         '/d/v1/telemetry',
@@ -275,7 +266,6 @@ export const popFeature: Feature = {
     const keys = new KeyCache();
     // spec: POST {base_url}/api/v1/pop/batches — CMS batch for many players. Its own scope: its own body parser.
     await app.register(async (scope) => {
-      addDateHeader(scope, ctx);
       scope.removeAllContentTypeParsers();
       scope.addContentTypeParser('application/json', cmsBodyParser);
       scope.post(
