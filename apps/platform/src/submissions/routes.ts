@@ -93,6 +93,16 @@ export const submissionsFeature: Feature = {
       async (request) => {
         const principal = principalOf(request);
         const state = typeof request.query.state === 'string' ? request.query.state : null;
+        // The states a submission can be in (migration 030); anything else is a mistake, not an empty list.
+        if (state !== null && !['draft', 'in_review', 'approved', 'rejected'].includes(state)) {
+          throw validationFailed([
+            {
+              path: 'querystring:/state',
+              code: 'not_allowed',
+              message: 'one of draft, in_review, approved, rejected',
+            },
+          ]);
+        }
         const limit = Math.min(Math.max(Math.trunc(Number(request.query.limit)) || 500, 1), 2000);
         const { rows } = await ctx.db.query<SubmissionRow>(
           `SELECT ${SUBMISSION_COLUMNS} FROM submissions

@@ -297,5 +297,12 @@ describe('lists for pickers and queues', () => {
     const fractional = await apiCall(p.servers.api, operator.key, 'GET', '/api/v1/submissions?limit=2.5');
     expect(fractional.statusCode).toBe(200);
     expect(fractional.json().items).toHaveLength(2);
+    // A state no submission can be in is a mistake, not an empty list.
+    const unknown = await apiCall(p.servers.api, operator.key, 'GET', '/api/v1/submissions?state=sent');
+    expect(unknown.statusCode).toBe(422);
+    expect(unknown.json()).toMatchObject({
+      code: 'validation_failed',
+      errors: [{ path: 'querystring:/state', code: 'not_allowed' }],
+    });
   });
 });
