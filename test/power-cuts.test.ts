@@ -70,6 +70,8 @@ test(
         const log = fleet.readLog(id);
         expect(log.queueDepth).toBe(0);
         expect(log.plays.every((play) => play.acknowledged)).toBe(true);
+        // No seq skipped or taken twice across the cuts: the records number 1..lastSeq exactly.
+        expect(log.plays.length + log.rejects.length + log.modeChanges + log.tampers, id).toBe(log.lastSeq);
       }
     } finally {
       await fleet.close();
