@@ -229,7 +229,10 @@ describe('the agent core, end to end against the test platform', () => {
       await agent.stop();
       const device = back.device(setup.deviceId);
       const answers = [...device.batches.values()].map((batch) => batch.answer);
-      expect(answers.reduce((sum, answer) => sum + answer.refused, 0)).toBe(0);
+      expect(
+        answers.reduce((sum, answer) => sum + answer.refused, 0),
+        JSON.stringify(answers.map((a) => a.items)),
+      ).toBe(0);
       const plays = [...device.batches.values()]
         .flatMap((batch) => JSON.parse(batch.body.toString()).events as Record<string, unknown>[])
         .filter((event) => event['kind'] === 'play');
