@@ -245,6 +245,8 @@ export class AgentCore {
     this.controller = controller;
     const { signal } = controller;
     const config = this.options.config;
+    // A misspelt key is otherwise silent: the technician reads this log when a setting seems not to take.
+    for (const warning of config.warnings) this.logger.warn({ config: config.configFile }, warning);
 
     this.clockTrust = this.clock.trust();
     if (this.clockTrust === 'implausible') this.reportImplausibleClock();

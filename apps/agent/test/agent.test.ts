@@ -254,4 +254,35 @@ describe('the agent core, end to end against the test platform', () => {
       code: 'config_invalid',
     });
   });
+
+  it('logs each unknown config key at start, with its full path, and starts anyway', async () => {
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: null,
+      overrides: { shiping: { interval: 5 }, newer_agent_setting: true },
+    });
+    const logger = memoryLogger();
+    agent = await createAgent({
+      config: setup.config,
+      hardware: new ManualHardware({ now: () => new Date() }),
+      logger,
+    });
+    await agent.start();
+    const warnings = logger.lines.filter((line) => line.message.startsWith('unknown key'));
+    expect(warnings).toEqual([
+      {
+        level: 'warn',
+        message: 'unknown key "shiping" (ignored; did you mean "shipping"?)',
+        fields: { config: setup.configPath },
+      },
+      {
+        level: 'warn',
+        message: 'unknown key "newer_agent_setting" (ignored)',
+        fields: { config: setup.configPath },
+      },
+    ]);
+    expect(agent.status().device_id).toBe(setup.deviceId);
+  });
 });

@@ -24,6 +24,13 @@ import { AgentError } from '../errors.js';
 export interface AgentConfig {
   /** Path of the file this was read from (null when built in memory). */
   configFile: string | null;
+  /**
+   * Keys this agent does not know, each with its full path (`unknown key "shiping" (ignored; did you mean
+   * "shipping"?)`): a misspelling, or a key of a newer agent. Reported, never refused, so a config written for a
+   * newer agent still starts an older one. The agent logs them at start; `agent init|status` and
+   * `hardware-sim check` show them.
+   */
+  warnings: string[];
   deviceId: string | null;
   structure: string;
   agentsUrl: string;
@@ -99,9 +106,14 @@ export function loadConfig(path: string): AgentConfig {
   return parseConfig(raw, dirname(resolve(path)), resolve(path));
 }
 
-/** Parses the on-disk form; every problem is listed in one AgentError('config_invalid'). */
+/**
+ * Parses the on-disk form; every problem is listed in one AgentError('config_invalid'). Keys it does not read
+ * become `warnings` (and are named in that error too: a misspelt `platfrom` explains "platform is required").
+ */
 export function parseConfig(raw: unknown, baseDir: string, configFile: string | null = null): AgentConfig {
   const problems: string[] = [];
+  /** Full paths of the keys the parser reads: whatever else the file holds is unknown to this agent. */
+  const known = new Set<string>(['platform', 'shipping']);
   const root = asObject(raw, '', problems);
   const platform = asObject(root['platform'], 'platform', problems);
   const shipping = root['shipping'] === undefined ? {} : asObject(root['shipping'], 'shipping', problems);
@@ -112,6 +124,7 @@ export function parseConfig(raw: unknown, baseDir: string, configFile: string | 
     path: string,
     required: boolean,
   ): string | null => {
+    known.add(path);
     const value = object[key];
     if (value === undefined || value === null) {
       if (required) problems.push(`${path} is required`);
@@ -142,6 +155,7 @@ export function parseConfig(raw: unknown, baseDir: string, configFile: string | 
     fallback: number,
     min = 0,
   ): number => {
+    known.add(path);
     const value = object[key];
     if (value === undefined) return fallback;
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
@@ -176,7 +190,7 @@ export function parseConfig(raw: unknown, baseDir: string, configFile: string | 
   if (renewalCheckMs > HOUR_MS) problems.push('renewal_check_ms must be at most one hour');
   const board = str(root, 'board', 'board', false);
 
-  const config: AgentConfig = {
+  const config: Omit<AgentConfig, 'warnings'> = {
     configFile,
     deviceId: deviceId?.toLowerCase() ?? null,
     structure,
@@ -249,10 +263,63 @@ export function parseConfig(raw: unknown, baseDir: string, configFile: string | 
     mediaStabilityMs: int(root, 'media_stability_ms', 'media_stability_ms', CONFIG_DEFAULTS.mediaStabilityMs),
     sidecarGraceMs: int(root, 'sidecar_grace_ms', 'sidecar_grace_ms', CONFIG_DEFAULTS.sidecarGraceMs),
   };
+  // Only the levels with a fixed set of keys; an unknown key's own contents are not looked into.
+  const warnings = [
+    ...unknownKeys(root, '', known),
+    ...unknownKeys(platform, 'platform.', known),
+    ...unknownKeys(shipping, 'shipping.', known),
+  ];
   if (problems.length > 0) {
-    throw new AgentError('config_invalid', `invalid agent config: ${problems.join('; ')}`);
+    throw new AgentError('config_invalid', `invalid agent config: ${[...problems, ...warnings].join('; ')}`);
   }
-  return config;
+  return { ...config, warnings };
+}
+
+function unknownKeys(object: Record<string, unknown>, prefix: string, known: Set<string>): string[] {
+  return Object.keys(object)
+    .filter((key) => !known.has(prefix + key))
+    .map((key) => {
+      const hint = likelyMeant(prefix, key, known);
+      return `unknown key "${prefix}${key}" (ignored${hint ? `; did you mean "${hint}"?` : ''})`;
+    });
+}
+
+/**
+ * The known key a technician most likely meant: one at the same level spelt nearly alike (case, `_` and `-`
+ * aside: `deviceId` → `device_id`), else the same name at another level (`agents_url` → `platform.agents_url`).
+ */
+function likelyMeant(prefix: string, key: string, known: Set<string>): string | null {
+  const fold = (name: string) => name.toLowerCase().replace(/[_-]/g, '');
+  const wanted = fold(key);
+  const limit = wanted.length <= 4 ? 1 : 2;
+  let best: { path: string; distance: number } | null = null;
+  for (const path of known) {
+    if (!path.startsWith(prefix) || path.slice(prefix.length).includes('.')) continue;
+    const distance = editDistance(wanted, fold(path.slice(prefix.length)));
+    if (distance <= limit && (best === null || distance < best.distance)) best = { path, distance };
+  }
+  if (best) return best.path;
+  for (const path of known) {
+    if (path === key || path.endsWith(`.${key}`)) return path;
+  }
+  return null;
+}
+
+/** Levenshtein distance (names are short: the plain two-row table). */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(
+        previous[j]! + 1,
+        current[j - 1]! + 1,
+        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
 }
 
 function asObject(value: unknown, path: string, problems: string[]): Record<string, unknown> {
