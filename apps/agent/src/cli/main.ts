@@ -17,11 +17,10 @@ commands:
 The config file defaults to $AGENT_CONFIG, else ./agent.json.
 `;
 
-export async function main(
-  argv: string[],
-  out: (text: string) => void = (t) => process.stdout.write(t),
-): Promise<number> {
-  const { values, positionals } = parseArgs({
+const COMMANDS = ['init', 'status', 'run'];
+
+function parseCommandLine(argv: string[]) {
+  return parseArgs({
     args: argv,
     allowPositionals: true,
     options: {
@@ -30,13 +29,36 @@ export async function main(
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
-  const command = positionals[0];
-  if (values.help || !command) {
-    out(USAGE);
-    return command || values.help ? 0 : 2;
+}
+
+export async function main(
+  argv: string[],
+  out: (text: string) => void = (t) => process.stdout.write(t),
+  err: (text: string) => void = (t) => process.stderr.write(t),
+): Promise<number> {
+  let parsed: ReturnType<typeof parseCommandLine>;
+  try {
+    parsed = parseCommandLine(argv);
+  } catch (error) {
+    // node:util throws a TypeError (ERR_PARSE_ARGS_*) for an unknown option or a missing value: bad input, not a bug.
+    return usage(err, (error as Error).message);
   }
+  const { values, positionals } = parsed;
+  const [command, ...extra] = positionals;
+  // The command is checked before the config is read: help and a typo need no config file to be answered.
+  if (values.help) {
+    out(USAGE);
+    return 0;
+  }
+  if (!command) return usage(err, 'no command given');
+  if (!COMMANDS.includes(command)) return usage(err, `unknown command "${command}"`);
+  if (extra.length > 0) return usage(err, `${command} takes no arguments (got "${extra.join(' ')}")`);
   const configPath = resolve(values.config ?? process.env['AGENT_CONFIG'] ?? 'agent.json');
   const config = loadConfig(configPath);
+  // `run` logs them at start (createAgent); here the technician who just edited the file sees them at once.
+  if (command !== 'run') {
+    for (const warning of config.warnings) err(`agent: warning: ${configPath}: ${warning}\n`);
+  }
 
   switch (command) {
     case 'init': {
@@ -82,9 +104,13 @@ export async function main(
       return 0;
     }
     default:
-      out(USAGE);
-      return 2;
+      return usage(err, `unknown command "${command}"`);
   }
+}
+
+function usage(err: (text: string) => void, problem: string): number {
+  err(`agent: ${problem}\n\n${USAGE}`);
+  return 2;
 }
 
 export function formatStatus(status: AgentStatus): string {

@@ -14,12 +14,19 @@ import { TestPlatform } from '../helpers/test-platform.js';
 const DAY_MS = 86_400_000;
 const AGENT_ROOT = join(import.meta.dirname, '..', '..');
 
-async function run(args: string[]): Promise<{ code: number; output: string }> {
+async function run(args: string[]): Promise<{ code: number; output: string; errors: string }> {
   let output = '';
-  const code = await main(args, (text) => {
-    output += text;
-  });
-  return { code, output };
+  let errors = '';
+  const code = await main(
+    args,
+    (text) => {
+      output += text;
+    },
+    (text) => {
+      errors += text;
+    },
+  );
+  return { code, output, errors };
 }
 
 describe('agent CLI', () => {
@@ -166,5 +173,64 @@ describe('agent CLI', () => {
     );
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/config_missing/);
+  });
+
+  it('answers an unknown command with the usage on stderr (exit 2) before looking for a config', async () => {
+    const missing = join(dir.path, 'missing.json');
+    const unknown = await run(['frobnicate', '--config', missing]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.output).toBe('');
+    expect(unknown.errors).toMatch(/^agent: unknown command "frobnicate"\n\nusage: agent <command>/);
+    const none = await run(['--config', missing]);
+    expect(none.code).toBe(2);
+    expect(none.errors).toMatch(/^agent: no command given\n\nusage: agent <command>/);
+    const extra = await run(['status', 'now', '--config', missing]);
+    expect(extra.code).toBe(2);
+    expect(extra.errors).toMatch(/^agent: status takes no arguments \(got "now"\)/);
+    for (const args of [['--help'], ['status', '-h', '--config', missing]]) {
+      const help = await run(args);
+      expect(help.code).toBe(0);
+      expect(help.output).toMatch(/^usage: agent <command>/);
+      expect(help.errors).toBe('');
+    }
+  });
+
+  it('answers an unknown option or a missing value with the usage (exit 2), not a stack trace', async () => {
+    const option = await run(['status', '--verbose']);
+    expect(option.code).toBe(2);
+    expect(option.errors).toMatch(/^agent: Unknown option '--verbose'.*\n\nusage: agent <command>/s);
+    const value = await run(['status', '--config']);
+    expect(value.code).toBe(2);
+    expect(value.errors).toMatch(/^agent: Option '-c, --config <value>' argument missing\n\nusage:/);
+    const spawned = spawnSync(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', 'src/cli/main.ts', 'status', '--verbose'],
+      { cwd: AGENT_ROOT, encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(spawned.status).toBe(2);
+    expect(spawned.stdout).toBe('');
+    expect(spawned.stderr).toMatch(/^agent: Unknown option '--verbose'/);
+    expect(spawned.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('init and status warn on stderr about unknown config keys, and still work', async () => {
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: null,
+      overrides: { shipping: { min_interval_ms: 0, interval: 5 }, platfrom_url: 'https://x.example' },
+    });
+    const expected =
+      `agent: warning: ${setup.configPath}: unknown key "platfrom_url" (ignored)\n` +
+      `agent: warning: ${setup.configPath}: unknown key "shipping.interval" (ignored)\n`;
+    const init = await run(['init', '--config', setup.configPath]);
+    expect(init.code).toBe(0);
+    expect(init.errors).toBe(expected);
+    const status = await run(['status', '--json', '--config', setup.configPath]);
+    expect(status.code).toBe(0);
+    expect(status.errors).toBe(expected);
+    // stdout stays JSON a script can read.
+    expect(JSON.parse(status.output)).toMatchObject({ device_id: setup.deviceId });
   });
 });
