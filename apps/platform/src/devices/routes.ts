@@ -75,8 +75,8 @@ const FleetList = Type.Object({
 /**
  * The fleet list: devices with structure, current certificate expiry, force-renewal allowance, last batch and queue
  * lag (apps/platform/console/README.md "Fleet": the receive time of the device's newest batch minus the newest time
- * a record in it carries, never below 0; null without a batch or without a timed record in it). Both lookups are
- * index reads per device (migration 061). $1: the caller's organisation (null for the authority: every device);
+ * a record in it carries, never below 0; null without a batch or without a timed record in it). One index read per
+ * device (migration 061); the batch row holds the newest record time (migration 063). $1: the caller's organisation (null for the authority: every device);
  * $2: now.
  */
 export const FLEET_LIST_SQL = `
@@ -89,18 +89,13 @@ export const FLEET_LIST_SQL = `
             ORDER BY c.issued_at DESC LIMIT 1) AS certificate_not_after,
           b.received_at AS last_batch_at, b.batch_seq AS last_batch_seq,
           -- greatest() skips nulls, hence the CASE: no timed record, no lag.
-          CASE WHEN r.newest_record_at IS NOT NULL
-               THEN greatest(0, floor(extract(epoch FROM b.received_at - r.newest_record_at)))::bigint
+          CASE WHEN b.newest_record_at IS NOT NULL
+               THEN greatest(0, floor(extract(epoch FROM b.received_at - b.newest_record_at)))::bigint
           END AS queue_lag_seconds
      FROM devices d JOIN structures s ON s.id = d.structure_id
-     LEFT JOIN LATERAL (SELECT id, receive_day, received_at, batch_seq FROM pop_batches
+     LEFT JOIN LATERAL (SELECT received_at, batch_seq, newest_record_at FROM pop_batches
                          WHERE owner = 'device:' || d.id
                          ORDER BY received_at DESC, id DESC LIMIT 1) b ON true
-     -- A play's end (or start), an event's at: greatest() takes the one that is there.
-     LEFT JOIN LATERAL (SELECT max(greatest(pr.end_at, pr.start_at, pr.at)) AS newest_record_at
-                          FROM pop_records pr
-                         WHERE pr.receive_day = b.receive_day AND pr.batch_id = b.id
-                           AND pr.player_key LIKE 'device:%') r ON true
     WHERE $1::uuid IS NULL OR s.organisation_id = $1
     ORDER BY s.code, d.id`;
 

@@ -246,7 +246,7 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
   const bodies: Buffer[] = [];
   let offset = 0;
   const batches = entries.map((entry, n) => {
-    const { batch } = entry;
+    const { batch, settled } = entry;
     bodies.push(batch.body);
     const row = {
       n,
@@ -259,6 +259,8 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
       received_at: batch.receivedAt.toISOString(),
       receive_day: batch.receiveDay,
       record_count: batch.recordCount,
+      newest_record_at:
+        settled.newestRecordAt === null ? null : new Date(settled.newestRecordAt).toISOString(),
       answer: batch.answer,
       legacy: entry.legacy,
       bucket_key: singleBucket(entry)!.key,
@@ -321,7 +323,8 @@ const GROUP_SQL = `
 WITH input AS (
   SELECT * FROM json_to_recordset($1::json) AS i(
     n int, owner text, batch_seq bigint, channel text, body_offset int, body_length int, body_sha256 text,
-    received_at timestamptz, receive_day date, record_count int, answer jsonb, legacy boolean, bucket_key text)
+    received_at timestamptz, receive_day date, record_count int, newest_record_at timestamptz, answer jsonb,
+    legacy boolean, bucket_key text)
 ), granted AS (
   INSERT INTO pop_rate_buckets AS b (bucket_key, tokens, updated_at)
   SELECT i.bucket_key, $3::float8 - $5::float8, i.received_at FROM input i ORDER BY i.bucket_key COLLATE "C"
@@ -333,9 +336,10 @@ WITH input AS (
                * greatest(0, extract(epoch FROM (EXCLUDED.updated_at - b.updated_at)))) + 1e-9 >= $5::float8
   RETURNING b.bucket_key
 ), stored AS (
-  INSERT INTO pop_batches (owner, batch_seq, channel, body, body_sha256, received_at, receive_day, record_count, answer)
+  INSERT INTO pop_batches (owner, batch_seq, channel, body, body_sha256, received_at, receive_day, record_count,
+                           newest_record_at, answer)
   SELECT i.owner, i.batch_seq, i.channel, substring($2::bytea FROM i.body_offset + 1 FOR i.body_length),
-         i.body_sha256, i.received_at, i.receive_day, i.record_count, i.answer
+         i.body_sha256, i.received_at, i.receive_day, i.record_count, i.newest_record_at, i.answer
     FROM input i JOIN granted g ON g.bucket_key = i.bucket_key
    WHERE NOT (i.legacy AND EXISTS (SELECT 1 FROM pop_batches x WHERE x.owner = i.owner AND x.channel IN ('agent', 'cert')))
    ORDER BY i.owner COLLATE "C", i.batch_seq

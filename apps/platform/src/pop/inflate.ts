@@ -97,3 +97,20 @@ export async function inflateBounded(
     throw new ProblemError('invalid_json', 'the body is not valid gzip', { cause: error });
   }
 }
+
+/**
+ * The exact bytes of a stored batch body (migration 062): a body kept as the gzip bytes it came in is restored
+ * by gunzip, and must come back at its recorded length.
+ */
+export async function storedBody(
+  stored: Buffer,
+  encoding: BodyEncoding,
+  size: number | null,
+): Promise<Buffer> {
+  if (encoding === 'identity') return stored;
+  const bytes = await gunzipAsync(stored, { maxOutputLength: Math.max(size ?? 0, 1) });
+  if (bytes.length !== size) {
+    throw new Error(`a stored gzip body restored to ${bytes.length} bytes instead of ${size}`);
+  }
+  return bytes;
+}

@@ -37,6 +37,8 @@ export interface IngestInput {
   channel: 'agent' | 'cert' | 'cms' | 'legacy';
   /** The exact bytes as received (decompressed on the CMS channel). */
   body: Buffer;
+  /** The gzip bytes the body came in when smaller (CMS channel): stored in its place (NewBatch.gzipped). */
+  gzipped?: Buffer;
   bodySha256: string;
   /** What the reading query found under (owner, batch_seq). */
   existing: StoredBatch | null;
@@ -137,6 +139,7 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
     batchSeq: input.batchSeq,
     channel: input.channel,
     body: input.body,
+    ...(input.gzipped ? { gzipped: input.gzipped } : {}),
     bodySha256: input.bodySha256,
     receivedAt: input.receivedAt,
     receiveDay,

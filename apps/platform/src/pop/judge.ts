@@ -289,6 +289,8 @@ export interface Settled {
   counts: (CountKey & { plays: number; flagged: number })[];
   /** New high-water marks of the players whose mark moved. */
   highWater: Map<string, number>;
+  /** The newest instant the taken rows carry (a play's end or start, an event's at), epoch ms; null: none. */
+  newestRecordAt: number | null;
 }
 
 /**
@@ -318,6 +320,7 @@ export class Settler {
   private duplicates = 0;
   private refused = 0;
   private flagged = 0;
+  private newestRecordAt: number | null = null;
 
   constructor(private readonly marks: ReadonlyMap<string, number>) {
     this.current = new Map(marks);
@@ -329,6 +332,7 @@ export class Settler {
     const items = this.items;
     const counts = this.counts;
     const byPlayer = this.byPlayer;
+    let newest = this.newestRecordAt ?? Number.NEGATIVE_INFINITY;
     for (const v of verdicts) {
       // Position in the body: verdicts come in body order, a part after the other.
       const index = this.received;
@@ -350,6 +354,9 @@ export class Settler {
       }
       this.accepted += 1;
       taken.push(v);
+      if (v.endAt !== null && v.endAt > newest) newest = v.endAt;
+      if (v.startAt !== null && v.startAt > newest) newest = v.startAt;
+      if (v.at !== null && v.at > newest) newest = v.at;
       const isFlagged = v.flags.length > 0;
       if (isFlagged) {
         this.flagged += 1;
@@ -386,6 +393,7 @@ export class Settler {
         if (isFlagged) count.flagged += 1;
       }
     }
+    if (newest !== Number.NEGATIVE_INFINITY) this.newestRecordAt = newest;
     for (const row of taken) this.rows.push(row);
     return taken;
   }
@@ -405,6 +413,7 @@ export class Settler {
       rows: this.rows,
       counts: this.counts,
       highWater: moved,
+      newestRecordAt: this.newestRecordAt,
     };
   }
 }

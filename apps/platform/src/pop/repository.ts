@@ -343,7 +343,13 @@ export interface NewBatch {
   owner: string;
   batchSeq: number;
   channel: 'agent' | 'cert' | 'cms' | 'legacy';
+  /** The exact bytes signed (decompressed on the CMS channel). */
   body: Buffer;
+  /**
+   * The gzip bytes the body came in, when they are smaller: stored instead of `body`, which gunzip restores from
+   * them on every read (migration 062).
+   */
+  gzipped?: Buffer;
   bodySha256: string;
   receivedAt: Date;
   receiveDay: string;
@@ -399,7 +405,7 @@ async function runStoreStatement(client: DbClient, args: StoreArgs, id: number |
       batch.owner,
       batch.batchSeq,
       batch.channel,
-      batch.body,
+      batch.gzipped ?? batch.body,
       batch.bodySha256,
       batch.receivedAt,
       batch.receiveDay,
@@ -426,6 +432,9 @@ async function runStoreStatement(client: DbClient, args: StoreArgs, id: number |
         })),
       ),
       id,
+      batch.gzipped ? 'gzip' : 'identity',
+      batch.gzipped ? batch.body.length : null,
+      settled.newestRecordAt === null ? null : new Date(settled.newestRecordAt),
     ],
   });
   return row!.wait > 0
@@ -633,8 +642,9 @@ WITH rate AS (
   SELECT ${rateLook('$12', '$13', '$14', '$15', '$6')} AS wait
 ), batch AS (
   INSERT INTO pop_batches (id, owner, batch_seq, channel, body, body_sha256, received_at, receive_day, record_count,
-                           answer)
-  SELECT coalesce($18::bigint, nextval(pg_get_serial_sequence('pop_batches', 'id'))), $1, $2, $3, $4, $5, $6, $7, $8, $9
+                           answer, body_encoding, body_size, newest_record_at)
+  SELECT coalesce($18::bigint, nextval(pg_get_serial_sequence('pop_batches', 'id'))), $1, $2, $3, $4, $5, $6, $7, $8, $9,
+         $19, $20, $21
    WHERE (SELECT wait FROM rate) = 0
      AND NOT ($11 AND EXISTS (SELECT 1 FROM pop_batches x WHERE x.owner = $1 AND x.channel IN ('agent', 'cert')))
   ON CONFLICT (owner, batch_seq) DO NOTHING

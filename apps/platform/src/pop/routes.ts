@@ -142,6 +142,8 @@ function refuseEncodings(scope: FastifyInstance): void {
 
 interface CmsParsed {
   bytes: Buffer;
+  /** The wire bytes of a gzip body (kept instead of `bytes` when smaller; NewBatch.gzipped). */
+  gzipped?: Buffer;
   batch: CmsBatchBody;
 }
 
@@ -173,7 +175,11 @@ function cmsBodyParser(
       throw new ProblemError('invalid_json', `the body is not JSON: ${(error as Error).message}`);
     }
     // The schema value comes before authentication (DESIGN.md section 5), so before the API key is looked at too.
-    return { bytes, batch: readCmsBatch(value) };
+    return {
+      bytes,
+      ...(encoding === 'gzip' && wire.length < bytes.length ? { gzipped: wire } : {}),
+      batch: readCmsBatch(value),
+    };
   };
   parse().then(
     (parsed) => done(null, parsed),
@@ -338,6 +344,7 @@ export const popFeature: Feature = {
             batchSeq: batch.batchSeq,
             channel: 'cms',
             body,
+            ...(parsed.gzipped ? { gzipped: parsed.gzipped } : {}),
             bodySha256: sha256Hex(body),
             existing: source.existing,
             records: batch.records,

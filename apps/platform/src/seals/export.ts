@@ -1,7 +1,11 @@
 import type { Db } from '../db/pool.js';
+import { type BodyEncoding, storedBody } from '../pop/inflate.js';
 import { RECEIVED_AT_SQL } from './leaf.js';
 
-/** Metadata rows per FETCH; bodies are then read in groups of at most BODY_GROUP_BYTES (a CMS body may be 16 MB). */
+/**
+ * Metadata rows per FETCH; bodies are then read in groups of at most BODY_GROUP_BYTES, counted as restored (a CMS
+ * body may be 16 MB, kept as the gzip bytes it came in).
+ */
 const META_ROWS = 2000;
 const BODY_GROUP_BYTES = 8 * 1024 * 1024;
 
@@ -31,7 +35,7 @@ export async function* exportDayBatches(db: Db, day: string): AsyncGenerator<str
     open = true;
     await client.query(
       `DECLARE export_batches NO SCROLL CURSOR FOR
-       SELECT b.id, b.owner, b.batch_seq, b.body_sha256, ${RECEIVED_AT_SQL} AS received_at, octet_length(b.body) AS size
+       SELECT b.id, b.owner, b.batch_seq, b.body_sha256, ${RECEIVED_AT_SQL} AS received_at, coalesce(b.body_size, octet_length(b.body)) AS size
          FROM pop_batches b WHERE b.receive_day = $1 ORDER BY b.received_at, b.id`,
       [day],
     );
@@ -54,11 +58,16 @@ export async function* exportDayBatches(db: Db, day: string): AsyncGenerator<str
           end += 1;
         } while (end < rows.length && bytes + rows[end]!.size <= BODY_GROUP_BYTES);
         const group = rows.slice(start, end);
-        const { rows: bodies } = await client.query<{ id: number; body: Buffer }>(
-          'SELECT id, body FROM pop_batches WHERE id = ANY($1::int8[])',
-          [group.map((r) => r.id)],
-        );
-        const byId = new Map(bodies.map((b) => [b.id, b.body]));
+        const { rows: bodies } = await client.query<{
+          id: number;
+          body: Buffer;
+          body_encoding: BodyEncoding;
+          body_size: number | null;
+        }>('SELECT id, body, body_encoding, body_size FROM pop_batches WHERE id = ANY($1::int8[])', [
+          group.map((r) => r.id),
+        ]);
+        const byId = new Map<number, Buffer>();
+        for (const b of bodies) byId.set(b.id, await storedBody(b.body, b.body_encoding, b.body_size));
         let chunk = '';
         for (const r of group) {
           const line: ExportLine = {

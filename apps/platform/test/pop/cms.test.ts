@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { generateEs256KeyPair } from '@ooh/crypto';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { type ExportLine, exportDayBatches } from '../../src/seals/index.js';
 import { apiCall, createOrganisation } from '../support/platform.js';
 import {
   answerOf,
@@ -51,7 +52,7 @@ afterAll(async () => {
 });
 
 describe('POST /api/v1/pop/batches', () => {
-  test('plain and gzip: stored decompressed byte for byte, counted as attested plays on the mapped player', async () => {
+  test('plain and gzip: kept byte for byte (gzip as it came), counted as attested plays on the mapped player', async () => {
     const source = await newSource();
     const plain = cmsBody(source, 0, [cmsPlay('screen-1', 1), cmsPlay('screen-2', 1)]);
     const first = answerOf(await postCms(servers(), source, plain));
@@ -66,19 +67,35 @@ describe('POST /api/v1/pop/batches', () => {
       items: [],
     });
     const zipped = cmsBody(source, 1, [cmsPlay('screen-1', 2), cmsPlay('screen-1', 3)]);
-    const res = await postCms(servers(), source, zipped, { gzip: true });
+    const wire = gzipSync(zipped);
+    const res = await postCms(servers(), source, zipped, { gzip: true, wire });
     expect(answerOf(res).accepted).toBe(2);
     expect(res.headers['date']).toBe(T0.toUTCString());
     const { rows } = await c.db.query(
-      'SELECT batch_seq, channel, body, body_sha256, record_count FROM pop_batches WHERE owner = $1 ORDER BY batch_seq',
+      `SELECT id, batch_seq, channel, body, body_encoding, body_size, body_sha256, record_count, receive_day::text AS day
+         FROM pop_batches WHERE owner = $1 ORDER BY batch_seq`,
       [sourceOwner(source)],
     );
     expect(rows.map((r) => [r.batch_seq, r.channel, r.record_count])).toEqual([
       [0, 'cms', 2],
       [1, 'cms', 2],
     ]);
-    expect(Buffer.compare(rows[1].body, zipped)).toBe(0);
+    // The plain body as it came; the gzip one as the very bytes of the wire, with the length they restore to.
+    expect(rows[0]).toMatchObject({ body_encoding: 'identity', body_size: null });
+    expect(Buffer.compare(rows[0].body, plain)).toBe(0);
+    expect(rows[1]).toMatchObject({ body_encoding: 'gzip', body_size: zipped.length });
+    expect(Buffer.compare(rows[1].body, wire)).toBe(0);
     expect(rows[1].body_sha256).toBe(sha256(zipped));
+    // Every reader gets the decompressed bytes back exactly: the seal export is what auditors hash.
+    const lines: ExportLine[] = [];
+    for await (const chunk of exportDayBatches(c.db, rows[1].day)) {
+      for (const line of chunk.split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+    }
+    const exported = lines.filter((l) => l.owner === sourceOwner(source));
+    expect(exported.map((l) => l.seq)).toEqual([0, 1]);
+    expect(Buffer.compare(Buffer.from(exported[0]!.body, 'base64'), plain)).toBe(0);
+    expect(Buffer.compare(Buffer.from(exported[1]!.body, 'base64'), zipped)).toBe(0);
+    expect(exported[1]!.body_sha256).toBe(sha256(zipped));
     expect(await countedPlays(c.db, playerKey(source, 'screen-1'), { attested: true })).toBe(3);
     expect(await countedPlays(c.db, playerKey(source, 'screen-2'), { attested: true })).toBe(1);
     const { rows: counts } = await c.db.query(
@@ -86,6 +103,21 @@ describe('POST /api/v1/pop/batches', () => {
       [playerKey(source, 'screen-2')],
     );
     expect(counts).toEqual([{ structure_id: operator.structures[1]!.id }]);
+  });
+
+  test('a gzip body whose wire bytes are not smaller is kept decompressed', async () => {
+    const source = await newSource();
+    const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
+    // Level 0: stored blocks, a few bytes longer than the body itself.
+    const wire = gzipSync(body, { level: 0 });
+    expect(wire.length).toBeGreaterThan(body.length);
+    expect(answerOf(await postCms(servers(), source, body, { gzip: true, wire })).accepted).toBe(1);
+    const { rows } = await c.db.query(
+      'SELECT body, body_encoding, body_size FROM pop_batches WHERE owner = $1',
+      [sourceOwner(source)],
+    );
+    expect(rows[0]).toMatchObject({ body_encoding: 'identity', body_size: null });
+    expect(Buffer.compare(rows[0].body, body)).toBe(0);
   });
 
   test('same bytes again (plain or gzip): duplicate true, counted once; other bytes: 409 batch_conflict', async () => {
