@@ -727,6 +727,16 @@ export async function run(): Promise<Record<string, number>> {
       figures['agent_cpu_ms_per_batch_postgres'] = Number(
         (agentCpu.postgresMs / agentRequests.length).toFixed(2),
       );
+      // What the CPU per batch allows at most on this machine's cores, sender included: the goal of 2 000 batches/s
+      // needs the three together under (cores / 2 000) s a batch.
+      const cpuPerBatch = (agentCpu.platformMs + agentCpu.postgresMs + agentCpu.senderMs) / agentRequests.length;
+      const bound = (os.availableParallelism() * 1000) / cpuPerBatch;
+      log(
+        `agent: at ${cpuPerBatch.toFixed(2)} ms of CPU a batch, ${os.availableParallelism()} cores allow at most ` +
+          `${Math.round(bound)} batches/s (2 000/s needs at most ` +
+          `${((os.availableParallelism() * 1000) / 2000).toFixed(2)} ms)`,
+      );
+      figures['agent_cpu_bound_batches_per_s'] = Math.round(bound);
     }
 
     // (c) COPY of the same rows (the 2-sender scenario's records), into the same table, in COPY's text format and

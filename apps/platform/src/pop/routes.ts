@@ -8,6 +8,7 @@ import type { PlatformContext } from '../context.js';
 import { deviceFromClientCertificate } from '../devices/authenticate.js';
 import type { Feature } from '../features.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
+import { pathUuid } from '../shared/ids.js';
 import { type AgentBatch, type CmsBatchBody, countPlays, readAgentBatch, readCmsBatch } from './body.js';
 import { bodyEncoding, inflateBounded, readWire } from './inflate.js';
 import { approvalNumbersOf, ingestBatch } from './ingest.js';
@@ -440,8 +441,7 @@ export const popFeature: Feature = {
       '/api/v1/console/pop/devices/:id/events',
       { config: { auth: READ_POP } },
       async (request) => {
-        const id = request.params.id;
-        if (!isUuid(id)) throw new ProblemError('not_found', `device ${id} does not exist`);
+        const id = pathUuid(request.params.id, 'device');
         const kind = request.query.kind;
         if (kind !== undefined && !['reject', 'mode_change', 'tamper'].includes(kind)) {
           throw validationFailed([
@@ -450,7 +450,7 @@ export const popFeature: Feature = {
         }
         const events = await popEvents(
           ctx.db,
-          devicePlayerKey(id.toLowerCase()),
+          devicePlayerKey(id),
           kind ? { kinds: [kind] } : {},
         );
         return {
