@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type AgentStatus, loadConfig, readStatus } from '@ooh/agent';
+import { type AgentConfig, AgentError, type AgentStatus, loadConfig, readStatus } from '@ooh/agent';
 import { formatAlmaty } from '@ooh/protocol';
 import { LocalHost } from '../fleet/host.js';
 import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '../fleet/provision.js';
@@ -47,8 +47,11 @@ const defaultIo: CliIo = {
   isTty: process.stdout.isTTY === true,
 };
 
-export async function main(argv: string[], io: CliIo = defaultIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+/** Bad input on the command line: answered with the problem and the usage, exit code 2. */
+class UsageError extends Error {}
+
+function parseCommandLine(argv: string[]) {
+  return parseArgs({
     args: argv,
     allowPositionals: true,
     options: {
@@ -61,37 +64,57 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
-  const [command, target] = positionals;
-  if (values.help || !command) {
-    io.out(USAGE);
-    return command || values.help ? 0 : 2;
+}
+
+export async function main(argv: string[], io: CliIo = defaultIo): Promise<number> {
+  let parsed: ReturnType<typeof parseCommandLine>;
+  try {
+    parsed = parseCommandLine(argv);
+  } catch (error) {
+    // node:util throws a TypeError (ERR_PARSE_ARGS_*) for an unknown option or a missing value: bad input, not a bug.
+    return usage(io, (error as Error).message);
   }
-  switch (command) {
-    case 'schema':
-      io.out(`${JSON.stringify(Scenario, null, 2)}\n`);
-      return 0;
-    case 'run': {
-      if (!target) return usage(io, 'run needs a scenario file');
-      return runCommand(target, values, io);
-    }
-    case 'player': {
-      if (!values.platform || !values['admin-key'] || !values.structure) {
-        return usage(io, 'player needs --platform, --admin-key and --structure');
+  const { values, positionals } = parsed;
+  const [command, target] = positionals;
+  if (values.help) {
+    io.out(USAGE);
+    return 0;
+  }
+  if (!command) return usage(io, 'no command given');
+  try {
+    switch (command) {
+      case 'schema':
+        io.out(`${JSON.stringify(Scenario, null, 2)}\n`);
+        return 0;
+      case 'run': {
+        if (!target) return usage(io, 'run needs a scenario file');
+        // Checked before anything starts: a typo in a URL should not cost a platform start.
+        const urls = values.platform ? parsePlatform(values.platform) : null;
+        if (urls && !values['admin-key']) return usage(io, '--platform needs --admin-key');
+        return await runCommand(target, { dir: values.dir, urls, adminKey: values['admin-key'] }, io);
       }
-      return playerCommand(
-        parsePlatform(values.platform),
-        values['admin-key'],
-        values.structure,
-        values.dir,
-        io,
-      );
+      case 'player': {
+        if (!values.platform || !values['admin-key'] || !values.structure) {
+          return usage(io, 'player needs --platform, --admin-key and --structure');
+        }
+        return await playerCommand(
+          parsePlatform(values.platform),
+          values['admin-key'],
+          values.structure,
+          values.dir,
+          io,
+        );
+      }
+      case 'check': {
+        if (!target) return usage(io, 'check needs a player folder');
+        return await checkCommand(target, values.json === true, io);
+      }
+      default:
+        return usage(io, `unknown command ${command}`);
     }
-    case 'check': {
-      if (!target) return usage(io, 'check needs a player folder');
-      return checkCommand(target, values.json === true, io);
-    }
-    default:
-      return usage(io, `unknown command ${command}`);
+  } catch (error) {
+    if (error instanceof UsageError) return usage(io, error.message);
+    throw error;
   }
 }
 
@@ -100,17 +123,25 @@ function usage(io: CliIo, problem: string): number {
   return 2;
 }
 
+const PLATFORM_HOSTS = ['api', 'agents', 'devices', 'verify'] as const;
+
+/** `api=URL,agents=URL,devices=URL,verify=URL` (the four hosts of one platform); a UsageError otherwise. */
 export function parsePlatform(text: string): PlatformUrls {
   const urls: Partial<PlatformUrls> = {};
   for (const part of text.split(',')) {
-    const [name, url] = part.split('=');
-    if (!name || !url || !['api', 'agents', 'devices', 'verify'].includes(name)) {
-      throw new Error(`--platform: "${part}" is not name=URL (names: api, agents, devices, verify)`);
+    const equals = part.indexOf('=');
+    const name = part.slice(0, Math.max(equals, 0));
+    const url = equals < 0 ? '' : part.slice(equals + 1);
+    if (!url || !(PLATFORM_HOSTS as readonly string[]).includes(name)) {
+      throw new UsageError(`--platform: "${part}" is not name=URL (names: ${PLATFORM_HOSTS.join(', ')})`);
+    }
+    if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) {
+      throw new UsageError(`--platform: ${name}=${url} is not an http(s) URL`);
     }
     urls[name as keyof PlatformUrls] = url.replace(/\/+$/, '');
   }
-  for (const name of ['api', 'agents', 'devices', 'verify'] as const) {
-    if (!urls[name]) throw new Error(`--platform: ${name}=URL is missing`);
+  for (const name of PLATFORM_HOSTS) {
+    if (!urls[name]) throw new UsageError(`--platform: ${name}=URL is missing`);
   }
   return urls as PlatformUrls;
 }
@@ -119,7 +150,7 @@ export function parsePlatform(text: string): PlatformUrls {
 
 async function runCommand(
   file: string,
-  values: { dir?: string | undefined; platform?: string | undefined; 'admin-key'?: string | undefined },
+  values: { dir: string | undefined; urls: PlatformUrls | null; adminKey: string | undefined },
   io: CliIo,
 ): Promise<number> {
   let scenario: Scenario;
@@ -141,11 +172,10 @@ async function runCommand(
   const terminate = scenario.fleet.network === 'terminate';
   let access: PlatformAccess;
   let spawned: Awaited<ReturnType<typeof spawnPlatform>> | null = null;
-  if (values.platform) {
-    if (!values['admin-key']) return usage(io, '--platform needs --admin-key');
+  if (values.urls && values.adminKey) {
     access = {
-      urls: parsePlatform(values.platform),
-      adminKey: values['admin-key'],
+      urls: values.urls,
+      adminKey: values.adminKey,
       clock: scenario.time.virtual === false ? null : 'http',
       ...(terminate ? { clientCertHeader: 'x-client-cert' } : {}),
     };
@@ -339,18 +369,27 @@ async function playerCommand(
 
 function findConfig(target: string): string {
   const path = resolve(target);
-  if (!existsSync(path)) throw new Error(`${path} does not exist`);
+  if (!existsSync(path)) throw new UsageError(`check: ${path} does not exist`);
   if (statSync(path).isFile()) return path;
   for (const candidate of [join(path, 'agent.json'), join(dirname(path), 'agent.json')]) {
     if (existsSync(candidate)) return candidate;
   }
-  throw new Error(`no agent.json in ${path} or beside it`);
+  throw new UsageError(`check: no agent.json in ${path} or beside it`);
 }
 
 async function checkCommand(target: string, json: boolean, io: CliIo): Promise<number> {
   const configFile = findConfig(target);
-  const config = loadConfig(configFile);
-  const status: AgentStatus = await readStatus(config);
+  let config: AgentConfig;
+  let status: AgentStatus;
+  try {
+    config = loadConfig(configFile);
+    status = await readStatus(config);
+  } catch (error) {
+    // The player's own files are broken (config, key, database): say what the agent would say, no stack trace.
+    if (!(error instanceof AgentError)) throw error;
+    io.err(`hardware-sim: check: ${error.code}: ${error.message}\n`);
+    return 2;
+  }
   const log = readAgentLog(join(config.dataDir, 'agent.sqlite'));
   const unsent = log.plays.filter((p) => !p.acknowledged).length;
   const refused = log.answered.filter((a) => a.status === 'refused');
@@ -366,7 +405,7 @@ async function checkCommand(target: string, json: boolean, io: CliIo): Promise<n
     problems.push(`batches refused for good: ${log.batches.terminal.join(', ')}`);
   if (json) {
     io.out(
-      `${JSON.stringify({ config: configFile, status, log: { ...log, plays: undefined, answered: undefined }, unsent, refused, flagged, problems }, null, 2)}\n`,
+      `${JSON.stringify({ config: configFile, config_warnings: config.warnings, status, log: { ...log, plays: undefined, answered: undefined }, unsent, refused, flagged, problems }, null, 2)}\n`,
     );
     return problems.length > 0 ? 1 : 0;
   }
@@ -397,6 +436,8 @@ async function checkCommand(target: string, json: boolean, io: CliIo): Promise<n
   for (const reject of log.rejects.slice(-10)) {
     lines.push(`reject          ${reject.at} ${reject.code} ${reject.file ?? ''}`);
   }
+  // Not problems (the exit code stays): a key the agent ignores, misspelt or from a newer agent.
+  for (const warning of config.warnings) lines.push(`warning         ${warning}`);
   for (const problem of problems) lines.push(`PROBLEM         ${problem}`);
   io.out(`${lines.join('\n')}\n`);
   return problems.length > 0 ? 1 : 0;

@@ -1,0 +1,161 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { loadConfig, prepareEnrolment } from '@ooh/agent';
+import { createRootCa, generateEs256KeyPair } from '@ooh/crypto';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { type CliIo, main, parsePlatform } from '../src/cli/main.js';
+
+const SIM_ROOT = join(import.meta.dirname, '..');
+const SMOKE = join(SIM_ROOT, 'scenarios', 'smoke.json');
+const URLS =
+  'api=http://127.0.0.1:1,agents=http://127.0.0.1:2,devices=https://127.0.0.1:3,verify=http://127.0.0.1:4';
+
+async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const result = { out: '', err: '' };
+  const io: CliIo = {
+    out: (text) => {
+      result.out += text;
+    },
+    err: (text) => {
+      result.err += text;
+    },
+    isTty: false,
+  };
+  const code = await main(args, io);
+  return { code, ...result };
+}
+
+describe('hardware-sim command line: bad input gets the problem and the usage, exit 2', () => {
+  test('an unknown option or a missing value', async () => {
+    const unknown = await run(['check', '/opt/player', '--verbose']);
+    expect(unknown).toMatchObject({ code: 2, out: '' });
+    expect(unknown.err).toMatch(
+      /^hardware-sim: Unknown option '--verbose'.*\n\nusage: hardware-sim <command>/s,
+    );
+    const missing = await run(['player', '--structure']);
+    expect(missing.code).toBe(2);
+    expect(missing.err).toMatch(/^hardware-sim: Option '--structure <value>' argument missing\n\nusage:/);
+  });
+
+  test('a malformed --platform, for player and for run (before anything starts)', async () => {
+    const cases: [string, RegExp][] = [
+      ['api', /--platform: "api" is not name=URL \(names: api, agents, devices, verify\)/],
+      [`${URLS},web=http://x`, /--platform: "web=http:\/\/x" is not name=URL/],
+      [
+        URLS.replace('verify=http://127.0.0.1:4', 'verify=127.0.0.1:4'),
+        /--platform: verify=127\.0\.0\.1:4 is not an http\(s\) URL/,
+      ],
+      [URLS.replace(',verify=http://127.0.0.1:4', ''), /--platform: verify=URL is missing/],
+    ];
+    for (const [platform, problem] of cases) {
+      const player = await run([
+        'player',
+        '--platform',
+        platform,
+        '--admin-key',
+        'k',
+        '--structure',
+        'ALM-0001',
+      ]);
+      expect(player).toMatchObject({ code: 2, out: '' });
+      expect(player.err).toMatch(
+        new RegExp(`^hardware-sim: ${problem.source}[^\\n]*\\n\\nusage: hardware-sim`),
+      );
+      const scenario = await run(['run', SMOKE, '--platform', platform, '--admin-key', 'k']);
+      expect(scenario).toMatchObject({ code: 2, out: '' });
+      expect(scenario.err).toMatch(problem);
+    }
+    const noKey = await run(['run', SMOKE, '--platform', URLS]);
+    expect(noKey).toMatchObject({ code: 2, out: '' });
+    expect(noKey.err).toMatch(/^hardware-sim: --platform needs --admin-key\n/);
+  });
+
+  test('a URL in --platform may itself hold "="', () => {
+    const urls = parsePlatform(URLS.replace('api=http://127.0.0.1:1', 'api=http://127.0.0.1:1/?a=b'));
+    expect(urls.api).toBe('http://127.0.0.1:1/?a=b');
+    expect(urls.verify).toBe('http://127.0.0.1:4');
+  });
+
+  test('as a program: an unknown option prints no stack trace', () => {
+    const result = spawnSync(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', 'src/cli/main.ts', 'player', '--platfrom', URLS],
+      { cwd: SIM_ROOT, encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(result.status).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/^hardware-sim: Unknown option '--platfrom'/);
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('hardware-sim check', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(os.tmpdir(), 'sim-cli-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  async function player(extra: Record<string, unknown>): Promise<string> {
+    const keyPair = generateEs256KeyPair();
+    const now = Date.now();
+    writeFileSync(
+      join(dir, 'authority-root.pem'),
+      await createRootCa({
+        subject: 'CN=Test Authority Root',
+        keyPair,
+        notBefore: new Date(now - 86_400_000),
+        notAfter: new Date(now + 86_400_000),
+      }),
+    );
+    const configFile = join(dir, 'agent.json');
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        structure: 'ALM-0001',
+        platform: {
+          agents_url: 'https://agents.example',
+          devices_url: 'https://devices.example',
+          verify_url: 'https://verify.example',
+        },
+        authority_root_file: 'authority-root.pem',
+        ...extra,
+      }),
+    );
+    await prepareEnrolment(loadConfig(configFile));
+    return configFile;
+  }
+
+  test('shows the unknown config keys as warnings, without failing the check', async () => {
+    const configFile = await player({ shiping: { min_interval_ms: 1000 } });
+    const text = await run(['check', dir]);
+    expect(text.err).toBe('');
+    expect(text.code).toBe(0);
+    expect(text.out).toContain(`player          ${configFile}`);
+    expect(text.out).toContain('warning         unknown key "shiping" (ignored; did you mean "shipping"?)');
+    const json = await run(['check', dir, '--json']);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.out)).toMatchObject({
+      config: configFile,
+      config_warnings: ['unknown key "shiping" (ignored; did you mean "shipping"?)'],
+      problems: [],
+    });
+  });
+
+  test('a folder that is not a player, or a broken config: a clear answer, exit 2', async () => {
+    const missing = await run(['check', join(dir, 'nowhere')]);
+    expect(missing.code).toBe(2);
+    expect(missing.err).toMatch(/^hardware-sim: check: .*nowhere does not exist\n\nusage:/);
+    const empty = await run(['check', dir]);
+    expect(empty.code).toBe(2);
+    expect(empty.err).toMatch(/^hardware-sim: check: no agent\.json in /);
+    writeFileSync(join(dir, 'agent.json'), JSON.stringify({ structure: 'ALM-0001' }));
+    const broken = await run(['check', dir]);
+    expect(broken).toMatchObject({ code: 2, out: '' });
+    expect(broken.err).toMatch(
+      /^hardware-sim: check: config_invalid: invalid agent config: platform must be an object/,
+    );
+  });
+});
