@@ -229,15 +229,20 @@ export interface PlayTimes {
 }
 
 /**
- * The times to log for a play the display reported. The display stamps start and end with the agent's wall
- * clock, which the agent itself corrects from the platform's Date header (and which the board may set), so a
- * correction during the play makes end - start wrong, even negative. The rule:
- * - the step is how much the wall clock moved during the play beyond the steady (monotonic) time that passed;
- * - within {@link CLOCK_STEP_TOLERANCE_MS} there was no step: the reported times stand as they are;
- * - otherwise the length is the reported length minus the step (the step fell between the two stamps), or the
- *   reported length if that is the one that fits the steady time (the step fell outside them), else the steady
- *   time itself; never negative, never longer than the steady time the play took;
- * - the end stays as reported (it was read with the newest correction) and the start is end - length.
+ * The times to log for a play the display reported, in the time of the wall clock as it reads when the play is
+ * logged. The display stamps start and end with the agent's wall clock, which the agent itself corrects from the
+ * platform's Date header (and which the board may set), so a correction during the play, or between the
+ * display's stamps and its report, puts the stamps in different times: end - start wrong, even negative, or both
+ * stamps ten minutes ahead of the clock the record is logged by. The rule:
+ * - the step is how much the wall clock moved between `before` and `after` beyond the steady (monotonic) time
+ *   that passed; within {@link CLOCK_STEP_TOLERANCE_MS} there was no step: the reported times stand as they are;
+ * - otherwise each stamp is placed on the side of the step it was read on: the start near `before` as read
+ *   before the step (`before.clockMs`) or after it (`before.clockMs + step`), the end near `after` as read after
+ *   the step (`after.clockMs`) or before it (`after.clockMs - step`), whichever is nearer; a stamp read before the
+ *   step is moved by the step;
+ * - the length is then end - start, unless that does not fit the steady time the play took (negative, or
+ *   longer): then the steady time itself, and the start is end - length;
+ * - never negative, never longer than the steady time the play took.
  */
 export function playTimes(
   reported: { start: Date; end: Date },
@@ -246,22 +251,23 @@ export function playTimes(
 ): PlayTimes {
   const steadyMs = Math.max(0, after.monoMs - before.monoMs);
   const stepMs = Math.round(after.clockMs - before.clockMs - steadyMs);
-  const wallMs = reported.end.getTime() - reported.start.getTime();
-  const fits = (ms: number) => ms >= 0 && ms <= steadyMs + CLOCK_STEP_TOLERANCE_MS;
   const stepped = Math.abs(stepMs) > CLOCK_STEP_TOLERANCE_MS;
-  let durationMs: number;
-  if (!stepped && fits(wallMs)) durationMs = wallMs;
-  else if (stepped && fits(wallMs - stepMs)) durationMs = wallMs - stepMs;
-  else if (fits(wallMs)) durationMs = wallMs;
-  else durationMs = Math.round(steadyMs);
-  durationMs = Math.max(0, Math.min(durationMs, Math.round(steadyMs) + CLOCK_STEP_TOLERANCE_MS));
-  if (durationMs === wallMs) {
-    return { start: reported.start, end: reported.end, durationMs, clockStepMs: stepped ? stepMs : null };
+  const clockStepMs = stepped ? stepMs : null;
+  const longestMs = Math.round(steadyMs) + CLOCK_STEP_TOLERANCE_MS;
+  const fits = (ms: number) => ms >= 0 && ms <= longestMs;
+  let startMs = reported.start.getTime();
+  let endMs = reported.end.getTime();
+  if (stepped) {
+    const startBeforeStep =
+      Math.abs(startMs - before.clockMs) <= Math.abs(startMs - (before.clockMs + stepMs));
+    const endBeforeStep = Math.abs(endMs - (after.clockMs - stepMs)) < Math.abs(endMs - after.clockMs);
+    if (startBeforeStep) startMs += stepMs;
+    if (endBeforeStep) endMs += stepMs;
   }
-  return {
-    start: new Date(reported.end.getTime() - durationMs),
-    end: reported.end,
-    durationMs,
-    clockStepMs: stepped ? stepMs : null,
-  };
+  const lengthMs = endMs - startMs;
+  if (fits(lengthMs)) {
+    return { start: new Date(startMs), end: new Date(endMs), durationMs: lengthMs, clockStepMs };
+  }
+  const durationMs = Math.max(0, Math.min(Math.round(steadyMs), longestMs));
+  return { start: new Date(endMs - durationMs), end: new Date(endMs), durationMs, clockStepMs };
 }

@@ -324,6 +324,67 @@ describe('playback scheduler', () => {
     expect(logger.lines.filter((line) => line.level === 'error')).toEqual([]);
   });
 
+  it('a clock corrected after the display stamped the end but before it reported: the play is logged in the corrected time', async () => {
+    // The board runs 10 minutes ahead. The display reads both stamps on the uncorrected clock; while its report
+    // is on the way (a renderer's IPC message, an await), a Date header sets the agent's clock back. The play
+    // must not be logged ten minutes ahead as a play of the corrected clock: the platform would refuse it
+    // (time_in_future), and it would never be set right, since it carries no mark of the clock it was read on.
+    const truth = new ManualClock(new Date('2026-11-21T09:00:00.000Z'));
+    const board = { now: () => new Date(truth.now().getTime() + 600_000) };
+    const agentClock = new CorrectedClock(board, 86_400_000, 0, undefined, {
+      monotonic: () => truth.now().getTime(),
+    });
+    const stampedLog = new PlayLog(db, () =>
+      agentClock.synced
+        ? null
+        : { run: 'run-1', steadyMs: truth.now().getTime(), clockMs: agentClock.now().getTime() },
+    );
+    let corrected = false;
+    const lateReport: Display = {
+      async play(request) {
+        const start = agentClock.now();
+        truth.advance(request.durationMs ?? 15_000);
+        const end = agentClock.now();
+        await new Promise((resolve) => setImmediate(resolve));
+        if (!corrected) {
+          corrected = true;
+          const at = agentClock.baseNow();
+          expect(agentClock.observeServerDate(truth.now().toUTCString(), at, at)).toBe(true);
+        }
+        return { outcome: 'played', start, end, interrupted: false };
+      },
+    };
+    const lateScheduler = new PlaybackScheduler({
+      library,
+      display: lateReport,
+      hardware,
+      log: stampedLog,
+      modes,
+      clock: agentClock,
+      monotonic: () => truth.now().getTime(),
+      structure: 'ALM-0001',
+      imageDurationMs: 10_000,
+      logger: memoryLogger(),
+      idleMs: 50,
+    });
+    running = lateScheduler.run(controller.signal);
+    await until(() => plays().length >= 2);
+    controller.abort();
+    await running;
+    // The first play was on screen from 09:00:00 to 09:00:10 true time; the corrected clock reads true + 0.5 s.
+    expect(agentClock.offset).toBe(-599_500);
+    const [first, second] = stampedLog.records().map((r) => r.record as WirePlayRecord);
+    expect(first).toMatchObject({
+      start: '2026-11-21T09:00:00.500Z',
+      end: '2026-11-21T09:00:10.500Z',
+      duration_ms: 10_000,
+      detail: { clock_step_ms: -599_500 },
+    });
+    expect(second).toMatchObject({ start: '2026-11-21T09:00:10.500Z', duration_ms: 15_000 });
+    // Logged after the sync, in the synced clock's time: nothing waits to be settled.
+    expect(stampedLog.stats().unsettled).toBe(0);
+  });
+
   it('an unexpected error in the loop is logged, and playback goes on after a pause', async () => {
     const logger = memoryLogger();
     let throwsLeft = 2;
@@ -457,6 +518,31 @@ describe('play times across a clock correction (playTimes)', () => {
       end: at('2026-11-21T09:00:10.500Z'),
       durationMs: 10_000,
       clockStepMs: -600_000,
+    });
+  });
+
+  it('a step after both stamps (the report came later): both are moved into the corrected time', () => {
+    const times = playTimes(
+      { start: at('2026-11-21T09:10:00.000Z'), end: at('2026-11-21T09:10:10.000Z') },
+      { clockMs: T + 600_000, monoMs: 0 },
+      { clockMs: T + 10_050, monoMs: 10_050 },
+    );
+    expect(times).toEqual({
+      start: at('2026-11-21T09:00:00.000Z'),
+      end: at('2026-11-21T09:00:10.000Z'),
+      durationMs: 10_000,
+      clockStepMs: -600_000,
+    });
+    // A video longer than the step: both stamps are still told apart from the corrected time.
+    const long = playTimes(
+      { start: at('2026-11-21T09:10:00.000Z'), end: at('2026-11-21T09:30:00.000Z') },
+      { clockMs: T + 600_000, monoMs: 0 },
+      { clockMs: T + 1_200_100, monoMs: 1_200_100 },
+    );
+    expect(long).toMatchObject({
+      start: at('2026-11-21T09:00:00.000Z'),
+      end: at('2026-11-21T09:20:00.000Z'),
+      durationMs: 1_200_000,
     });
   });
 
