@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock, MonotonicClock, Sleep } from '../clock.js';
-import { realSleep } from '../clock.js';
+import { CorrectedClock, realSleep } from '../clock.js';
 import type { Hardware } from '../hardware/hardware.js';
 import type { PlayLog } from '../log/play-log.js';
 import type { ScreenPower } from '../log/records.js';
@@ -137,7 +137,9 @@ export class PlaybackScheduler {
     const powerAtStart = hardware.screenPower();
     this.playing = { relativePath: item.relativePath, playId };
     const monotonic = this.options.monotonic ?? (() => clock.now().getTime());
-    const before = { clockMs: clock.now().getTime(), monoMs: monotonic() };
+    // The agent's own corrections are known to the millisecond; only a step of the board clock is measured.
+    const offsetMs = () => (clock instanceof CorrectedClock ? clock.offset : 0);
+    const before = { clockMs: clock.now().getTime(), monoMs: monotonic(), offsetMs: offsetMs() };
     let report: PlayReport;
     try {
       report = await display.play(
@@ -159,7 +161,7 @@ export class PlaybackScheduler {
       this.playing = null;
     }
     if (report.outcome === 'played') {
-      const after = { clockMs: clock.now().getTime(), monoMs: monotonic() };
+      const after = { clockMs: clock.now().getTime(), monoMs: monotonic(), offsetMs: offsetMs() };
       const times = playTimes(report, before, after);
       if (times.clockStepMs !== null) {
         this.options.logger.info(
@@ -235,7 +237,11 @@ export interface PlayTimes {
  * display's stamps and its report, puts the stamps in different times: end - start wrong, even negative, or both
  * stamps ten minutes ahead of the clock the record is logged by. The rule:
  * - the step is how much the wall clock moved between `before` and `after` beyond the steady (monotonic) time
- *   that passed; within {@link CLOCK_STEP_TOLERANCE_MS} there was no step: the reported times stand as they are;
+ *   that passed: the agent's own correction (`offsetMs`, exact), plus a move of the board clock itself as
+ *   measured, when more than {@link CLOCK_STEP_TOLERANCE_MS} (less is the reading's own error: wall readings are
+ *   whole milliseconds, so a measured step is off by up to one, which would go into the length of a play
+ *   straddling it: 999 ms for a 1000 ms play, under the platform's minimum); within the tolerance there was
+ *   no step: the reported times stand as they are;
  * - otherwise each stamp is placed on the side of the step it was read on: the start near `before` as read
  *   before the step (`before.clockMs`) or after it (`before.clockMs + step`), the end near `after` as read after
  *   the step (`after.clockMs`) or before it (`after.clockMs - step`), whichever is nearer; a stamp read before the
@@ -246,11 +252,13 @@ export interface PlayTimes {
  */
 export function playTimes(
   reported: { start: Date; end: Date },
-  before: { clockMs: number; monoMs: number },
-  after: { clockMs: number; monoMs: number },
+  before: { clockMs: number; monoMs: number; offsetMs?: number },
+  after: { clockMs: number; monoMs: number; offsetMs?: number },
 ): PlayTimes {
   const steadyMs = Math.max(0, after.monoMs - before.monoMs);
-  const stepMs = Math.round(after.clockMs - before.clockMs - steadyMs);
+  const correctionMs = (after.offsetMs ?? 0) - (before.offsetMs ?? 0);
+  const boardStepMs = Math.round(after.clockMs - before.clockMs - steadyMs - correctionMs);
+  const stepMs = correctionMs + (Math.abs(boardStepMs) > CLOCK_STEP_TOLERANCE_MS ? boardStepMs : 0);
   const stepped = Math.abs(stepMs) > CLOCK_STEP_TOLERANCE_MS;
   const clockStepMs = stepped ? stepMs : null;
   const longestMs = Math.round(steadyMs) + CLOCK_STEP_TOLERANCE_MS;

@@ -546,6 +546,23 @@ describe('play times across a clock correction (playTimes)', () => {
     });
   });
 
+  it('a correction between the stamps is taken as the clock made it, not as measured to a millisecond', () => {
+    // A 1000 ms play; the wall clock is read to the millisecond (truncated): the steady time between the
+    // scheduler's readings (1000.31 ms) against the wall readings makes the step look 1 ms shorter than the
+    // correction was (-599 499 instead of -599 500), and the play 999 ms long: too_short for the platform.
+    const times = playTimes(
+      { start: new Date(T + 600_000), end: new Date(T + 1500) },
+      { clockMs: T + 600_000, monoMs: 0, offsetMs: 0 },
+      { clockMs: T + 1501, monoMs: 1000.31, offsetMs: -599_500 },
+    );
+    expect(times).toEqual({
+      start: new Date(T + 500),
+      end: new Date(T + 1500),
+      durationMs: 1000,
+      clockStepMs: -599_500,
+    });
+  });
+
   it('never logs a negative length or one longer than the steady time', () => {
     const times = playTimes(
       { start: at('2026-11-21T09:00:20.000Z'), end: at('2026-11-21T09:00:00.000Z') },
