@@ -130,10 +130,14 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     // A client's text or date that JSON and the route's checks allow but PostgreSQL cannot hold: a NUL character
     // (22021) or a day outside its range such as year 0000 (22008). The client's input, not an internal failure.
     if (fe.code === '22021' || fe.code === '22008') {
+      const errors = fe.code === '22021' ? nulFields(request) : [];
       return sendProblem(
         reply,
         'validation_failed',
-        'a value in the request cannot be stored: it holds a NUL character or a date out of range',
+        errors.length > 0
+          ? 'a text in the request holds a NUL character (U+0000), which cannot be stored'
+          : 'a value in the request cannot be stored: it holds a NUL character or a date out of range',
+        errors.length > 0 ? errors : undefined,
       );
     }
     request.log.error({ err: error }, 'unhandled error');
@@ -176,6 +180,32 @@ const KEYWORD_CODES: Record<string, string> = {
   maximum: 'out_of_range',
   uniqueItems: 'duplicate',
 };
+
+/**
+ * The fields of a request whose text holds U+0000 (PostgreSQL text cannot), named like schema errors: '/a/0/b' in
+ * the body, 'querystring:/x', 'params:/id'. At most 20.
+ */
+function nulFields(request: FastifyRequest): FieldError[] {
+  const found: FieldError[] = [];
+  const visit = (value: unknown, path: string, depth: number) => {
+    if (found.length >= 20 || depth > 32) return;
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) {
+        found.push({ path: path || '/', code: 'format', message: 'a NUL character (U+0000) cannot be stored' });
+      }
+    } else if (Array.isArray(value)) {
+      value.forEach((item, i) => visit(item, `${path}/${i}`, depth + 1));
+    } else if (typeof value === 'object' && value !== null) {
+      for (const [key, item] of Object.entries(value)) {
+        visit(item, `${path}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`, depth + 1);
+      }
+    }
+  };
+  visit(request.params, 'params:', 0);
+  visit(request.query, 'querystring:', 0);
+  if (!Buffer.isBuffer(request.body)) visit(request.body, '', 0);
+  return found;
+}
 
 function toFieldError(v: AjvLikeError, context?: string): FieldError {
   let path = v.instancePath;

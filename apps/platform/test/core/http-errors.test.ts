@@ -97,11 +97,18 @@ describe('every error is a problem document with a stable code', () => {
       apiCall(p.servers.api, p.adminKey, 'GET', '/api/v1/console/events?day=0000-01-01'),
       apiCall(p.servers.api, p.adminKey, 'POST', '/api/v1/console/seals/0000-01-01'),
     ];
-    for (const res of await Promise.all(calls)) {
+    const answers = await Promise.all(calls);
+    for (const res of answers) {
       expect(res.statusCode, res.body).toBe(422);
       expect(problemOf(res).code).toBe('validation_failed');
       expect(res.body).not.toMatch(/encoding|UTF8|SELECT/);
     }
+    // A NUL character is named by the field that holds it.
+    const paths = (res: (typeof answers)[number]) =>
+      ((problemOf(res).errors ?? []) as { path: string; code: string }[]).map((e) => e.path);
+    expect(paths(answers[0]!)).toEqual(['/email']);
+    expect(paths(answers[1]!)).toEqual(['querystring:/state']);
+    expect(paths(answers[2]!)).toEqual(['params:/number']);
   });
 
   test('an internal failure shows neither stack nor SQL', async () => {

@@ -230,8 +230,8 @@ describe('counting under random interleavings', () => {
           [PLAYERS.map((p) => playerKey(fleet, p))],
         );
         expect(rows).toEqual([]);
-        // The distinct valid numbers bound the count from above; the highest valid number of each player that
-        // came first is always counted.
+        // The distinct valid numbers bound the count from above (a number is counted at most once, and only for a
+        // valid record; which copy of an overlapped number comes first depends on the interleaving).
         for (const player of PLAYERS) {
           const valid = new Set(
             batches
