@@ -191,10 +191,14 @@ function nulFields(request: FastifyRequest): FieldError[] {
     if (found.length >= 20 || depth > 32) return;
     if (typeof value === 'string') {
       if (value.includes('\u0000')) {
-        found.push({ path: path || '/', code: 'format', message: 'a NUL character (U+0000) cannot be stored' });
+        found.push({
+          path: path || '/',
+          code: 'format',
+          message: 'a NUL character (U+0000) cannot be stored',
+        });
       }
     } else if (Array.isArray(value)) {
-      value.forEach((item, i) => visit(item, `${path}/${i}`, depth + 1));
+      for (const [i, item] of value.entries()) visit(item, `${path}/${i}`, depth + 1);
     } else if (typeof value === 'object' && value !== null) {
       for (const [key, item] of Object.entries(value)) {
         visit(item, `${path}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`, depth + 1);
