@@ -90,7 +90,15 @@ export class FakeDisplay implements Display {
   }
 }
 
-/** A display that really waits: images for their duration, videos for `videoMs`; abort ends early. */
+/**
+ * A display that really waits: images for their duration, videos for `videoMs`; abort ends early. An
+ * uninterrupted play lasts at least its duration on the clock it stamps with, as a screen's does: Node counts a
+ * timer in whole milliseconds of its loop clock from a truncated start, so a timer may fire up to a millisecond
+ * (more when a busy tick makes the loop clock stale) before its delay has passed, and plays stamped with a
+ * millisecond clock then measured 999 ms of 1000 (refused by the platform as too_short). The rest is waited out
+ * on the steady clock, which a correction of `clock` does not move; `clock` is read before it starts and after it
+ * ends, so the stamps span at least the steady time waited.
+ */
 export class TimerDisplay implements Display {
   plays = 0;
 
@@ -101,18 +109,31 @@ export class TimerDisplay implements Display {
 
   async play(request: PlayRequest, signal: AbortSignal): Promise<PlayReport> {
     const start = this.clock.now();
+    const steadyStart = performance.now();
     const duration = request.durationMs ?? this.videoMs;
     const interrupted = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(false);
-      }, duration);
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const onAbort = () => {
         clearTimeout(timer);
         resolve(true);
       };
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
+      const wait = (ms: number) => {
+        timer = setTimeout(() => {
+          const left = duration - (performance.now() - steadyStart);
+          if (left > 0) {
+            wait(Math.ceil(left));
+            return;
+          }
+          signal.removeEventListener('abort', onAbort);
+          resolve(false);
+        }, ms);
+      };
+      if (signal.aborted) {
+        resolve(true);
+        return;
+      }
+      signal.addEventListener('abort', onAbort, { once: true });
+      wait(duration);
     });
     this.plays++;
     return { outcome: 'played', start, end: this.clock.now(), interrupted };
