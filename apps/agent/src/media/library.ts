@@ -268,7 +268,9 @@ export class MediaLibrary {
     if (verdict.status === 'refused') {
       const logged = this.options.log.appendRejectOnce(`${relativePath}|${sha256}`, {
         kind: 'reject',
-        at: now,
+        // Read now, not before the verification: a clock correction landing meanwhile would otherwise leave the
+        // record in the uncorrected time while the log counts it as written after the correction.
+        at: this.options.clock.now(),
         code: verdict.code,
         detail: {
           file: relativePath,

@@ -255,4 +255,26 @@ describe('media library', () => {
     expect(calls).toHaveLength(3);
     expect(lib.playable().map((item) => item.approvalNumber)).toEqual(['APP-1B']);
   });
+
+  it('dates a reject when it is logged: a clock correction during the verification is taken', async () => {
+    // The board runs 10 minutes fast until the agent corrects its clock, here while the signature is checked.
+    let now = new Date(Date.now() + 600_000);
+    const verifier = new EnvelopeVerifier({
+      trustedRootsPem: [pki.authorityRootPem],
+      verifySignature: async () => {
+        now = new Date(now.getTime() - 600_000);
+        return { ok: false, reason: 'forged' };
+      },
+    });
+    await writeMedia(pki, mediaDir, 'forged.png', 'png bytes');
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const lib = create({ verifier, clock: { now: () => now } });
+    const before = Date.now();
+    await lib.start();
+    const [reject] = rejects();
+    expect(reject).toMatchObject({ kind: 'reject', code: 'BAD_SIGNATURE' });
+    const at = Date.parse(reject!.at);
+    expect(at).toBeGreaterThanOrEqual(before - 1000);
+    expect(at).toBeLessThanOrEqual(Date.now() + 1000);
+  });
 });
