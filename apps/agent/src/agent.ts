@@ -184,6 +184,7 @@ export class AgentCore {
       logger: this.logger,
       offlineAfterMs: config.offlineAfterMs,
       clockTrust,
+      monotonic: () => this.clock.monotonicMs(),
     });
     this.shipper = new Shipper({
       batches: this.batches,

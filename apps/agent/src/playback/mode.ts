@@ -35,6 +35,12 @@ export class ModeTracker {
       logger: Logger;
       offlineAfterMs: number;
       clockTrust?: () => ClockTrust;
+      /**
+       * The steady clock (ms) the time unreachable is measured on: a step of the wall clock (the board's own, or
+       * the agent's correction) must neither send the player offline early nor hold it online. Without one, the
+       * wall clock.
+       */
+      monotonic?: () => number;
     },
   ) {
     this.mode = options.state.get<DisplayMode>(MODE_KEY) ?? 'normal';
@@ -52,7 +58,11 @@ export class ModeTracker {
   /** Shipping tells whether its last call reached the platform. */
   setReachable(reachable: boolean): void {
     if (reachable) this.unreachableSince = null;
-    else if (this.unreachableSince === null) this.unreachableSince = this.options.clock.now().getTime();
+    else if (this.unreachableSince === null) this.unreachableSince = this.steadyNow();
+  }
+
+  private steadyNow(): number {
+    return this.options.monotonic ? this.options.monotonic() : this.options.clock.now().getTime();
   }
 
   /** Computes the mode from the inputs; a change is logged as one `mode_change` record. */
@@ -62,7 +72,7 @@ export class ModeTracker {
     const offline =
       waitingForClock ||
       (this.unreachableSince !== null &&
-        now.getTime() - this.unreachableSince >= this.options.offlineAfterMs);
+        this.steadyNow() - this.unreachableSince >= this.options.offlineAfterMs);
     const next: DisplayMode =
       inputs.screenPower === 'off'
         ? 'screen_off'

@@ -230,6 +230,28 @@ describe('playback scheduler', () => {
     ]);
   });
 
+  it('measures the time unreachable on the steady clock: a wall clock step neither hastens nor delays offline', () => {
+    let steady = 0;
+    const tracker = new ModeTracker({
+      log,
+      state,
+      clock,
+      logger: memoryLogger(),
+      offlineAfterMs: 600_000,
+      monotonic: () => steady,
+    });
+    const inputs = { screenPower: 'on' as const, emergencyPlayable: false };
+    tracker.setReachable(false);
+    // The board's clock jumps an hour ahead: still only 1 s unreachable.
+    clock.advance(3_600_000);
+    steady += 1000;
+    expect(tracker.update(inputs)).toBe('normal');
+    // The agent corrects it back: the 10 minutes count on the steady clock all the same.
+    clock.advance(-3_600_000);
+    steady += 600_000;
+    expect(tracker.update(inputs)).toBe('offline');
+  });
+
   it('stops at once when stopped during a failed play: no wait on an already-aborted signal', async () => {
     // A sleep like the simulator's virtual clock at shutdown: it ends only when its signal aborts.
     const sleeps: AbortSignal[] = [];
