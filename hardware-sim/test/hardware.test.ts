@@ -83,6 +83,50 @@ describe('SimDisplay', () => {
     expect(display.plays).toBe(1);
   });
 
+  test('a sleep that ends a little early is waited out; a board clock set back is not', async () => {
+    let board = T0;
+    const shown: DisplayedPlay[] = [];
+    const sleeps: number[] = [];
+    const display = new SimDisplay({
+      player: 'P1',
+      // A timer that fires 1 ms early the first time, as Node's may.
+      sleep: async (ms) => {
+        sleeps.push(ms);
+        board += sleeps.length === 1 ? ms - 1 : ms;
+      },
+      clock: () => ({ now: () => new Date(board) }),
+      screenPower: () => 'on',
+      onPlayed: (play) => shown.push(play),
+    });
+    expect(await display.play(request(1000), new AbortController().signal)).toMatchObject({
+      start: new Date(T0),
+      end: new Date(T0 + 1000),
+    });
+    expect(sleeps).toEqual([1000, 1]);
+    expect(shown[0]!.durationMs).toBe(1000);
+
+    // The board clock set back 10 minutes during the play: no ten-minute wait.
+    sleeps.length = 0;
+    const start = board;
+    const jumpy = new SimDisplay({
+      player: 'P2',
+      sleep: async (ms) => {
+        sleeps.push(ms);
+        board += ms - 600_000;
+      },
+      clock: () => ({ now: () => new Date(board) }),
+      screenPower: () => 'on',
+      onPlayed: () => {},
+    });
+    const report = await jumpy.play(request(1000), new AbortController().signal);
+    expect(sleeps).toEqual([1000]);
+    expect(report).toMatchObject({
+      outcome: 'played',
+      start: new Date(start),
+      end: new Date(start + 1000 - 600_000),
+    });
+  });
+
   test('an abort takes the file off the screen early; failNext and halt show nothing', async () => {
     const { clock, shown, display } = setUp();
     const controller = new AbortController();

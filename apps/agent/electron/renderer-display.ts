@@ -18,6 +18,13 @@ interface Pending {
 const MARGIN_MS = 30_000;
 
 /**
+ * How much longer than asked an image stays on screen. Main stamps a play when the renderer's reports arrive, and
+ * the first may travel slower than the last (a busy main loop): the image is held this much longer so that the
+ * stamps still span at least the length asked for, which the platform's minimum (1000 ms) may equal.
+ */
+export const IMAGE_HOLD_MARGIN_MS = 20;
+
+/**
  * The agent's Display, implemented by the renderer page: main sends a play command, the page reports
  * `playing` when the media is really on screen and `ended` when it left it; main stamps both with the agent's
  * clock. Only then is a play logged.
@@ -42,7 +49,10 @@ export class RendererDisplay implements Display {
         playId: request.playId,
         url: pathToFileURL(request.path).href,
         kind: request.kind,
-        durationMs: request.kind === 'image' ? request.durationMs : null,
+        durationMs:
+          request.kind === 'image' && request.durationMs !== null
+            ? request.durationMs + IMAGE_HOLD_MARGIN_MS
+            : null,
       };
       signal.addEventListener('abort', () => this.sink.send(CHANNEL_STOP, request.playId), { once: true });
       this.sink.send(CHANNEL_PLAY, command);

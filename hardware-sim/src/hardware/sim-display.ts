@@ -1,5 +1,8 @@
 import type { Clock, Display, PlayReport, PlayRequest, ScreenPower, Sleep } from '@ooh/agent';
 
+/** A timer firing this much early at most is waited out (more is a clock set back, not a timer). */
+const TIMER_SLACK_MS = 50;
+
 /** How long a halted screen waits per sleep (it loops until aborted). */
 const HALT_WAIT_MS = 24 * 3_600_000;
 
@@ -78,7 +81,18 @@ export class SimDisplay implements Display {
     const powerAtStart = this.options.screenPower();
     const durationMs = request.durationMs ?? this.options.defaultVideoMs ?? 15_000;
     await this.options.sleep(durationMs, signal);
-    const end = clock.now();
+    let end = clock.now();
+    // The whole length on the clock it stamps with: a real-time sleep is a timer, which may fire a millisecond or
+    // so early, and a 999 ms play of a 1000 ms image is one the platform refuses as too short. Only such a shortfall
+    // is waited out; a board clock set back meanwhile is the agent's to reconcile (its steady clock).
+    for (
+      let left = durationMs - (end.getTime() - start.getTime());
+      left > 0 && left <= TIMER_SLACK_MS && !signal.aborted;
+      left = durationMs - (end.getTime() - start.getTime())
+    ) {
+      await this.options.sleep(left, signal);
+      end = clock.now();
+    }
     const interrupted = signal.aborted;
     const power = this.options.screenPower() === powerAtStart ? powerAtStart : 'unknown';
     this.shown += 1;

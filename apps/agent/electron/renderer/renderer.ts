@@ -51,6 +51,22 @@ function markPlaying(playId: string): void {
   bridge.report({ type: 'playing', playId });
 }
 
+/**
+ * Ends an image once it has been on screen `durationMs`, measured from its `playing` report on the steady clock.
+ * A timer alone may fire a little early (timers count whole milliseconds of a loop clock), and a play measured
+ * 999 ms of 1000 is one the platform refuses as too short: the rest is waited out.
+ */
+function holdThenEnd(playId: string, durationMs: number): void {
+  const shownAt = performance.now();
+  const check = () => {
+    if (current?.playId !== playId) return;
+    const left = durationMs - (performance.now() - shownAt);
+    if (left > 0) current.timer = window.setTimeout(check, Math.ceil(left));
+    else end(playId, false);
+  };
+  current!.timer = window.setTimeout(check, durationMs);
+}
+
 function playImage(command: PlayCommand): void {
   const image = new Image();
   current = { playId: command.playId, element: image, started: false, timer: undefined };
@@ -62,10 +78,7 @@ function playImage(command: PlayCommand): void {
       afterPaint(() => {
         if (current?.playId !== command.playId) return;
         markPlaying(command.playId);
-        current.timer = window.setTimeout(
-          () => end(command.playId, false),
-          command.durationMs ?? DEFAULT_IMAGE_MS,
-        );
+        holdThenEnd(command.playId, command.durationMs ?? DEFAULT_IMAGE_MS);
       });
     },
     () => end(command.playId, false, 'image could not be decoded'),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CHANNEL_PLAY, CHANNEL_STOP, type PlayCommand } from '../../electron/bridge.js';
-import { isPlayerReport, RendererDisplay } from '../../electron/renderer-display.js';
+import { IMAGE_HOLD_MARGIN_MS, isPlayerReport, RendererDisplay } from '../../electron/renderer-display.js';
 import type { PlayRequest } from '../../src/playback/display.js';
 import { ManualClock, SHA_A } from '../helpers/temp.js';
 
@@ -29,7 +29,8 @@ describe('RendererDisplay (main-process side of the bridge)', () => {
           playId: 'play-1',
           url: 'file:///srv/media/a%20b.png',
           kind: 'image',
-          durationMs: 10_000,
+          // Held a margin longer, so that stamps taken as the reports arrive span the whole length.
+          durationMs: 10_000 + IMAGE_HOLD_MARGIN_MS,
         } satisfies PlayCommand,
       ],
     ]);
