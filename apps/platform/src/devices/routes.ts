@@ -76,8 +76,8 @@ const FleetList = Type.Object({
  * The fleet list: devices with structure, current certificate expiry, force-renewal allowance, last batch and queue
  * lag (apps/platform/console/README.md "Fleet": the receive time of the device's newest batch minus the newest time
  * a record in it carries, never below 0; null without a batch or without a timed record in it). One index read per
- * device (migration 061); the batch row holds the newest record time (migration 063). $1: the caller's organisation (null for the authority: every device);
- * $2: now.
+ * device (migration 061); the batch row holds the newest record time (migration 063). $1: the caller's organisation
+ * (null for the authority: every device); $2: now.
  */
 export const FLEET_LIST_SQL = `
    SELECT d.id AS device_id, d.structure_id, s.code AS structure_code, s.organisation_id, d.created_at,
