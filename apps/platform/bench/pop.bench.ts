@@ -727,9 +727,10 @@ export async function run(): Promise<Record<string, number>> {
       figures['agent_cpu_ms_per_batch_postgres'] = Number(
         (agentCpu.postgresMs / agentRequests.length).toFixed(2),
       );
-      // What the CPU per batch allows at most on this machine's cores, sender included: the goal of 2 000 batches/s
-      // needs the three together under (cores / 2 000) s a batch.
-      const cpuPerBatch = (agentCpu.platformMs + agentCpu.postgresMs + agentCpu.senderMs) / agentRequests.length;
+      // What the CPU per batch allows at most on this machine's cores, sender included: the goal of 2 000
+      // batches/s needs the three together under (cores / 2 000) s a batch.
+      const cpuPerBatch =
+        (agentCpu.platformMs + agentCpu.postgresMs + agentCpu.senderMs) / agentRequests.length;
       const bound = (os.availableParallelism() * 1000) / cpuPerBatch;
       log(
         `agent: at ${cpuPerBatch.toFixed(2)} ms of CPU a batch, ${os.availableParallelism()} cores allow at most ` +

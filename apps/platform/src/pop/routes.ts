@@ -448,11 +448,7 @@ export const popFeature: Feature = {
             { path: 'querystring:/kind', code: 'not_allowed', message: 'reject, mode_change or tamper' },
           ]);
         }
-        const events = await popEvents(
-          ctx.db,
-          devicePlayerKey(id),
-          kind ? { kinds: [kind] } : {},
-        );
+        const events = await popEvents(ctx.db, devicePlayerKey(id), kind ? { kinds: [kind] } : {});
         return {
           items: events.map((e) => ({
             batch: e.batchId,

@@ -41,7 +41,14 @@ describe('migrations 061 and 063: fleet queue lag', () => {
           `INSERT INTO pop_batches (owner, batch_seq, channel, body, body_sha256, received_at, receive_day,
              record_count, answer${newestRecordAt ? ', newest_record_at' : ''})
            VALUES ($1, $2, 'agent', '\\x7b7d', $3, $4, $5, 1, '{}'${newestRecordAt ? ', $6' : ''}) RETURNING id`,
-          [`device:${device}`, seq, 'd'.repeat(64), receivedAt, day, ...(newestRecordAt ? [newestRecordAt] : [])],
+          [
+            `device:${device}`,
+            seq,
+            'd'.repeat(64),
+            receivedAt,
+            day,
+            ...(newestRecordAt ? [newestRecordAt] : []),
+          ],
         )
       ).rows[0].id as string;
     const record = (batchId: string, day: string, endAt: Date) =>
@@ -57,7 +64,9 @@ describe('migrations 061 and 063: fleet queue lag', () => {
     await migrate(db);
 
     // 063 took the newest record time of the batches received before it (here: 5 minutes before receipt) ...
-    const { rows: backfilled } = await db.query('SELECT newest_record_at FROM pop_batches WHERE id = $1', [first]);
+    const { rows: backfilled } = await db.query('SELECT newest_record_at FROM pop_batches WHERE id = $1', [
+      first,
+    ]);
     expect(backfilled[0].newest_record_at).toEqual(new Date(T.getTime() - 300_000));
     // ... and dropped the partial index on pop_records(batch_id), from every partition, old and new.
     await db.query("SELECT pop_records_partition('2026-12-01')");
