@@ -91,6 +91,30 @@ describe('hardware-sim command line: bad input gets the problem and the usage, e
   });
 });
 
+test('as a program: a platform it cannot reach is named with the cause, exit 1, no stack trace', () => {
+  const result = spawnSync(
+    process.execPath,
+    [
+      '--conditions=source',
+      '--import',
+      'tsx',
+      'src/cli/main.ts',
+      'player',
+      '--platform',
+      URLS,
+      '--admin-key',
+      'k',
+      '--structure',
+      'ALM-0001',
+    ],
+    { cwd: SIM_ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, HARDWARE_SIM_STACK: '' } },
+  );
+  expect(result.status).toBe(1);
+  // The cause behind "fetch failed" (here undici refusing port 1) is named too.
+  expect(result.stderr).toMatch(/^hardware-sim: fetch failed: \S/);
+  expect(result.stderr).not.toMatch(/\n\s+at /);
+});
+
 describe('hardware-sim check', () => {
   let dir: string;
   beforeEach(() => {

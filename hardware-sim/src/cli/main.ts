@@ -443,6 +443,17 @@ async function checkCommand(target: string, json: boolean, io: CliIo): Promise<n
   return problems.length > 0 ? 1 : 0;
 }
 
+/** An error's message followed by those of its causes: "fetch failed: connect ECONNREFUSED 127.0.0.1:1". */
+export function reasonOf(error: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const message = e instanceof Error ? e.message : String(e);
+    if (message && !parts.includes(message)) parts.push(message);
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return parts.join(': ') || 'unknown error';
+}
+
 const invokedDirectly =
   process.argv[1] !== undefined && import.meta.url === new URL(`file://${resolve(process.argv[1])}`).href;
 if (invokedDirectly) {
@@ -451,8 +462,14 @@ if (invokedDirectly) {
       process.exitCode = code;
     },
     (error: unknown) => {
-      process.stderr.write(`hardware-sim: ${(error as Error).stack ?? String(error)}\n`);
-      process.exitCode = 2;
+      // A field technician reads the reason (with its causes: "fetch failed" says little without the refused
+      // connection behind it); the stack is for whoever debugs the simulator.
+      const stack = process.env['HARDWARE_SIM_STACK'] === '1';
+      process.stderr.write(
+        `hardware-sim: ${stack ? ((error as Error).stack ?? String(error)) : reasonOf(error)}\n` +
+          (stack ? '' : '(HARDWARE_SIM_STACK=1 prints the stack trace)\n'),
+      );
+      process.exitCode = 1;
     },
   );
 }
