@@ -10,7 +10,7 @@ export {
   createAgent,
   readStatus,
 } from './agent.js';
-export { type Clock, CorrectedClock, type Sleep, systemClock } from './clock.js';
+export { type Clock, CorrectedClock, realSleep, type Sleep, systemClock } from './clock.js';
 export { type AgentConfig, CONFIG_DEFAULTS, loadConfig, parseConfig } from './config/config.js';
 export { AgentError, type AgentErrorCode } from './errors.js';
 export { createBoardHardware, type Hardware, type TamperState } from './hardware/hardware.js';

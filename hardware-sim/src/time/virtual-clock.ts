@@ -1,4 +1,4 @@
-import type { Sleep } from '@ooh/agent';
+import { realSleep, type Sleep } from '@ooh/agent';
 
 /**
  * Time as the simulated players see it. A {@link VirtualClock} is one process's view of virtual time: it stands
@@ -302,19 +302,6 @@ export class VirtualClock implements TimeSource {
 /** Real time: the wall clock and real timers (the demo fleet, the benchmark, a player at a real site). */
 export const realTime: TimeSource = {
   now: () => Date.now(),
-  sleepFor: () => (ms, signal) =>
-    new Promise<void>((resolve) => {
-      if (signal?.aborted) {
-        resolve();
-        return;
-      }
-      // Node caps timers at 2^31-1 ms; callers loop, so a capped wait only wakes them early.
-      const timer = setTimeout(done, Math.max(0, Math.min(ms, 2_147_483_647)));
-      function done(): void {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      }
-      signal?.addEventListener('abort', done, { once: true });
-    }),
+  // The agent's own sleep: capped at Node's timer limit (callers loop), ended early by the signal.
+  sleepFor: () => realSleep,
 };

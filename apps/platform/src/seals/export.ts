@@ -10,7 +10,8 @@ const META_ROWS = 2000;
 const BODY_GROUP_BYTES = 8 * 1024 * 1024;
 
 /**
- * One line of the export of a sealed day: the leaf fields (DESIGN.md section 6) and the body as stored, base64.
+ * One line of the export of a sealed day: the leaf fields (DESIGN.md section 6) and the body as received, base64
+ * (decompressed on the CMS channel: the bytes body_sha256 covers, restored when stored as gzip).
  * An auditor recomputes each body_sha256, the leaves, `root` and `record_count` from these lines alone.
  */
 export interface ExportLine {

@@ -95,7 +95,7 @@ export function createSealsFeature(options: SealsOptions = {}): Feature {
       );
 
       // The batches of a sealed day for an auditor: NDJSON, one line per batch in leaf order (leaf fields and the
-      // body as stored, base64), so root and record_count can be recomputed.
+      // body as received, decompressed on the CMS channel, base64), so root and record_count can be recomputed.
       app.get<{ Params: { day: string } }>(
         '/api/v1/console/seals/:day/batches',
         { config: { auth: AUTHORITY_ADMIN } },
