@@ -43,7 +43,13 @@ export {
   SUBMISSION_NUMBER_PATTERN,
   UUID_PATTERN,
 } from './limits.js';
-export { checkPopRecord, type PopChannel, type PopRecordCheck, parseSrc } from './pop-record.js';
+export {
+  checkPopRecord,
+  freeFormWithinLimits,
+  type PopChannel,
+  type PopRecordCheck,
+  parseSrc,
+} from './pop-record.js';
 export {
   type FieldError,
   FieldErrorSchema,
@@ -104,7 +110,7 @@ export {
   SubmissionChannelSchema,
   SubmissionCreateRequest,
 } from './schemas/submission.js';
-export { isDateTime, isUuid, parseDateTime } from './time-formats.js';
+export { addCalendarYears, isDateTime, isUuid, parseDateTime } from './time-formats.js';
 export {
   CREATIVE_STATUSES,
   type CreativeStatusValue,

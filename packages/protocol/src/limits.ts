@@ -48,8 +48,8 @@ export const LIMITS = Object.freeze({
   selfRenewDaysLeft: 30,
   /** spec: "rotated CMS key: accepted 24 hours after the new key is registered". */
   cmsKeyRotationGraceHours: 24,
-  /** spec renew rule 3: "validity one year". */
-  certificateValidityDays: 365,
+  /** spec renew rule 3: "validity one year": a calendar year (addCalendarYears), not 365 days. */
+  certificateValidityYears: 1,
   /** spec: "min 3 operators and 3 advertisers per cell ..., at most 70 percent of plays by one party, release lag 1 full month". */
   openDataMinOperators: 3,
   openDataMinAdvertisers: 3,
@@ -61,6 +61,13 @@ export const LIMITS = Object.freeze({
   tooOldDays: 90,
   /** spec: "The declared_vs_actual city event compares ... default band 30 %". */
   declaredBandPct: 30,
+  /**
+   * A record's free-form objects (detail, its src, screen), refused as invalid_record beyond these (issue "Trust
+   * under attack", item 4): nesting depth, and bytes of their JSON text. The agent bounds its own detail to 4096
+   * bytes; a deeper or larger object is no fact of a play, only work for whoever stores and reads it.
+   */
+  recordObjectMaxDepth: 16,
+  recordObjectMaxBytes: 16_384,
 } as const);
 export type Limits = typeof LIMITS;
 

@@ -1,4 +1,5 @@
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { LIMITS } from './limits.js';
 import { PopRecord, Src } from './schemas/pop.js';
 
 /*
@@ -32,6 +33,11 @@ export function checkPopRecord(record: unknown, channel: PopChannel): PopRecordC
   if (channel === 'cms' && typeof record.kind === 'string' && record.kind !== 'play') {
     return { ok: false, reason: 'kind_not_allowed' };
   }
+  // The free-form objects first: the schema check walks them too, and they must be small and shallow before
+  // anything walks, stores or serialises them.
+  if (!freeFormWithinLimits(record.detail) || !freeFormWithinLimits(record.screen)) {
+    return { ok: false, reason: 'invalid_record' };
+  }
   if (!popRecordCheck.Check(record)) return { ok: false, reason: 'invalid_record' };
   if (record.kind === 'play' && PLAY_REQUIRED.some((field) => record[field] === undefined)) {
     return { ok: false, reason: 'invalid_record' };
@@ -50,4 +56,73 @@ export function parseSrc(detail: unknown): Src | null {
   if (!isPlainObject(detail)) return null;
   const src = detail.src;
   return srcCheck.Check(src) ? src : null;
+}
+
+/** Browser-safe (the package has no Node dependency). */
+const utf8 = new TextEncoder();
+
+/** Whether a text holds a UTF-16 surrogate without its other half (no Unicode scalar value). */
+function hasLoneSurrogate(text: string): boolean {
+  for (let i = 0; i < text.length; i += 1) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0xd800 || unit > 0xdfff) continue;
+    if (unit > 0xdbff) return true;
+    const next = text.charCodeAt(i + 1);
+    if (!(next >= 0xdc00 && next <= 0xdfff)) return true;
+    i += 1;
+  }
+  return false;
+}
+
+/** Bounds of a JSON text's length in bytes, gathered by `walk`: at least one byte a UTF-16 unit, at most six. */
+interface Size {
+  lower: number;
+  upper: number;
+}
+
+/** False as soon as `item` is too deep, holds a lone surrogate or is certainly over `maxBytes`. */
+function walk(item: unknown, depth: number, size: Size, maxBytes: number): boolean {
+  if (typeof item === 'string') {
+    if (hasLoneSurrogate(item)) return false;
+    size.lower += item.length + 2;
+    size.upper += item.length * 6 + 2;
+  } else if (typeof item === 'number') {
+    size.lower += 1;
+    size.upper += 24;
+  } else if (typeof item !== 'object' || item === null) {
+    size.lower += 4;
+    size.upper += 5;
+  } else {
+    if (depth > LIMITS.recordObjectMaxDepth) return false;
+    if (Array.isArray(item)) {
+      size.lower += item.length + 1;
+      size.upper += item.length + 1;
+      for (const element of item) if (!walk(element, depth + 1, size, maxBytes)) return false;
+    } else {
+      for (const key in item) {
+        if (hasLoneSurrogate(key)) return false;
+        size.lower += key.length + 4;
+        size.upper += key.length * 6 + 4;
+        if (!walk((item as Record<string, unknown>)[key], depth + 1, size, maxBytes)) return false;
+      }
+      size.lower += 1;
+      size.upper += 2;
+    }
+  }
+  return size.lower <= maxBytes;
+}
+
+/**
+ * Whether a free-form value of a record (detail, screen) may be kept: at most LIMITS.recordObjectMaxDepth levels of
+ * objects and arrays, at most LIMITS.recordObjectMaxBytes bytes as JSON, and no text that is not Unicode (a lone
+ * surrogate: PostgreSQL's json refuses its escape, so such a record could never be stored). The walk stops at the
+ * first level too deep (so a body of 100,000 nested arrays costs as little as a flat one) and as soon as the text is
+ * certainly too large; the exact size is measured only when the bounds cannot decide.
+ */
+export function freeFormWithinLimits(value: unknown): boolean {
+  if (value === undefined) return true;
+  const maxBytes = LIMITS.recordObjectMaxBytes;
+  const size: Size = { lower: 0, upper: 0 };
+  if (!walk(value, 1, size, maxBytes)) return false;
+  return size.upper <= maxBytes || utf8.encode(JSON.stringify(value)).length <= maxBytes;
 }

@@ -25,6 +25,9 @@ const REGISTRY = {
   stale_request: { status: 401, title: 'Request time out of range' },
   // spec: "401 source_unauthorized: rotated-out CMS key after its 24 hours"
   source_unauthorized: { status: 401, title: 'CMS source not authorised' },
+  // Not in the spec: X-Service-Source names no CMS installation of the caller's organisation (unknown, or another
+  // organisation's: the answer does not tell which). source_unauthorized keeps its one meaning, the rotated-out key.
+  source_unknown: { status: 401, title: 'CMS installation unknown' },
   // spec: "403 forbidden, key_scope_denied, key_route_denied: role or key scope does not allow the call"
   forbidden: { status: 403, title: 'Role does not allow this call' },
   key_scope_denied: { status: 403, title: 'Key scope does not allow this call' },

@@ -121,3 +121,17 @@ export function isUuid(text: string): boolean {
 export function isUri(text: string): boolean {
   return typeof text === 'string' && URI.test(text);
 }
+
+/**
+ * The same instant `years` calendar years later, in UTC (X.509 validity is UTC): 2027-09-25T10:00Z plus one year is
+ * 2028-09-25T10:00Z, a leap day included, where 365 days would end a day short. February 29 in a year that has none
+ * is February 28, so the result never passes the calendar year it names.
+ */
+export function addCalendarYears(instant: Date, years: number): Date {
+  const year = instant.getUTCFullYear() + years;
+  const month = instant.getUTCMonth();
+  const day = Math.min(instant.getUTCDate(), daysInMonth(year, month + 1));
+  const result = new Date(instant.getTime());
+  result.setUTCFullYear(year, month, day);
+  return result;
+}

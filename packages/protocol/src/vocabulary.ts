@@ -16,6 +16,9 @@ export const REFUSAL_REASONS = [
   'too_short',
   'end_before_start',
   'approval_missing',
+  // Issue "Trust under attack", item 6: a play whose play_id was already counted for its player (within the 90 days
+  // of too_old), e.g. resent under a new seq by a CMS that renumbered after a crash.
+  'play_id_counted',
 ] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
@@ -29,6 +32,8 @@ export const RECORD_FLAGS = [
   'media_mismatch',
   'screen_off',
   'timing_missing',
+  // Issue "The spec to the letter, second pass", item 2: duration_ms and end - start both given, far apart.
+  'timing_mismatch',
 ] as const;
 export type RecordFlag = (typeof RECORD_FLAGS)[number];
 

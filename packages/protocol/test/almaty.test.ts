@@ -1,5 +1,6 @@
 import {
   ALMATY_TZ,
+  addCalendarYears,
   addDays,
   addMonths,
   almatyDate,
@@ -206,6 +207,35 @@ describe('isCalendarDate', () => {
     expect(isCalendarMonth('2026-13')).toBe(false);
     expect(isCalendarMonth('2026-1')).toBe(false);
     expect(isCalendarMonth('2026-12-01')).toBe(false);
+  });
+});
+
+describe('addCalendarYears', () => {
+  test('a year across a leap day is 366 days (issue 21 item 7: renewed 2027-09-25, valid to 2028-09-25)', () => {
+    expect(addCalendarYears(at('2027-09-25T10:11:12.345Z'), 1).toISOString()).toBe(
+      '2028-09-25T10:11:12.345Z',
+    );
+    expect(addCalendarYears(at('2026-11-24T00:00:00Z'), 1).toISOString()).toBe('2027-11-24T00:00:00.000Z');
+  });
+  test('February 29 plus a year is February 28, never March 1', () => {
+    expect(addCalendarYears(at('2028-02-29T23:59:59Z'), 1).toISOString()).toBe('2029-02-28T23:59:59.000Z');
+    expect(addCalendarYears(at('2028-02-29T12:00:00Z'), 4).toISOString()).toBe('2032-02-29T12:00:00.000Z');
+  });
+  test('the result is the same UTC time of day, the same month, and never more than a calendar year later', () => {
+    fc.assert(
+      fc.property(
+        fc.date({ min: at('2000-01-01T00:00:00Z'), max: at('2199-12-31T00:00:00Z'), noInvalidDate: true }),
+        (d) => {
+          const next = addCalendarYears(d, 1);
+          expect(next.getUTCFullYear()).toBe(d.getUTCFullYear() + 1);
+          expect(next.getUTCMonth()).toBe(d.getUTCMonth());
+          expect(next.toISOString().slice(10)).toBe(d.toISOString().slice(10));
+          const days = (next.getTime() - d.getTime()) / 86_400_000;
+          expect(days).toBeGreaterThanOrEqual(365);
+          expect(days).toBeLessThanOrEqual(366);
+        },
+      ),
+    );
   });
 });
 

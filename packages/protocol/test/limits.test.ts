@@ -42,7 +42,7 @@ test('every number of the spec limits table', () => {
     renewalForceGrantHours: 24,
     selfRenewDaysLeft: 30,
     cmsKeyRotationGraceHours: 24,
-    certificateValidityDays: 365,
+    certificateValidityYears: 1,
     openDataMinOperators: 3,
     openDataMinAdvertisers: 3,
     openDataMaxPartySharePct: 70,
@@ -50,6 +50,8 @@ test('every number of the spec limits table', () => {
     futureToleranceSeconds: 300,
     tooOldDays: 90,
     declaredBandPct: 30,
+    recordObjectMaxDepth: 16,
+    recordObjectMaxBytes: 16_384,
   });
   expect(Object.isFrozen(LIMITS)).toBe(true);
 });
@@ -81,6 +83,7 @@ test('vocabulary of DESIGN.md §5 and the record table', () => {
     'too_short',
     'end_before_start',
     'approval_missing',
+    'play_id_counted',
   ]);
   expect(RECORD_FLAGS).toEqual([
     'structure_mismatch',
@@ -91,6 +94,7 @@ test('vocabulary of DESIGN.md §5 and the record table', () => {
     'media_mismatch',
     'screen_off',
     'timing_missing',
+    'timing_mismatch',
   ]);
   expect(RECORD_KINDS).toEqual(['play', 'reject', 'mode_change', 'tamper']);
   expect(REJECT_CODES).toEqual([

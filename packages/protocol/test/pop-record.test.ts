@@ -1,4 +1,4 @@
-import { checkPopRecord, parseSrc, REFUSAL_REASONS } from '@ooh/protocol';
+import { checkPopRecord, freeFormWithinLimits, LIMITS, parseSrc, REFUSAL_REASONS } from '@ooh/protocol';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 
@@ -201,5 +201,75 @@ describe('parseSrc', () => {
     expect(parseSrc('src')).toBeNull();
     expect(parseSrc([{ src }])).toBeNull();
     expect(parseSrc({})).toBeNull();
+  });
+});
+
+describe('free-form objects of a record (detail, screen) are small and shallow', () => {
+  const nested = (depth: number): unknown => {
+    let value: unknown = 'x';
+    for (let i = 0; i < depth; i += 1) value = i % 2 === 0 ? [value] : { v: value };
+    return value;
+  };
+
+  test('a reject whose detail nests 100,000 arrays is invalid_record, not a stack overflow', () => {
+    let deep: unknown = [];
+    for (let i = 0; i < 100_000; i += 1) deep = [deep];
+    const record = {
+      kind: 'reject',
+      seq: 3,
+      at: '2026-11-21T09:00:00.000+05:00',
+      code: 'REVOKED',
+      detail: { a: deep },
+    };
+    expect(checkPopRecord(record, 'agent')).toEqual({ ok: false, reason: 'invalid_record' });
+  });
+
+  test('depth: the limit itself passes, one more level does not (detail is the first level)', () => {
+    const max = LIMITS.recordObjectMaxDepth;
+    expect(freeFormWithinLimits({ v: nested(max - 1) })).toBe(true);
+    expect(freeFormWithinLimits({ v: nested(max) })).toBe(false);
+    expect(checkPopRecord({ ...agentPlay, detail: { v: nested(max) } }, 'agent')).toEqual({
+      ok: false,
+      reason: 'invalid_record',
+    });
+    expect(checkPopRecord({ ...agentPlay, screen: { power: 'on', v: nested(max) } }, 'agent')).toEqual({
+      ok: false,
+      reason: 'invalid_record',
+    });
+  });
+
+  test('size: the JSON text of the object, in UTF-8 bytes, at most recordObjectMaxBytes', () => {
+    const max = LIMITS.recordObjectMaxBytes;
+    // {"t":"..."} is 8 bytes around the text.
+    expect(freeFormWithinLimits({ t: 'a'.repeat(max - 8) })).toBe(true);
+    expect(freeFormWithinLimits({ t: 'a'.repeat(max - 7) })).toBe(false);
+    // Two bytes a character in UTF-8: half as many fit.
+    expect(freeFormWithinLimits({ t: 'ә'.repeat((max - 8) / 2) })).toBe(true);
+    expect(freeFormWithinLimits({ t: 'ә'.repeat((max - 8) / 2 + 1) })).toBe(false);
+    // Wide rather than long: a hundred thousand small keys.
+    const wide: Record<string, number> = {};
+    for (let i = 0; i < 100_000; i += 1) wide[`k${i}`] = i;
+    expect(freeFormWithinLimits(wide)).toBe(false);
+  });
+
+  test('a text that is not Unicode (a lone surrogate, in a value or a key) is refused; pairs are fine', () => {
+    expect(freeFormWithinLimits({ t: '\ud800' })).toBe(false);
+    expect(freeFormWithinLimits({ t: 'a\udc00b' })).toBe(false);
+    expect(freeFormWithinLimits({ ['\ud83d']: 1 })).toBe(false);
+    expect(freeFormWithinLimits({ t: '\ud83d\ude00 ok' })).toBe(true);
+    expect(checkPopRecord({ ...agentPlay, detail: { file: '\udfff.mp4' } }, 'agent')).toEqual({
+      ok: false,
+      reason: 'invalid_record',
+    });
+  });
+
+  test('a NUL in detail is no reason to refuse (detail is kept as JSON, which holds it escaped)', () => {
+    expect(checkPopRecord({ ...agentPlay, detail: { file: 'a\u0000b' } }, 'agent').ok).toBe(true);
+  });
+
+  test('the usual details pass', () => {
+    expect(freeFormWithinLimits({ from: 'online', to: 'offline', reason: 'clock' })).toBe(true);
+    expect(freeFormWithinLimits({ src: { channel: 'pmp', seller_id: 'ssp-1', deal_id: 'D-1' } })).toBe(true);
+    expect(freeFormWithinLimits(undefined)).toBe(true);
   });
 });

@@ -34,6 +34,7 @@ const SPEC_ERROR_TABLE: ReadonlyArray<[number, ProblemCode[]]> = [
 // Codes the contract adds for the platform.
 const EXTRA_CODES: ReadonlyArray<[ProblemCode, number]> = [
   ['method_not_allowed', 405],
+  ['source_unknown', 401],
   ['state_conflict', 409],
   ['internal_error', 500],
   ['service_unavailable', 503],
