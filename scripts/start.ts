@@ -13,7 +13,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { addDays, almatyDate, formatAlmaty } from '@ooh/protocol';
 import { bootstrap } from '../apps/platform/src/bootstrap.js';
+import { holdStopSignals } from '../apps/platform/src/cluster.js';
 import { loadConfig } from '../apps/platform/src/config.js';
+import { EmbeddedDatabaseError } from '../apps/platform/src/db/embedded.js';
 import { startPlatform } from '../apps/platform/src/platform.js';
 import { Fleet } from '../hardware-sim/src/index.js';
 
@@ -33,7 +35,15 @@ if (!Number.isInteger(players) || players < 0 || players > 2000) {
 const config = loadConfig({
   env: { DATA_DIR: '.data', LOG_LEVEL: 'warn', ...process.env },
 });
-const platform = await startPlatform({ config });
+// A Ctrl-C while the platform starts is kept until it has started, then stops it: its PostgreSQL runs in a process
+// group of its own (Ctrl-C does not reach it) and is stopped last, after the platform's connections are closed.
+const signals = holdStopSignals();
+const platform = await startPlatform({ config }).catch((error: unknown) => {
+  // "in use by the platform (pid N)" and the like: one plain line, no stack.
+  if (!(error instanceof EmbeddedDatabaseError)) throw error;
+  console.error(error.message);
+  process.exit(1);
+});
 const { key } = await bootstrap(platform.ctx.db, platform.ctx.clock, { keyName: 'npm start demo admin' });
 
 console.log(`
@@ -67,8 +77,7 @@ const stop = async () => {
   await platform.close();
   process.exit(0);
 };
-process.on('SIGINT', () => void stop());
-process.on('SIGTERM', () => void stop());
+signals.handle(() => void stop());
 
 if (!values['no-fleet'] && players > 0) {
   try {

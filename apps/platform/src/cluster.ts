@@ -12,7 +12,7 @@ import { openDatabase } from './platform.js';
  * The primary opens the database first (the embedded PostgreSQL when DATABASE_URL is unset, and the migrations),
  * then starts the workers with DATABASE_URL pointing at it. Worker 0 alone runs the schedulers (seals, ledger,
  * open data, city events); they take PostgreSQL locks anyway, so this only spares the others the polling. A
- * worker that dies is started again; SIGTERM or SIGINT stops the workers, then the database.
+ * worker that dies is started again; SIGTERM, SIGINT or SIGHUP stops the workers, then the pool and the database.
  */
 
 /** Set by the primary in a worker's environment. */
@@ -54,6 +54,33 @@ export function exitWithPrimary(onExit: () => void): void {
 
 const RESTART_DELAY_MS = 1000;
 
+export interface StopSignals {
+  /** From now on SIGINT, SIGTERM and SIGHUP go to `stop`; one that came before goes to it at once. */
+  handle(stop: (signal: NodeJS.Signals) => void): void;
+}
+
+/**
+ * Takes SIGINT, SIGTERM and SIGHUP (a closed terminal) from now on, so that none ends the process while it starts
+ * and leaves behind what it started: one that comes before `handle` is kept for it; a second one leaves at once.
+ */
+export function holdStopSignals(): StopSignals {
+  let stop: ((signal: NodeJS.Signals) => void) | null = null;
+  let held: NodeJS.Signals | null = null;
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(signal, () => {
+      if (stop) stop(signal);
+      else if (held) process.exit(130);
+      else held = signal;
+    });
+  }
+  return {
+    handle: (handler) => {
+      stop = handler;
+      if (held) handler(held);
+    },
+  };
+}
+
 /**
  * Runs the primary: opens the database, starts `config.workers` workers and keeps them running. Resolves with the
  * exit code once stopped; rejects when a worker fails before all of them served once (a broken configuration).
@@ -62,6 +89,7 @@ export async function runPrimary(
   config: PlatformConfig,
   log: Logger,
   onListening: (urls: Record<string, string>) => void,
+  signals: StopSignals = holdStopSignals(),
 ): Promise<number> {
   const database = await openDatabase(config, log);
   let stopping = false;
@@ -97,8 +125,7 @@ export async function runPrimary(
       if (failure) reject(failure);
       else resolve(0);
     };
-    process.on('SIGINT', () => void stop('SIGINT'));
-    process.on('SIGTERM', () => void stop('SIGTERM'));
+    signals.handle((signal) => void stop(signal));
 
     cluster.on('message', (_worker, message: unknown) => {
       if (!isListening(message)) return;
@@ -126,6 +153,7 @@ export async function runPrimary(
     });
   });
 
-  for (let index = 0; index < config.workers; index += 1) fork(index);
+  // A signal held while the database opened has stopped it already: no worker then.
+  for (let index = 0; index < config.workers && !stopping; index += 1) fork(index);
   return stopped;
 }

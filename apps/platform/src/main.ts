@@ -2,10 +2,11 @@
 import { parseArgs } from 'node:util';
 import { bootstrap } from './bootstrap.js';
 import { ConfigError, loadConfig } from './config.js';
+import { EmbeddedDatabaseError } from './db/embedded.js';
 import { checkFeatureSettings } from './settings-check.js';
 import { createLogger, openDatabase, startPlatform } from './platform.js';
 import { systemClock } from './clock.js';
-import { exitWithPrimary, reportListening, runPrimary, workerRole } from './cluster.js';
+import { exitWithPrimary, holdStopSignals, reportListening, runPrimary, workerRole } from './cluster.js';
 
 const USAGE = `usage: platform [run] [--test-clock] [--config FILE]
        platform bootstrap [--config FILE]
@@ -35,11 +36,20 @@ async function main(argv: string[]): Promise<number> {
   }
   const config = loadConfig({ file: values.config, testClock: values['test-clock'] === true });
   checkFeatureSettings(config);
+  // From here a Ctrl-C waits for what is starting (the embedded PostgreSQL runs in its own process group, so it is
+  // this process that stops it), then stops it cleanly; a second one leaves at once.
+  const signals = holdStopSignals();
 
   if (command === 'bootstrap') {
     // Same configuration, no listeners: open the database, migrate, bootstrap.
     const log = createLogger({ ...config, logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
-    const database = await openDatabase(config, log);
+    // Beside a running platform, its cluster is used (issue "A newcomer's two commands", item 2).
+    const database = await openDatabase(config, log, { use: 'command', what: 'platform bootstrap' });
+    if (database.embedded?.owner) {
+      console.error(
+        `using the embedded PostgreSQL of ${database.embedded.owner.what} (pid ${database.embedded.owner.pid})`,
+      );
+    }
     try {
       const result = await bootstrap(database.db, systemClock);
       console.error(
@@ -47,7 +57,8 @@ async function main(argv: string[]): Promise<number> {
           ? `created the authority organisation ${result.organisationId}`
           : 'authority organisation exists',
       );
-      console.error('admin API key (scope console:admin), shown once:');
+      console.error(`admin API key ${result.keyId} (scope console:admin), shown once on the next line;`);
+      console.error(`  revoke it with DELETE /api/v1/console/api-keys/${result.keyId} or in the console`);
       console.log(result.key);
     } finally {
       await database.close();
@@ -72,7 +83,7 @@ async function main(argv: string[]): Promise<number> {
   // PLATFORM_WORKERS > 1: this process is the primary of a cluster (src/cluster.ts).
   const role = workerRole();
   if (role === null && config.workers > 1) {
-    return runPrimary(config, createLogger(config), (urls) => running(urls, config.workers));
+    return runPrimary(config, createLogger(config), (urls) => running(urls, config.workers), signals);
   }
 
   const platform = await startPlatform({
@@ -87,8 +98,7 @@ async function main(argv: string[]): Promise<number> {
     await platform.close();
     process.exit(0);
   };
-  process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('SIGTERM', () => void stop('SIGTERM'));
+  signals.handle((signal) => void stop(signal));
   if (role) {
     reportListening(platform.urls);
     // The primary holds the listening sockets: without it this worker can only leave.
@@ -102,7 +112,8 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    if (error instanceof ConfigError) console.error(error.message);
+    // What an operator can act on is said in its own plain line, without a stack.
+    if (error instanceof ConfigError || error instanceof EmbeddedDatabaseError) console.error(error.message);
     else console.error('platform failed to start:', error);
     process.exit(1);
   },

@@ -1,9 +1,15 @@
-import { mkdtemp } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
+import { processAlive } from '../../src/db/embedded-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { type PlatformProcess, runPlatformCommand, spawnPlatform } from '../support/process.js';
+import {
+  type PlatformProcess,
+  processesNaming,
+  runPlatformCommand,
+  spawnPlatform,
+} from '../support/process.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
@@ -16,6 +22,33 @@ async function database(): Promise<TestDatabase> {
   return d;
 }
 const tempDir = () => mkdtemp(path.join(os.tmpdir(), 'ooh-cli-'));
+
+/** A data directory for an embedded PostgreSQL, removed after the file with whatever still runs on it. */
+async function embeddedDataDir(): Promise<string> {
+  const dir = await tempDir();
+  await chmod(dir, 0o755);
+  cleanups.push(async () => {
+    for (const pid of await processesNaming(path.join(dir, 'pgdata'))) process.kill(pid, 'SIGKILL');
+    await rm(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+
+/** Stops a platform left by a failed test: SIGTERM first, so its PostgreSQL is stopped too. */
+function stopLater(p: PlatformProcess) {
+  cleanups.push(async () => {
+    const timer = setTimeout(() => p.child.kill('SIGKILL'), 20_000);
+    await p.stop('SIGTERM');
+    clearTimeout(timer);
+  });
+}
+
+/** The pid of the PostgreSQL server running on a data directory's cluster. */
+async function postmasterPid(dataDir: string): Promise<number> {
+  return Number((await readFile(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+}
+
+const keyOf = (stdout: string) => stdout.trim().split('\n').at(-1)!;
 
 async function json(res: Response) {
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
@@ -141,5 +174,93 @@ describe('platform command line', () => {
     cleanups.push(() => again.stop('SIGKILL'));
     expect((await fetch(`${again.urls.api}/readyz`)).status).toBe(200);
     expect(await again.stop('SIGTERM'), again.output()).toBe(0);
+  }, 180_000);
+  test('bootstrap beside a running platform uses its PostgreSQL and prints the key id on stderr, the key last on stdout', async () => {
+    const dataDir = await embeddedDataDir();
+    const p = await spawnPlatform([], { DATA_DIR: dataDir });
+    stopLater(p);
+    const boot = await runPlatformCommand(['bootstrap'], { DATA_DIR: dataDir }, 120_000);
+    expect(boot.code, boot.stderr).toBe(0);
+    const lines = boot.stderr.trim().split('\n');
+    expect(lines[0]).toBe(`using the embedded PostgreSQL of the platform (pid ${p.child.pid})`);
+    const keyId =
+      /^admin API key ([0-9a-f-]{36}) \(scope console:admin\), shown once on the next line;$/.exec(
+        lines.find((l) => l.startsWith('admin API key')) ?? '',
+      )?.[1];
+    expect(keyId).toBeDefined();
+    const key = keyOf(boot.stdout);
+    expect(key).toMatch(/^ooh_[A-Za-z0-9_-]{40,}$/);
+    // The running platform knows the key at once, by the id that was printed.
+    const res = await fetch(`${p.urls.api}/api/v1/console/api-keys/${keyId}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ id: keyId, scopes: ['console:admin'] });
+    // The platform and its PostgreSQL go on as before.
+    expect((await fetch(`${p.urls.api}/readyz`)).status).toBe(200);
+    expect(await p.stop('SIGTERM'), p.output()).toBe(0);
+  }, 180_000);
+
+  test('a second platform on a data directory a live platform serves refuses in one line naming its pid', async () => {
+    const dataDir = await embeddedDataDir();
+    const p = await spawnPlatform([], { DATA_DIR: dataDir });
+    stopLater(p);
+    const second = await runPlatformCommand(['run'], {
+      DATA_DIR: dataDir,
+      API_PORT: '0',
+      AGENTS_PORT: '0',
+      DEVICES_PORT: '0',
+      VERIFY_PORT: '0',
+    });
+    expect(second.code).toBe(1);
+    expect(second.stderr.trim().split('\n')).toEqual([
+      `the embedded PostgreSQL in ${path.join(dataDir, 'pgdata')} is in use by the platform (pid ${p.child.pid}); stop it first, or use another DATA_DIR`,
+    ]);
+    expect((await fetch(`${p.urls.api}/readyz`)).status).toBe(200);
+    expect(await p.stop('SIGTERM'), p.output()).toBe(0);
+  }, 180_000);
+
+  test('after kill -9 of the platform, the next start stops the PostgreSQL it left running and serves the same data', async () => {
+    const dataDir = await embeddedDataDir();
+    const boot = await runPlatformCommand(['bootstrap'], { DATA_DIR: dataDir }, 120_000);
+    expect(boot.code, boot.stderr).toBe(0);
+    const admin = keyOf(boot.stdout);
+    const killed = await spawnPlatform([], { DATA_DIR: dataDir });
+    stopLater(killed);
+    const orphan = await postmasterPid(dataDir);
+    killed.child.kill('SIGKILL');
+    await killed.exited;
+    // Its PostgreSQL is still running, with nobody to stop it.
+    expect(processAlive(orphan)).toBe(true);
+
+    const next = await spawnPlatform([], { DATA_DIR: dataDir });
+    stopLater(next);
+    expect(processAlive(orphan)).toBe(false);
+    expect(await postmasterPid(dataDir)).not.toBe(orphan);
+    expect(next.output()).toContain('stopped the embedded PostgreSQL a killed platform had left running');
+    const res = await fetch(`${next.urls.api}/api/v1/console/organisations`, {
+      headers: { authorization: `Bearer ${admin}` },
+    });
+    expect(res.status).toBe(200);
+    expect(await next.stop('SIGTERM'), next.output()).toBe(0);
+    expect(await processesNaming(path.join(dataDir, 'pgdata'))).toEqual([]);
+  }, 180_000);
+
+  test('Ctrl-C closes the listeners, the schedulers and the pool before PostgreSQL, quietly, and leaves no process', async () => {
+    const dataDir = await embeddedDataDir();
+    const p = await spawnPlatform([], { DATA_DIR: dataDir }, { processGroup: true });
+    stopLater(p);
+    const postgres = await postmasterPid(dataDir);
+    // Connections in the pool, as a platform that served a while has them.
+    for (let i = 0; i < 5; i++) {
+      await Promise.all([fetch(`${p.urls.api}/readyz`), fetch(`${p.urls.verify}/readyz`)]);
+    }
+    // SIGINT to the whole process group, as the terminal sends it.
+    expect(await p.interrupt(), p.output()).toBe(0);
+    expect(p.output()).not.toMatch(
+      /terminating connection|administrator command|connection lost|DatabaseError/,
+    );
+    expect(processAlive(postgres)).toBe(false);
+    expect(await processesNaming(path.join(dataDir, 'pgdata'))).toEqual([]);
   }, 180_000);
 });

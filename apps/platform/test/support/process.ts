@@ -1,5 +1,6 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { freeHostPorts } from '../../src/db/embedded.js';
 
 export const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
@@ -11,6 +12,8 @@ export interface PlatformProcess {
   output: () => string;
   exited: Promise<number | null>;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** A Ctrl-C at its terminal: SIGINT to its process group (started with processGroup). */
+  interrupt(): Promise<number | null>;
 }
 
 /** Runs `platform <args>` to completion; returns exit code and output. */
@@ -44,10 +47,19 @@ export function runPlatformCommand(
   });
 }
 
-/** Starts `platform run` on free ports and waits until every host answers /readyz. */
-export async function spawnPlatform(args: string[], env: Record<string, string>): Promise<PlatformProcess> {
+/**
+ * Starts `platform run` on free ports and waits until every host answers /readyz. With `processGroup` it runs in a
+ * process group of its own, as a command started at a terminal does: `interrupt()` is then a Ctrl-C, a SIGINT to
+ * every process of that group.
+ */
+export async function spawnPlatform(
+  args: string[],
+  env: Record<string, string>,
+  options: { processGroup?: boolean } = {},
+): Promise<PlatformProcess> {
   const ports = await freeHostPorts();
   const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', MAIN, 'run', ...args], {
+    detached: options.processGroup === true,
     cwd: REPO_ROOT,
     env: {
       ...process.env,
@@ -98,5 +110,18 @@ export async function spawnPlatform(args: string[], env: Record<string, string>)
       if (child.exitCode === null) child.kill(signal);
       return exited;
     },
+    interrupt: async () => {
+      if (child.exitCode === null) process.kill(-child.pid!, 'SIGINT');
+      return exited;
+    },
   };
+}
+
+/** The pids of the processes whose command line names `text` (a data directory, say). */
+export async function processesNaming(text: string): Promise<number[]> {
+  const { stdout } = await promisify(execFile)('ps', ['-eo', 'pid=,args=']);
+  return stdout
+    .split('\n')
+    .filter((line) => line.includes(text))
+    .map((line) => Number(line.trim().split(/\s+/)[0]));
 }
