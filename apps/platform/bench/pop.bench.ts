@@ -2,7 +2,9 @@
  * Benchmark of proof-of-play intake (issue "Proof-of-play ingestion", Performance), on an embedded PostgreSQL
  * with fsync ON in a temporary folder:
  *  (a) CMS channel: gzip'd, signed 10 000-record batches end to end over HTTP, records/s with 1 and 2 concurrent
- *      senders (each sender one batch at a time);
+ *      senders (each sender one batch at a time); each screen's plays follow one another, as screens show them; and
+ *      again with 2 senders and every play at some moment of the last hour (out of order for its screen: each is
+ *      looked for among the plays counted, migration 065);
  *  (b) agent channel: signed 50-event batches from 1 000 devices, batches/s and p99 latency;
  *  (c) the raw ceiling: COPY of the same rows into the same table (pop_records), 10 000 rows a transaction, with 1
  *      and 2 connections, in COPY's text format and in the binary format the platform writes; and the ratios (a)/(c)
@@ -236,6 +238,8 @@ interface Installation {
   privateKey: ReturnType<typeof generateEs256KeyPair>['privateKey'];
   players: { externalId: string; structureId: string; code: string }[];
   nextSeq: Map<string, number>;
+  /** Per player, when its next play starts (epoch ms): a player shows one thing after another. */
+  nextStart: Map<string, number>;
   nextBatch: number;
 }
 
@@ -320,22 +324,44 @@ async function seedInstallations(db: Db, fixture: Fixture, count: number, at: Da
       privateKey: keys.privateKey,
       players,
       nextSeq: new Map(),
+      nextStart: new Map(),
       nextBatch: 0,
     });
   }
   return installations;
 }
 
+/**
+ * How a batch's play times run. `chronological`: each screen's plays follow one another, within a batch and from
+ * one batch to the next, as screens show them (the default). `scattered`: every play at some moment of the last
+ * hour, whatever the screen showed before, as a CMS sending plays out of order would: each play then starts before
+ * its screen's newest counted play and is looked for among the plays counted (migration 065).
+ */
+type PlayOrder = 'chronological' | 'scattered';
+
 /** A busy CMS batch: plays of the installation's screens, each with its own times and play id. */
-function cmsRecords(installation: Installation, fixture: Fixture, now: Date): Record<string, unknown>[] {
+function cmsRecords(
+  installation: Installation,
+  fixture: Fixture,
+  now: Date,
+  order: PlayOrder,
+): Record<string, unknown>[] {
   const records: Record<string, unknown>[] = [];
   for (let r = 0; r < CMS_RECORDS; r += 1) {
     const player = installation.players[r % installation.players.length]!;
     const seq = (installation.nextSeq.get(player.externalId) ?? 0) + 1;
     installation.nextSeq.set(player.externalId, seq);
     const k = (r * 7 + seq) % fixture.approvals.length;
-    const end = new Date(now.getTime() - 60_000 - ((r * 7919) % 3_600_000));
     const duration = 5_000 + ((r * 31) % 25_000);
+    let end: Date;
+    if (order === 'scattered') {
+      end = new Date(now.getTime() - 60_000 - ((r * 7919) % 3_600_000));
+    } else {
+      // Two batches of an installation hold about 2.6 hours of each screen's plays: they start 4 hours ago.
+      const start = installation.nextStart.get(player.externalId) ?? now.getTime() - 4 * 3_600_000;
+      end = new Date(start + duration);
+      installation.nextStart.set(player.externalId, end.getTime() + 1_000);
+    }
     records.push({
       kind: 'play',
       seq,
@@ -360,8 +386,13 @@ interface CmsRequest {
   records: Record<string, unknown>[];
 }
 
-function cmsRequest(installation: Installation, fixture: Fixture, now: Date): CmsRequest {
-  const records = cmsRecords(installation, fixture, now);
+function cmsRequest(
+  installation: Installation,
+  fixture: Fixture,
+  now: Date,
+  order: PlayOrder = 'chronological',
+): CmsRequest {
+  const records = cmsRecords(installation, fixture, now, order);
   const body = Buffer.from(
     JSON.stringify({
       schema: 'service.pop/1',
@@ -469,7 +500,8 @@ function agentRequest(
 ): { body: Buffer; signature: string } {
   const events = Array.from({ length: AGENT_EVENTS }, (_, e) => {
     const k = (e + round) % fixture.approvals.length;
-    const end = new Date(ts.getTime() - 60_000 - (AGENT_EVENTS - e) * 20_000);
+    // A player's plays follow one another: round 0 holds the earliest, the last round the newest.
+    const end = new Date(ts.getTime() - 60_000 - ((AGENT_ROUNDS - round) * AGENT_EVENTS - e) * 20_000);
     return {
       kind: 'play',
       seq: round * AGENT_EVENTS + e + 1,
@@ -665,9 +697,9 @@ export async function run(): Promise<Record<string, number>> {
       const now = new Date();
       const one = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER, at);
       const two = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER * 2, at);
-      const batchesFor = (installations: Installation[], count: number) =>
+      const batchesFor = (installations: Installation[], count: number, order: PlayOrder = 'chronological') =>
         Array.from({ length: count }, (_, b) =>
-          cmsRequest(installations[b % installations.length]!, fixture, now),
+          cmsRequest(installations[b % installations.length]!, fixture, now, order),
         );
       const oneSender = [batchesFor(one, CMS_BATCHES_PER_SENDER)];
       twoSenders = [
@@ -697,6 +729,24 @@ export async function run(): Promise<Record<string, number>> {
         );
         figures['cms_cpu_ms_per_batch_postgres'] = Math.round(
           cms2Cpu.postgresMs / (2 * CMS_BATCHES_PER_SENDER),
+        );
+
+        // The same with every play at some moment of the last hour: out of order for its screen.
+        const scatteredSet = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER * 2, at);
+        const scattered = [
+          batchesFor(scatteredSet.slice(0, INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER, 'scattered'),
+          batchesFor(scatteredSet.slice(INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER, 'scattered'),
+        ];
+        meter = cpuMeter(child.pid!, pgData);
+        const cmsScattered = await cmsScenario(apiUrl, scattered);
+        const scatteredCpu = meter.stop();
+        log(
+          `CMS 2 senders, plays out of order: ${Math.round(cmsScattered)} records/s; ` +
+            perBatch(scatteredCpu, 2 * CMS_BATCHES_PER_SENDER),
+        );
+        figures['cms_out_of_order_records_per_s_2_senders'] = Math.round(cmsScattered);
+        figures['cms_out_of_order_cpu_ms_per_batch_postgres'] = Math.round(
+          scatteredCpu.postgresMs / (2 * CMS_BATCHES_PER_SENDER),
         );
       }
     }

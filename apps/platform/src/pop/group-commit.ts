@@ -6,7 +6,10 @@ import {
   COPY_RECORDS_SQL,
   compareCountKeys,
   type NewBatch,
+  newestStartOf,
+  openReceiveDays,
   recordsCopyData,
+  stampedInto,
   type StoreResult,
   storeBatch,
 } from './repository.js';
@@ -40,6 +43,7 @@ export interface GroupEntry {
   readMarks: ReadonlyMap<string, number>;
   buckets: readonly Bucket[];
   legacy: boolean;
+  now: () => Date;
 }
 
 export interface GroupCommitOptions {
@@ -188,12 +192,19 @@ export class GroupCommitter {
   }
 
   /** One transaction for the group; the results in the order of `entries`. Throws on any error (rolled back). */
-  private async writeGroup(entries: readonly GroupEntry[]): Promise<StoreResult[]> {
+  private async writeGroup(group: readonly GroupEntry[]): Promise<StoreResult[]> {
+    let entries = group;
     const client = await this.db.connect();
     let broken = false;
     try {
       await client.query('BEGIN');
       try {
+        // First thing: the receive days' shared locks, and the day each batch goes under (migration 064).
+        const open = await openReceiveDays(client, [...new Set(entries.map((e) => e.batch.receiveDay))]);
+        entries = entries.map((entry) => {
+          const batch = stampedInto(entry.batch, open.get(entry.batch.receiveDay)!, entry.now());
+          return batch === entry.batch ? entry : { ...entry, batch };
+        });
         const results = await runGroupStatement(client, entries);
         const stored: Parameters<typeof recordsCopyData>[0][number][] = [];
         results.forEach((result, i) => {
@@ -268,13 +279,22 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
     offset += batch.body.length;
     return row;
   });
-  const marks: { n: number; player_key: string; expected: number; seq: number }[] = [];
+  const marks: { n: number; player_key: string; expected: number; seq: number; newest: string | null }[] = [];
   const counts: { n: number; count: Settled['counts'][number]; attested: boolean }[] = [];
+  const playSets: { n: number; k: string; h: number; i: string[] }[] = [];
   entries.forEach((entry, n) => {
     for (const [key, seq] of entry.settled.highWater) {
-      marks.push({ n, player_key: key, expected: entry.readMarks.get(key) ?? 0, seq });
+      marks.push({
+        n,
+        player_key: key,
+        expected: entry.readMarks.get(key) ?? 0,
+        seq,
+        newest: newestStartOf(entry.settled, key),
+      });
     }
     for (const count of entry.settled.counts) counts.push({ n, count, attested: entry.batch.attested });
+    for (const set of entry.settled.playSets)
+      playSets.push({ n, k: set.playerKey, h: set.hour, i: set.playIds });
   });
   // Rows are locked in one order by every writer (storeBatch too), so groups of two instances meeting on the same
   // rows wait for each other instead of deadlocking.
@@ -302,6 +322,7 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
       rates.cost,
       JSON.stringify(marks),
       JSON.stringify(countRows),
+      JSON.stringify(playSets),
     ],
   });
   const results: StoreResult[] = new Array(entries.length);
@@ -316,7 +337,8 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
   return results;
 }
 
-// $1 batches (JSON), $2 bodies, $3-$5 the bucket's capacity, refill per second and cost, $6 marks, $7 counts.
+// $1 batches (JSON), $2 bodies, $3-$5 the bucket's capacity, refill per second and cost, $6 marks, $7 counts,
+// $8 play sets (migration 065).
 // The token bucket is the arithmetic of pop_take_tokens (020_pop.sql), set-based: a bucket row refused is locked
 // but left unchanged; the wait of a refused batch is read from the statement's snapshot.
 const GROUP_SQL = `
@@ -348,16 +370,22 @@ WITH input AS (
 ), batch AS (
   SELECT i.n, s.id FROM stored s JOIN input i ON i.owner = s.owner AND i.batch_seq = s.batch_seq
 ), mark_input AS (
-  SELECT m.* FROM ROWS FROM (json_to_recordset($6::json) AS (n int, player_key text, expected bigint, seq bigint))
-                  WITH ORDINALITY AS m(n, player_key, expected, seq, o)
+  SELECT m.* FROM ROWS FROM (json_to_recordset($6::json)
+                             AS (n int, player_key text, expected bigint, seq bigint, newest timestamptz))
+                  WITH ORDINALITY AS m(n, player_key, expected, seq, newest, o)
    WHERE m.n IN (SELECT n FROM batch)
 ), marks AS (
-  INSERT INTO pop_players (player_key, high_water_seq, previous_seq)
-  SELECT m.player_key, m.seq, m.expected FROM mark_input m ORDER BY m.o
+  INSERT INTO pop_players (player_key, high_water_seq, previous_seq, newest_play_start)
+  SELECT m.player_key, m.seq, m.expected, m.newest FROM mark_input m ORDER BY m.o
   ON CONFLICT (player_key) DO UPDATE
-     SET high_water_seq = EXCLUDED.high_water_seq, previous_seq = pop_players.high_water_seq
+     SET high_water_seq = EXCLUDED.high_water_seq, previous_seq = pop_players.high_water_seq,
+         newest_play_start = greatest(pop_players.newest_play_start, EXCLUDED.newest_play_start)
    WHERE pop_players.high_water_seq = EXCLUDED.previous_seq
   RETURNING 1
+), play_sets AS (
+  INSERT INTO pop_play_sets (player_key, start_hour, batch_id, play_keys)
+  SELECT p.k, p.h, b.id, ARRAY(SELECT hashtextextended(x, 0) FROM json_array_elements_text(p.i) AS x)
+    FROM json_to_recordset($8::json) AS p(n int, k text, h integer, i json) JOIN batch b ON b.n = p.n
 ), counted AS (
   INSERT INTO play_counts (player_key, structure_id, day, approval_number, slot, attested, plays, flagged)
   SELECT c.player_key, c.structure_id, c.day, c.approval_number, c.slot, c.attested, c.plays, c.flagged

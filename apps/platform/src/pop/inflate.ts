@@ -36,7 +36,11 @@ export function readWire(
 ): Promise<Buffer> {
   const declared = contentLength === undefined ? Number.NaN : Number(contentLength);
   if (declared > maxBytes) {
-    return Promise.reject(tooLarge(`the body is ${declared} bytes on the wire; at most ${maxBytes}`));
+    return Promise.reject(
+      tooLarge(
+        `the body is ${declared} bytes on the wire; at most ${maxBytes}: send fewer records per batch`,
+      ),
+    );
   }
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -52,7 +56,7 @@ export function readWire(
       if (length > maxBytes) {
         cleanup();
         stream.pause();
-        reject(tooLarge(`the body is over ${maxBytes} bytes on the wire`));
+        reject(tooLarge(`the body is over ${maxBytes} bytes on the wire: send fewer records per batch`));
         return;
       }
       chunks.push(bytes);
@@ -85,18 +89,75 @@ export async function inflateBounded(
   },
 ): Promise<Buffer> {
   const bound = Math.min(limits.maxBytes, limits.maxRatio * wire.length);
+  const release = await inflations.acquire();
   try {
     return await gunzipAsync(wire, { maxOutputLength: Math.max(bound, 1) });
   } catch (error) {
     if ((error as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
+      // Say which limit was hit and what the sender can change (issue "The spec to the letter, second pass", 9).
+      const byRatio = limits.maxRatio * wire.length < limits.maxBytes;
       throw tooLarge(
-        `the body inflates beyond ${bound} bytes (at most ${limits.maxBytes} bytes and ${limits.maxRatio} times ` +
-          `its ${wire.length} bytes on the wire)`,
+        byRatio
+          ? `the body inflates to more than ${limits.maxRatio} times its ${wire.length} bytes on the wire, which ` +
+              `the spec refuses ("a compressed body may not inflate to more than 20 times its size"): compress it ` +
+              'less (gzip level 1) or send it uncompressed (up to 4 MB)'
+          : `the body inflates beyond ${limits.maxBytes} bytes, the spec's limit after decompression: send fewer ` +
+              'records per batch',
       );
     }
     throw new ProblemError('invalid_json', 'the body is not valid gzip', { cause: error });
+  } finally {
+    release();
   }
 }
+
+/**
+ * Bounds how many bodies this process inflates at once (issue "Trust under attack", item 3): each may take 16 MB and
+ * a core's worth of libuv's pool, and one event loop serves all four hosts. Beyond the slots a few wait their turn;
+ * beyond those, 503 service_unavailable with Retry-After (the sender resends the same bytes: nothing was stored).
+ */
+export class Slots {
+  private used = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(
+    readonly size: number,
+    readonly maxWaiting: number,
+  ) {}
+
+  acquire(): Promise<() => void> {
+    if (this.used < this.size) {
+      this.used += 1;
+      return Promise.resolve(this.releaser());
+    }
+    if (this.waiting.length >= this.maxWaiting) {
+      return Promise.reject(
+        new ProblemError(
+          'service_unavailable',
+          'too many compressed bodies are being inflated; send it again',
+          {
+            headers: { 'retry-after': '1' },
+          },
+        ),
+      );
+    }
+    return new Promise((resolve) => this.waiting.push(() => resolve(this.releaser())));
+  }
+
+  private releaser(): () => void {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.used -= 1;
+    };
+  }
+}
+
+/** Two at once per process (a worker per core: PLATFORM_WORKERS), eight waiting. */
+export const inflations = new Slots(2, 8);
 
 /**
  * The exact bytes of a stored batch body (migration 062): a body kept as the gzip bytes it came in is restored

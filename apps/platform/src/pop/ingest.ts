@@ -1,13 +1,21 @@
-import type { PopAnswer, PopChannel, PopRecord } from '@ooh/protocol';
+import {
+  PLAY_ID_PATTERN,
+  type PopAnswer,
+  type PopChannel,
+  type PopRecord,
+  parseDateTime,
+} from '@ooh/protocol';
 import type { PlatformContext } from '../context.js';
 import { ProblemError } from '../http/problem.js';
 import { groupCommitterFor } from './group-commit.js';
 import {
   type ApprovalFacts,
   almatyDayOf,
+  type CountedPlayIds,
   judgeRecords,
   numberedPlayers,
   type Player,
+  startHourOf,
   type Settled,
   settle,
   type Verdict,
@@ -16,7 +24,9 @@ import {
   type Bucket,
   ensureRecordPartition,
   findBatch,
-  readMarks,
+  findCountedPlays,
+  type PlayCandidates,
+  readPlayerStates,
   type StoredBatch,
   type StoreResult,
   storeBatch,
@@ -60,6 +70,8 @@ export interface IngestInput {
   playerOf: (record: PopRecord) => Player | null;
   /** High-water marks read with the batch's context (players not listed: 0). */
   marks: ReadonlyMap<string, number>;
+  /** Each player's newest counted play start (epoch ms), read with the marks (migration 065). */
+  newestPlayStarts: ReadonlyMap<string, number>;
   approvals: ReadonlyMap<string, ApprovalFacts>;
   /** A legacy batch (DESIGN.md section 5: "The earlier batch format is a body without schema"). */
   legacy: boolean;
@@ -106,6 +118,50 @@ export function approvalNumbersOf(records: readonly unknown[]): string[] {
   }
   return [...numbers];
 }
+
+/**
+ * The plays of a batch whose play_id must be looked for among the plays counted before (migration 065): those that
+ * start at or before their player's newest counted start. A resent play carries the start it had; a play that
+ * starts later was never counted. Read from the raw records, before judging: a record the judgement refuses costs
+ * a lookup at most.
+ */
+export function playCandidates(
+  records: readonly unknown[],
+  playerOf: (record: PopRecord) => Player | null,
+  newestPlayStarts: ReadonlyMap<string, number>,
+): PlayCandidates {
+  const candidates: PlayCandidates = { playerKeys: [], hours: [], playIds: [] };
+  if (newestPlayStarts.size === 0) return candidates;
+  const iso = new Map<number, string>();
+  const isoOf = (ms: number) => {
+    let text = iso.get(ms);
+    if (text === undefined) {
+      text = new Date(ms).toISOString();
+      iso.set(ms, text);
+    }
+    return text;
+  };
+  for (const record of records) {
+    if (typeof record !== 'object' || record === null) continue;
+    const r = record as Record<string, unknown>;
+    const playId = r['play_id'];
+    const start = r['start'];
+    if (r['kind'] !== 'play' || typeof playId !== 'string' || typeof start !== 'string') continue;
+    if (!PLAY_ID.test(playId)) continue;
+    const player = playerOf(r as PopRecord);
+    const newest = player ? newestPlayStarts.get(player.key) : undefined;
+    if (newest === undefined) continue;
+    // Most plays are new, and most starts come in the canonical UTC form, where text order is time order.
+    if (start.length === 24 && start.endsWith('Z') && start > isoOf(newest)) continue;
+    const startMs = parseDateTime(start)?.getTime();
+    if (startMs === undefined || startMs > newest) continue;
+    candidates.playerKeys.push(player!.key);
+    candidates.hours.push(startHourOf(startMs));
+    candidates.playIds.push(playId);
+  }
+  return candidates;
+}
+const PLAY_ID = new RegExp(PLAY_ID_PATTERN);
 
 /** Another instance moving the same player's mark at the same moment is rare; a few rounds settle it. */
 const MAX_ROUNDS = 8;
@@ -158,8 +214,22 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
   });
 
   let marks: ReadonlyMap<string, number> = input.marks;
+  // The plays counted before are read after the marks (a play counted in between moved a mark, so the store's
+  // compare-and-set catches it; read the other way round, it could slip between the two reads).
+  let counted: CountedPlayIds = await findCountedPlays(
+    ctx.db,
+    playCandidates(input.records, input.playerOf, input.newestPlayStarts),
+  );
   let verdicts: Verdict[] | null = null;
   let round = 1;
+  const readAgain = async (judged: readonly Verdict[]) => {
+    const states = await readPlayerStates(ctx.db, numberedPlayers(judged));
+    marks = states.marks;
+    counted = await findCountedPlays(
+      ctx.db,
+      playCandidates(input.records, input.playerOf, states.newestPlayStarts),
+    );
+  };
   if (input.streamBatchId !== undefined) {
     // A large batch: judged a part at a time, each part copied while the next is judged.
     const judged: Verdict[] = [];
@@ -173,19 +243,21 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
         return part;
       },
       readMarks: marks,
+      countedPlayIds: counted,
       buckets: input.buckets,
       legacy: input.legacy,
       answerOf,
+      now: () => ctx.clock.now(),
     });
     const outcome = await outcomeOf(ctx, input, streamed.result, streamed.answer, round);
     if (outcome !== 'judge again') return outcome;
     verdicts = judged.length === input.records.length ? judged : judgeRecords(input.records, judgeContext);
-    marks = await readMarks(ctx.db, numberedPlayers(verdicts));
+    await readAgain(verdicts);
     round += 1;
   }
   verdicts ??= judgeRecords(input.records, judgeContext);
   for (; ; round += 1) {
-    const settled = settle(verdicts, marks);
+    const settled = settle(verdicts, marks, counted);
     const answer = answerOf(settled);
     const entry = {
       batch: { ...base, answer },
@@ -193,6 +265,7 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
       readMarks: marks,
       buckets: input.buckets,
       legacy: input.legacy,
+      now: () => ctx.clock.now(),
     };
     // Agent batches are small and many: they are written in groups, one transaction and one WAL flush for all the
     // batches that arrived meanwhile (group-commit.ts). A CMS batch of up to 10 000 records is a group of its own.
@@ -201,12 +274,12 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
       : storeBatch(ctx.db, entry));
     const outcome = await outcomeOf(ctx, input, result, answer, round);
     if (outcome !== 'judge again') return outcome;
-    marks = await readMarks(ctx.db, numberedPlayers(verdicts));
+    await readAgain(verdicts);
   }
 }
 
 /** spec: "429 rate_limited ... Retry-After gives seconds to wait". */
-function rateLimited(wait: number): ProblemError {
+export function rateLimited(wait: number): ProblemError {
   const seconds = Math.max(1, Math.ceil(wait));
   return new ProblemError('rate_limited', `rate limit reached; retry in ${seconds} s`, {
     headers: { 'retry-after': String(seconds) },

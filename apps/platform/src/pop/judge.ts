@@ -83,6 +83,8 @@ export type Verdict =
   | (RecordRow & { status: 'taken' });
 
 const FUTURE_TOLERANCE_MS = LIMITS.futureToleranceSeconds * 1000;
+/** How far duration_ms and end - start may be apart before a play is flagged timing_mismatch (at least 1 %). */
+const TIMING_TOLERANCE_MS = 1000;
 const TOO_OLD_MS = LIMITS.tooOldDays * 24 * 3600 * 1000;
 
 // Almaty has changed its offset only by whole hours since 1930, so the local date is the same for every instant of
@@ -162,13 +164,17 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
   // "too_old (more than 90 days before receipt)".
   if (earliest < received - TOO_OLD_MS) return refused('too_old', player.key, seq);
   const isPlay = record.kind === 'play';
-  // "too_short (duration_ms under 1000)"; spec Limits: "a play counts from duration_ms 1000".
-  if (isPlay && record.duration_ms !== undefined && record.duration_ms < LIMITS.playMinDurationMs) {
-    return refused('too_short', player.key, seq);
-  }
   // spec: end "When the play ended; start is not after it".
   if (start !== null && end !== null && end < start) {
     return refused('end_before_start', player.key, seq);
+  }
+  // "too_short (duration_ms under 1000)"; spec Limits: "a play counts from duration_ms 1000", however its length is
+  // given (issue "The spec to the letter, second pass", item 2): duration_ms, the time on screen, when it is there;
+  // otherwise end - start.
+  const interval = start !== null && end !== null ? end - start : null;
+  const length = record.duration_ms ?? interval;
+  if (isPlay && length !== null && length < LIMITS.playMinDurationMs) {
+    return refused('too_short', player.key, seq);
   }
   // "approval_missing (a play with neither approval_number nor slot)".
   if (isPlay && record.approval_number === undefined && record.slot === undefined) {
@@ -176,7 +182,7 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
   }
 
   const day = almatyDayOfMs((isPlay ? start : at) ?? received);
-  const flags = isPlay ? flagsOf(record, player, day, start ?? received, ctx) : NO_FLAGS;
+  const flags = isPlay ? flagsOf(record, player, day, start ?? received, interval, ctx) : NO_FLAGS;
   const src = isPlay ? parseSrc(record.detail) : null;
   const slot = isPlay ? (record.slot ?? null) : null;
   return {
@@ -196,7 +202,8 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
     durationMs: record.duration_ms ?? null,
     at,
     flags,
-    screenPower: record.screen?.power ?? null,
+    // spec: screen is "Agent channel only": a CMS did not see the screen, so what it says of one is not kept.
+    screenPower: ctx.channel === 'agent' ? (record.screen?.power ?? null) : null,
     code: record.code ?? null,
     playId: record.play_id ?? null,
     // spec: "A tag of another shape is ignored and the play counts all the same".
@@ -217,6 +224,7 @@ function flagsOf(
   player: Player,
   day: string,
   playedAt: number,
+  interval: number | null,
   ctx: JudgeContext,
 ): RecordFlag[] {
   // Most plays carry no flag: the shared empty list saves an allocation per record.
@@ -242,7 +250,15 @@ function flagsOf(
       }
     }
   }
-  if (record.screen?.power === 'off') flags = withFlag(flags, 'screen_off');
+  if (ctx.channel === 'agent' && record.screen?.power === 'off') flags = withFlag(flags, 'screen_off');
+  // Both lengths given and far apart (more than a second, or 1 % of the longer): counted on duration_ms, the time on
+  // screen, and shown (docs/decisions.md "A play's length").
+  if (record.duration_ms !== undefined && interval !== null) {
+    const apart = Math.abs(record.duration_ms - interval);
+    if (apart > Math.max(TIMING_TOLERANCE_MS, Math.max(record.duration_ms, interval) / 100)) {
+      flags = withFlag(flags, 'timing_mismatch');
+    }
+  }
   // "timing_missing (agent play with neither duration_ms nor start/end)".
   if (
     ctx.channel === 'agent' &&
@@ -291,17 +307,41 @@ export interface Settled {
   highWater: Map<string, number>;
   /** The newest instant the taken rows carry (a play's end or start, an event's at), epoch ms; null: none. */
   newestRecordAt: number | null;
+  /** Per player, the newest start of the plays counted (epoch ms): its newest_play_start moves to it. */
+  newestPlayStarts: Map<string, number>;
+  /** The play_ids counted, by player and hour of start (plays with a start and a play_id). */
+  playSets: PlaySet[];
 }
+
+/** The play_ids already counted, by player key (those of a batch's plays, read with the marks). */
+export type CountedPlayIds = ReadonlyMap<string, ReadonlySet<string>>;
+
+const NONE_COUNTED: CountedPlayIds = new Map();
 
 /**
  * Applies the high-water marks to the verdicts, in body order. A record's number is taken when the record is read
  * with a valid seq for a known player, whether it is then counted or refused by a rule; spec: "records at or
- * below the highest number already taken for their player are not counted again".
+ * below the highest number already taken for their player are not counted again". A play whose play_id was
+ * already counted for its player (`counted`, or earlier in the same batch) is refused play_id_counted.
  */
-export function settle(verdicts: readonly Verdict[], marks: ReadonlyMap<string, number>): Settled {
-  const settler = new Settler(marks);
+export function settle(
+  verdicts: readonly Verdict[],
+  marks: ReadonlyMap<string, number>,
+  counted: CountedPlayIds = NONE_COUNTED,
+): Settled {
+  const settler = new Settler(marks, counted);
   settler.add(verdicts);
   return settler.finish();
+}
+
+/** Hours since 1970-01-01T00:00Z of an instant (epoch ms): the bucket of a play in pop_play_sets (migration 065). */
+export const startHourOf = (ms: number): number => Math.floor(ms / 3_600_000);
+
+/** The play_ids a batch counted for one player in one hour of play start (a row of pop_play_sets). */
+export interface PlaySet {
+  playerKey: string;
+  hour: number;
+  playIds: string[];
 }
 
 type Count = CountKey & { plays: number; flagged: number };
@@ -321,9 +361,30 @@ export class Settler {
   private refused = 0;
   private flagged = 0;
   private newestRecordAt: number | null = null;
+  /** play_ids counted in this batch so far, by player. */
+  private readonly countedHere = new Map<string, Set<string>>();
+  private readonly newestPlayStarts = new Map<string, number>();
+  /** Play sets by player, then hour. */
+  private readonly playSets = new Map<string, Map<number, PlaySet>>();
 
-  constructor(private readonly marks: ReadonlyMap<string, number>) {
+  constructor(
+    private readonly marks: ReadonlyMap<string, number>,
+    private readonly counted: CountedPlayIds = NONE_COUNTED,
+  ) {
     this.current = new Map(marks);
+  }
+
+  /** Whether the play_id of a play about to be counted was counted before; if not, it is now. */
+  private countedBefore(playerKey: string, playId: string): boolean {
+    if (this.counted.get(playerKey)?.has(playId)) return true;
+    let here = this.countedHere.get(playerKey);
+    if (!here) {
+      here = new Set();
+      this.countedHere.set(playerKey, here);
+    }
+    if (here.has(playId)) return true;
+    here.add(playId);
+    return false;
   }
 
   add(verdicts: readonly Verdict[]): RecordRow[] {
@@ -352,6 +413,13 @@ export class Settler {
         items.push({ index, status: 'refused', reason: v.reason });
         continue;
       }
+      // spec: play_id is the "Identifier of the play, unique for the player": one play is counted once, whatever
+      // seq it comes under (its number is taken all the same, like any refused record's).
+      if (v.kind === 'play' && v.playId !== null && this.countedBefore(v.playerKey, v.playId)) {
+        this.refused += 1;
+        items.push({ index, status: 'refused', reason: 'play_id_counted' });
+        continue;
+      }
       this.accepted += 1;
       taken.push(v);
       if (v.endAt !== null && v.endAt > newest) newest = v.endAt;
@@ -361,6 +429,11 @@ export class Settler {
       if (isFlagged) {
         this.flagged += 1;
         items.push({ index, status: 'flagged', flags: v.flags });
+      }
+      if (v.kind === 'play' && v.startAt !== null) {
+        const newest = this.newestPlayStarts.get(v.playerKey);
+        if (newest === undefined || v.startAt > newest) this.newestPlayStarts.set(v.playerKey, v.startAt);
+        if (v.playId !== null) this.playSetOf(v.playerKey, startHourOf(v.startAt)).playIds.push(v.playId);
       }
       if (v.kind === 'play') {
         let byDay = byPlayer.get(v.playerKey);
@@ -398,6 +471,20 @@ export class Settler {
     return taken;
   }
 
+  private playSetOf(playerKey: string, hour: number): PlaySet {
+    let byHour = this.playSets.get(playerKey);
+    if (!byHour) {
+      byHour = new Map();
+      this.playSets.set(playerKey, byHour);
+    }
+    let set = byHour.get(hour);
+    if (!set) {
+      set = { playerKey, hour, playIds: [] };
+      byHour.set(hour, set);
+    }
+    return set;
+  }
+
   finish(): Settled {
     const current = this.current;
     const marks = this.marks;
@@ -414,6 +501,8 @@ export class Settler {
       counts: this.counts,
       highWater: moved,
       newestRecordAt: this.newestRecordAt,
+      newestPlayStarts: this.newestPlayStarts,
+      playSets: [...this.playSets.values()].flatMap((byHour) => [...byHour.values()]),
     };
   }
 }

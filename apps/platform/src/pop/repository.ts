@@ -1,8 +1,9 @@
-import type { PopAnswer } from '@ooh/protocol';
+import { almatyDayStart, type PopAnswer } from '@ooh/protocol';
 import type { Db, DbClient } from '../db/pool.js';
 import { BinaryCopyWriter, CopyStream, copyFrom } from './copy.js';
 import {
   type ApprovalFacts,
+  type CountedPlayIds,
   type CountKey,
   type Player,
   type RecordRow,
@@ -54,6 +55,89 @@ const approvalsJson = (numbers: string, structures: string) => `(SELECT json_agg
                              WHERE s.approval_id = a.id AND s.structure_id = ANY(${structures}))))
    FROM approvals a WHERE a.number = ANY(${numbers}::text[]))`;
 
+function countedFrom(pairs: [string, string][] | null): Map<string, Set<string>> {
+  const counted = new Map<string, Set<string>>();
+  for (const [playerKey, playId] of pairs ?? []) {
+    let ids = counted.get(playerKey);
+    if (!ids) {
+      ids = new Set();
+      counted.set(playerKey, ids);
+    }
+    ids.add(playId);
+  }
+  return counted;
+}
+
+/** Plays a batch may count that start at or before their player's newest counted start (migration 065). */
+export interface PlayCandidates {
+  playerKeys: string[];
+  /** startHourOf(start) of each. */
+  hours: number[];
+  playIds: string[];
+}
+
+/**
+ * Of `candidates`, the play_ids already counted for their players: looked for in the play sets of the hour of the
+ * play's start and the hours beside it (and of the other candidates of the player). Read after the players' marks (never before), so that a play counted
+ * meanwhile is caught by the store's compare-and-set instead. Equal 64-bit hashes of two play_ids of one player
+ * would make a play look counted; the sender that chose them is the only one who can lose by it.
+ */
+export async function findCountedPlays(
+  db: Db,
+  candidates: PlayCandidates,
+): Promise<Map<string, Set<string>>> {
+  if (candidates.playIds.length === 0) return new Map();
+  // Players by number; the hours of play sets to look in, per player (each start's hour and those beside it).
+  const players: string[] = [];
+  const playerNumber = new Map<string, number>();
+  const hoursOf = new Map<number, Set<number>>();
+  const candidatePlayers: number[] = [];
+  candidates.playIds.forEach((_, n) => {
+    const playerKey = candidates.playerKeys[n]!;
+    let number = playerNumber.get(playerKey);
+    if (number === undefined) {
+      number = players.push(playerKey);
+      playerNumber.set(playerKey, number);
+      hoursOf.set(number, new Set());
+    }
+    candidatePlayers.push(number);
+    const hour = candidates.hours[n]!;
+    for (let h = hour - 1; h <= hour + 1; h += 1) hoursOf.get(number)!.add(h);
+  });
+  const windowPlayers: number[] = [];
+  const windowHours: number[] = [];
+  for (const [number, hours] of hoursOf) {
+    for (const hour of hours) {
+      windowPlayers.push(number);
+      windowHours.push(hour);
+    }
+  }
+  const { rows } = await db.query<{ counted: [string, string][] | null }>({
+    name: 'pop-counted-plays',
+    // The sets are unnested once and joined by hash: a batch out of order (every play a candidate) costs a hash
+    // probe a play. Numbers and play_ids (A-Za-z0-9_- only: playCandidates) go as array literals built here: pg's
+    // serialisation escapes 10 000 elements one by one.
+    text: `WITH known AS (
+             SELECT w.p, e.x
+               FROM unnest($4::int[], $5::int[]) AS w(p, hour)
+               JOIN pop_play_sets s ON s.player_key = ($1::text[])[w.p] AND s.start_hour = w.hour,
+                    unnest(s.play_keys) AS e(x)
+           )
+           SELECT json_agg(json_build_array(($1::text[])[q.p], q.i)) AS counted
+             FROM unnest($2::int[], $3::text[]) AS q(p, i)
+            WHERE EXISTS (SELECT 1 FROM known WHERE known.x = hashtextextended(q.i, 0) AND known.p = q.p)`,
+    values: [
+      players,
+      `{${candidatePlayers.join(',')}}`,
+      // Quoted: an unquoted NULL would be SQL's null.
+      `{"${candidates.playIds.join('","')}"}`,
+      `{${windowPlayers.join(',')}}`,
+      `{${windowHours.join(',')}}`,
+    ],
+  });
+  return countedFrom(rows[0]?.counted ?? null);
+}
+
 export interface DeviceForTelemetry {
   id: string;
   revokedAt: Date | null;
@@ -67,6 +151,8 @@ export interface DeviceForTelemetry {
   /** Whether a service.pop/1 batch of the device was accepted (DESIGN.md section 5, legacy). */
   hadPopBatch: boolean;
   approvals: Map<string, ApprovalFacts>;
+  /** The newest start of the device's counted plays, epoch ms (migration 065); null before the first. */
+  newestPlayStart: number | null;
 }
 
 export interface DeviceLookup {
@@ -99,6 +185,7 @@ export async function findDevicesForTelemetry(
     existing_sha256: string | null;
     existing_answer: PopAnswer | null;
     high_water_seq: number | null;
+    newest_play_start: Date | null;
     had_pop_batch: boolean;
     approvals: ApprovalJson[] | null;
   }>({
@@ -112,7 +199,7 @@ export async function findDevicesForTelemetry(
                    WHERE k.device_id = d.id AND (k.accepted_until IS NULL OR k.accepted_until > q.now)
                    ORDER BY k.registered_at DESC) AS keys,
             b.body_sha256 AS existing_sha256, b.answer AS existing_answer,
-            (SELECT p.high_water_seq FROM pop_players p WHERE p.player_key = 'device:' || d.id::text) AS high_water_seq,
+            p.high_water_seq, p.newest_play_start,
             EXISTS (SELECT 1 FROM pop_batches x
                      WHERE x.owner = 'device:' || d.id::text AND x.channel IN ('agent', 'cert')) AS had_pop_batch,
             -- Once, on the first row found (an uncorrelated subquery is computed once).
@@ -122,7 +209,8 @@ export async function findDevicesForTelemetry(
        FROM q
        JOIN devices d ON d.id = q.device_id
        JOIN structures s ON s.id = d.structure_id
-       LEFT JOIN pop_batches b ON b.owner = 'device:' || d.id::text AND b.batch_seq = q.batch_seq`,
+       LEFT JOIN pop_batches b ON b.owner = 'device:' || d.id::text AND b.batch_seq = q.batch_seq
+       LEFT JOIN pop_players p ON p.player_key = 'device:' || d.id::text`,
     values: [
       lookups.map((l) => l.deviceId),
       lookups.map((l) => l.batchSeq),
@@ -147,6 +235,7 @@ export async function findDevicesForTelemetry(
       highWaterSeq: row.high_water_seq ?? 0,
       hadPopBatch: row.had_pop_batch,
       approvals,
+      newestPlayStart: row.newest_play_start?.getTime() ?? null,
     };
   }
   return found;
@@ -154,6 +243,8 @@ export async function findDevicesForTelemetry(
 
 export interface MappedPlayer extends Player {
   highWaterSeq: number;
+  /** The newest start of the player's counted plays, epoch ms; null before the first. */
+  newestPlayStart: number | null;
 }
 
 /**
@@ -207,7 +298,7 @@ export async function findSourceForBatch(
     expired: string[];
     existing_sha256: string | null;
     existing_answer: PopAnswer | null;
-    players: { e: string; s: string; c: string; h: number | null }[] | null;
+    players: { e: string; s: string; c: string; h: number | null; n: string | null }[] | null;
     approvals: ApprovalJson[] | null;
     rate_wait: number;
     next_batch_id: number;
@@ -225,7 +316,7 @@ export async function findSourceForBatch(
                    ORDER BY k.registered_at DESC) AS expired,
             b.body_sha256 AS existing_sha256, b.answer AS existing_answer,
             (SELECT json_agg(json_build_object('e', m.external_id, 's', m.structure_id, 'c', st.code,
-                                               'h', pp.high_water_seq))
+                                               'h', pp.high_water_seq, 'n', pp.newest_play_start))
                FROM cms_players m
                JOIN structures st ON st.id = m.structure_id
                LEFT JOIN pop_players pp ON pp.player_key = 'cms:' || m.installation_id::text || ':' || m.external_id
@@ -262,6 +353,7 @@ export async function findSourceForBatch(
       structureId: p.s,
       structureCode: p.c,
       highWaterSeq: p.h ?? 0,
+      newestPlayStart: p.n === null ? null : Date.parse(p.n),
     });
   }
   return {
@@ -302,6 +394,29 @@ export async function readMarks(db: Db, keys: readonly string[]): Promise<Map<st
   );
   for (const row of rows) marks.set(row.player_key, row.high_water_seq);
   return marks;
+}
+
+/** readMarks, with each player's newest counted play start (epoch ms; absent players: none). */
+export async function readPlayerStates(
+  db: Db,
+  keys: readonly string[],
+): Promise<{ marks: Map<string, number>; newestPlayStarts: Map<string, number> }> {
+  const marks = new Map<string, number>(keys.map((key) => [key, 0]));
+  const newestPlayStarts = new Map<string, number>();
+  if (keys.length === 0) return { marks, newestPlayStarts };
+  const { rows } = await db.query<{
+    player_key: string;
+    high_water_seq: number;
+    newest_play_start: Date | null;
+  }>(
+    'SELECT player_key, high_water_seq, newest_play_start FROM pop_players WHERE player_key = ANY($1::text[])',
+    [keys],
+  );
+  for (const row of rows) {
+    marks.set(row.player_key, row.high_water_seq);
+    if (row.newest_play_start) newestPlayStarts.set(row.player_key, row.newest_play_start.getTime());
+  }
+  return { marks, newestPlayStarts };
 }
 
 export const devicePlayerKey = (deviceId: string) => `device:${deviceId}`;
@@ -367,6 +482,47 @@ export type StoreResult =
   /** A high-water mark moved since it was read: nothing stored; read the marks again and judge again. */
   | { kind: 'marks_moved' };
 
+/**
+ * The first thing every transaction that stores batches does (migration 064): takes the receive days' locks shared
+ * and gives, for each day asked, the day its batches are stored under: the day itself, or the next day without a
+ * seal when the seal of the day was made meanwhile (the spec: "a day is sealed once, after it is over, so a batch
+ * that arrives late belongs to the day it arrived"). The sealing of a day waits for these locks, so a batch stored
+ * under a day is always covered by that day's seal.
+ */
+export async function openReceiveDays(
+  client: DbClient,
+  days: readonly string[],
+): Promise<Map<string, string>> {
+  const { rows } = await client.query<{ wanted_day: string; open_day: string }>({
+    name: 'pop-open-receive-days',
+    text: `SELECT to_char(wanted_day, 'YYYY-MM-DD') AS wanted_day, to_char(open_day, 'YYYY-MM-DD') AS open_day
+             FROM pop_open_receive_days($1::date[])`,
+    values: [days],
+  });
+  return new Map(rows.map((r) => [r.wanted_day, r.open_day]));
+}
+
+/**
+ * The batch as stored under `openDay`: unchanged when that is its receive day; otherwise (its day was sealed while it
+ * was on its way) received when it is stored, and at the earliest at the start of that day, so that its leaf's
+ * receive time lies on the day it is sealed in (a verifier checks that).
+ */
+export function stampedInto<B extends Pick<NewBatch, 'receivedAt' | 'receiveDay'>>(
+  batch: B,
+  openDay: string,
+  now: Date,
+): B {
+  if (openDay === batch.receiveDay) return batch;
+  const start = almatyDayStart(openDay);
+  return { ...batch, receiveDay: openDay, receivedAt: now.getTime() > start.getTime() ? now : start };
+}
+
+/** The newest counted play start of `key` in a settled batch, as a JSON time (null: none had a start). */
+export function newestStartOf(settled: Settled, key: string): string | null {
+  const ms = settled.newestPlayStarts.get(key);
+  return ms === undefined ? null : new Date(ms).toISOString();
+}
+
 export const RECORD_COLUMNS =
   'receive_day, batch_id, record_index, player_key, structure_id, kind, seq, day, approval_number, slot, ' +
   'media_sha256, start_at, end_at, duration_ms, at, attested, flags, screen_power, code, play_id, src, detail';
@@ -383,6 +539,8 @@ interface StoreArgs {
   buckets: readonly Bucket[];
   /** A legacy batch is stored only while the owner has no service.pop/1 batch (checked again here). */
   legacy: boolean;
+  /** The platform clock: the receive time of a batch moved past a day sealed meanwhile (stampedInto). */
+  now: () => Date;
 }
 
 const byKey = (a: Bucket, b: Bucket) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
@@ -419,7 +577,14 @@ async function runStoreStatement(client: DbClient, args: StoreArgs, id: number |
       buckets.map((b) => b.cost),
       // Marks and counts as JSON (one parameter each): a CMS batch has hundreds of count rows, and pg's array
       // literals are escaped element by element.
-      JSON.stringify(moved.map(([key, seq]) => ({ k: key, e: args.readMarks.get(key) ?? 0, s: seq }))),
+      JSON.stringify(
+        moved.map(([key, seq]) => ({
+          k: key,
+          e: args.readMarks.get(key) ?? 0,
+          s: seq,
+          t: newestStartOf(settled, key),
+        })),
+      ),
       JSON.stringify(
         counts.map((c) => ({
           k: c.playerKey,
@@ -435,6 +600,7 @@ async function runStoreStatement(client: DbClient, args: StoreArgs, id: number |
       batch.gzipped ? 'gzip' : 'identity',
       batch.gzipped ? batch.body.length : null,
       settled.newestRecordAt === null ? null : new Date(settled.newestRecordAt),
+      JSON.stringify(settled.playSets.map((set) => ({ k: set.playerKey, h: set.hour, i: set.playIds }))),
     ],
   });
   return row!.wait > 0
@@ -464,6 +630,16 @@ async function takeTokens(client: DbClient, buckets: readonly Bucket[], at: Date
     ],
   });
   return taken!.wait;
+}
+
+/** Takes `bucket`'s cost now, on its own (autocommit): 0 when granted, else the seconds to wait. */
+export async function takeCallToken(db: Db, bucket: Bucket, at: Date): Promise<number> {
+  const { rows } = await db.query<{ wait: number }>({
+    name: 'pop-take-call-token',
+    text: 'SELECT pop_take_tokens($1::text[], $2::float8[], $3::float8[], $4::float8[], $5) AS wait',
+    values: [[bucket.key], [bucket.capacity], [bucket.perSecond], [bucket.cost], at],
+  });
+  return rows[0]!.wait;
 }
 
 /** Runs `work` in a transaction on its own client; a moved mark (PHWM1) is the result marks_moved. */
@@ -500,11 +676,13 @@ async function inTransaction(db: Db, work: (client: DbClient) => Promise<StoreRe
  */
 export function storeBatch(db: Db, args: StoreArgs): Promise<StoreResult> {
   return inTransaction(db, async (client) => {
-    const result = await runStoreStatement(client, args, null);
+    const open = await openReceiveDays(client, [args.batch.receiveDay]);
+    const batch = stampedInto(args.batch, open.get(args.batch.receiveDay)!, args.now());
+    const result = await runStoreStatement(client, { ...args, batch }, null);
     if (result.kind !== 'stored') return result;
     if (args.settled.rows.length > 0) {
       await copyFrom(client, COPY_RECORDS_SQL, [
-        recordsCopyData([{ batchId: result.id, batch: args.batch, settled: args.settled }]),
+        recordsCopyData([{ batchId: result.id, batch, settled: args.settled }]),
       ]);
     }
     const wait = await takeTokens(client, args.buckets, args.batch.receivedAt);
@@ -530,22 +708,27 @@ export async function storeBatchStreaming(
     records: number;
     judge: (from: number, to: number) => Verdict[];
     readMarks: ReadonlyMap<string, number>;
+    countedPlayIds?: CountedPlayIds;
     buckets: readonly Bucket[];
     legacy: boolean;
     answerOf: (settled: Settled) => PopAnswer;
+    now: () => Date;
   },
 ): Promise<{ result: StoreResult; settled: Settled; answer: PopAnswer }> {
-  const settler = new Settler(args.readMarks);
+  const settler = new Settler(args.readMarks, args.countedPlayIds);
   let settled: Settled | null = null;
   let answer: PopAnswer | null = null;
   const result = await inTransaction(db, async (client) => {
+    // The records are copied before the batch row: the day they go under is settled first.
+    const open = await openReceiveDays(client, [args.batch.receiveDay]);
+    const batch = stampedInto(args.batch, open.get(args.batch.receiveDay)!, args.now());
     const copy = new CopyStream(COPY_RECORDS_SQL);
     copy.start(client);
     try {
       const out = new BinaryCopyWriter(STREAM_PART * 320);
       for (let from = 0; from < args.records; from += STREAM_PART) {
         const rows = settler.add(args.judge(from, Math.min(args.records, from + STREAM_PART)));
-        writeRecordRows(out, args.batchId, args.batch, rows);
+        writeRecordRows(out, args.batchId, batch, rows);
         copy.push(out.drain(STREAM_PART * 320));
         // The socket takes the part, and other requests get their turn, while the server copies it.
         await new Promise((resolve) => setImmediate(resolve));
@@ -563,11 +746,12 @@ export async function storeBatchStreaming(
     const stored = await runStoreStatement(
       client,
       {
-        batch: { ...args.batch, answer },
+        batch: { ...batch, answer },
         settled,
         readMarks: args.readMarks,
         buckets: args.buckets,
         legacy: args.legacy,
+        now: args.now,
       },
       args.batchId,
     );
@@ -650,14 +834,20 @@ WITH rate AS (
   ON CONFLICT (owner, batch_seq) DO NOTHING
   RETURNING id
 ), marks AS (
-  INSERT INTO pop_players (player_key, high_water_seq, previous_seq)
-  SELECT m.k, m.s, m.e
-    FROM batch, ROWS FROM (json_to_recordset($16::json) AS (k text, e bigint, s bigint)) WITH ORDINALITY AS m(k, e, s, n)
+  INSERT INTO pop_players (player_key, high_water_seq, previous_seq, newest_play_start)
+  SELECT m.k, m.s, m.e, m.t
+    FROM batch, ROWS FROM (json_to_recordset($16::json) AS (k text, e bigint, s bigint, t timestamptz))
+                WITH ORDINALITY AS m(k, e, s, t, n)
    ORDER BY m.n
   ON CONFLICT (player_key) DO UPDATE
-     SET high_water_seq = EXCLUDED.high_water_seq, previous_seq = pop_players.high_water_seq
+     SET high_water_seq = EXCLUDED.high_water_seq, previous_seq = pop_players.high_water_seq,
+         newest_play_start = greatest(pop_players.newest_play_start, EXCLUDED.newest_play_start)
    WHERE pop_players.high_water_seq = EXCLUDED.previous_seq
   RETURNING 1
+), play_sets AS (
+  INSERT INTO pop_play_sets (player_key, start_hour, batch_id, play_keys)
+  SELECT p.k, p.h, batch.id, ARRAY(SELECT hashtextextended(x, 0) FROM json_array_elements_text(p.i) AS x)
+    FROM batch, json_to_recordset($22::json) AS p(k text, h integer, i json)
 ), counted AS (
   INSERT INTO play_counts (player_key, structure_id, day, approval_number, slot, attested, plays, flagged)
   SELECT c.k, c.t, c.d, c.a, c.l, $10, c.p, c.f

@@ -5,23 +5,24 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { principalOf } from '../auth/plugin.js';
 import type { RouteAuth } from '../auth/principal.js';
 import type { PlatformContext } from '../context.js';
-import { deviceFromClientCertificate } from '../devices/authenticate.js';
+import { type DeviceIdentity, deviceFromClientCertificate } from '../devices/authenticate.js';
 import type { Feature } from '../features.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { pathUuid } from '../shared/ids.js';
 import { type AgentBatch, type CmsBatchBody, countPlays, readAgentBatch, readCmsBatch } from './body.js';
 import { bodyEncoding, inflateBounded, readWire } from './inflate.js';
-import { approvalNumbersOf, ingestBatch } from './ingest.js';
+import { approvalNumbersOf, ingestBatch, rateLimited } from './ingest.js';
 import type { Player } from './judge.js';
 import { KeyCache } from './key-cache.js';
 import { deviceLookupFor } from './lookup.js';
-import { agentBuckets, cmsBuckets } from './rate-limits.js';
+import { agentBuckets, cmsBuckets, cmsKeyBucket } from './rate-limits.js';
 import {
   type DeviceForTelemetry,
   devicePlayerKey,
   findSourceForBatch,
   playCounts,
   popEvents,
+  takeCallToken,
 } from './repository.js';
 
 /** spec: "CMS batch ... Scope write:plays; operator organisations only". */
@@ -125,6 +126,8 @@ function agentIngest(
     buckets: agentBuckets(device.id),
     playerOf: () => player,
     marks: new Map([[player.key, device.highWaterSeq]]),
+    newestPlayStarts:
+      device.newestPlayStart === null ? new Map() : new Map([[player.key, device.newestPlayStart]]),
     approvals: device.approvals,
     legacy: batch.format === 'legacy',
     hadPopBatch: device.hadPopBatch,
@@ -150,7 +153,8 @@ interface CmsParsed {
 
 /**
  * The CMS body parser: "size and media type -> JSON -> schema value" of DESIGN.md section 5 with the CMS limits,
- * before the API key is looked at (the host authenticates after parsing). The wire bytes
+ * after the API key, its scope and the organisation's kind passed (the onRequest hook of src/auth/plugin.ts: nobody
+ * makes the platform read, inflate or parse a body before showing a credential). The wire bytes
  * are read up to 4 MB, a gzip body is inflated within 16 MB and 20 times its size, and the decompressed bytes are
  * kept as request.rawBody (the bytes the signature covers and that are stored).
  */
@@ -175,7 +179,7 @@ function cmsBodyParser(
     } catch (error) {
       throw new ProblemError('invalid_json', `the body is not JSON: ${(error as Error).message}`);
     }
-    // The schema value comes before authentication (DESIGN.md section 5), so before the API key is looked at too.
+    // The schema value comes before the source and its signature (DESIGN.md section 5).
     return {
       bytes,
       ...(encoding === 'gzip' && wire.length < bytes.length ? { gzipped: wire } : {}),
@@ -196,10 +200,19 @@ export const popFeature: Feature = {
     const keys = new KeyCache();
     await app.register(async (scope) => {
       refuseEncodings(scope);
+      // The credential of this channel is the body's signature: the body must be read to check it, but a request
+      // without one is refused before (issue "Trust under attack", item 3).
+      scope.addHook('onRequest', async (request) => {
+        signatureHeader(request);
+      });
       scope.post(
         '/s/v1/telemetry',
         // spec Limits: "agent telemetry body: at most 1 MB".
-        { bodyLimit: LIMITS.telemetryBodyMaxBytes, schema: { response: { 200: PopAnswer } } },
+        {
+          bodyLimit: LIMITS.telemetryBodyMaxBytes,
+          config: { bodyJudgedPerRecord: true },
+          schema: { response: { 200: PopAnswer } },
+        },
         async (request) => {
           const receivedAt = ctx.clock.now();
           const body = rawBodyOf(request);
@@ -218,6 +231,7 @@ export const popFeature: Feature = {
           // spec: "ES256 signature of the exact bytes of the body by the device key registered at enrolment".
           if (verifySignature(keys, device.keys, body, signatureHeader(request)) !== 'verified')
             throw badSignature();
+          request.authenticatedDeviceId = device.id;
           const ts = parseDateTime(batch.ts!)!;
           return agentIngest(ctx, device, batch, body, receivedAt, 'agent', () => {
             // spec Limits: "agent ts tolerance: 300 seconds against the platform clock".
@@ -239,14 +253,23 @@ export const popFeature: Feature = {
   async devices(app, ctx) {
     await app.register(async (scope) => {
       refuseEncodings(scope);
+      // The client certificate identifies the device before the body is read (issue "Trust under attack", item 3).
+      const identities = new WeakMap<FastifyRequest, DeviceIdentity>();
+      scope.addHook('onRequest', async (request) => {
+        identities.set(request, await deviceFromClientCertificate(ctx, request));
+      });
       scope.post(
         '/d/v1/telemetry',
-        { bodyLimit: LIMITS.telemetryBodyMaxBytes, schema: { response: { 200: PopAnswer } } },
+        {
+          bodyLimit: LIMITS.telemetryBodyMaxBytes,
+          config: { bodyJudgedPerRecord: true },
+          schema: { response: { 200: PopAnswer } },
+        },
         async (request) => {
           const receivedAt = ctx.clock.now();
           const body = rawBodyOf(request);
           const batch = readAgentBatch(request.body, 'certificate');
-          const identity = await deviceFromClientCertificate(ctx, request);
+          const identity = identities.get(request)!;
           const deviceId = identity.deviceId.toLowerCase();
           if (batch.deviceId !== null && batch.deviceId !== deviceId) {
             throw new ProblemError(
@@ -263,6 +286,7 @@ export const popFeature: Feature = {
           if (!device || device.revokedAt !== null) {
             throw new ProblemError('device_unauthorized', `device ${deviceId} is unknown or revoked`);
           }
+          request.authenticatedDeviceId = device.id;
           return agentIngest(ctx, device, batch, body, receivedAt, 'cert');
         },
       );
@@ -275,9 +299,20 @@ export const popFeature: Feature = {
     await app.register(async (scope) => {
       scope.removeAllContentTypeParsers();
       scope.addContentTypeParser('application/json', cmsBodyParser);
+      // spec: "10 calls a second per key (burst 30)": every call of an authenticated key counts, a repeat or a
+      // refusal too, before its body is read (after the onRequest hook that authenticated it).
+      scope.addHook('onRequest', async (request) => {
+        const principal = request.principal;
+        if (principal?.type !== 'api_key') return;
+        const wait = await takeCallToken(ctx.db, cmsKeyBucket(principal.id), ctx.clock.now());
+        if (wait > 0) throw rateLimited(wait);
+      });
       scope.post(
         '/api/v1/pop/batches',
-        { config: { auth: WRITE_PLAYS }, schema: { response: { 200: PopAnswer } } },
+        {
+          config: { auth: WRITE_PLAYS, bodyJudgedPerRecord: true },
+          schema: { response: { 200: PopAnswer } },
+        },
         async (request) => {
           const receivedAt = ctx.clock.now();
           const parsed = request.body as CmsParsed | undefined;
@@ -289,15 +324,23 @@ export const popFeature: Feature = {
 
           // Authentication: the source. spec: "X-Service-Source (required, uuid of the registered CMS
           // installation)"; source_id: "inside the signed bytes; must equal X-Service-Source".
+          // A header missing, malformed or not the body's source_id is the caller's error (422, naming the field);
+          // source_unauthorized means one thing, the rotated-out key (issue "The spec to the letter, second
+          // pass", item 3).
           const sourceHeader = request.headers['x-service-source'];
           if (typeof sourceHeader !== 'string' || !isUuid(sourceHeader.trim())) {
-            throw new ProblemError(
-              'source_unauthorized',
-              'X-Service-Source must name the CMS installation (uuid)',
-            );
+            throw validationFailed([
+              {
+                path: 'headers:/x-service-source',
+                code: sourceHeader === undefined ? 'required' : 'format',
+                message: 'X-Service-Source must name the CMS installation (uuid)',
+              },
+            ]);
           }
           if (sourceHeader.trim().toLowerCase() !== batch.sourceId) {
-            throw new ProblemError('source_unauthorized', 'source_id in the body is not X-Service-Source');
+            throw validationFailed([
+              { path: '/source_id', code: 'not_allowed', message: 'source_id must equal X-Service-Source' },
+            ]);
           }
           const externalIds = new Set<string>();
           for (const record of batch.records) {
@@ -307,7 +350,6 @@ export const popFeature: Feature = {
           }
           const buckets = cmsBuckets({
             installationId: batch.sourceId,
-            keyId: principal.id,
             organisationId: principal.organisation.id,
             records: batch.records.length,
           });
@@ -322,7 +364,7 @@ export const popFeature: Feature = {
           });
           if (!source || source.organisationId !== principal.organisation.id) {
             throw new ProblemError(
-              'source_unauthorized',
+              'source_unknown',
               `no CMS installation ${batch.sourceId} of your organisation`,
             );
           }
@@ -359,6 +401,11 @@ export const popFeature: Feature = {
             playerOf: (record) =>
               record.player === undefined ? null : (source.players.get(record.player) ?? null),
             marks: new Map([...source.players.values()].map((p) => [p.key, p.highWaterSeq])),
+            newestPlayStarts: new Map(
+              [...source.players.values()].flatMap((p) =>
+                p.newestPlayStart === null ? [] : [[p.key, p.newestPlayStart] as const],
+              ),
+            ),
             approvals: source.approvals,
             legacy: false,
             hadPopBatch: false,

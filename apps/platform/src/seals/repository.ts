@@ -113,22 +113,3 @@ export interface LeafPage {
 
 /** Key before every leaf of a day. */
 export const FIRST_PAGE_KEY = { at: '-infinity', id: 0 } as const;
-
-/**
- * Waits until every transaction that may still be inserting a batch has finished: after a day ends, a batch whose
- * transaction began before midnight and commits after it must be in the sealed set, not missed. SHARE mode
- * conflicts with the inserts' ROW EXCLUSIVE; the lock is released at once, so intake pauses only for that wait.
- */
-export async function waitForBatchWriters(db: Db): Promise<void> {
-  const client = await db.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query('LOCK TABLE pop_batches IN SHARE MODE');
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
-}

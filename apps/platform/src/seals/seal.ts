@@ -17,7 +17,6 @@ import {
   lastSeal,
   SEAL_LOCK,
   type SealRow,
-  waitForBatchWriters,
 } from './repository.js';
 import { StreamingMerkleRoot } from './tree.js';
 
@@ -101,7 +100,16 @@ function wholeSeconds(instant: Date): Date {
   return new Date(Math.floor(instant.getTime() / 1000) * 1000);
 }
 
-type SealOutcome = { seal: SealRow; created: boolean } | 'busy' | 'out_of_order';
+/**
+ * 'busy': another instance holds the sealing lock; 'writers_busy': a transaction storing batches of the day did not
+ * finish within DAY_LOCK_TIMEOUT_MS; 'out_of_order': another instance sealed meanwhile.
+ */
+type SealOutcome = { seal: SealRow; created: boolean } | 'busy' | 'writers_busy' | 'out_of_order';
+
+/** How long the sealing of a day waits for the transactions storing its batches (they take milliseconds). */
+export const DAY_LOCK_TIMEOUT_MS = 30_000;
+/** SQLSTATE lock_not_available: lock_timeout ran out. */
+const LOCK_NOT_AVAILABLE = '55P03';
 
 async function sealOne(
   ctx: Pick<PlatformContext, 'db' | 'clock' | 'config'>,
@@ -112,6 +120,7 @@ async function sealOne(
 ): Promise<SealOutcome> {
   const client = await ctx.db.connect();
   let locked = false;
+  let dayLocked = false;
   try {
     // A session lock taken before the transaction begins, so the REPEATABLE READ snapshot is taken after it and
     // sees a seal committed by the instance that held the lock before.
@@ -124,6 +133,20 @@ async function sealOne(
       if (!rows[0]?.ok) return 'busy';
     }
     locked = true;
+    // The day's lock, exclusive (migration 064): waits until every transaction storing batches under `day` has
+    // committed, and makes those that come later wait for the seal and store under the next day. Taken before the
+    // snapshot, so the snapshot holds every batch of the day. A writer held up for long (a lock somewhere) makes
+    // this attempt give up rather than hang: nothing is sealed, and the next attempt waits again.
+    await client.query(`SELECT set_config('lock_timeout', $1, false)`, [`${DAY_LOCK_TIMEOUT_MS}ms`]);
+    try {
+      await client.query('SELECT pop_seal_day_lock($1::date)', [day]);
+    } catch (error) {
+      if ((error as { code?: string }).code === LOCK_NOT_AVAILABLE) return 'writers_busy';
+      throw error;
+    } finally {
+      await client.query('RESET lock_timeout');
+    }
+    dayLocked = true;
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
     try {
       const outcome = await sealInTransaction(ctx, client, authority, day, isFirst);
@@ -136,13 +159,20 @@ async function sealOne(
       throw error;
     }
   } finally {
-    // A connection that cannot unlock is closed instead: ending the session releases the lock.
-    const unlocked = locked
-      ? await client.query('SELECT pg_advisory_unlock($1)', [SEAL_LOCK]).then(
-          () => true,
-          () => false,
-        )
-      : true;
+    // A connection that cannot unlock is closed instead: ending the session releases its locks.
+    let unlocked = true;
+    if (dayLocked) {
+      unlocked = await client.query('SELECT pop_seal_day_unlock($1::date)', [day]).then(
+        () => true,
+        () => false,
+      );
+    }
+    if (locked && unlocked) {
+      unlocked = await client.query('SELECT pg_advisory_unlock($1)', [SEAL_LOCK]).then(
+        () => true,
+        () => false,
+      );
+    }
     client.release(!unlocked);
   }
 }
@@ -153,7 +183,7 @@ async function sealInTransaction(
   authority: Authority,
   day: string,
   isFirst: boolean,
-): Promise<Exclude<SealOutcome, 'busy'>> {
+): Promise<Exclude<SealOutcome, 'busy' | 'writers_busy'>> {
   const existing = await findSeal(client, day);
   if (existing) return { seal: existing, created: false };
   const previous = await lastSeal(client);
@@ -217,7 +247,6 @@ export async function sealUpTo(
 ): Promise<SealRow[]> {
   const made: SealRow[] = [];
   let authority: Authority | null = null;
-  let barrierPassed = false;
   let retries = 0;
   for (;;) {
     const last = await lastSeal(ctx.db);
@@ -225,13 +254,15 @@ export async function sealUpTo(
     if (next === null || next > day) return made;
     // spec: "a day is sealed once, after it is over".
     if (ctx.clock.now().getTime() < almatyDayEnd(next).getTime()) return made;
-    if (!barrierPassed) {
-      await waitForBatchWriters(ctx.db);
-      barrierPassed = true;
-    }
     authority ??= await loadAuthority(ctx);
     const outcome = await sealOne(ctx, authority, next, last === null, options.wait);
     if (outcome === 'busy') return made;
+    if (outcome === 'writers_busy') {
+      if (options.wait) {
+        throw new SealError('busy', `batches of ${next} are still being stored; try again in a moment`);
+      }
+      return made;
+    }
     // Another instance sealed meanwhile: look again (a few times; more means something else is wrong).
     if (outcome === 'out_of_order') {
       retries += 1;

@@ -257,7 +257,12 @@ describe('large batches (records written by COPY)', () => {
     const src = { channel: 'rtb', seller_id: 'sel\\ler\t"x"\n\u0000', deal_id: 'd.1:x' };
     records[1] = { ...records[1]!, detail: { src, note: 'ignored on a play' } };
     // 06:00:00+05:00 is 01:00:00Z: stored as that instant.
-    records[2] = { ...records[2]!, start: '2026-11-20T10:59:00+05:00', end: '2026-11-20T10:59:30.5+05:00' };
+    records[2] = {
+      ...records[2]!,
+      start: '2026-11-20T10:59:00+05:00',
+      end: '2026-11-20T10:59:30.5+05:00',
+      duration_ms: 30_500,
+    };
     records[3] = { ...records[3]!, approval_number: 'А-кириллица-№1' };
     // Plain: 400 look-alike records compress beyond the ratio of 20.
     const answer = answerOf(await postCms(servers(), source, cmsBody(source, 0, records)));
@@ -291,49 +296,63 @@ describe('large batches (records written by COPY)', () => {
 });
 
 describe('authentication of the CMS channel', () => {
-  test("X-Service-Source must be given and equal source_id; the installation must be the caller organisation's", async () => {
+  test("X-Service-Source must be given and equal source_id (422); the installation must be the caller organisation's (401 source_unknown)", async () => {
     const source = await newSource();
     const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
-    problemOf(await postCms(servers(), source, body, { sourceHeader: null }), 401, 'source_unauthorized');
+    // The spec's source_unauthorized is the rotated-out key only (issue "The spec to the letter, second pass", 3).
+    const missing = await postCms(servers(), source, body, { sourceHeader: null });
+    problemOf(missing, 422, 'validation_failed');
+    expect(missing.json().errors).toEqual([
+      expect.objectContaining({ path: 'headers:/x-service-source', code: 'required' }),
+    ]);
+    const malformed = await postCms(servers(), source, body, { sourceHeader: 'nope' });
+    expect(malformed.json().errors).toEqual([
+      expect.objectContaining({ path: 'headers:/x-service-source', code: 'format' }),
+    ]);
     const other = await newSource();
-    problemOf(await postCms(servers(), source, body, { sourceHeader: other.id }), 401, 'source_unauthorized');
-    problemOf(await postCms(servers(), source, body, { sourceHeader: 'nope' }), 401, 'source_unauthorized');
+    const mismatch = await postCms(servers(), source, body, { sourceHeader: other.id });
+    problemOf(mismatch, 422, 'validation_failed');
+    expect(mismatch.json().errors).toEqual([expect.objectContaining({ path: '/source_id' })]);
     const stranger = await createOperator(c.platform, 1);
-    problemOf(await postCms(servers(), source, body, { key: stranger.key }), 401, 'source_unauthorized');
+    problemOf(await postCms(servers(), source, body, { key: stranger.key }), 401, 'source_unknown');
     const unknown = { ...source, id: '00000000-0000-4000-8000-0000000000aa' };
-    problemOf(await postCms(servers(), unknown, cmsBody(unknown, 0, [])), 401, 'source_unauthorized');
+    problemOf(await postCms(servers(), unknown, cmsBody(unknown, 0, [])), 401, 'source_unknown');
     expect(await batchCount(c.db, sourceOwner(source))).toBe(0);
   });
 
-  test('the checks run in the order of DESIGN.md section 5: size, media type, JSON, schema, then credentials', async () => {
+  test('the order of checks: the API key before the body is read, then size, media type, JSON, schema, source, signature', async () => {
     const source = await newSource();
     const noKey = { key: 'ooh_not-a-real-key-at-all-000000' };
+    // Without a valid key nothing about the body is looked at (docs/decisions.md, "The order of checks").
+    for (const [body, headers] of [
+      [Buffer.from('x'.repeat(4_000_001)), {}],
+      [Buffer.from('{}'), { 'content-encoding': 'br' }],
+      [Buffer.from('{'), {}],
+      [cmsBody(source, 0, [], { schema: 'other/1' }), {}],
+      [cmsBody(source, -1, []), {}],
+      [cmsBody(source, 0, []), {}],
+    ] as const) {
+      problemOf(await postCms(servers(), source, body, { ...noKey, headers }), 401, 'invalid_api_key');
+    }
+    // With one, the body's checks in DESIGN.md section 5's order.
+    problemOf(await postCms(servers(), source, Buffer.from('x'.repeat(4_000_001))), 413, 'body_too_large');
     problemOf(
-      await postCms(servers(), source, Buffer.from('x'.repeat(4_000_001)), noKey),
-      413,
-      'body_too_large',
-    );
-    problemOf(
-      await postCms(servers(), source, Buffer.from('{}'), {
-        ...noKey,
-        headers: { 'content-encoding': 'br' },
-      }),
+      await postCms(servers(), source, Buffer.from('{}'), { headers: { 'content-encoding': 'br' } }),
       415,
       'unsupported_media_type',
     );
-    problemOf(await postCms(servers(), source, Buffer.from('{'), noKey), 400, 'invalid_json');
+    problemOf(await postCms(servers(), source, Buffer.from('{')), 400, 'invalid_json');
     problemOf(
-      await postCms(servers(), source, cmsBody(source, 0, [], { schema: 'other/1' }), noKey),
+      await postCms(servers(), source, cmsBody(source, 0, [], { schema: 'other/1' })),
       400,
       'schema_unknown',
     );
-    problemOf(await postCms(servers(), source, cmsBody(source, -1, []), noKey), 422, 'validation_failed');
-    problemOf(await postCms(servers(), source, cmsBody(source, 0, []), noKey), 401, 'invalid_api_key');
+    problemOf(await postCms(servers(), source, cmsBody(source, -1, [])), 422, 'validation_failed');
     // Then the source, then the signature.
     problemOf(
       await postCms(servers(), source, cmsBody(source, 0, []), { sourceHeader: null, signature: null }),
-      401,
-      'source_unauthorized',
+      422,
+      'validation_failed',
     );
     problemOf(
       await postCms(servers(), source, cmsBody(source, 0, []), { signature: null }),
@@ -503,6 +522,31 @@ describe('CMS rate limits', () => {
       expect(limited.headers['retry-after']).toBe('1');
       c.setNow(new Date(at.getTime() + 500));
       answerOf(await postCms(servers(), source, cmsBody(source, 10, [])));
+    } finally {
+      c.setNow(T0);
+    }
+  });
+
+  test('10 calls a second per key with a burst of 30, every call counted: repeats and refusals too', async () => {
+    const op = await createOperator(c.platform, 1);
+    const source = await registerSource(c.platform, op, { 'screen-1': op.structures[0]! });
+    const at = new Date(T0.getTime() + 33 * 24 * 3600_000);
+    c.setNow(at);
+    try {
+      const body = cmsBody(source, 0, [cmsPlay('screen-1', 1, {}, new Date(at.getTime() - 60_000))]);
+      answerOf(await postCms(servers(), source, body));
+      // The same stored batch again, 29 times: answered as a repeat while the key has tokens.
+      for (let i = 0; i < 29; i += 1)
+        expect(answerOf(await postCms(servers(), source, body)).duplicate).toBe(true);
+      const limited = await postCms(servers(), source, body);
+      problemOf(limited, 429, 'rate_limited');
+      expect(limited.headers['retry-after']).toBe('1');
+      // A second later, 10 more calls: 10 bad signatures, then 429 again, never 401 beyond the limit.
+      c.setNow(new Date(at.getTime() + 1000));
+      const answers = [];
+      for (let i = 0; i < 12; i += 1)
+        answers.push((await postCms(servers(), source, body, { signature: 'A'.repeat(86) })).statusCode);
+      expect(answers).toEqual([...Array(10).fill(401), 429, 429]);
     } finally {
       c.setNow(T0);
     }

@@ -178,6 +178,7 @@ describe('two instances, one database', () => {
       readMarks: stale,
       buckets: [],
       legacy: false,
+      now: () => T0,
     });
     expect(result).toEqual({ kind: 'marks_moved' });
     expect(await batchCount(c.db, key)).toBe(1);
@@ -212,6 +213,7 @@ describe('two instances, one database', () => {
       readMarks: fresh,
       buckets: [],
       legacy: false,
+      now: () => T0,
     });
     expect(stored.kind).toBe('stored');
     expect(await countedPlays(c.db, key)).toBe(3);
@@ -278,6 +280,7 @@ describe('rate tokens taken last', () => {
         readMarks: new Map(),
         buckets: [bucket],
         legacy: false,
+        now: () => T0,
       });
       // The store reads a token (the other's update is not committed), writes, and waits for the bucket's lock.
       let waited = false;

@@ -94,6 +94,7 @@ async function entryFor(
     readMarks: marks,
     buckets: agentBuckets(device.id),
     legacy: options.legacy ?? false,
+    now: () => T0,
   };
 }
 
@@ -251,12 +252,17 @@ describe('group commit of agent batches', () => {
     const events = [
       play(1, { approval_number: 'A\tB\\C\nD\r', detail: { src } }),
       play(2, { approval_number: 'А-кириллица-№1', screen: { power: 'off' }, play_id: undefined }),
-      play(3, { start: '2026-11-20T10:59:00+05:00', end: '2026-11-20T10:59:30.5+05:00' }),
+      play(3, {
+        start: '2026-11-20T10:59:00+05:00',
+        end: '2026-11-20T10:59:30.5+05:00',
+        duration_ms: 30_500,
+      }),
       { kind: 'reject', seq: 4, at, code: 'HASH_MISMATCH', detail: { file: 'ad\t.mp4', n: [1, 2] } },
       play(5, { slot: 'gov', approval_number: undefined, duration_ms: 2 ** 40 }),
     ];
     const answer = answerOf(await sendBatch(servers(), device, 0, events));
-    expect(answer).toMatchObject({ received: 5, accepted: 5, flagged: 2 });
+    // The slot play's duration_ms is far from its 15 s between start and end: timing_mismatch.
+    expect(answer).toMatchObject({ received: 5, accepted: 5, flagged: 3 });
     const { rows } = await c.db.query(
       `SELECT record_index, kind, seq, approval_number, slot, media_sha256, start_at, end_at, duration_ms, at, flags,
               screen_power, code, play_id, src, detail, attested, day::text AS day, receive_day::text AS receive_day,
@@ -288,7 +294,7 @@ describe('group commit of agent batches', () => {
     });
     expect(rows[3].at.toISOString()).toBe('2026-11-20T05:58:00.125Z');
     expect(rows[3].start_at).toBeNull();
-    expect(rows[4]).toMatchObject({ slot: 'gov', duration_ms: 2 ** 40, seq: 5 });
+    expect(rows[4]).toMatchObject({ slot: 'gov', duration_ms: 2 ** 40, seq: 5, flags: ['timing_mismatch'] });
     for (const row of rows) {
       expect(row).toMatchObject({
         attested: false,

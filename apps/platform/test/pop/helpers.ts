@@ -38,7 +38,9 @@ export interface PopCluster {
   close(): Promise<void>;
 }
 
-export async function startPopCluster(options: { instances?: number; now?: Date } = {}): Promise<PopCluster> {
+export async function startPopCluster(
+  options: { instances?: number; now?: Date; dataDir?: string } = {},
+): Promise<PopCluster> {
   const database = await createTestDatabase();
   const now = options.now ?? T0;
   const instances: PopInstance[] = [];
@@ -46,7 +48,14 @@ export async function startPopCluster(options: { instances?: number; now?: Date 
     const clock = new TestClock(now, { frozen: true });
     const config = loadConfig({
       env: {},
-      overrides: { env: 'test', testClock: true, logLevel: 'silent', databaseUrl: database.url },
+      overrides: {
+        env: 'test',
+        testClock: true,
+        logLevel: 'silent',
+        databaseUrl: database.url,
+        // The authority's keys (seals) live in the data folder: shared by the instances, as by processes.
+        ...(options.dataDir ? { dataDir: options.dataDir } : {}),
+      },
     });
     const log = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
     // Every instance has its own pool, as separate processes would.

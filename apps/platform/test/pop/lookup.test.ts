@@ -63,7 +63,12 @@ test('lookups asked together are answered by one query, each with its own facts'
   const found = await Promise.all([
     batcher.find({ deviceId: plain.id, batchSeq: 0, now: T0, approvalNumbers: ['A-LOOKUP-0'] }),
     batcher.find({ deviceId: revoked.id, batchSeq: 0, now: T0, approvalNumbers: [] }),
-    batcher.find({ deviceId: stored.id, batchSeq: 0, now: T0, approvalNumbers: ['A-LOOKUP-BOTH', 'A-NONE'] }),
+    batcher.find({
+      deviceId: stored.id,
+      batchSeq: 0,
+      now: T0,
+      approvalNumbers: ['A-LOOKUP-BOTH', 'A-NONE'],
+    }),
     batcher.find({ deviceId: stored.id, batchSeq: 1, now: T0, approvalNumbers: [] }),
     batcher.find({ deviceId: renewed.id, batchSeq: 0, now: T0, approvalNumbers: [] }),
     batcher.find({ deviceId: renewed.id, batchSeq: 0, now: later, approvalNumbers: [] }),

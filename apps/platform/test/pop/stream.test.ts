@@ -118,6 +118,7 @@ test('a failure while judging a later part: the COPY is abandoned, nothing is st
       },
       records: records.length,
       judge,
+      now: () => T0,
       readMarks: new Map(),
       buckets: [],
       legacy: false,
