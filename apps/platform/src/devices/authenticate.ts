@@ -5,6 +5,7 @@ import type { FastifyRequest } from 'fastify';
 import type { PlatformContext } from '../context.js';
 import { ProblemError } from '../http/problem.js';
 import { deviceCaFor } from './ca.js';
+import type { RefusalReason } from './refusals.js';
 import { certificateBySerial, findDevice, markFirstUse } from './repository.js';
 import { deviceIdentitySettings, normaliseAddress } from './settings.js';
 import { certificateState } from './state.js';
@@ -15,7 +16,21 @@ export interface DeviceIdentity {
   certificateSerial: string;
 }
 
-const unauthorized = (detail: string) => new ProblemError('device_unauthorized', detail);
+/**
+ * 401 device_unauthorized for a client certificate the platform refuses, with why (a stable reason) and what was
+ * presented: the devices feature records every such refusal for the fleet view (refusals.ts).
+ */
+export class DeviceRefusal extends ProblemError {
+  constructor(
+    readonly reason: RefusalReason,
+    detail: string,
+    readonly certificate: Buffer | null = null,
+    readonly deviceId: string | null = null,
+    options: { cause?: unknown } = {},
+  ) {
+    super('device_unauthorized', detail, options);
+  }
+}
 
 interface VerifiedChain {
   serial: string;
@@ -59,7 +74,11 @@ async function verifyProxiedChain(ctx: PlatformContext, der: Buffer): Promise<vo
   });
   if (!chain.ok) {
     cache.delete(digest);
-    throw unauthorized('the client certificate does not chain to the device CA');
+    throw new DeviceRefusal(
+      chainFailureReason(der, now),
+      'the client certificate does not chain to the device CA',
+      der,
+    );
   }
   const infos = [der, ...ca.trustPems].map((c) => readCertificate(c));
   cache.delete(digest);
@@ -69,6 +88,18 @@ async function verifyProxiedChain(ctx: PlatformContext, der: Buffer): Promise<vo
     from: Math.max(...infos.map((i) => i.notBefore.getTime())),
     until: Math.min(...infos.map((i) => i.notAfter.getTime())),
   });
+}
+
+/** Why a certificate passed by a proxy did not verify: its dates, else its chain. */
+function chainFailureReason(der: Buffer, nowMs: number): RefusalReason {
+  try {
+    const info = readCertificate(new Uint8Array(der));
+    if (nowMs >= info.notAfter.getTime()) return 'certificate_expired';
+    if (nowMs < info.notBefore.getTime()) return 'certificate_not_yet_valid';
+  } catch {
+    return 'certificate_unreadable';
+  }
+  return 'unknown_ca';
 }
 
 /**
@@ -83,35 +114,40 @@ async function presentedCertificate(ctx: PlatformContext, request: FastifyReques
     const header = request.headers[settings.clientCertHeader];
     delete request.headers[settings.clientCertHeader];
     const from = normaliseAddress(request.socket.remoteAddress ?? '');
-    if (!settings.trustedProxies.includes(from)) throw unauthorized('a client certificate is required');
-    if (typeof header !== 'string' || header.trim() === '')
-      throw unauthorized('a client certificate is required');
+    if (!settings.trustedProxies.includes(from)) {
+      throw new DeviceRefusal('untrusted_proxy', 'a client certificate is required');
+    }
+    if (typeof header !== 'string' || header.trim() === '') {
+      throw new DeviceRefusal('no_certificate', 'a client certificate is required');
+    }
     let der: Buffer;
     try {
       const text = header.includes('%') ? decodeURIComponent(header) : header;
       der = Buffer.from(new X509Certificate(readCertificate(text.trim()).pem).raw);
     } catch (cause) {
-      throw new ProblemError(
-        'device_unauthorized',
+      throw new DeviceRefusal(
+        'certificate_unreadable',
         'the client certificate passed by the proxy is unreadable',
-        {
-          cause,
-        },
+        null,
+        null,
+        { cause },
       );
     }
     await verifyProxiedChain(ctx, der);
     return der;
   }
   const socket = request.raw.socket;
-  // TLS with rejectUnauthorized already refused anything else; this is the belt to those braces.
-  if (!(socket instanceof TLSSocket) || socket.authorized !== true) {
-    throw unauthorized('a client certificate issued by the device CA is required');
+  // The listener's gate (tls.ts) already closed any other connection; this is the belt to those braces.
+  const peer = socket instanceof TLSSocket ? socket.getPeerCertificate() : null;
+  const raw = peer && Buffer.isBuffer(peer.raw) && peer.raw.length > 0 ? peer.raw : null;
+  if (!(socket instanceof TLSSocket) || socket.authorized !== true || raw === null) {
+    throw new DeviceRefusal(
+      raw === null ? 'no_certificate' : 'unknown_ca',
+      'a client certificate issued by the device CA is required',
+      raw,
+    );
   }
-  const peer = socket.getPeerCertificate();
-  if (!peer || !Buffer.isBuffer(peer.raw) || peer.raw.length === 0) {
-    throw unauthorized('a client certificate issued by the device CA is required');
-  }
-  return peer.raw;
+  return raw;
 }
 
 /** Serials of certificates seen lately, by the SHA-256 of their DER (parsing one costs about a millisecond). */
@@ -125,7 +161,9 @@ function serialOf(der: Buffer, digest: string): string {
   try {
     serial = readCertificate(der).serialHex;
   } catch (cause) {
-    throw new ProblemError('device_unauthorized', 'the client certificate is unreadable', { cause });
+    throw new DeviceRefusal('certificate_unreadable', 'the client certificate is unreadable', der, null, {
+      cause,
+    });
   }
   if (serials.size >= SERIALS_MAX) serials.delete(serials.keys().next().value as string);
   serials.set(digest, serial);
@@ -136,8 +174,8 @@ function serialOf(der: Buffer, digest: string): string {
  * Which device a request comes from, by its client certificate (DESIGN.md §3): the device's newest certificate
  * is accepted; the one it replaced until its old_valid_until (spec "Certificate rule": "the old certificate
  * stays accepted until old_valid_until (24 hours)"); a superseded certificate, a revoked device, an unknown
- * serial or a certificate outside its dates at ctx.clock are 401 device_unauthorized. Marks the first use of a
- * certificate.
+ * serial or a certificate outside its dates at ctx.clock are 401 device_unauthorized (a DeviceRefusal, which says
+ * why). Marks the first use of a certificate.
  */
 export async function deviceFromClientCertificate(
   ctx: PlatformContext,
@@ -149,27 +187,35 @@ export async function deviceFromClientCertificate(
   const certificate = await certificateBySerial(ctx.db, serial);
   // The serial names the certificate; the digest makes sure it is that very certificate.
   if (!certificate || certificate.certificate_sha256 !== digest) {
-    throw unauthorized(`certificate ${serial} was not issued to any device`);
+    throw new DeviceRefusal('certificate_unknown', `certificate ${serial} was not issued to any device`, der);
   }
   const device = await findDevice(ctx.db, certificate.device_id);
-  if (!device) throw unauthorized(`certificate ${serial} was not issued to any device`);
+  if (!device) {
+    throw new DeviceRefusal('certificate_unknown', `certificate ${serial} was not issued to any device`, der);
+  }
   const now = ctx.clock.now();
   const state = certificateState(certificate, device.revoked_at, now);
   switch (state) {
     case 'revoked':
-      throw unauthorized(`device ${device.id} is revoked`);
+      throw new DeviceRefusal('device_revoked', `device ${device.id} is revoked`, der, device.id);
     case 'superseded':
-      throw unauthorized(
+      throw new DeviceRefusal(
+        'certificate_superseded',
         `certificate ${serial} was replaced and is no longer accepted` +
           (certificate.old_valid_until ? ` (since ${certificate.old_valid_until.toISOString()})` : ''),
+        der,
+        device.id,
       );
     case 'current':
     case 'previous-until':
       break;
   }
   if (now < certificate.not_before || now >= certificate.not_after) {
-    throw unauthorized(
+    throw new DeviceRefusal(
+      'certificate_outside_dates',
       `certificate ${serial} is not valid at ${now.toISOString()}; the device must be re-enrolled`,
+      der,
+      device.id,
     );
   }
   if (certificate.first_used_at === null) await markFirstUse(ctx.db, serial, now);

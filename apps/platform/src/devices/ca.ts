@@ -14,7 +14,7 @@ import {
   splitPemChain,
   verifyChain,
 } from '@ooh/crypto';
-import { LIMITS } from '@ooh/protocol';
+import { addCalendarYears, LIMITS } from '@ooh/protocol';
 import type { Logger } from 'pino';
 import type { PlatformContext } from '../context.js';
 import { type DeviceIdentitySettings, deviceIdentitySettings } from './settings.js';
@@ -202,7 +202,10 @@ export async function loadDeviceCa(
       { notBefore: issuing.notBefore, notAfter: issuing.notAfter },
       'device CA: the issuing CA is not valid now',
     );
-  } else if (issuing.notAfter.getTime() < now.getTime() + (LIMITS.certificateValidityDays + 30) * DAY_MS) {
+  } else if (
+    issuing.notAfter.getTime() <
+    addCalendarYears(now, LIMITS.certificateValidityYears).getTime() + 30 * DAY_MS
+  ) {
     log.warn({ notAfter: issuing.notAfter }, 'device CA: the issuing CA expires within a year; replace it');
   }
   return {
@@ -238,7 +241,7 @@ export async function issueDeviceCertificate(
   args: { deviceId: string; publicKey: KeyObject; now: Date },
 ): Promise<IssuedCertificate> {
   const notBefore = new Date(args.now.getTime() - CLOCK_SKEW_MS);
-  const notAfter = new Date(args.now.getTime() + LIMITS.certificateValidityDays * DAY_MS);
+  const notAfter = addCalendarYears(args.now, LIMITS.certificateValidityYears);
   if (notAfter > ca.issuingNotAfter) {
     throw new DeviceCaError(
       'device CA: the issuing CA expires before a new device certificate would; replace it',

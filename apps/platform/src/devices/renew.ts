@@ -16,6 +16,7 @@ import {
   insertDeviceKey,
   keyHolder,
   liveForceGrant,
+  useForceGrant,
   replaceCurrent,
 } from './repository.js';
 
@@ -133,6 +134,7 @@ export async function renewCertificate(
       if ((await keyHolder(client, csr.fingerprint)) !== null) {
         throw refused('key_held: the key in the CSR is already held by a device; generate a new key');
       }
+      let grant: { id: string } | null = null;
       const msLeft = presented.not_after.getTime() - now.getTime();
       // spec: "refused with more than 60 days left unless force is allowed (24 hours)".
       if (msLeft > LIMITS.renewalMaxDaysLeft * DAY_MS) {
@@ -146,10 +148,11 @@ export async function renewCertificate(
               'or send force: true within 24 hours after an administrator allowed it',
           );
         }
-        if (!(await liveForceGrant(client, device.id, now))) {
+        grant = await liveForceGrant(client, device.id, now, { lock: true });
+        if (!grant) {
           throw refused(
             `force_not_allowed: ${daysLeft} days left and no administrator allowed a forced renewal ` +
-              `within the last ${LIMITS.renewalForceGrantHours} hours`,
+              `within the last ${LIMITS.renewalForceGrantHours} hours (a grant allows one renewal)`,
           );
         }
       }
@@ -174,6 +177,8 @@ export async function renewCertificate(
         renewedFrom: presented.serial,
         csrSha256: csr.sha256,
       });
+      // Issue "Trust under attack", item 6: "a grant is used up by the renewal it allowed".
+      if (grant) await useForceGrant(client, grant.id, now, certificate.serial);
       const issued = await certificateBySerial(client, certificate.serial);
       return answerOf(device.id, issued!, oldValidUntil, ca.chainPem);
     });

@@ -188,18 +188,37 @@ export async function replaceCurrent(db: Queryable, deviceId: string, now: Date,
   );
 }
 
-/** A live force-renewal grant: given at or before `now`, not yet over. */
+/**
+ * A live force-renewal grant: given at or before `now`, not yet over, not used by a renewal (migration 066).
+ * `lock`: row-locked for the renewal transaction that may use it.
+ */
 export async function liveForceGrant(
   db: Queryable,
   deviceId: string,
   now: Date,
-): Promise<{ valid_until: Date } | null> {
-  const { rows } = await db.query<{ valid_until: Date }>(
-    `SELECT valid_until FROM device_force_renewal_grants
-      WHERE device_id = $1 AND granted_at <= $2 AND valid_until > $2 ORDER BY valid_until DESC LIMIT 1`,
+  options: { lock?: boolean } = {},
+): Promise<{ id: string; valid_until: Date } | null> {
+  const { rows } = await db.query<{ id: string; valid_until: Date }>(
+    `SELECT id, valid_until FROM device_force_renewal_grants
+      WHERE device_id = $1 AND granted_at <= $2 AND valid_until > $2 AND used_at IS NULL
+      ORDER BY valid_until DESC LIMIT 1${options.lock ? ' FOR UPDATE' : ''}`,
     [deviceId, now],
   );
   return rows[0] ?? null;
+}
+
+/** The forced renewal that `grantId` allowed has issued `serial`: the grant allows nothing more. */
+export async function useForceGrant(
+  db: Queryable,
+  grantId: string,
+  now: Date,
+  serial: string,
+): Promise<void> {
+  await db.query('UPDATE device_force_renewal_grants SET used_at = $2, used_for_serial = $3 WHERE id = $1', [
+    grantId,
+    now,
+    serial,
+  ]);
 }
 
 export async function insertForceGrant(

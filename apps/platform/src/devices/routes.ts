@@ -1,13 +1,13 @@
-import { DateTime, LIMITS, RenewAnswer, RenewRequest, Uuid } from '@ooh/protocol';
-import { Type } from '@sinclair/typebox';
+import { LIMITS, RenewAnswer, RenewRequest } from '@ooh/protocol';
 import { principalOf } from '../auth/plugin.js';
 import type { PlatformContext } from '../context.js';
 import type { Feature } from '../features.js';
 import { ProblemError } from '../http/problem.js';
 import { FLEET_ADMIN } from '../shared/auth-grants.js';
 import { pathUuid } from '../shared/ids.js';
-import { deviceFromClientCertificate } from './authenticate.js';
+import { DeviceRefusal, deviceFromClientCertificate } from './authenticate.js';
 import { enrolDevice, reEnrolDevice, visibleDevice } from './enrol.js';
+import { FleetList, fleetList } from './fleet.js';
 import { parseDeviceCsr } from './keys.js';
 import { checkBodySignature, renewCertificate } from './renew.js';
 import {
@@ -28,76 +28,19 @@ import {
   WhoAmIAnswer,
   type DeviceView as DeviceViewType,
 } from './schema.js';
+import { RefusalRecorder } from './refusals.js';
+import { recordServerErrorsOf } from './server-errors.js';
+import { normaliseAddress } from './settings.js';
 import { certificateState } from './state.js';
+import { guardDevicesListener } from './tls.js';
+
+export { FLEET_LIST_SQL } from './fleet.js';
 
 const HOUR_MS = 3_600_000;
 /** The renew body holds one CSR and a flag. */
 const RENEW_BODY_LIMIT = 64 * 1024;
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
-
-interface FleetRow {
-  device_id: string;
-  structure_id: string;
-  structure_code: string;
-  organisation_id: string;
-  created_at: Date;
-  revoked_at: Date | null;
-  force_renewal_until: Date | null;
-  certificate_not_after: Date | null;
-  last_batch_at: Date | null;
-  last_batch_seq: number | null;
-  queue_lag_seconds: number | null;
-}
-
-const NullableDateTime = Type.Union([DateTime, Type.Null()]);
-const NullableInteger = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
-
-/** GET /api/v1/console/devices (apps/platform/console/README.md "Fleet"). */
-const FleetList = Type.Object({
-  items: Type.Array(
-    Type.Object({
-      device_id: Uuid,
-      structure_id: Uuid,
-      structure_code: Type.String(),
-      organisation_id: Uuid,
-      created_at: DateTime,
-      revoked_at: NullableDateTime,
-      force_renewal_until: NullableDateTime,
-      certificate_not_after: NullableDateTime,
-      last_batch_at: NullableDateTime,
-      last_batch_seq: NullableInteger,
-      queue_lag_seconds: NullableInteger,
-    }),
-  ),
-});
-
-/**
- * The fleet list: devices with structure, current certificate expiry, force-renewal allowance, last batch and queue
- * lag (apps/platform/console/README.md "Fleet": the receive time of the device's newest batch minus the newest time
- * a record in it carries, never below 0; null without a batch or without a timed record in it). One index read per
- * device (migration 061); the batch row holds the newest record time (migration 063). $1: the caller's organisation
- * (null for the authority: every device); $2: now.
- */
-export const FLEET_LIST_SQL = `
-   SELECT d.id AS device_id, d.structure_id, s.code AS structure_code, s.organisation_id, d.created_at,
-          d.revoked_at,
-          (SELECT max(g.valid_until) FROM device_force_renewal_grants g
-            WHERE g.device_id = d.id AND g.valid_until > $2) AS force_renewal_until,
-          -- The current certificate: not replaced by a renewal, nor ended by a re-enrolment.
-          (SELECT c.not_after FROM device_certificates c WHERE c.device_id = d.id AND c.replaced_at IS NULL
-            ORDER BY c.issued_at DESC LIMIT 1) AS certificate_not_after,
-          b.received_at AS last_batch_at, b.batch_seq AS last_batch_seq,
-          -- greatest() skips nulls, hence the CASE: no timed record, no lag.
-          CASE WHEN b.newest_record_at IS NOT NULL
-               THEN greatest(0, floor(extract(epoch FROM b.received_at - b.newest_record_at)))::bigint
-          END AS queue_lag_seconds
-     FROM devices d JOIN structures s ON s.id = d.structure_id
-     LEFT JOIN LATERAL (SELECT received_at, batch_seq, newest_record_at FROM pop_batches
-                         WHERE owner = 'device:' || d.id
-                         ORDER BY received_at DESC, id DESC LIMIT 1) b ON true
-    WHERE $1::uuid IS NULL OR s.organisation_id = $1
-    ORDER BY s.code, d.id`;
 
 async function deviceView(ctx: PlatformContext, device: DeviceRow): Promise<DeviceViewType> {
   const now = ctx.clock.now();
@@ -152,26 +95,17 @@ export const devicesFeature: Feature = {
         reply.code(201).send(await enrolDevice(ctx, principalOf(request), request.body)),
     );
 
-    // The fleet list (FLEET_LIST_SQL).
+    // The fleet list (fleet.ts): devices, the stuck ones, refused client certificates.
     app.get(
       '/api/v1/console/devices',
       { config: { auth: FLEET_ADMIN }, schema: { response: { 200: FleetList } } },
       async (request) => {
         const principal = principalOf(request);
-        const { rows } = await ctx.db.query<FleetRow>(FLEET_LIST_SQL, [
+        return fleetList(
+          ctx.db,
           principal.organisation.kind === 'authority' ? null : principal.organisation.id,
           ctx.clock.now(),
-        ]);
-        return {
-          items: rows.map((row) => ({
-            ...row,
-            created_at: row.created_at.toISOString(),
-            revoked_at: iso(row.revoked_at),
-            force_renewal_until: iso(row.force_renewal_until),
-            certificate_not_after: iso(row.certificate_not_after),
-            last_batch_at: iso(row.last_batch_at),
-          })),
-        };
+        );
       },
     );
 
@@ -223,12 +157,43 @@ export const devicesFeature: Feature = {
     );
   },
 
+  // Issue "Trust under attack", item 4: 5xx answers to a device are recorded for the fleet view (server-errors.ts).
+  // Registered on the host's scope before the proof-of-play feature registers its telemetry routes (FEATURES order):
+  // a plugin takes the hooks its scope has when it is registered.
+  agents(app, ctx) {
+    recordServerErrorsOf(app, ctx);
+  },
+
   devices(app, ctx) {
+    recordServerErrorsOf(app, ctx);
+    // Issue "Trust under attack", item 6: every refused client certificate is recorded (refusals.ts), whether TLS
+    // refused it (guardDevicesListener) or the platform did after the handshake (a DeviceRefusal of any route here).
+    const refusals = new RefusalRecorder(ctx);
+    guardDevicesListener(
+      app.server,
+      (refusal) => refusals.note(refusal),
+      () => ctx.clock.now(),
+    );
+    app.addHook('onError', async (request, _reply, error) => {
+      if (!(error instanceof DeviceRefusal)) return;
+      refusals.note({
+        at: ctx.clock.now(),
+        reason: error.reason,
+        certificate: error.certificate,
+        address: normaliseAddress(request.ip),
+        deviceId: error.deviceId,
+      });
+    });
+    app.addHook('onClose', async () => {
+      await refusals.close();
+    });
+
     app.post<{ Body: RenewRequest }>(
       '/d/v1/renew',
       { bodyLimit: RENEW_BODY_LIMIT, schema: { body: RenewRequest, response: { 200: RenewAnswer } } },
       async (request) => {
         const identity = await deviceFromClientCertificate(ctx, request);
+        request.authenticatedDeviceId = identity.deviceId;
         const presented = await certificateBySerial(ctx.db, identity.certificateSerial);
         if (!presented) throw new ProblemError('device_unauthorized', 'the client certificate is unknown');
         checkBodySignature(presented, request.rawBody, request.headers['x-service-signature']);
@@ -239,6 +204,7 @@ export const devicesFeature: Feature = {
 
     app.get('/d/v1/whoami', { schema: { response: { 200: WhoAmIAnswer } } }, async (request) => {
       const identity = await deviceFromClientCertificate(ctx, request);
+      request.authenticatedDeviceId = identity.deviceId;
       const [device, certificate] = await Promise.all([
         findDevice(ctx.db, identity.deviceId),
         certificateBySerial(ctx.db, identity.certificateSerial),

@@ -1,6 +1,9 @@
+import type { Server as NetServer } from 'node:net';
+import { Server as TlsServer, type TLSSocket } from 'node:tls';
 import type { PlatformContext } from '../context.js';
 import { deviceCaFor, loadServerTlsPair } from './ca.js';
-import { deviceIdentitySettings } from './settings.js';
+import type { Refusal, RefusalReason } from './refusals.js';
+import { deviceIdentitySettings, normaliseAddress } from './settings.js';
 
 /** Options of the devices host's HTTPS listener (node:tls server options). */
 export interface DevicesHttpsOptions {
@@ -8,17 +11,23 @@ export interface DevicesHttpsOptions {
   cert: string;
   ca: string[];
   requestCert: true;
-  rejectUnauthorized: true;
+  /**
+   * false: Node must not close refused connections itself, because it closes them without a trace (no event, the
+   * certificate and the peer gone). guardDevicesListener closes them instead, having recorded why. The chain is
+   * verified by TLS against the device CA exactly as before; only who closes the connection changed.
+   */
+  rejectUnauthorized: false;
   minVersion: 'TLSv1.2';
 }
 
 /**
- * DESIGN.md §2: the devices host is "HTTPS with client certificates required". TLS refuses any client without
- * a certificate chaining to the device CA (never rejectUnauthorized: false); which of those certificates are
- * still accepted is decided per request by deviceFromClientCertificate. Creates the device CA and the server
- * certificate on first start. Returns null when a TLS-terminating proxy sits in front
- * (DEVICES_TLS_TERMINATION=proxy): the listener is then plain HTTP and only trusted proxies may name a
- * client certificate.
+ * DESIGN.md §2: the devices host is "HTTPS with client certificates required". TLS verifies every client
+ * certificate against the device CA (its only trust anchor) and the machine clock; guardDevicesListener closes each
+ * connection whose client presented none or one that did not verify, before a byte of HTTP is read. Which of the
+ * verified certificates are still accepted is decided per request by deviceFromClientCertificate. Creates the device
+ * CA and the server certificate on first start. Returns null when a TLS-terminating proxy sits in front
+ * (DEVICES_TLS_TERMINATION=proxy): the listener is then plain HTTP and only trusted proxies may name a client
+ * certificate.
  */
 export async function devicesHttpsOptions(ctx: PlatformContext): Promise<DevicesHttpsOptions | null> {
   const settings = deviceIdentitySettings(ctx);
@@ -30,7 +39,77 @@ export async function devicesHttpsOptions(ctx: PlatformContext): Promise<Devices
     cert: pair.certPem,
     ca: ca.trustPems,
     requestCert: true,
-    rejectUnauthorized: true,
+    rejectUnauthorized: false,
     minVersion: 'TLSv1.2',
   };
+}
+
+/** OpenSSL's verification errors (tlsSocket.authorizationError) as refusal reasons. */
+function verifyErrorReason(code: string | undefined): RefusalReason {
+  switch (code) {
+    case 'CERT_HAS_EXPIRED':
+      return 'certificate_expired';
+    case 'CERT_NOT_YET_VALID':
+      return 'certificate_not_yet_valid';
+    case 'UNABLE_TO_GET_ISSUER_CERT':
+    case 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY':
+    case 'UNABLE_TO_VERIFY_LEAF_SIGNATURE':
+    case 'SELF_SIGNED_CERT_IN_CHAIN':
+    case 'DEPTH_ZERO_SELF_SIGNED_CERT':
+    case 'CERT_SIGNATURE_FAILURE':
+    case 'CERT_UNTRUSTED':
+    case 'CERT_REJECTED':
+      return 'unknown_ca';
+    default:
+      return 'certificate_invalid';
+  }
+}
+
+/**
+ * Handshakes that end without a refusal: the peer closed or never spoke TLS in time (a load balancer's TCP check, a
+ * port scanner). Not counted, or a health check every few seconds would bury the refusals an operator looks for.
+ */
+const NOT_REFUSALS = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ERR_TLS_HANDSHAKE_TIMEOUT']);
+
+/**
+ * Makes the devices listener refuse, and report, every connection whose client certificate TLS did not verify
+ * (issue "Trust under attack", item 6: "A client certificate refused during the TLS handshake leaves no trace").
+ * Runs first on each new secure connection: an unverified one is reported with its certificate, reason and peer
+ * address, and destroyed before the HTTP server sees it. Handshakes that fail outright (tlsClientError) are reported
+ * too, unless the peer merely went away. A server that is not TLS (a TLS-terminating proxy in front) is left alone.
+ */
+export function guardDevicesListener(
+  server: NetServer,
+  report: (refusal: Refusal) => void,
+  now: () => Date,
+): void {
+  if (!(server instanceof TlsServer)) return;
+  server.prependListener('secureConnection', (socket: TLSSocket) => {
+    if (socket.authorized) return;
+    let certificate: Buffer | null = null;
+    try {
+      certificate = socket.getPeerX509Certificate()?.raw ?? null;
+    } catch {
+      certificate = null;
+    }
+    report({
+      at: now(),
+      reason:
+        certificate === null ? 'no_certificate' : verifyErrorReason(socket.authorizationError?.toString()),
+      certificate,
+      address: socket.remoteAddress ? normaliseAddress(socket.remoteAddress) : null,
+      deviceId: null,
+    });
+    socket.destroy();
+  });
+  server.on('tlsClientError', (error: NodeJS.ErrnoException, socket: TLSSocket) => {
+    if (error.code !== undefined && NOT_REFUSALS.has(error.code)) return;
+    report({
+      at: now(),
+      reason: 'handshake_failed',
+      certificate: null,
+      address: socket.remoteAddress ? normaliseAddress(socket.remoteAddress) : null,
+      deviceId: null,
+    });
+  });
 }

@@ -7,6 +7,7 @@ import {
   readCertificate,
   splitPemChain,
 } from '@ooh/crypto';
+import { addCalendarYears } from '@ooh/protocol';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { apiCall, createOrganisation, createStructure } from '../support/platform.js';
 import {
@@ -87,6 +88,24 @@ describe('enrolment', () => {
     ]);
   });
 
+  test('one year is a calendar year: issued 2027-09-25, valid until 2028-09-25 across the leap day', async () => {
+    p.clock.set(new Date('2027-09-25T10:00:00.000Z'));
+    try {
+      const keyPair = generateEs256KeyPair();
+      const res = await console_('POST', '/api/v1/console/devices', {
+        structure_id: p.structure.id,
+        public_key: exportPublicKeyPem(keyPair.publicKey),
+        csr: await csrFor(keyPair),
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      const body = res.json<{ certificate_pem: string; not_after: string }>();
+      expect(body.not_after).toBe('2028-09-25T10:00:00.000Z');
+      expect(readCertificate(body.certificate_pem).notAfter.toISOString()).toBe('2028-09-25T10:00:00.000Z');
+    } finally {
+      p.clock.set(T0);
+    }
+  });
+
   test('with a CSR: a one-year client certificate naming the device, and the chain to the device CA', async () => {
     const keyPair = generateEs256KeyPair();
     const res = await console_('POST', '/api/v1/console/devices', {
@@ -106,7 +125,7 @@ describe('enrolment', () => {
     expect(cert.subject).toContain(`CN=${body.device_id}`);
     expect(cert.publicKeySpki).toBe(exportPublicKeySpki(keyPair.publicKey));
     expect(cert.notAfter.toISOString()).toBe(body.not_after);
-    expect(body.not_after).toBe(new Date(T0.getTime() + 365 * DAY_MS).toISOString());
+    expect(body.not_after).toBe(addCalendarYears(T0, 1).toISOString());
     expect(cert.notBefore.toISOString()).toBe(new Date(T0.getTime() - 5 * MINUTE_MS).toISOString());
     expect(splitPemChain(body.chain_pem).map((pem) => pem.trim())).toEqual(
       p.ca.trustPems.map((pem) => pem.trim()),

@@ -1,6 +1,7 @@
 import { createRootCa, generateEs256KeyPair, issueCertificate, randomSerialHex } from '@ooh/crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DeviceSettingsError, loadDeviceIdentitySettings } from '../../src/devices/settings.js';
+import { apiCall } from '../support/platform.js';
 import { DAY_MS, type DevicesTestPlatform, enrolDevice, realNow, startDevicesPlatform } from './helpers.js';
 
 const PROXY_ENV = {
@@ -102,6 +103,32 @@ describe('behind a TLS-terminating proxy', () => {
     const res = await whoamiVia('10.1.2.3', encodeURIComponent(foreign));
     expect(res.statusCode).toBe(401);
     expect(res.json<{ code: string }>().code).toBe('device_unauthorized');
+
+    // Each refusal is recorded for the fleet view with its reason and the address it came from (issue "Trust under
+    // attack", item 6), like those of direct TLS (incidents.test.ts).
+    const all = async () => {
+      const fleet = await apiCall(p.servers.api, p.adminKey, 'GET', '/api/v1/console/devices');
+      return fleet.json<{
+        handshake_refusals: { recent: { reason: string; address: string; subject: string | null }[] };
+      }>().handshake_refusals.recent;
+    };
+    const reasons = async () => (await all()).filter((r) => r.address === '10.1.2.3');
+    let recent = await reasons();
+    for (let i = 0; i < 100 && recent.length < 5; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      recent = await reasons();
+    }
+    // With those of the tests before: a certificate past its end (by the platform clock) and a revoked device.
+    expect(recent.map((r) => r.reason).sort()).toEqual([
+      'certificate_expired',
+      'certificate_unreadable',
+      'device_revoked',
+      'no_certificate',
+      'unknown_ca',
+    ]);
+    expect(recent.find((r) => r.reason === 'unknown_ca')?.subject).toBe('CN=x');
+    // The header from someone not a proxy (the test before).
+    expect((await all()).find((r) => r.address === '10.9.9.9')?.reason).toBe('untrusted_proxy');
   });
 });
 

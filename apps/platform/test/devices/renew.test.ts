@@ -9,6 +9,7 @@ import {
   publicKeyFingerprint,
   readCertificate,
 } from '@ooh/crypto';
+import { addCalendarYears } from '@ooh/protocol';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { apiCall } from '../support/platform.js';
 import {
@@ -82,7 +83,7 @@ describe('renewal: the happy path', () => {
     // spec rule 3: same device id, validity one year, old_valid_until = now + 24 h.
     expect(answer.device_id).toBe(device.id);
     expect(answer.old_valid_until).toBe(at(24 * HOUR_MS).toISOString());
-    expect(answer.not_after).toBe(at(365 * DAY_MS).toISOString());
+    expect(answer.not_after).toBe(addCalendarYears(T0, 1).toISOString());
     const info = readCertificate(answer.certificate_pem);
     expect(info.subject).toContain(`CN=${device.id}`);
     expect(info.notBefore.toISOString()).toBe(at(-5 * MINUTE_MS).toISOString());
@@ -256,6 +257,33 @@ describe('renewal: refusals', () => {
     expectStatus((await renewWithNewKey(device, { force: true })).res, 200);
   });
 
+  test('a grant allows one forced renewal: the next needs a new grant', async () => {
+    const device = await deviceEnrolled(304);
+    const allow = () =>
+      apiCall(p.servers.api, p.adminKey, 'POST', `/api/v1/console/devices/${device.id}/allow-force-renewal`);
+    expect((await allow()).statusCode).toBe(200);
+    const first = await renewWithNewKey(device, { force: true });
+    const renewed: TestDevice = {
+      ...device,
+      certPem: expectStatus(first.res, 200).json<{ certificate_pem: string }>().certificate_pem,
+      keyPem: first.keyPem,
+    };
+    // The renewed certificate has a year left: forcing again needs another grant, the first is used up.
+    const again = (await renewWithNewKey(renewed, { force: true })).res;
+    expect(expectStatus(again, 409, 'renewal_refused').json<{ detail: string }>().detail).toMatch(
+      /^force_not_allowed/,
+    );
+    const view = await apiCall(p.servers.api, p.adminKey, 'GET', `/api/v1/console/devices/${device.id}`);
+    expect(view.json()).toMatchObject({ force_renewal_until: null });
+    expect((await allow()).statusCode).toBe(200);
+    expectStatus((await renewWithNewKey(renewed, { force: true })).res, 200);
+    const { rows } = await p.database.db.query<{ used: number }>(
+      'SELECT count(*)::int AS used FROM device_force_renewal_grants WHERE device_id = $1 AND used_at IS NOT NULL',
+      [device.id],
+    );
+    expect(rows).toEqual([{ used: 2 }]);
+  });
+
   test('force outside the 24-hour grant: 409 renewal_refused', async () => {
     const device = await deviceEnrolled(304);
     p.clock.set(at(-24 * HOUR_MS - MINUTE_MS));
@@ -387,6 +415,28 @@ describe('renewal: a lost answer', () => {
     );
     expect((await consoleDevice(device.id)).certificates).toHaveLength(2);
     p.clock.set(T0);
+  });
+
+  test('a forced renewal whose answer was lost: the same CSR (force: true) gets the certificate issued, its grant used once', async () => {
+    const device = await deviceEnrolled(304); // 61 days left: only a forced renewal may renew
+    const allow = await apiCall(
+      p.servers.api,
+      p.adminKey,
+      'POST',
+      `/api/v1/console/devices/${device.id}/allow-force-renewal`,
+    );
+    expect(allow.statusCode).toBe(200);
+    const first = await renewWithNewKey(device, { force: true });
+    const issued = expectStatus(first.res, 200).json<RenewBody>();
+    // The grant is used up, yet the replay of the lost answer needs none.
+    const again = await renew(p, { cert: device.certPem, key: device.keyPem, csr: first.csr, force: true });
+    expect(expectStatus(again, 200).json<RenewBody>()).toEqual(issued);
+    const { rows } = await p.database.db.query(
+      `SELECT used_for_serial FROM device_force_renewal_grants WHERE device_id = $1`,
+      [device.id],
+    );
+    expect(rows).toEqual([{ used_for_serial: readCertificate(issued.certificate_pem).serialHex }]);
+    expect((await consoleDevice(device.id)).certificates).toHaveLength(2);
   });
 
   test('once the new certificate has been used, the same CSR is refused', async () => {

@@ -66,7 +66,9 @@ describe('the devices host takes only client certificates of the device CA', () 
     const res = await deviceRequest(p, { path: '/d/v1/whoami' });
     expect(res.status).toBeUndefined();
     expectRefused(res);
-    expect(p.tlsClientErrors.at(-1)).toMatch(/^ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE/);
+    // The handshake itself completes (so the refusal can be recorded with what was presented: incidents.test.ts);
+    // the listener's gate closes the connection before any HTTP is read.
+    expect(p.tlsClientErrors).toEqual([]);
     const renewal = await deviceRequest(p, { path: '/d/v1/renew', body: JSON.stringify({ csr: 'x' }) });
     expectRefused(renewal);
   });
