@@ -18,6 +18,7 @@ import {
   readBandPct,
   setBandPct,
 } from './repository.js';
+import { resolveTarget, targetPolicy } from './targets.js';
 import { deliverDueWebhooks, generateSecret } from './webhooks.js';
 
 const CONSOLE_READ: RouteAuth = {
@@ -154,6 +155,12 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
             throw validationFailed([
               { path: '/url', code: 'not_allowed', message: 'no credentials in the URL' },
             ]);
+          }
+          // Loopback, private, link-local and other non-public targets only when WEBHOOK_ALLOWED_TARGETS names
+          // them. A name that does not resolve from here yet is taken: every delivery checks again.
+          const target = await resolveTarget(url, targetPolicy(ctx.config.settings));
+          if (!target.ok && target.why !== 'unresolvable') {
+            throw validationFailed([{ path: '/url', code: 'not_allowed', message: target.reason }]);
           }
           const generated = b.secret === undefined ? generateSecret() : null;
           const row = await insertSubscription(

@@ -1,6 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type { PlatformContext } from '../context.js';
 import { claimDueDeliveries, recordDelivered, recordFailure } from './repository.js';
+import { postToTarget, resolveTarget, targetPolicy } from './targets.js';
 
 /*
  * Outbound delivery of city events (spec Events: "Outbound event delivery to callers (webhooks or similar): not
@@ -9,7 +10,9 @@ import { claimDueDeliveries, recordDelivered, recordFailure } from './repository
  *   X-Event-Type     the event type
  *   X-Signature      lowercase hex HMAC-SHA256 of the exact body bytes, keyed with the subscription secret
  *   X-Delivery-Attempt  1, 2, ...
- * A 2xx answer delivers; anything else (another status, a redirect, a timeout, no connection) is retried with
+ * Only to public addresses unless WEBHOOK_ALLOWED_TARGETS names the target (targets.ts); at most 4 kB of an answer
+ * is read. A 2xx answer delivers; anything else (another status, a redirect, a timeout, no connection, a target
+ * refused) is retried with
  * exponential backoff until MAX_ATTEMPTS, then the delivery is given up (failed_at). At least once, never in a
  * guaranteed order.
  */
@@ -53,17 +56,22 @@ export async function deliverDueWebhooks(
     options.limit ?? 50,
   );
   let delivered = 0;
+  const policy = targetPolicy(ctx.config.settings);
   await Promise.all(
     claimed.map(async (delivery) => {
       let status: number | null = null;
       let error = '';
       try {
-        const response = await fetch(delivery.url, {
-          method: 'POST',
-          body: delivery.body,
-          redirect: 'manual',
-          signal: AbortSignal.timeout(options.timeoutMs ?? SEND_TIMEOUT_MS),
-          headers: {
+        // The target is checked at every delivery (DNS may have changed since registration) and the connection
+        // goes to the address checked (src/city-events/targets.ts).
+        const url = new URL(delivery.url);
+        const target = await resolveTarget(url, policy);
+        if (!target.ok) throw new Error(`target refused: ${target.reason}`);
+        const response = await postToTarget(
+          url,
+          target,
+          delivery.body,
+          {
             'content-type': 'application/json',
             'user-agent': 'ooh-platform-webhooks/1',
             'x-event-id': delivery.eventId,
@@ -71,10 +79,9 @@ export async function deliverDueWebhooks(
             'x-signature': signatureOf(delivery.body, delivery.secret),
             'x-delivery-attempt': String(delivery.attempts),
           },
-        });
+          options.timeoutMs ?? SEND_TIMEOUT_MS,
+        );
         status = response.status;
-        // The answer's body is not used; reading it frees the connection.
-        await response.arrayBuffer().catch(() => undefined);
         if (status >= 200 && status < 300) {
           await recordDelivered(ctx.db, delivery.id, status, ctx.clock.now());
           delivered += 1;

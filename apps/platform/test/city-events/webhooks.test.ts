@@ -42,7 +42,11 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   receiverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/city`;
-  p = await startTestPlatform({ now: new Date('2026-11-20T12:00:00+05:00') });
+  // The receiver is on loopback: named in the allow-list, as an operator would for an internal receiver.
+  p = await startTestPlatform({
+    now: new Date('2026-11-20T12:00:00+05:00'),
+    config: { settings: { WEBHOOK_ALLOWED_TARGETS: '127.0.0.1' } },
+  });
 });
 afterAll(async () => {
   await p?.close();

@@ -1,0 +1,259 @@
+import { lookup } from 'node:dns/promises';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+
+/*
+ * Where webhooks may go (issue "Trust under attack", item 6: "Webhook targets may be loopback, private or
+ * link-local addresses and their answers are read whole into memory ... refuse such targets unless an allow-list
+ * names them, and read at most a few kB of an answer").
+ *
+ * A target is refused when any address it names or resolves to is not a public unicast address: loopback, private,
+ * shared (CGNAT), link-local, unique-local, unspecified, multicast, reserved, documentation, the deprecated
+ * IPv4-compatible ::a.b.c.d, any address of the NAT64 prefixes (64:ff9b::/96, 64:ff9b:1::/48), and IPv4 carried in
+ * IPv6 (mapped, translated, 6to4) when that IPv4 address is one of those. The WHATWG URL parser has already read the other spellings of an IPv4 address
+ * (2130706433, 0x7f.1, 0177.0.0.1) into dotted form. Names are resolved when the subscription is registered and
+ * again at every delivery, and the delivery connects to the very address that was checked (no second lookup that a
+ * rebinding DNS server could answer differently). Redirects are never followed.
+ *
+ * WEBHOOK_ALLOWED_TARGETS (a feature setting): host names, addresses and CIDR ranges that may be private anyway,
+ * comma-separated, e.g. "hooks.internal,10.1.2.3,192.168.50.0/24".
+ */
+
+const BLOCKED = new net.BlockList();
+for (const [prefix, bits] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.88.99.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const) {
+  BLOCKED.addSubnet(prefix, bits, 'ipv4');
+}
+for (const [prefix, bits] of [
+  // Unspecified, loopback and the deprecated IPv4-compatible addresses (RFC 4291 §2.5.5.1: ::a.b.c.d).
+  ['::', 96],
+  // NAT64 local-use prefix (RFC 8215): translated to whatever IPv4 network the site's translator serves.
+  ['64:ff9b:1::', 48],
+  ['100::', 64],
+  ['2001::', 23],
+  ['2001:db8::', 32],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['fec0::', 10],
+  ['ff00::', 8],
+] as const) {
+  BLOCKED.addSubnet(prefix, bits, 'ipv6');
+}
+
+/**
+ * The IPv4 address an IPv6 address carries, if any: IPv4-mapped ::ffff:a.b.c.d, IPv4-translated ::ffff:0:a.b.c.d
+ * (RFC 2765), NAT64 64:ff9b::/96 (RFC 6052), 6to4 2002:aabb:ccdd::/48 (RFC 3056).
+ */
+function embeddedIpv4(address: string): string | null {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  const groups = expandIpv6(address);
+  if (!groups) return null;
+  const dotted = (high: number, low: number) => `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`;
+  const v4mapped = groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff;
+  const translated = groups.slice(0, 4).every((g) => g === 0) && groups[4] === 0xffff && groups[5] === 0;
+  const nat64 = groups[0] === 0x64 && groups[1] === 0xff9b && groups.slice(2, 6).every((g) => g === 0);
+  if (v4mapped || translated || nat64) return dotted(groups[6]!, groups[7]!);
+  if (groups[0] === 0x2002) return dotted(groups[1]!, groups[2]!);
+  return null;
+}
+
+function expandIpv6(address: string): number[] | null {
+  if (net.isIPv6(address) === false) return null;
+  let text = address.toLowerCase();
+  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (v4) {
+    const [a, b, c, d] = v4[1]!.split('.').map(Number) as [number, number, number, number];
+    text = text.replace(v4[1]!, `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`);
+  }
+  const [head, tail] = text.split('::') as [string, string | undefined];
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const fill = tail === undefined ? [] : new Array(8 - left.length - right.length).fill('0');
+  const groups = [...left, ...fill, ...right].map((g) => Number.parseInt(g || '0', 16));
+  return groups.length === 8 ? groups : null;
+}
+
+/** Whether an address is no public unicast address. */
+export function isPrivateAddress(address: string): boolean {
+  const family = net.isIP(address);
+  if (family === 4) return BLOCKED.check(address, 'ipv4');
+  if (family === 6) {
+    const inner = embeddedIpv4(address);
+    if (inner !== null) return BLOCKED.check(inner, 'ipv4') || address.toLowerCase().startsWith('64:ff9b:');
+    return BLOCKED.check(address, 'ipv6');
+  }
+  return true;
+}
+
+/** The allow-list of WEBHOOK_ALLOWED_TARGETS: names, and a BlockList of its addresses and ranges. */
+export interface TargetPolicy {
+  names: ReadonlySet<string>;
+  addresses: net.BlockList;
+}
+
+export const WEBHOOK_TARGETS_SETTING = 'WEBHOOK_ALLOWED_TARGETS';
+
+export function targetPolicy(settings: NodeJS.ProcessEnv): TargetPolicy {
+  const names = new Set<string>();
+  const addresses = new net.BlockList();
+  for (const raw of (settings[WEBHOOK_TARGETS_SETTING] ?? '').split(',')) {
+    const entry = raw.trim().toLowerCase();
+    if (entry === '') continue;
+    const [address, bits] = entry.split('/') as [string, string | undefined];
+    const family = net.isIP(address);
+    if (family === 0) {
+      if (bits !== undefined || !/^[a-z0-9.-]+$/.test(entry)) {
+        throw new Error(
+          `${WEBHOOK_TARGETS_SETTING}: "${raw.trim()}" is not a host name, an address or a CIDR range`,
+        );
+      }
+      names.add(entry);
+    } else if (bits === undefined) {
+      addresses.addAddress(address, family === 4 ? 'ipv4' : 'ipv6');
+    } else {
+      const n = Number(bits);
+      if (!Number.isInteger(n) || n < 0 || n > (family === 4 ? 32 : 128)) {
+        throw new Error(`${WEBHOOK_TARGETS_SETTING}: "${raw.trim()}" is not a CIDR range`);
+      }
+      addresses.addSubnet(address, n, family === 4 ? 'ipv4' : 'ipv6');
+    }
+  }
+  return { names, addresses };
+}
+
+const bare = (hostname: string) => hostname.replace(/^\[|\]$/g, '').toLowerCase();
+
+function allowed(policy: TargetPolicy, hostname: string, address: string): boolean {
+  if (!isPrivateAddress(address)) return true;
+  if (policy.names.has(bare(hostname))) return true;
+  return policy.addresses.check(address, net.isIP(address) === 6 ? 'ipv6' : 'ipv4');
+}
+
+export type TargetCheck =
+  | { ok: true; address: string; family: 4 | 6 }
+  | { ok: false; why: 'scheme' | 'unresolvable' | 'private'; reason: string };
+
+/**
+ * The address a delivery to `url` connects to, checked: every address the host names or resolves to must be
+ * allowed (a name resolving to one public and one private address is refused: a client may pick either).
+ */
+export async function resolveTarget(url: URL, policy: TargetPolicy): Promise<TargetCheck> {
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return { ok: false, why: 'scheme', reason: 'not http or https' };
+  const host = bare(url.hostname);
+  let addresses: { address: string; family: number }[];
+  if (net.isIP(host) !== 0) {
+    addresses = [{ address: host, family: net.isIP(host) }];
+  } else {
+    try {
+      addresses = await lookup(host, { all: true, verbatim: true });
+    } catch (error) {
+      return {
+        ok: false,
+        why: 'unresolvable',
+        reason: `${host} does not resolve (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+      };
+    }
+  }
+  const refused = addresses.filter((a) => !allowed(policy, host, a.address));
+  if (addresses.length === 0) return { ok: false, why: 'unresolvable', reason: `${host} has no address` };
+  if (refused.length > 0) {
+    return {
+      ok: false,
+      why: 'private',
+      reason: `${host} is ${refused[0]!.address}, a private, loopback or reserved address; name it in ${WEBHOOK_TARGETS_SETTING} to allow it`,
+    };
+  }
+  return { ok: true, address: addresses[0]!.address, family: addresses[0]!.family === 6 ? 6 : 4 };
+}
+
+/** What a delivery got back: the status and at most `maxAnswerBytes` of the answer. */
+export interface PostResult {
+  status: number;
+  excerpt: string;
+}
+
+/** The bytes of an answer a delivery reads at most. */
+export const MAX_ANSWER_BYTES = 4096;
+
+/**
+ * POSTs `body` to `url`, connecting to the checked `target` address (Host header and TLS name stay the URL's),
+ * reading at most MAX_ANSWER_BYTES of the answer, within `timeoutMs`. No redirect is followed.
+ */
+export function postToTarget(
+  url: URL,
+  target: { address: string; family: 4 | 6 },
+  body: string,
+  headers: Record<string, string>,
+  timeoutMs: number,
+): Promise<PostResult> {
+  return new Promise((resolve, reject) => {
+    const client = url.protocol === 'https:' ? https : http;
+    const request = client.request(
+      url,
+      {
+        method: 'POST',
+        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        // The address checked, never a second lookup.
+        lookup: (_hostname, options, callback) => {
+          if ((options as { all?: boolean }).all) {
+            (callback as (e: null, a: { address: string; family: number }[]) => void)(null, [
+              { address: target.address, family: target.family },
+            ]);
+          } else {
+            callback(null, target.address, target.family);
+          }
+        },
+        agent: false,
+        timeout: timeoutMs,
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        let length = 0;
+        const finish = () =>
+          resolve({ status: response.statusCode ?? 0, excerpt: Buffer.concat(chunks).toString('utf8') });
+        response.on('data', (chunk: Buffer) => {
+          if (length < MAX_ANSWER_BYTES) chunks.push(chunk.subarray(0, MAX_ANSWER_BYTES - length));
+          length += chunk.length;
+          if (length >= MAX_ANSWER_BYTES) {
+            // Enough: the rest is not read.
+            response.destroy();
+            finish();
+          }
+        });
+        response.on('end', finish);
+        response.on('error', () => finish());
+      },
+    );
+    const timer = setTimeout(
+      () => request.destroy(Object.assign(new Error('timeout'), { name: 'TimeoutError' })),
+      timeoutMs,
+    );
+    request.on('timeout', () =>
+      request.destroy(Object.assign(new Error('timeout'), { name: 'TimeoutError' })),
+    );
+    request.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    request.on('close', () => clearTimeout(timer));
+    request.end(body);
+  });
+}
