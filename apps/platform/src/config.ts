@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -12,7 +13,7 @@ export interface PlatformConfig {
   dataDir: string;
   /** Unset: an embedded PostgreSQL runs in `${dataDir}/pgdata`. */
   databaseUrl: string | null;
-  /** Port of the embedded PostgreSQL (0 = pick a free one). */
+  /** Names the embedded PostgreSQL's Unix socket (`.s.PGSQL.<port>`; 0: 5432). There is no TCP listener. */
   embeddedPgPort: number;
   /** Seals carry `env`: test or prod (spec StatsSeal body.env). */
   env: 'test' | 'prod';
@@ -30,6 +31,11 @@ export interface PlatformConfig {
   settings: NodeJS.ProcessEnv;
   /** Server processes sharing the listeners (`platform run`; src/cluster.ts). 1: this process serves. */
   workers: number;
+  /**
+   * Reverse proxies whose X-Forwarded-For is believed (TRUST_PROXY): addresses, CIDR ranges and the names
+   * loopback, linklocal, uniquelocal. Empty: the peer address is the client's (request.ip), whatever a header says.
+   */
+  trustProxy: string[];
 }
 
 export class ConfigError extends Error {
@@ -57,6 +63,7 @@ const ENV_NAMES = {
   publicDevicesUrl: 'PUBLIC_DEVICES_URL',
   publicVerifyUrl: 'PUBLIC_VERIFY_URL',
   workers: 'PLATFORM_WORKERS',
+  trustProxy: 'TRUST_PROXY',
 } as const;
 
 /** The config file's keys of the settings above; any other key is a feature setting. */
@@ -76,6 +83,7 @@ const CORE_FILE_KEYS = new Set([
   'public_devices_url',
   'public_verify_url',
   'workers',
+  'trust_proxy',
 ]);
 
 export interface LoadConfigOptions {
@@ -164,6 +172,20 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     }
     return n;
   })();
+  const trustProxy = (() => {
+    const got = pick('trustProxy', 'trust_proxy');
+    if (!got) return [];
+    const raw = Array.isArray(got.value) ? got.value.map(String) : String(got.value).split(',');
+    const entries = raw.map((e) => e.trim()).filter((e) => e !== '');
+    for (const entry of entries) {
+      if (!isProxyEntry(entry)) {
+        problems.push(
+          `${got.origin}: "${entry}" is not an IP address, a CIDR range (10.0.0.0/8) or loopback, linklocal, uniquelocal`,
+        );
+      }
+    }
+    return entries;
+  })();
   // The test clock is set per process (PUT /api/v1/console/clock): several processes would disagree on the time.
   if (workers > 1 && options.testClock) problems.push('--test-clock needs PLATFORM_WORKERS=1');
   const ports = {
@@ -225,7 +247,20 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     logLevel,
     publicUrls,
     workers,
+    trustProxy,
     settings,
     ...options.overrides,
   };
+}
+
+/** One TRUST_PROXY entry: what Fastify's trustProxy (proxy-addr) takes, checked here so a typo stops the start. */
+function isProxyEntry(entry: string): boolean {
+  if (entry === 'loopback' || entry === 'linklocal' || entry === 'uniquelocal') return true;
+  const [address, prefix, ...rest] = entry.split('/');
+  if (rest.length > 0 || address === undefined) return false;
+  const family = net.isIP(address);
+  if (family === 0) return false;
+  if (prefix === undefined) return true;
+  if (!/^\d{1,3}$/.test(prefix)) return false;
+  return Number(prefix) <= (family === 4 ? 32 : 128);
 }

@@ -1,11 +1,12 @@
 import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { authenticateRoutes } from './auth/plugin.js';
 import { type Clock, systemClock, TestClock } from './clock.js';
 import type { PlatformConfig } from './config.js';
 import type { PlatformContext } from './context.js';
-import { type EmbeddedDatabase, startEmbeddedPostgres } from './db/embedded.js';
+import { credentialsFile, type EmbeddedCluster, openEmbeddedCluster } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
 import { createPool, type Db } from './db/pool.js';
 import { type DevicesHttpsOptions, devicesHttpsOptions } from './devices/tls.js';
@@ -36,7 +37,14 @@ export async function buildServers(
   const https = (name: HostName) =>
     name === 'devices' && options.devicesHttps ? { https: options.devicesHttps } : {};
   const make = (name: HostName) =>
-    createHostServer({ name, logger: ctx.log, ready, now: () => ctx.clock.now(), ...https(name) });
+    createHostServer({
+      name,
+      logger: ctx.log,
+      ready,
+      now: () => ctx.clock.now(),
+      trustProxy: ctx.config.trustProxy,
+      ...https(name),
+    });
   const servers: Servers = {
     api: make('api'),
     agents: make('agents'),
@@ -48,7 +56,11 @@ export async function buildServers(
     for (const f of features) await f.apiPublic?.(publicScope, ctx);
   });
   await servers.api.register(async (authScope) => {
-    authenticateRoutes(authScope, { db: ctx.db, sessions: consoleSessionResolver(ctx) });
+    authenticateRoutes(authScope, {
+      db: ctx.db,
+      now: () => ctx.clock.now(),
+      sessions: consoleSessionResolver(ctx),
+    });
     for (const f of features) await f.api?.(authScope, ctx);
   });
   for (const host of ['agents', 'devices', 'verify'] as const) {
@@ -82,34 +94,79 @@ export interface StartOptions {
 export interface PlatformDatabase {
   db: Db;
   url: string;
+  /** The embedded cluster; null with DATABASE_URL. */
+  embedded: EmbeddedCluster | null;
+  /** Ends the pool, then stops the embedded cluster if this process started it. */
   close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  /** PostgreSQL application_name of the connections. */
+  applicationName?: string;
+  /**
+   * serve (default): the platform; an embedded cluster another platform serves is refused. command: a command
+   * (bootstrap) that uses the cluster a running platform serves, or starts one of its own for as long as it runs.
+   */
+  use?: 'serve' | 'command';
+  /** What this process is, as another process names it ("platform run"). */
+  what?: string;
 }
 
 /** Opens the database (embedded unless DATABASE_URL) and applies migrations. */
 export async function openDatabase(
   config: PlatformConfig,
   log: Logger,
-  options: { applicationName?: string } = {},
+  options: OpenDatabaseOptions = {},
 ): Promise<PlatformDatabase> {
   await mkdir(config.dataDir, { recursive: true });
-  let embedded: EmbeddedDatabase | null = null;
+  let embedded: EmbeddedCluster | null = null;
   let url = config.databaseUrl;
   if (!url) {
-    embedded = await startEmbeddedPostgres({
-      dir: `${config.dataDir}/pgdata`,
+    const dir = path.join(config.dataDir, 'pgdata');
+    embedded = await openEmbeddedCluster({
+      dir,
       port: config.embeddedPgPort,
+      use: options.use ?? 'serve',
+      what: options.what ?? 'the platform',
       onLog: (line) => log.debug({ pg: line.trim() }, 'postgres'),
     });
+    // The platform role, never the superuser (issue "Trust under attack", item 2).
     url = embedded.url;
-    log.info({ dir: `${config.dataDir}/pgdata` }, 'embedded PostgreSQL started');
+    if (embedded.stoppedOrphan !== null) {
+      log.warn(
+        { dir, pid: embedded.stoppedOrphan },
+        'stopped the embedded PostgreSQL a killed platform had left running; started it again',
+      );
+    }
+    if (embedded.setUp === 'moved') {
+      log.warn(
+        { dir, credentials: credentialsFile(dir) },
+        'moved the embedded PostgreSQL over: random passwords, role ooh_platform owns the schema, Unix socket only',
+      );
+    }
+    if (embedded.owner) {
+      log.info({ dir, pid: embedded.owner.pid }, `using the embedded PostgreSQL of ${embedded.owner.what}`);
+    } else {
+      log.info({ dir, socket: embedded.socketDir }, 'embedded PostgreSQL started');
+    }
   }
   const db = createPool(url, {
     onIdleError: (error) => log.warn({ err: error }, 'idle database connection lost'),
     ...(options.applicationName ? { applicationName: options.applicationName } : {}),
   });
-  const close = async () => {
-    await db.end();
-    await embedded?.stop();
+  const cluster = embedded;
+  let closing: Promise<void> | null = null;
+  // The pool first: PostgreSQL stopped under open connections ends them ("terminating connection due to
+  // administrator command", issue "A newcomer's two commands", item 7).
+  const close = () => {
+    closing ??= (async () => {
+      try {
+        await db.end();
+      } finally {
+        await cluster?.stop();
+      }
+    })();
+    return closing;
   };
   try {
     const applied = await migrate(db, { log: (m) => log.info(m) });
@@ -118,7 +175,7 @@ export async function openDatabase(
     await close().catch(() => {});
     throw error;
   }
-  return { db, url, close };
+  return { db, url, embedded, close };
 }
 
 export function createLogger(config: PlatformConfig): Logger {
@@ -135,7 +192,12 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
     options.applicationName ? { applicationName: options.applicationName } : {},
   );
   const { db } = database;
-  const cleanup: (() => Promise<void>)[] = [database.close];
+  // Closed in this order (issue "A newcomer's two commands", item 7: "listeners, schedulers, pools, then the
+  // database"): the listeners answer what is in flight and take nothing new, the schedulers stop (the newest
+  // first), then the pool ends and the embedded PostgreSQL, if this process started it, stops.
+  let listeners: (() => Promise<void>) | null = null;
+  const schedulers: (() => Promise<void>)[] = [];
+  const cleanup = () => [...(listeners ? [listeners] : []), ...[...schedulers].reverse(), database.close];
   try {
     const testClock = config.testClock ? new TestClock() : null;
     const clock = options.clock ?? testClock ?? systemClock;
@@ -143,12 +205,12 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
     const servers = await buildServers(ctx, options.features, {
       devicesHttps: await devicesHttpsOptions(ctx),
     });
-    cleanup.unshift(async () => {
+    listeners = async () => {
       await Promise.all(Object.values(servers).map((s: FastifyInstance) => s.close()));
-    });
+    };
     const features = options.features ?? FEATURES;
     for (const f of features) {
-      if (f.start && options.schedulers !== false) cleanup.unshift(await f.start(ctx));
+      if (f.start && options.schedulers !== false) schedulers.push(await f.start(ctx));
     }
     const ports: Record<HostName, number> = {
       api: config.apiPort,
@@ -174,12 +236,12 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
       close: async () => {
         if (closed) return;
         closed = true;
-        for (const step of cleanup)
+        for (const step of cleanup())
           await step().catch((error) => log.error({ err: error }, 'error while closing'));
       },
     };
   } catch (error) {
-    for (const step of cleanup) await step().catch(() => {});
+    for (const step of cleanup()) await step().catch(() => {});
     throw error;
   }
 }

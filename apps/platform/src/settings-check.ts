@@ -1,5 +1,6 @@
 import { approvalSettings } from './approvals/settings.js';
 import { authoritySource } from './authority/pki.js';
+import { targetPolicy } from './city-events/targets.js';
 import { ConfigError, type PlatformConfig } from './config.js';
 import { DeviceSettingsError, loadDeviceIdentitySettings } from './devices/settings.js';
 import { sessionSettings } from './sessions/settings.js';
@@ -21,6 +22,7 @@ export function checkFeatureSettings(config: PlatformConfig): void {
   };
   check(() => approvalSettings(config.settings));
   check(() => sessionSettings(config.settings));
+  check(() => targetPolicy(config.settings));
   check(() => authoritySource(config.dataDir, config.settings));
   check(() =>
     loadDeviceIdentitySettings(

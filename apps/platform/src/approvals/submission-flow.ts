@@ -39,6 +39,10 @@ const MEDIA_READ: RouteAuth = {
   ],
 };
 
+/** A file name extension for a stored media type. */
+const extensionOf = (mediaType: string): string =>
+  isMediaType(mediaType) ? `.${MEDIA_TYPES[mediaType].detected}` : '';
+
 /** Only the organisation that created a submission may upload or send it; anyone else gets 404. */
 function requireOwn(row: SubmissionRow | null, principal: Principal, id: string): SubmissionRow {
   if (!row || row.organisation_id !== principal.organisation.id) throw notFound('submission', id);
@@ -162,10 +166,19 @@ export async function registerSubmissionFlow(
       ) {
         throw notFound('submission media', id);
       }
+      // An uploaded file is the uploader's content on the console's origin: never sniffed into something else,
+      // never run as a page if opened (a sandbox without any source), saved rather than shown when navigated to.
+      // The console's preview loads it as an image or video, which none of these headers stops.
       return reply
         .type(row.media_type)
         .header('cache-control', 'private, max-age=3600')
         .header('etag', `"${row.media_sha256}"`)
+        .header('x-content-type-options', 'nosniff')
+        .header('content-security-policy', "sandbox; default-src 'none'")
+        .header(
+          'content-disposition',
+          `attachment; filename="${row.media_sha256}${extensionOf(row.media_type)}"`,
+        )
         .send(createReadStream(mediaPath(ctx.config.dataDir, row.media_sha256)));
     },
   );

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../db/pool.js';
 import { ProblemError } from '../http/problem.js';
-import { findApiKeyPrincipal } from './api-keys.js';
+import { findApiKeyPrincipal, KeyUse } from './api-keys.js';
 import type { Principal, RouteAuth } from './principal.js';
 
 declare module 'fastify' {
@@ -18,6 +18,8 @@ export type SessionResolver = (request: FastifyRequest) => Promise<Principal | n
 
 export interface AuthOptions {
   db: Db;
+  /** The platform clock: keys expire, and their last use is recorded, in its time. */
+  now: () => Date;
   sessions?: SessionResolver;
 }
 
@@ -35,19 +37,32 @@ export function authenticateRoutes(scope: FastifyInstance, options: AuthOptions)
       );
     }
   });
-  scope.addHook('preValidation', async (request) => {
-    request.principal = await authenticate(request, options);
+  // onRequest: before a byte of the body is read, inflated or parsed (issue "Trust under attack", item 3: "no work
+  // is done for a caller who has not shown a credential"). Credentials are headers (Authorization, the session
+  // cookie and its CSRF header); the route's auth requirement is known from routing. A refused request's body is
+  // never read: the connection closes after the answer (http/server.ts).
+  const keyUse = new KeyUse(options.db, (error) =>
+    scope.log.warn({ err: error }, 'API key use not recorded'),
+  );
+  scope.addHook('onRequest', async (request) => {
+    request.principal = await authenticate(request, options, keyUse);
     authorize(request, request.principal);
   });
 }
 
-async function authenticate(request: FastifyRequest, options: AuthOptions): Promise<Principal> {
+async function authenticate(
+  request: FastifyRequest,
+  options: AuthOptions,
+  keyUse: KeyUse,
+): Promise<Principal> {
   const header = request.headers.authorization;
   if (header !== undefined) {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!match) throw new ProblemError('invalid_api_key', 'Authorization must be "Bearer <API key>"');
-    const principal = await findApiKeyPrincipal(options.db, match[1]!);
-    if (!principal) throw new ProblemError('invalid_api_key', 'the API key is unknown or revoked');
+    const now = options.now();
+    const principal = await findApiKeyPrincipal(options.db, match[1]!, now);
+    if (!principal) throw new ProblemError('invalid_api_key', 'the API key is unknown, revoked or expired');
+    keyUse.note(principal.id, now);
     return principal;
   }
   if (options.sessions) {
@@ -84,7 +99,7 @@ function authorize(request: FastifyRequest, principal: Principal): void {
   }
 }
 
-/** The principal of an authenticated route (set by the preValidation hook). */
+/** The principal of an authenticated route (set by the onRequest hook). */
 export function principalOf(request: FastifyRequest): Principal {
   if (!request.principal) throw new Error('principalOf() used on a route without authentication');
   return request.principal;

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { FieldError } from '@ooh/protocol';
+import type { Socket } from 'node:net';
+import { type FieldError, PROBLEM_MEDIA_TYPE, problemDocument } from '@ooh/protocol';
 import Fastify, {
   type FastifyError,
   type FastifyInstance,
@@ -13,8 +14,64 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The exact bytes of a JSON body as received (bodies are signed over these). */
     rawBody?: Buffer;
+    /**
+     * The device a telemetry request was authenticated as (its signature verified, or its client certificate
+     * accepted); set by the proof-of-play routes, read by whatever records what the device was answered.
+     */
+    authenticatedDeviceId?: string;
+  }
+  interface FastifyContextConfig {
+    /**
+     * The body is kept byte for byte and judged record by record (the proof-of-play batches): a NUL or an odd key in
+     * one record refuses that record, not the batch, so the host's check of every body does not apply.
+     */
+    bodyJudgedPerRecord?: boolean;
   }
 }
+
+/**
+ * The answer to a request that is not well-formed HTTP, written on the socket (no request object exists): 400
+ * `invalid_json`, the code of a body that is not what it claims to be (also Fastify's own code for a Content-Length
+ * that does not match the body), and the connection closes. A connection already reset gets nothing.
+ */
+function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const detail =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? 'the request headers are too large'
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? 'the request did not arrive in time'
+        : `the request is not well-formed HTTP (${error.code ?? 'unreadable'}): is its Content-Length that of the body?`;
+  const body = JSON.stringify(problemDocument('invalid_json', detail));
+  socket.end(
+    `HTTP/1.1 400 Bad Request\r\nContent-Type: ${PROBLEM_MEDIA_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** Whether a request announces a body (a length, or a chunked transfer). */
+function announcesBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return (length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined;
+}
+
+/** PostgreSQL errors a client's value can raise (SQLSTATE): refused as 422 `validation_failed`, never 500. */
+const CLIENT_VALUE_SQLSTATES: ReadonlySet<string> = new Set([
+  '22021', // character_not_in_repertoire: a NUL or an invalid byte sequence in a text
+  '22P05', // untranslatable_character: U+0000 in jsonb
+  '22001', // string_data_right_truncation: a text longer than its column
+  '22003', // numeric_value_out_of_range
+  '22007', // invalid_datetime_format
+  '22008', // datetime_field_overflow: a day or an instant out of range
+  '22P02', // invalid_text_representation: a malformed number, uuid, ...
+  '2201B', // invalid_regular_expression
+  '22025', // invalid_escape_sequence
+  '22P03', // invalid_binary_representation
+  '54000', // program_limit_exceeded: a value or an array too large
+  '54001', // statement_too_complex: a value too deep
+]);
 
 export type HostName = 'api' | 'agents' | 'devices' | 'verify';
 
@@ -31,6 +88,11 @@ export interface HostServerOptions {
    * clock every host must tell the same time). Default: the machine's.
    */
   now?: () => Date;
+  /**
+   * Proxies whose X-Forwarded-For names the client (PlatformConfig.trustProxy). Empty or absent: request.ip is
+   * the peer address and the header is ignored, so no caller can choose the address it is limited under.
+   */
+  trustProxy?: readonly string[];
 }
 
 /**
@@ -48,6 +110,19 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     },
     requestIdHeader: false,
     return503OnClosing: true,
+    // The router's own refusals (a path parameter over 100 characters, a malformed percent-encoding) as problem
+    // documents: such a path names nothing, as a malformed id does (404 not_found).
+    frameworkErrors: (error, _request, reply) => {
+      const code = (error as { code?: string }).code;
+      if (code === 'FST_ERR_MAX_PARAM_LENGTH' || code === 'FST_ERR_BAD_URL') {
+        return sendProblem(reply, 'not_found', 'no such path: a path parameter is malformed or too long');
+      }
+      return sendProblem(reply, 'internal_error', 'an internal error occurred');
+    },
+    trustProxy: options.trustProxy && options.trustProxy.length > 0 ? [...options.trustProxy] : false,
+    // A request Node's HTTP parser cannot read (a Content-Length that lies about the body, a malformed request
+    // line or header, headers over 16 kB) gets a problem document too, never Fastify's plain JSON.
+    clientErrorHandler: answerClientError,
     ajv: {
       customOptions: {
         allErrors: true,
@@ -63,6 +138,10 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
     if (now) reply.header('date', now().toUTCString());
+    // Answered before its body was read (a refused credential or signature, an upload refused before or while it
+    // streams): the connection closes after the answer, so Node does not read and discard the rest of a body
+    // nobody asked for (issue "Trust under attack", item 3).
+    if (!request.raw.complete && announcesBody(request)) reply.header('connection', 'close');
   });
 
   // JSON bodies are parsed here, keeping the raw bytes for signature checks.
@@ -87,6 +166,19 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
   app.addContentTypeParser(/^application\/[a-z0-9.-]+\+json$/, { parseAs: 'buffer' }, parseJson);
 
   registerMethodNotAllowed(app);
+
+  // Every parsed JSON body, before its route's schema and handler (issue "Trust under attack", item 4): no NUL in a
+  // text or a key (PostgreSQL cannot store it), no __proto__, constructor or prototype key (merged into an object,
+  // such a key could change what it inherits), no nesting deeper than any request of the interface needs.
+  app.addHook('preValidation', async (request) => {
+    if (request.routeOptions.config?.bodyJudgedPerRecord) return;
+    const body = request.body;
+    if (typeof body !== 'object' || body === null || Buffer.isBuffer(body)) return;
+    if (typeof (body as { pipe?: unknown }).pipe === 'function') return;
+    const errors = hostileFields(body);
+    if (errors.length > 0)
+      throw new ProblemError('validation_failed', `${errors.length} field error(s)`, { errors });
+  });
 
   app.setNotFoundHandler((request, reply) => {
     const allowed = allowedMethods(app, request.url);
@@ -127,16 +219,19 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     if (fe.statusCode === 400 && fe.code?.startsWith('FST_ERR_CTP')) {
       return sendProblem(reply, 'invalid_json', fe.message);
     }
-    // A client's text or date that JSON and the route's checks allow but PostgreSQL cannot hold: a NUL character
-    // (22021) or a day outside its range such as year 0000 (22008). The client's input, not an internal failure.
-    if (fe.code === '22021' || fe.code === '22008') {
-      const errors = fe.code === '22021' ? nulFields(request) : [];
+    // A client's value that JSON and the route's checks allow but PostgreSQL cannot hold: the data exceptions a
+    // value sent to it can raise, and its program limits (an array or a value too large or deep). The client's
+    // input, not an internal failure: 422, logged for the operator. The rest of class 22 (division by zero, an
+    // invalid parameter of our own SQL, ...) stays a 500: only a bug of ours raises it.
+    if (typeof fe.code === 'string' && CLIENT_VALUE_SQLSTATES.has(fe.code)) {
+      request.log.warn({ err: error }, 'a value of the request could not be stored');
+      const errors = nulFields(request);
       return sendProblem(
         reply,
         'validation_failed',
         errors.length > 0
           ? 'a text in the request holds a NUL character (U+0000), which cannot be stored'
-          : 'a value in the request cannot be stored: it holds a NUL character or a date out of range',
+          : 'a value in the request cannot be stored (out of range, too long, malformed or too large)',
         errors.length > 0 ? errors : undefined,
       );
     }
@@ -209,6 +304,62 @@ function nulFields(request: FastifyRequest): FieldError[] {
   visit(request.query, 'querystring:', 0);
   if (!Buffer.isBuffer(request.body)) visit(request.body, '', 0);
   return found;
+}
+
+/** Keys that, merged into a plain object, reach its prototype chain. */
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+/** Deeper than any body of the interface (a submission nests three levels). */
+const MAX_BODY_DEPTH = 32;
+
+const pointer = (path: string, key: string) => `${path}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+
+/**
+ * The fields of a parsed body that no route takes: a text or key with U+0000, a key that reaches a prototype, a
+ * value nested deeper than MAX_BODY_DEPTH. Walks without recursion (a body of 100,000 nested arrays is one error),
+ * at most 20 errors.
+ */
+export function hostileFields(body: unknown): FieldError[] {
+  const errors: FieldError[] = [];
+  const pending: { value: unknown; path: string; depth: number }[] = [{ value: body, path: '', depth: 0 }];
+  while (pending.length > 0 && errors.length < 20) {
+    const { value, path, depth } = pending.pop()!;
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) {
+        errors.push({
+          path: path || '/',
+          code: 'format',
+          message: 'a NUL character (U+0000) cannot be stored',
+        });
+      }
+      continue;
+    }
+    if (typeof value !== 'object' || value === null) continue;
+    if (depth >= MAX_BODY_DEPTH) {
+      errors.push({
+        path: path || '/',
+        code: 'too_deep',
+        message: `nested deeper than ${MAX_BODY_DEPTH} levels`,
+      });
+      continue;
+    }
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i -= 1) {
+        pending.push({ value: value[i], path: `${path}/${i}`, depth: depth + 1 });
+      }
+      continue;
+    }
+    for (const key of Object.keys(value)) {
+      const at = pointer(path, key);
+      if (FORBIDDEN_KEYS.has(key)) {
+        errors.push({ path: at, code: 'not_allowed', message: `the key ${key} is not taken` });
+      } else if (key.includes('\u0000')) {
+        errors.push({ path: at, code: 'format', message: 'a NUL character (U+0000) cannot be stored' });
+      } else {
+        pending.push({ value: (value as Record<string, unknown>)[key], path: at, depth: depth + 1 });
+      }
+    }
+  }
+  return errors;
 }
 
 function toFieldError(v: AjvLikeError, context?: string): FieldError {

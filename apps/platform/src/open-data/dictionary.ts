@@ -14,7 +14,7 @@ import type { DisclosureRules } from './disclosure.js';
  */
 
 /** spec: "version ... Dictionary version". Bumped whenever a text, table, column, status or code rule changes. */
-export const DICTIONARY_VERSION = '1';
+export const DICTIONARY_VERSION = '2';
 
 /** spec licence: "status (string, draft until the city decides)". */
 export const LICENCE_STATUS = 'draft';
@@ -241,9 +241,12 @@ const DAYPART_NAMES: Record<string, LocalizedText> = {
   evening: text('Evening', 'Вечер', 'Кеш'),
   late: text('Late evening', 'Поздний вечер', 'Кештің соңы'),
   [UNKNOWN_DAYPART]: text(
-    'Unknown: the play reported no start time',
-    'Неизвестно: показ передан без времени начала',
-    'Белгісіз: көрсетілімнің басталу уақыты берілмеген',
+    'Unknown: the play reported no start time, so it may have started at any hour; its hours are given as 0 to 24 ' +
+      'by convention, and it overlaps the other dayparts',
+    'Неизвестно: показ передан без времени начала, поэтому он мог начаться в любой час; по соглашению его часы ' +
+      'указаны как 0–24, и он пересекается с другими частями суток',
+    'Белгісіз: көрсетілімнің басталу уақыты берілмеген, сондықтан ол кез келген сағатта басталуы мүмкін; келісім ' +
+      'бойынша оның сағаттары 0–24 деп көрсетілген және ол тәуліктің басқа бөліктерімен қабаттасады',
   ),
 };
 
@@ -283,8 +286,9 @@ export function daypartCodes(): DictionaryCode[] {
       start_hour: d.start_hour,
       end_hour: d.end_hour,
     })),
-    // A play without a start time has no hour: this code has no start_hour and end_hour.
-    { code: UNKNOWN_DAYPART, name: DAYPART_NAMES[UNKNOWN_DAYPART]! },
+    // A play without a start time has no hour; the spec gives every daypart entry hours (issue "The spec to the
+    // letter, second pass", item 6): 0 to 24 by a convention its name states, not a part of the day.
+    { code: UNKNOWN_DAYPART, name: DAYPART_NAMES[UNKNOWN_DAYPART]!, start_hour: 0, end_hour: 24 },
   ];
 }
 

@@ -2,13 +2,23 @@ import type { Db } from '../db/pool.js';
 import { withTransaction } from '../db/pool.js';
 
 export interface LimitSubject {
-  /** 'email:<address>' or 'ip:<address>'. */
+  /**
+   * 'device:<token sha256>', 'pair:<client address>|<email>', 'email:<address>' (untrusted browsers) or
+   * 'ip:<client address>'.
+   */
   subject: string;
-  /** Failures allowed within the window. */
+  /** Failures allowed within the window; beyond, the attempt is refused (429). Infinity: counted, never refused. */
   max: number;
 }
 
-export type Reservation = { ok: true; failureIds: number[] } | { ok: false; retryAfterSeconds: number };
+export type Reservation =
+  | {
+      ok: true;
+      failureIds: number[];
+      /** Failures within the window per subject, before this attempt. */
+      failures: Map<string, number>;
+    }
+  | { ok: false; retryAfterSeconds: number };
 
 /**
  * Takes one sign-in attempt against every subject, or refuses with the time until the oldest failure in the window
@@ -26,6 +36,7 @@ export async function reserveAttempt(
   const since = new Date(now.getTime() - windowMs);
   return withTransaction(db, async (client) => {
     let retryAfterMs = 0;
+    const counted = new Map<string, number>();
     for (const { subject, max } of ordered) {
       await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 60))', [
         `console-login:${subject}`,
@@ -36,6 +47,7 @@ export async function reserveAttempt(
         [subject, since],
       );
       const { failures, oldest } = rows[0]!;
+      counted.set(subject, failures);
       if (failures >= max && oldest) {
         retryAfterMs = Math.max(retryAfterMs, oldest.getTime() + windowMs - now.getTime());
       }
@@ -50,18 +62,22 @@ export async function reserveAttempt(
       );
       failureIds.push(rows[0]!.id);
     }
-    return { ok: true, failureIds };
+    return { ok: true, failureIds, failures: counted };
   });
 }
 
-/** A successful sign-in: its reserved attempt was no failure, and the address's earlier failures are forgiven. */
+/**
+ * A successful sign-in: its reserved attempt was no failure, and the earlier failures of this browser and of this
+ * address against this account are forgiven (strangers' failures against the account, or from the address against
+ * other accounts, stay).
+ */
 export async function attemptSucceeded(
   db: Db,
   failureIds: readonly number[],
-  emailSubject: string,
+  forgiven: readonly string[],
 ): Promise<void> {
-  await db.query('DELETE FROM console_login_failures WHERE id = ANY($1::bigint[]) OR subject = $2', [
-    failureIds,
-    emailSubject,
-  ]);
+  await db.query(
+    'DELETE FROM console_login_failures WHERE id = ANY($1::bigint[]) OR subject = ANY($2::text[])',
+    [failureIds, forgiven],
+  );
 }

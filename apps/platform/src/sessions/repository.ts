@@ -127,3 +127,23 @@ export async function pruneSessions(db: Db, before: Date): Promise<void> {
   await db.query('DELETE FROM console_sessions WHERE expires_at < $1 OR last_seen_at < $1', [before]);
   await db.query('DELETE FROM console_login_failures WHERE failed_at < $1', [before]);
 }
+
+/** The user a device cookie (its token's SHA-256) belongs to, if any (migration 067). */
+export async function deviceOwner(db: Db, tokenSha256: string): Promise<string | null> {
+  const { rows } = await db.query<{ user_id: string }>(
+    'SELECT user_id FROM console_devices WHERE token_sha256 = $1',
+    [tokenSha256],
+  );
+  return rows[0]?.user_id ?? null;
+}
+
+export async function insertDevice(db: Db, device: { id: string; userId: string }, now: Date): Promise<void> {
+  await db.query(
+    'INSERT INTO console_devices (token_sha256, user_id, created_at, last_used_at) VALUES ($1, $2, $3, $3)',
+    [device.id, device.userId, now],
+  );
+}
+
+export async function touchDevice(db: Db, tokenSha256: string, now: Date): Promise<void> {
+  await db.query('UPDATE console_devices SET last_used_at = $2 WHERE token_sha256 = $1', [tokenSha256, now]);
+}

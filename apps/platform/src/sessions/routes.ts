@@ -7,24 +7,27 @@ import type { Feature } from '../features.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';
-import { clearSessionCookie, setSessionCookie } from './cookies.js';
+import { clearSessionCookie, deviceToken, setDeviceCookie, setSessionCookie } from './cookies.js';
 import { attemptSucceeded, reserveAttempt } from './login-limit.js';
 import { dummyPasswordHash, hashPassword, verifyPassword } from './password.js';
 import {
   type ConsoleUserRow,
   deleteSession,
+  deviceOwner,
   disableUser,
   findUser,
   findUserByEmail,
+  insertDevice,
   insertSession,
   insertUser,
   pruneSessions,
   type SessionRow,
+  touchDevice,
   touchSession,
   usersOfOrganisation,
 } from './repository.js';
 import { CONSOLE_ROLES, sessionScopes } from './scopes.js';
-import { currentSession, newCsrfToken, newSessionToken, requireCsrf } from './session.js';
+import { currentSession, newCsrfToken, newSessionToken, requireCsrf, sessionIdOf } from './session.js';
 import { type SessionSettings, sessionSettings } from './settings.js';
 
 const EMAIL_PATTERN = '^[^\\s@]{1,64}@[^\\s@]{1,189}$';
@@ -197,6 +200,18 @@ export function createSessionsFeature(options: Partial<SessionSettings> = {}): F
   };
 }
 
+/**
+ * Sign-in, limited the way that keeps strangers from locking a user out (issue "Trust under attack", item 5;
+ * apps/platform/console/README.md, "Sign-in limits"):
+ *  - a browser that holds the account's device cookie (it signed in to the account before) is limited by its own
+ *    failures only: CONSOLE_LOGIN_MAX_FAILURES in the window;
+ *  - any other browser by the failures from its address against the account (CONSOLE_LOGIN_MAX_FAILURES) and by
+ *    the failures against the account from all such browsers (CONSOLE_LOGIN_MAX_FAILURES_PER_ACCOUNT);
+ *  - an address with many failures against any accounts (CONSOLE_LOGIN_MAX_FAILURES_PER_ADDRESS) is slowed down,
+ *    never refused: behind a proxy one address is everyone (and without TRUST_PROXY the proxy is the address).
+ * A correct password is refused only by failures from the same browser, or from the same address against the same
+ * account by a browser that does not know it.
+ */
 async function login(
   ctx: PlatformContext,
   settings: SessionSettings,
@@ -205,12 +220,18 @@ async function login(
 ) {
   const now = ctx.clock.now();
   const email = normaliseEmail(request.body.email);
-  const emailSubject = `email:${email}`;
+  const user = await findUserByEmail(ctx.db, email);
+  const presented = deviceToken(request);
+  const deviceId = presented === null ? null : sessionIdOf(presented);
+  const trusted = deviceId !== null && user !== null && (await deviceOwner(ctx.db, deviceId)) === user.id;
+  const addressSubject = `ip:${request.ip}`;
+  const own = trusted ? `device:${deviceId}` : `pair:${request.ip}|${email}`;
   const reservation = await reserveAttempt(
     ctx.db,
     [
-      { subject: emailSubject, max: settings.maxFailuresPerEmail },
-      { subject: `ip:${request.ip}`, max: settings.maxFailuresPerAddress },
+      { subject: own, max: settings.maxFailuresPerEmail },
+      ...(trusted ? [] : [{ subject: `email:${email}`, max: settings.maxFailuresPerAccount }]),
+      { subject: addressSubject, max: Number.POSITIVE_INFINITY },
     ],
     now,
     settings.failureWindowMs,
@@ -220,19 +241,29 @@ async function login(
       headers: { 'retry-after': String(reservation.retryAfterSeconds) },
     });
   }
-  const user = await findUserByEmail(ctx.db, email);
+  // Slowed down, not refused: an address with many failures against any accounts.
+  const beyond = (reservation.failures.get(addressSubject) ?? 0) - settings.maxFailuresPerAddress;
+  if (beyond > 0) await sleep(Math.min(MAX_SLOW_DOWN_MS, beyond * settings.slowDownStepMs));
   // The hash is checked even for an unknown address, so the answer time does not tell which addresses exist.
   const passwordOk = await verifyPassword(
     request.body.password,
     user?.password_hash ?? (await dummyPasswordHash()),
   );
   if (!user || !passwordOk || user.disabled_at !== null) {
-    request.log.info({ email }, 'console sign-in failed');
+    request.log.info({ email, trusted }, 'console sign-in failed');
     throw new ProblemError('unauthenticated', 'the email address or the password is wrong');
   }
-  await attemptSucceeded(ctx.db, reservation.failureIds, emailSubject);
+  await attemptSucceeded(ctx.db, reservation.failureIds, [own]);
   await pruneSessions(ctx.db, new Date(now.getTime() - PRUNE_AFTER_MS));
 
+  // The browser is known to the account from now on (or again).
+  if (trusted) {
+    await touchDevice(ctx.db, deviceId!, now);
+  } else {
+    const device = newSessionToken();
+    await insertDevice(ctx.db, { id: device.id, userId: user.id }, now);
+    setDeviceCookie(reply, request, device.token, ctx.config, settings);
+  }
   const { token, id } = newSessionToken();
   const csrfToken = newCsrfToken();
   const expiresAt = new Date(now.getTime() + settings.maxLifetimeMs);
@@ -242,5 +273,8 @@ async function login(
   reply.header('cache-control', 'no-store');
   return sessionView({ csrf_token: csrfToken, expires_at: expiresAt, user }, settings);
 }
+
+const MAX_SLOW_DOWN_MS = 2000;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export const sessionsFeature: Feature = createSessionsFeature();

@@ -9,10 +9,20 @@ export interface SessionSettings {
   maxLifetimeMs: number;
   /** Secure cookie attribute: always, never, or auto (HTTPS request, or an https public api URL). */
   cookieSecure: 'auto' | 'always' | 'never';
-  /** Failed sign-ins allowed per email address within the window. */
+  /**
+   * Failed sign-ins allowed within the window from one browser known to the account (its device cookie), and from
+   * one client address against one account (a browser without it); beyond, 429 with Retry-After.
+   */
   maxFailuresPerEmail: number;
-  /** Failed sign-ins allowed per client address within the window. */
+  /** Failed sign-ins allowed against one account from browsers that do not know it, whatever their address. */
+  maxFailuresPerAccount: number;
+  /**
+   * Failed sign-ins of one client address (against any accounts) after which its attempts are slowed down, by
+   * `slowDownStepMs` more for each failure beyond, at most 2 s. Never refused: behind a proxy, an address is many
+   * people.
+   */
   maxFailuresPerAddress: number;
+  slowDownStepMs: number;
   /** Window of the sign-in rate limit. */
   failureWindowMs: number;
 }
@@ -22,7 +32,9 @@ export const SESSION_SETTINGS_ENV = {
   maxLifetimeMs: 'CONSOLE_SESSION_MAX_HOURS',
   cookieSecure: 'CONSOLE_COOKIE_SECURE',
   maxFailuresPerEmail: 'CONSOLE_LOGIN_MAX_FAILURES',
+  maxFailuresPerAccount: 'CONSOLE_LOGIN_MAX_FAILURES_PER_ACCOUNT',
   maxFailuresPerAddress: 'CONSOLE_LOGIN_MAX_FAILURES_PER_ADDRESS',
+  slowDownStepMs: 'CONSOLE_LOGIN_SLOW_DOWN_MS',
   failureWindowMs: 'CONSOLE_LOGIN_WINDOW_MINUTES',
 } as const;
 
@@ -33,7 +45,9 @@ export const DEFAULT_SESSION_SETTINGS: SessionSettings = {
   maxLifetimeMs: 12 * 60 * MINUTE_MS,
   cookieSecure: 'auto',
   maxFailuresPerEmail: 5,
+  maxFailuresPerAccount: 20,
   maxFailuresPerAddress: 20,
+  slowDownStepMs: 100,
   failureWindowMs: 15 * MINUTE_MS,
 };
 
@@ -57,7 +71,9 @@ export function sessionSettings(env: NodeJS.ProcessEnv = process.env): SessionSe
     maxLifetimeMs: number('maxLifetimeMs', 60 * MINUTE_MS, 24 * 30),
     cookieSecure: secure,
     maxFailuresPerEmail: number('maxFailuresPerEmail', 1, 1000),
+    maxFailuresPerAccount: number('maxFailuresPerAccount', 1, 100_000),
     maxFailuresPerAddress: number('maxFailuresPerAddress', 1, 100_000),
+    slowDownStepMs: number('slowDownStepMs', 1, 2000),
     failureWindowMs: number('failureWindowMs', MINUTE_MS, 24 * 60),
   };
 }

@@ -41,13 +41,15 @@ function mergeDraft(
   patch: Record<string, unknown>,
   replaceStructures: boolean,
 ): Record<string, unknown> {
-  const merged: Record<string, unknown> = {
+  // Without a prototype: a key of the patch is a field like any other, never __proto__'s setter (the body's keys
+  // are refused before this anyway: src/http/server.ts).
+  const merged: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, {
     advertiser_name: current.advertiser_name,
     period_from: current.period_from,
     period_to: current.period_to,
     channel: current.channel,
     fast_track: current.fast_track,
-  };
+  });
   if (current.advertiser_bin !== null) merged['advertiser_bin'] = current.advertiser_bin;
   if (current.category_id !== null) merged['category_id'] = current.category_id;
   if (current.external_refs !== null) merged['external_refs'] = current.external_refs;

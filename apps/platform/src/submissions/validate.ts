@@ -225,9 +225,12 @@ async function validateStructures(
   }
   const uniqueSets = [...new Set(setIds)];
   const expanded = await lookups.expandSets(uniqueSets);
+  // The position in the body as sent (ids are compared in lower case; malformed ones were not kept).
+  const rawIndex = (raw: unknown, id: string) =>
+    (raw as unknown[]).findIndex((given) => typeof given === 'string' && given.toLowerCase() === id);
   for (const missing of expanded.missingSets) {
     err(
-      `/structure_set_ids/${setIds.indexOf(missing)}`,
+      `/structure_set_ids/${rawIndex(rawSets, missing)}`,
       'not_found',
       `no saved set ${missing} in your organisation`,
     );
@@ -237,9 +240,7 @@ async function validateStructures(
   const fromSets = new Set(expanded.structureIds);
   for (const id of finalIds) {
     const s = found.get(id);
-    const path = structureIds.includes(id)
-      ? `/structure_ids/${(rawIds as unknown[]).indexOf(id)}`
-      : '/structure_set_ids';
+    const path = structureIds.includes(id) ? `/structure_ids/${rawIndex(rawIds, id)}` : '/structure_set_ids';
     if (!s) err(path, 'not_found', `no structure ${id}`);
     else if (s.retired_at && !fromSets.has(id)) err(path, 'retired', `structure ${s.code} is retired`);
     else if (lookups.kind === 'operator' && s.organisation_id !== lookups.organisationId) {

@@ -28,6 +28,13 @@ test('GET .../media gives the stored bytes to the owner and the authority, 404 t
   const own = await apiCall(p.servers.api, operator.key, 'GET', `/api/v1/submissions/${draft.id}/media`);
   expect(own.statusCode).toBe(200);
   expect(own.headers['content-type']).toBe('image/png');
+  // An uploaded file on the console's origin: never sniffed, never run as a page, saved when navigated to
+  // (issue "Trust under attack", item 6).
+  expect(own.headers).toMatchObject({
+    'x-content-type-options': 'nosniff',
+    'content-security-policy': "sandbox; default-src 'none'",
+    'content-disposition': `attachment; filename="${own.headers.etag?.toString().replaceAll('"', '')}.png"`,
+  });
   expect(Buffer.compare(own.rawPayload, bytes)).toBe(0);
   const authority = await apiCall(p.servers.api, p.adminKey, 'GET', `/api/v1/submissions/${draft.id}/media`);
   expect(authority.statusCode).toBe(200);

@@ -48,6 +48,20 @@ describe('platform configuration', () => {
     expect(problems).toMatch(/VERIFY_PORT: port 8081 is already used by AGENTS_PORT/);
   });
 
+  test('TRUST_PROXY names the proxies whose X-Forwarded-For is believed; anything else stops the start', () => {
+    expect(loadConfig({ env: {} }).trustProxy).toEqual([]);
+    expect(loadConfig({ env: { TRUST_PROXY: '10.0.0.0/8, 192.168.1.5,loopback,::1' } }).trustProxy).toEqual([
+      '10.0.0.0/8',
+      '192.168.1.5',
+      'loopback',
+      '::1',
+    ]);
+    expect(() => loadConfig({ env: { TRUST_PROXY: 'true' } })).toThrow(
+      /TRUST_PROXY: "true" is not an IP address/,
+    );
+    expect(() => loadConfig({ env: { TRUST_PROXY: '10.0.0.0/33' } })).toThrow(/"10.0.0.0\/33"/);
+  });
+
   test('a config file that is not a JSON object is refused', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-config-'));
     const file = path.join(dir, 'bad.json');

@@ -42,7 +42,7 @@ describe('every error is a problem document with a stable code', () => {
   test('non-JSON media type: 415 unsupported_media_type', async () => {
     const res = await p.servers.api.inject({
       method: 'POST',
-      url: '/api/v1/submissions',
+      url: '/api/v1/console/organisations',
       headers: { authorization: `Bearer ${p.adminKey}`, 'content-type': 'text/plain' },
       payload: 'hello',
     });

@@ -87,16 +87,20 @@ describe('GET {verify_url}/v1/open/dictionary.json', () => {
         expect.objectContaining({ code: dp.code, start_hour: dp.start_hour, end_hour: dp.end_hour }),
       ),
     );
-    // Together the hours cover 0..24 once.
-    const hours = dayparts.flatMap((dp: { start_hour?: number; end_hour?: number }) =>
-      dp.start_hour === undefined
-        ? []
-        : Array.from({ length: dp.end_hour! - dp.start_hour }, (_, i) => dp.start_hour! + i),
-    );
+    // Every entry has integer hours (spec: "each an array of {code, name, start_hour, end_hour}").
+    for (const dp of dayparts) {
+      expect(Number.isInteger(dp.start_hour) && Number.isInteger(dp.end_hour), dp.code).toBe(true);
+    }
+    // The parts of the day cover 0..24 once.
+    const hours = dayparts
+      .filter((dp: { code: string }) => dp.code !== 'unknown')
+      .flatMap((dp: { start_hour: number; end_hour: number }) =>
+        Array.from({ length: dp.end_hour - dp.start_hour }, (_, i) => dp.start_hour + i),
+      );
     expect(hours.sort((a: number, b: number) => a - b)).toEqual(Array.from({ length: 24 }, (_, i) => i));
-    // Plays without a start time: a daypart of their own, without hours.
-    expect(dayparts.at(-1)).toMatchObject({ code: 'unknown' });
-    expect(dayparts.at(-1).start_hour).toBeUndefined();
+    // Plays without a start time: a daypart of their own, 0 to 24 by the convention its name states.
+    expect(dayparts.at(-1)).toMatchObject({ code: 'unknown', start_hour: 0, end_hour: 24 });
+    expect(dayparts.at(-1).name.en).toMatch(/0 to 24 by convention/);
   });
 
   test('every text is written in English, Russian and Kazakh', async () => {

@@ -41,6 +41,34 @@ const create = (key: string, body: unknown) =>
   apiCall(p.servers.api, key, 'POST', '/api/v1/submissions', body);
 
 describe('POST /api/v1/submissions', () => {
+  test('a Submission answered can be sent back as a request: optional fields nobody gave are left out', async () => {
+    const res = await create(operator.key, base());
+    expect(res.statusCode, res.body).toBe(201);
+    const s = res.json<Record<string, unknown>>();
+    expect(s).not.toHaveProperty('external_refs');
+    expect(s).not.toHaveProperty('declared_daily_plays');
+    // The fields a request takes, as the resource gave them.
+    const { id: _id, number: _n, state: _s, category: _c, review_due_at: _r, category_id, ...rest } = s;
+    const again = await create(operator.key, {
+      ...rest,
+      ...(category_id === null ? {} : { category_id }),
+      structure_ids: [own[0]!.id],
+    });
+    expect(again.statusCode, again.body).toBe(201);
+  });
+
+  test('an unknown structure id in capitals is named at its own position', async () => {
+    const unknown = '0000000A-0000-4000-8000-00000000000B';
+    const res = await create(operator.key, { ...base(), structure_ids: [own[0]!.id, 'not-a-uuid', unknown] });
+    expect(res.statusCode).toBe(422);
+    expect(res.json().errors).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ path: '/structure_ids/1', code: 'format' }),
+        expect.objectContaining({ path: '/structure_ids/2', code: 'not_found' }),
+      ]),
+    );
+  });
+
   test('creates a draft with a number, category filled in, review_due_at null', async () => {
     const res = await create(operator.key, {
       ...base(),

@@ -56,7 +56,7 @@ export type OrgKind = 'authority' | 'operator' | 'agency' | 'advertiser';
 export function apiCall(
   app: FastifyInstance,
   key: string | null,
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
   url: string,
   body?: unknown,
 ): Promise<LightMyRequestResponse> {
