@@ -1,10 +1,13 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { loadConfig, prepareEnrolment } from '@ooh/agent';
 import { createRootCa, generateEs256KeyPair } from '@ooh/crypto';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { openAgentDatabase } from '../../apps/agent/src/log/database.js';
+import { PlayLog } from '../../apps/agent/src/log/play-log.js';
+import { BatchStore } from '../../apps/agent/src/shipping/batch-store.js';
 import { type CliIo, main, parsePlatform } from '../src/cli/main.js';
 
 const SIM_ROOT = join(import.meta.dirname, '..');
@@ -151,6 +154,35 @@ describe('hardware-sim check', () => {
     await prepareEnrolment(loadConfig(configFile));
     return configFile;
   }
+
+  test('names a stuck batch as a problem and lists the records set aside', async () => {
+    const configFile = await player({ device_id: '6f1c3a52-0d5e-4c1b-9a57-3c1f0f3e2b11' });
+    const db = openAgentDatabase(join(dirname(configFile), 'data', 'agent.sqlite'));
+    const log = new PlayLog(db);
+    log.appendStatus({ kind: 'tamper', at: new Date('2026-11-20T06:00:00.000Z') });
+    log.appendStatus({ kind: 'tamper', at: new Date('2026-11-20T06:00:01.000Z') });
+    const batches = new BatchStore(db);
+    const first = batches.pendingOrCut({ deviceId: 'd', now: new Date(), maxEvents: 1 })!;
+    batches.setAside(first.batchSeq, new Date('2026-11-20T06:05:00.000Z'), 'http 500 internal_error');
+    const second = batches.pendingOrCut({ deviceId: 'd', now: new Date() })!;
+    for (let i = 0; i < 3; i++) {
+      batches.noteFailure(second.batchSeq, {
+        at: new Date('2026-11-20T06:10:00.000Z'),
+        serverError: false,
+        what: 'network: connect ECONNREFUSED',
+      });
+    }
+    db.close();
+    const text = await run(['check', dir]);
+    expect(text.code).toBe(1);
+    expect(text.out).toContain('set aside       1 record(s) the platform could not take');
+    expect(text.out).toContain(
+      'set aside       seq 1 tamper (2026-11-20T06:05:00.000Z): http 500 internal_error',
+    );
+    expect(text.out).toContain(
+      'PROBLEM         batch 2 stuck since 2026-11-20T06:10:00.000Z: 3 failed sends, last network: connect ECONNREFUSED',
+    );
+  });
 
   test('shows the unknown config keys as warnings, without failing the check', async () => {
     const configFile = await player({ shiping: { min_interval_ms: 1000 } });

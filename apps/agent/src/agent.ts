@@ -28,7 +28,7 @@ import { type DisplayMode, ModeTracker } from './playback/mode.js';
 import { PlaybackScheduler } from './playback/scheduler.js';
 import { type RenewalCheck, RenewalManager } from './renewal/renewal.js';
 import { BatchStore } from './shipping/batch-store.js';
-import { type ShippingAlert, Shipper, type ShippingStatus } from './shipping/shipper.js';
+import { type ShippingAlert, Shipper, type ShippingStatus, shippingTrouble } from './shipping/shipper.js';
 
 const CLOCK_OFFSET_KEY = 'clock.offset_ms';
 
@@ -516,6 +516,7 @@ export async function readStatus(config: AgentConfig): Promise<AgentStatus> {
         lastSend: state.get<{ at: string; batch_seq: number }>('shipping.last_send') ?? null,
         alert,
         consecutiveFailures: 0,
+        ...shippingTrouble(new BatchStore(db)),
       },
       clockOffsetMs: offset,
       // Without the running agent nothing says whether the clock was synced; an impossible one still shows.

@@ -21,4 +21,10 @@ export type { MediaItem, MediaKind } from './media/library.js';
 export type { Display, PlayReport, PlayRequest } from './playback/display.js';
 export type { DisplayMode } from './playback/mode.js';
 export type { RenewalCheck } from './renewal/renewal.js';
-export type { SendOutcome, ShippingAlert, ShippingStatus } from './shipping/shipper.js';
+export type {
+  SendOutcome,
+  SetAsideStatus,
+  ShippingAlert,
+  ShippingStatus,
+  StuckBatch,
+} from './shipping/shipper.js';

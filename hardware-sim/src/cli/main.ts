@@ -403,6 +403,11 @@ async function checkCommand(target: string, json: boolean, io: CliIo): Promise<n
     problems.push('the certificate has expired: enrol the device again');
   if (log.batches.terminal.length > 0)
     problems.push(`batches refused for good: ${log.batches.terminal.join(', ')}`);
+  const stuck = status.shipping.stuck;
+  if (stuck)
+    problems.push(
+      `batch ${stuck.batch_seq} stuck since ${stuck.since}: ${stuck.failures} failed sends, last ${stuck.last_answer ?? 'unknown'}`,
+    );
   if (json) {
     io.out(
       `${JSON.stringify({ config: configFile, config_warnings: config.warnings, status, log: { ...log, plays: undefined, answered: undefined }, unsent, refused, flagged, problems }, null, 2)}\n`,
@@ -432,6 +437,17 @@ async function checkCommand(target: string, json: boolean, io: CliIo): Promise<n
     const flags = new Map<string, number>();
     for (const f of flagged) for (const flag of f.flags ?? []) flags.set(flag, (flags.get(flag) ?? 0) + 1);
     lines.push(`flagged         ${[...flags].map(([flag, n]) => `${n} ${flag}`).join(', ')}`);
+  }
+  // Records the platform could not take while it took others (apps/agent/README.md, "Nothing resent forever"): kept on
+  // the player, never counted; not a problem of the player's own (the exit code stays).
+  const setAside = status.shipping.setAside;
+  if (setAside.records > 0) {
+    lines.push(`set aside       ${setAside.records} record(s) the platform could not take`);
+    for (const record of setAside.newest) {
+      lines.push(
+        `set aside       seq ${record.seq} ${record.kind} (${record.set_aside_at}): ${record.reason}`,
+      );
+    }
   }
   for (const reject of log.rejects.slice(-10)) {
     lines.push(`reject          ${reject.at} ${reject.code} ${reject.file ?? ''}`);

@@ -11,7 +11,9 @@ const USAGE = `usage: agent <command> [--config <file>]
 
 commands:
   init     create the device key (P-256, mode 0600) if there is none and print what to enter in the console
-  status   show identity, certificate expiry, queue depth, last successful send, clock offset  [--json]
+  status   show identity, certificate expiry, queue depth, last successful send, clock offset, a stuck batch and
+           records set aside  [--json]; exit 1 when the player cannot work as it is (certificate, shipping stopped
+           or stuck)
   run      run the agent until interrupted
 
 The config file defaults to $AGENT_CONFIG, else ./agent.json.
@@ -88,9 +90,15 @@ export async function main(
     case 'status': {
       const status = await readStatus(config);
       out(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
-      // Non-zero whenever the player cannot work as it is: a technician's script checks the exit status.
+      // Non-zero whenever the player cannot work as it is: a technician's script checks the exit status. A stuck
+      // batch is such a case (the records behind it wait); records set aside alone are not (shipping goes on).
       const certificate = status.identity.certificate?.state;
-      return certificate === 'expired' || certificate === 'not_yet_valid' || status.shipping.alert ? 1 : 0;
+      return certificate === 'expired' ||
+        certificate === 'not_yet_valid' ||
+        status.shipping.alert ||
+        status.shipping.stuck
+        ? 1
+        : 0;
     }
     case 'run': {
       const agent = await createAgent({ config, logger: jsonLogger() });
@@ -139,6 +147,24 @@ export function formatStatus(status: AgentStatus): string {
     lines.push(
       `SHIPPING STOPPED: ${status.shipping.alert.status} ${status.shipping.alert.code} on batch ${status.shipping.alert.batch_seq} at ${status.shipping.alert.at}`,
     );
+  }
+  const stuck = status.shipping.stuck;
+  if (stuck) {
+    lines.push(
+      `STUCK:           batch ${stuck.batch_seq} (${stuck.records} records) failing since ${stuck.since}: ${stuck.attempts} sends, ${stuck.failures} failed (${stuck.server_errors} answered 5xx); last: ${stuck.last_answer ?? 'unknown'}`,
+      '                 the records behind it wait; it is resent with backoff (see apps/agent/README.md, "Nothing resent forever")',
+    );
+  }
+  const setAside = status.shipping.setAside;
+  if (setAside.records > 0) {
+    lines.push(
+      `set aside:       ${setAside.records} record(s) the platform could not take while it took others (kept, not sent again)`,
+    );
+    for (const record of setAside.newest) {
+      lines.push(
+        `                 seq ${record.seq} ${record.kind} logged ${record.logged_at}, set aside ${record.set_aside_at}: ${record.reason}`,
+      );
+    }
   }
   lines.push(
     `clock offset:    ${status.clock.offset_ms} ms (platform minus board clock)${

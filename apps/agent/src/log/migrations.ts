@@ -92,6 +92,32 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX records_unsettled ON records (seq) WHERE clock_run IS NOT NULL;
     `,
   },
+  {
+    version: 4,
+    name: 'failing batches, probes and records set aside',
+    sql: `
+      -- How a batch's sends went (shipping/shipper.ts, "Nothing resent forever" in the README): failed sends of
+      -- its bytes, of which answered 5xx, the first and last failure and what it was.
+      ALTER TABLE batches ADD COLUMN failures INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE batches ADD COLUMN server_errors INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE batches ADD COLUMN first_failed_at TEXT;
+      ALTER TABLE batches ADD COLUMN last_failed_at TEXT;
+      ALTER TABLE batches ADD COLUMN last_failure TEXT;
+      -- 'records', or 'probe': a batch of no records that asks whether the platform takes batches at all.
+      ALTER TABLE batches ADD COLUMN kind TEXT NOT NULL DEFAULT 'records' CHECK (kind IN ('records', 'probe'));
+      -- A batch given up: 'recut' (its records cut again, in smaller batches under new numbers), 'set_aside' (its one
+      -- record is one the platform cannot take) or 'probe' (a probe not taken). Its batch_seq is never used again,
+      -- and its bytes stay here.
+      ALTER TABLE batches ADD COLUMN abandoned_at TEXT;
+      ALTER TABLE batches ADD COLUMN abandon_reason TEXT
+        CHECK (abandon_reason IS NULL OR abandon_reason IN ('recut', 'set_aside', 'probe'));
+      CREATE INDEX batches_pending ON batches (batch_seq) WHERE answer IS NULL AND abandoned_at IS NULL;
+      -- A record the platform could not take while it took others: kept, reported, never sent again.
+      ALTER TABLE records ADD COLUMN set_aside_at TEXT;
+      ALTER TABLE records ADD COLUMN set_aside_reason TEXT;
+      CREATE INDEX records_set_aside ON records (seq) WHERE set_aside_at IS NOT NULL;
+    `,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;

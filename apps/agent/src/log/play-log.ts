@@ -139,7 +139,8 @@ export class PlayLog {
       .prepare<[], { last_seq: number; unbatched: number; in_flight: number; unsettled: number }>(
         `SELECT (SELECT value FROM counters WHERE name = 'record_seq') AS last_seq,
                 (SELECT count(*) FROM records WHERE batch_seq IS NULL) AS unbatched,
-                (SELECT coalesce(sum(event_count), 0) FROM batches WHERE answer IS NULL) AS in_flight,
+                (SELECT coalesce(sum(event_count), 0) FROM batches
+                  WHERE answer IS NULL AND abandoned_at IS NULL AND kind = 'records') AS in_flight,
                 (SELECT count(*) FROM records WHERE clock_run IS NOT NULL AND batch_seq IS NULL) AS unsettled`,
       )
       .get()!;

@@ -3,7 +3,7 @@ import { LIMITS } from '@ooh/protocol';
 import type { Database } from 'better-sqlite3';
 import { AgentError } from '../errors.js';
 import { rfc3339 } from '../log/records.js';
-import { type BatchHeader, batchBodyParts, batchOverheadBytes } from './batch-body.js';
+import { type BatchHeader, batchBodyParts, batchOverheadBytes, buildBatchBody } from './batch-body.js';
 
 export interface StoredBatch {
   batchSeq: number;
@@ -17,6 +17,23 @@ export interface StoredBatch {
   bodySha256: string;
   attempts: number;
   terminalCode: string | null;
+  /** Failed sends of these bytes (no answer, or an answer other than 200), of which `serverErrors` answered 5xx. */
+  failures: number;
+  serverErrors: number;
+  firstFailedAt: string | null;
+  lastFailedAt: string | null;
+  /** What the last failed send got: `http 500 internal_error`, `network: ...`. */
+  lastFailure: string | null;
+}
+
+/** A record the platform could not take while it took others (see Shipper): kept, reported, never sent again. */
+export interface SetAsideRecord {
+  seq: number;
+  kind: string;
+  /** When the record was logged, and when it was set aside (RFC 3339). */
+  loggedAt: string;
+  setAsideAt: string;
+  reason: string;
 }
 
 interface BatchRow {
@@ -31,7 +48,15 @@ interface BatchRow {
   body_sha256: string;
   attempts: number;
   terminal_code: string | null;
+  failures: number;
+  server_errors: number;
+  first_failed_at: string | null;
+  last_failed_at: string | null;
+  last_failure: string | null;
 }
+
+/** A batch of records still to be answered: neither answered nor given up, nor a probe. */
+const PENDING = "answer IS NULL AND abandoned_at IS NULL AND kind = 'records'";
 
 export interface CutOptions {
   deviceId: string;
@@ -50,10 +75,10 @@ export interface CutOptions {
 export class BatchStore {
   constructor(private readonly db: Database) {}
 
-  /** The oldest batch without a stored answer, if any. */
+  /** The oldest batch of records without a stored answer that was not given up, if any. */
   pending(): StoredBatch | null {
     const row = this.db
-      .prepare<[], BatchRow>('SELECT * FROM batches WHERE answer IS NULL ORDER BY batch_seq LIMIT 1')
+      .prepare<[], BatchRow>(`SELECT * FROM batches WHERE ${PENDING} ORDER BY batch_seq LIMIT 1`)
       .get();
     return row ? toBatch(row) : null;
   }
@@ -70,7 +95,7 @@ export class BatchStore {
   refreshTs(batchSeq: number, deviceId: string, ts: Date): StoredBatch {
     return this.db.transaction(() => {
       const row = this.db
-        .prepare<[number], BatchRow>('SELECT * FROM batches WHERE batch_seq = ? AND answer IS NULL')
+        .prepare<[number], BatchRow>(`SELECT * FROM batches WHERE batch_seq = ? AND ${PENDING}`)
         .get(batchSeq);
       if (!row) throw new AgentError('batch_invalid', `batch ${batchSeq} is not pending`);
       const body = this.bodyFromRecords(
@@ -100,7 +125,8 @@ export class BatchStore {
   storeAnswer(batchSeq: number, answerJson: string, at: Date): void {
     const result = this.db
       .prepare(
-        'UPDATE batches SET answer = ?, answered_at = ?, terminal_code = NULL WHERE batch_seq = ? AND answer IS NULL',
+        `UPDATE batches SET answer = ?, answered_at = ?, terminal_code = NULL
+          WHERE batch_seq = ? AND answer IS NULL AND abandoned_at IS NULL`,
       )
       .run(answerJson, rfc3339(at), batchSeq);
     if (result.changes !== 1) throw new AgentError('batch_invalid', `batch ${batchSeq} is not pending`);
@@ -110,10 +136,107 @@ export class BatchStore {
     this.db.prepare('UPDATE batches SET terminal_code = ? WHERE batch_seq = ?').run(code, batchSeq);
   }
 
+  /** A send of the batch failed: no answer, or an answer other than 200 (`serverError`: a 5xx). */
+  noteFailure(batchSeq: number, failure: { at: Date; serverError: boolean; what: string }): StoredBatch {
+    const at = rfc3339(failure.at);
+    this.db
+      .prepare(
+        `UPDATE batches SET failures = failures + 1, server_errors = server_errors + ?,
+                first_failed_at = coalesce(first_failed_at, ?), last_failed_at = ?, last_failure = ?
+          WHERE batch_seq = ?`,
+      )
+      .run(failure.serverError ? 1 : 0, at, at, failure.what.slice(0, 300), batchSeq);
+    return this.get(batchSeq)!;
+  }
+
+  /**
+   * Gives a batch up so that its records are cut again, in smaller batches under new numbers: its records go back
+   * to the unbatched, where they come first (they are the oldest). Its batch_seq is never used again; its bytes
+   * stay. Safe even if the platform stored it and the answer was lost: its records are then at or below the
+   * player's high-water mark and are answered as duplicates, not counted again.
+   */
+  abandonForRecut(batchSeq: number, at: Date): void {
+    this.db.transaction(() => {
+      this.abandon(batchSeq, at, 'recut');
+      this.db.prepare('UPDATE records SET batch_seq = NULL WHERE batch_seq = ?').run(batchSeq);
+    })();
+  }
+
+  /** Sets aside the one record of a batch the platform cannot take (the batch is given up with it). */
+  setAside(batchSeq: number, at: Date, reason: string): void {
+    this.db.transaction(() => {
+      const batch = this.get(batchSeq);
+      if (!batch || batch.eventCount !== 1) {
+        throw new AgentError('batch_invalid', `batch ${batchSeq} does not hold exactly one record`);
+      }
+      this.abandon(batchSeq, at, 'set_aside');
+      this.db
+        .prepare('UPDATE records SET set_aside_at = ?, set_aside_reason = ? WHERE batch_seq = ?')
+        .run(rfc3339(at), reason.slice(0, 300), batchSeq);
+    })();
+  }
+
+  /**
+   * A batch of no records under a new batch_seq: whether the platform takes a batch from this device at all, with
+   * nothing counted and no record's seq moved. Never pending: answered (storeAnswer) or given up (abandonProbe).
+   */
+  cutProbe(deviceId: string, now: Date): StoredBatch {
+    return this.db.transaction(() => {
+      const batchSeq = this.takeBatchSeq();
+      const header = { deviceId, ts: now, batchSeq, prevSha256: this.previousSha256(), sentAt: now };
+      const body = buildBatchBody(header, []);
+      this.insertBatch(header, { firstSeq: 0, lastSeq: 0, count: 0, body, kind: 'probe', cutAt: now });
+      return this.get(batchSeq)!;
+    })();
+  }
+
+  abandonProbe(batchSeq: number, at: Date): void {
+    this.abandon(batchSeq, at, 'probe');
+  }
+
+  /** Records set aside, newest first (at most `limit`), and how many there are. */
+  setAsideRecords(limit = 5): { count: number; newest: SetAsideRecord[] } {
+    const count = this.db
+      .prepare<[], { n: number }>('SELECT count(*) AS n FROM records WHERE set_aside_at IS NOT NULL')
+      .get()!.n;
+    const newest = this.db
+      .prepare<
+        [number],
+        {
+          seq: number;
+          kind: string;
+          logged_at: string;
+          set_aside_at: string;
+          set_aside_reason: string | null;
+        }
+      >(
+        `SELECT seq, kind, logged_at, set_aside_at, set_aside_reason FROM records
+          WHERE set_aside_at IS NOT NULL ORDER BY seq DESC LIMIT ?`,
+      )
+      .all(limit)
+      .map((row) => ({
+        seq: row.seq,
+        kind: row.kind,
+        loggedAt: row.logged_at,
+        setAsideAt: row.set_aside_at,
+        reason: row.set_aside_reason ?? '',
+      }));
+    return { count, newest };
+  }
+
+  private abandon(batchSeq: number, at: Date, reason: 'recut' | 'set_aside' | 'probe'): void {
+    const result = this.db
+      .prepare(
+        'UPDATE batches SET abandoned_at = ?, abandon_reason = ? WHERE batch_seq = ? AND answer IS NULL AND abandoned_at IS NULL',
+      )
+      .run(rfc3339(at), reason, batchSeq);
+    if (result.changes !== 1) throw new AgentError('batch_invalid', `batch ${batchSeq} is not pending`);
+  }
+
   lastAnswered(): { batchSeq: number; answeredAt: string; answer: string } | null {
     const row = this.db
       .prepare<[], { batch_seq: number; answered_at: string; answer: string }>(
-        'SELECT batch_seq, answered_at, answer FROM batches WHERE answer IS NOT NULL ORDER BY batch_seq DESC LIMIT 1',
+        "SELECT batch_seq, answered_at, answer FROM batches WHERE answer IS NOT NULL AND kind = 'records' ORDER BY batch_seq DESC LIMIT 1",
       )
       .get();
     return row ? { batchSeq: row.batch_seq, answeredAt: row.answered_at, answer: row.answer } : null;
@@ -145,6 +268,60 @@ export class BatchStore {
     return row!.body;
   }
 
+  private takeBatchSeq(): number {
+    return this.db
+      .prepare<[], { value: number }>(
+        "UPDATE counters SET value = value + 1 WHERE name = 'batch_seq' RETURNING value",
+      )
+      .get()!.value;
+  }
+
+  /**
+   * spec prev_sha256: "hex SHA-256 of the previous batch body; empty for the first": the body of the newest batch
+   * the platform took (answered). A batch given up may never have reached it.
+   */
+  private previousSha256(): string {
+    return (
+      this.db
+        .prepare<[], { body_sha256: string }>(
+          'SELECT body_sha256 FROM batches WHERE answer IS NOT NULL ORDER BY batch_seq DESC LIMIT 1',
+        )
+        .get()?.body_sha256 ?? ''
+    );
+  }
+
+  private insertBatch(
+    header: BatchHeader,
+    batch: {
+      firstSeq: number;
+      lastSeq: number;
+      count: number;
+      body: Buffer;
+      kind: 'records' | 'probe';
+      cutAt: Date;
+    },
+  ): void {
+    this.db
+      .prepare(
+        `INSERT INTO batches (batch_seq, first_seq, last_seq, event_count, prev_sha256, sent_at, ts, body,
+                              body_sha256, cut_at, kind)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        header.batchSeq,
+        batch.firstSeq,
+        batch.lastSeq,
+        batch.count,
+        header.prevSha256,
+        rfc3339(header.sentAt),
+        rfc3339(header.ts),
+        batch.body,
+        sha256Hex(batch.body),
+        rfc3339(batch.cutAt),
+        batch.kind,
+      );
+  }
+
   private cutInTransaction(options: CutOptions): StoredBatch | null {
     const maxEvents = options.maxEvents ?? LIMITS.telemetryEventsMax;
     const maxBytes = options.maxBytes ?? LIMITS.telemetryBodyMaxBytes;
@@ -161,21 +338,12 @@ export class BatchStore {
     const rows = firstUnsettled < 0 ? queued : queued.slice(0, firstUnsettled);
     if (rows.length === 0) return null;
 
-    const previous = this.db
-      .prepare<[], { batch_seq: number; body_sha256: string }>(
-        'SELECT batch_seq, body_sha256 FROM batches ORDER BY batch_seq DESC LIMIT 1',
-      )
-      .get();
-    const batchSeq = this.db
-      .prepare<[], { value: number }>(
-        "UPDATE counters SET value = value + 1 WHERE name = 'batch_seq' RETURNING value",
-      )
-      .get()!.value;
+    const batchSeq = this.takeBatchSeq();
     const header = {
       deviceId: options.deviceId,
       ts: options.now,
       batchSeq,
-      prevSha256: previous?.body_sha256 ?? '',
+      prevSha256: this.previousSha256(),
       sentAt: options.now,
     };
 
@@ -192,25 +360,7 @@ export class BatchStore {
     const firstSeq = rows[0]!.seq;
     const lastSeq = rows[count - 1]!.seq;
     const body = this.bodyFromRecords(header, 'batch_seq IS NULL AND seq BETWEEN ? AND ?', firstSeq, lastSeq);
-    const bodySha256 = sha256Hex(body);
-    this.db
-      .prepare(
-        `INSERT INTO batches (batch_seq, first_seq, last_seq, event_count, prev_sha256, sent_at, ts, body,
-                              body_sha256, cut_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(
-        batchSeq,
-        firstSeq,
-        lastSeq,
-        count,
-        header.prevSha256,
-        rfc3339(header.sentAt),
-        rfc3339(header.ts),
-        body,
-        bodySha256,
-        rfc3339(options.now),
-      );
+    this.insertBatch(header, { firstSeq, lastSeq, count, body, kind: 'records', cutAt: options.now });
     this.db
       .prepare('UPDATE records SET batch_seq = ? WHERE batch_seq IS NULL AND seq BETWEEN ? AND ?')
       .run(batchSeq, firstSeq, lastSeq);
@@ -233,5 +383,10 @@ function toBatch(row: BatchRow): StoredBatch {
     bodySha256: row.body_sha256,
     attempts: row.attempts,
     terminalCode: row.terminal_code,
+    failures: row.failures,
+    serverErrors: row.server_errors,
+    firstFailedAt: row.first_failed_at,
+    lastFailedAt: row.last_failed_at,
+    lastFailure: row.last_failure,
   };
 }

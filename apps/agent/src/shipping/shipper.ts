@@ -34,6 +34,20 @@ const TERMINAL_CODES = new Set([
 /** After this many stale_request answers in a row the re-sign waits like any other failure. */
 const STALE_IMMEDIATE_RETRIES = 2;
 
+/**
+ * A batch answered 5xx this many times is tried against the platform (README "Nothing resent forever"): does the
+ * platform take a batch from this device at all (a probe), and then these bytes once more?
+ */
+export const POISON_AFTER_SERVER_ERRORS = 3;
+/**
+ * Records set aside one after another without a batch of records taken in between: beyond this the agent sets
+ * nothing more aside (a platform that fails every batch of records but takes empty ones would otherwise see the
+ * whole log set aside, one record at a time) and stays stuck, reported, until a batch of records is taken.
+ */
+export const MAX_SET_ASIDE_WITHOUT_PROGRESS = 3;
+/** A pending batch whose sends failed this many times in a row is shown as stuck (`agent status`, exit 1). */
+export const STUCK_AFTER_FAILURES = 3;
+
 export type SendOutcome =
   | { kind: 'idle' }
   | { kind: 'answered'; batchSeq: number; answer: PopAnswer; channel: Channel }
@@ -47,11 +61,63 @@ export interface ShippingAlert {
   at: string;
 }
 
+/** The oldest batch still to be answered, when its sends keep failing (STUCK_AFTER_FAILURES). */
+export interface StuckBatch {
+  batch_seq: number;
+  records: number;
+  /** First failed send of the batch (RFC 3339). */
+  since: string;
+  /** Sends of the batch, failed ones (of which answered 5xx). */
+  attempts: number;
+  failures: number;
+  server_errors: number;
+  /** What the last failed send got: `http 500 internal_error`, `network: ...`. */
+  last_answer: string | null;
+}
+
+/** Records the platform could not take while it took others: how many, and the newest few. */
+export interface SetAsideStatus {
+  records: number;
+  newest: { seq: number; kind: string; logged_at: string; set_aside_at: string; reason: string }[];
+}
+
 export interface ShippingStatus {
   state: 'idle' | 'sending' | 'backing_off' | 'stopped' | 'not_running';
   lastSend: { at: string; batch_seq: number } | null;
   alert: ShippingAlert | null;
   consecutiveFailures: number;
+  stuck: StuckBatch | null;
+  setAside: SetAsideStatus;
+}
+
+/** The stuck batch and the records set aside, as the agent's database holds them (also for `agent status`). */
+export function shippingTrouble(batches: BatchStore): { stuck: StuckBatch | null; setAside: SetAsideStatus } {
+  const pending = batches.pending();
+  const setAside = batches.setAsideRecords();
+  return {
+    stuck:
+      pending && pending.failures >= STUCK_AFTER_FAILURES
+        ? {
+            batch_seq: pending.batchSeq,
+            records: pending.eventCount,
+            since: pending.firstFailedAt ?? pending.sentAt,
+            attempts: pending.attempts,
+            failures: pending.failures,
+            server_errors: pending.serverErrors,
+            last_answer: pending.lastFailure,
+          }
+        : null,
+    setAside: {
+      records: setAside.count,
+      newest: setAside.newest.map((r) => ({
+        seq: r.seq,
+        kind: r.kind,
+        logged_at: r.loggedAt,
+        set_aside_at: r.setAsideAt,
+        reason: r.reason,
+      })),
+    },
+  };
 }
 
 export interface ShipperOptions {
@@ -85,6 +151,19 @@ export const SEND_STATE_KEY = 'shipping.last_send';
 export const ALERT_STATE_KEY = 'shipping.alert';
 /** The batch_seq whose last answer was stale_request: its ts is taken afresh when it is next sent. */
 export const STALE_STATE_KEY = 'shipping.stale_batch';
+/**
+ * Records [from, to] hold one the platform cannot take: the next batch starting at `from` takes at most `take` of
+ * them (a bisection over records given up by a poison batch).
+ */
+export const RECUT_STATE_KEY = 'shipping.recut';
+/** Records set aside since a batch of records was last taken (MAX_SET_ASIDE_WITHOUT_PROGRESS). */
+export const SET_ASIDE_RUN_KEY = 'shipping.set_aside_without_progress';
+
+interface Recut {
+  from: number;
+  to: number;
+  take: number;
+}
 
 /**
  * Ships batches in order, one in flight (DESIGN.md §5, §9). `sendOnce` is one step and never sleeps, so
@@ -109,6 +188,7 @@ export class Shipper {
       lastSend: this.options.state.get<{ at: string; batch_seq: number }>(SEND_STATE_KEY) ?? null,
       alert: this.options.state.get<ShippingAlert>(ALERT_STATE_KEY) ?? null,
       consecutiveFailures: this.failures,
+      ...shippingTrouble(this.options.batches),
     };
   }
 
@@ -124,10 +204,11 @@ export class Shipper {
       const held = await this.settleRecordTimes();
       if (held) return held;
     }
+    const maxEvents = this.cutSize();
     let batch = batches.pendingOrCut({
       deviceId,
       now: clock.now(),
-      ...(this.options.maxEvents !== undefined ? { maxEvents: this.options.maxEvents } : {}),
+      ...(maxEvents !== undefined ? { maxEvents } : {}),
     });
     if (!batch) return { kind: 'idle' };
 
@@ -143,19 +224,45 @@ export class Shipper {
 
     const identity = this.options.credentials.tlsIdentity(clock.now(), this.failures);
     const channel: Channel = identity ? 'certificate' : 'signed';
-    batches.noteAttempt(batch.batchSeq, channel);
+    const response = await this.send(batch, channel, identity);
+    if (response instanceof Error) return this.retryLater(batch, `network: ${response.message}`);
+    return this.handleResponse(batch, channel, identity, response);
+  }
 
-    let response: HttpResponse;
+  /** The size of the next cut: the bisection's while one runs (README "Nothing resent forever"), else the usual. */
+  private cutSize(): number | undefined {
+    const recut = this.options.state.get<Recut>(RECUT_STATE_KEY);
+    const usual = this.options.maxEvents;
+    if (!recut) return usual;
+    return usual === undefined ? recut.take : Math.min(usual, recut.take);
+  }
+
+  /** One send of a batch's bytes; the answer, or the network error. Notes the attempt and the platform's Date. */
+  private async send(
+    batch: StoredBatch,
+    channel: Channel,
+    identity: TlsIdentity | null,
+  ): Promise<HttpResponse | Error> {
+    const { batches, clock } = this.options;
+    batches.noteAttempt(batch.batchSeq, channel);
     const sentAt = clock.baseNow();
+    let response: HttpResponse;
     try {
       response = await this.post(batch, channel, identity);
     } catch (error) {
       this.options.onReachability?.(false);
-      return this.retryLater(batch, `network: ${(error as Error).message}`);
+      if (batch.eventCount > 0) {
+        batches.noteFailure(batch.batchSeq, {
+          at: clock.now(),
+          serverError: false,
+          what: `network: ${(error as Error).message}`,
+        });
+      }
+      return error as Error;
     }
     clock.observeServerDate(response.headers['date'], sentAt, clock.baseNow());
     this.options.onReachability?.(true);
-    return this.handleResponse(batch, channel, identity, response);
+    return response;
   }
 
   /** Sends until stopped; stops by itself on a terminal answer (after alerting). */
@@ -244,23 +351,26 @@ export class Shipper {
     });
   }
 
-  private handleResponse(
+  private async handleResponse(
     batch: StoredBatch,
     channel: Channel,
     identity: TlsIdentity | null,
     response: HttpResponse,
-  ): SendOutcome {
+    afterProbe = false,
+  ): Promise<SendOutcome> {
     const { batches, state, clock, logger } = this.options;
     if (response.status === 200) {
       const answer = parseAnswer(response.body);
       if (!answer || answer.batch_seq !== batch.batchSeq) {
         logger.warn({ batch_seq: batch.batchSeq }, 'platform answer unreadable or for another batch');
+        batches.noteFailure(batch.batchSeq, { at: clock.now(), serverError: false, what: 'answer_invalid' });
         return this.retryLater(batch, 'answer_invalid');
       }
       // Records count as sent only now, after the answer is stored.
       batches.storeAnswer(batch.batchSeq, response.body.toString('utf8'), clock.now());
       state.set(SEND_STATE_KEY, { at: rfc3339(clock.now()), batch_seq: batch.batchSeq });
       state.delete(ALERT_STATE_KEY);
+      this.afterTaken(batch);
       this.options.credentials.confirm(identity);
       this.failures = 0;
       this.staleInARow = 0;
@@ -268,6 +378,17 @@ export class Shipper {
     }
 
     const code = problemCode(response);
+    const what = `http ${response.status}${code ? ` ${code}` : ''}`;
+    if (response.status >= 500 && response.status <= 599) {
+      const failed = batches.noteFailure(batch.batchSeq, { at: clock.now(), serverError: true, what });
+      // Nothing resent forever (README): a batch the platform keeps failing while it takes other batches from this
+      // device is cut again, down to the record(s) it cannot take. afterProbe: this very send came right after a
+      // probe the platform took.
+      if (afterProbe) return this.poisonProven(failed, what);
+      if (failed.serverErrors >= POISON_AFTER_SERVER_ERRORS) return this.tryPoison(failed, channel, identity);
+      return this.retryLater(batch, what);
+    }
+    batches.noteFailure(batch.batchSeq, { at: clock.now(), serverError: false, what });
     if (response.status === 429) {
       // spec: "429 rate_limited ... Retry-After gives seconds to wait; on the agent channel resend the same bytes"
       const wait = retryAfterMs(response.headers['retry-after'], clock.now());
@@ -305,7 +426,97 @@ export class Shipper {
       logger.error({ alert, channel }, 'shipping stopped: the platform refused the batch for good');
       return { kind: 'terminal', batchSeq: batch.batchSeq, code, status: response.status };
     }
-    return this.retryLater(batch, `http ${response.status}${code ? ` ${code}` : ''}`);
+    return this.retryLater(batch, what);
+  }
+
+  /**
+   * A batch answered 5xx POISON_AFTER_SERVER_ERRORS times: is it the platform (an outage: wait, resend, never drop
+   * or reorder) or this batch (a poison batch)? The platform demonstrably works if it takes a batch from this very
+   * device, by the same channel, just now: a probe, a batch of no records under a new batch_seq (nothing counted, no
+   * record's seq moved). Then these bytes once more, at once: a 5xx now is the batch's own doing.
+   */
+  private async tryPoison(
+    batch: StoredBatch,
+    channel: Channel,
+    identity: TlsIdentity | null,
+  ): Promise<SendOutcome> {
+    const { batches, clock, logger, deviceId } = this.options;
+    const probe = batches.cutProbe(deviceId, clock.now());
+    const answer = await this.send(probe, channel, identity);
+    const taken =
+      !(answer instanceof Error) &&
+      answer.status === 200 &&
+      parseAnswer(answer.body)?.batch_seq === probe.batchSeq;
+    if (!taken) {
+      batches.abandonProbe(probe.batchSeq, clock.now());
+      const got = answer instanceof Error ? `network: ${answer.message}` : `http ${answer.status}`;
+      logger.warn(
+        { batch_seq: batch.batchSeq, probe_batch_seq: probe.batchSeq, probe: got },
+        'the platform takes no batch from this device: an outage, not this batch; resending it as it is',
+      );
+      return this.retryLater(batch, `outage (probe: ${got})`);
+    }
+    batches.storeAnswer(probe.batchSeq, (answer as HttpResponse).body.toString('utf8'), clock.now());
+    const again = await this.send(batch, channel, identity);
+    if (again instanceof Error) return this.retryLater(batch, `network: ${again.message}`);
+    return this.handleResponse(batch, channel, identity, again, true);
+  }
+
+  /**
+   * The platform took a probe from this device and then failed this batch again: the batch is one it cannot take.
+   * More than one record: given up and its records cut again, the first half first (a bisection: the records stay in
+   * seq order, under new batch_seq numbers, so nothing later goes before them). One record: set aside, kept, reported.
+   */
+  private poisonProven(batch: StoredBatch, what: string): SendOutcome {
+    const { batches, state, clock, logger } = this.options;
+    const now = clock.now();
+    if (batch.eventCount > 1) {
+      const take = Math.ceil(batch.eventCount / 2);
+      batches.abandonForRecut(batch.batchSeq, now);
+      state.set(RECUT_STATE_KEY, { from: batch.firstSeq, to: batch.lastSeq, take } satisfies Recut);
+      logger.warn(
+        { batch_seq: batch.batchSeq, first_seq: batch.firstSeq, last_seq: batch.lastSeq, take, answer: what },
+        'the platform cannot take this batch while it takes others: cutting its records again, in halves',
+      );
+      this.failures = 0;
+      return { kind: 'retry', batchSeq: batch.batchSeq, delayMs: 0, reason: 'recut' };
+    }
+    const run = state.get<number>(SET_ASIDE_RUN_KEY) ?? 0;
+    if (run >= MAX_SET_ASIDE_WITHOUT_PROGRESS) {
+      logger.error(
+        { batch_seq: batch.batchSeq, seq: batch.firstSeq, set_aside_without_progress: run, answer: what },
+        'the platform cannot take this record either, and no batch of records was taken since the last ones set ' +
+          'aside: setting nothing more aside; resending it until the platform takes records again',
+      );
+      return this.retryLater(batch, what);
+    }
+    batches.setAside(batch.batchSeq, now, what);
+    state.set(SET_ASIDE_RUN_KEY, run + 1);
+    state.delete(RECUT_STATE_KEY);
+    logger.error(
+      { batch_seq: batch.batchSeq, seq: batch.firstSeq, answer: what },
+      'record set aside: the platform cannot take it while it takes others; it is kept, and the records after it go on',
+    );
+    this.failures = 0;
+    return { kind: 'retry', batchSeq: batch.batchSeq, delayMs: 0, reason: 'set_aside' };
+  }
+
+  /** A batch of records was taken: the bisection moves past it, and records may be set aside again. */
+  private afterTaken(batch: StoredBatch): void {
+    const { state } = this.options;
+    state.delete(SET_ASIDE_RUN_KEY);
+    const recut = state.get<Recut>(RECUT_STATE_KEY);
+    if (!recut) return;
+    if (batch.lastSeq >= recut.to || batch.firstSeq > recut.to) {
+      state.delete(RECUT_STATE_KEY);
+    } else if (batch.lastSeq >= recut.from) {
+      // The first part of the suspect records was taken: the rest holds the one the platform cannot take.
+      state.set(RECUT_STATE_KEY, {
+        from: batch.lastSeq + 1,
+        to: recut.to,
+        take: recut.to - batch.lastSeq,
+      } satisfies Recut);
+    }
   }
 
   private retryLater(batch: StoredBatch | null, reason: string): SendOutcome {

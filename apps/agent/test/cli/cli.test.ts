@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { main } from '../../src/cli/main.js';
 import { openAgentDatabase } from '../../src/log/database.js';
 import { PlayLog } from '../../src/log/play-log.js';
+import { BatchStore } from '../../src/shipping/batch-store.js';
 import { setUpAgent } from '../helpers/agent-setup.js';
 import { createTestPki, type TestPki } from '../helpers/pki.js';
 import { tempDir } from '../helpers/temp.js';
@@ -112,6 +113,63 @@ describe('agent CLI', () => {
       device_id: setup.deviceId,
       queue: { depth: 1, last_seq: 1 },
     });
+  });
+
+  it('status shows a stuck batch (exit code 1) and the records set aside (exit code 0 once shipping moves)', async () => {
+    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
+    const db = openAgentDatabase(join(setup.config.dataDir, 'agent.sqlite'));
+    const log = new PlayLog(db);
+    log.appendStatus({ kind: 'tamper', at: new Date('2026-11-20T06:00:00.000Z') });
+    log.appendStatus({ kind: 'tamper', at: new Date('2026-11-20T06:00:01.000Z') });
+    const batches = new BatchStore(db);
+    const batch = batches.pendingOrCut({ deviceId: setup.deviceId, now: new Date(), maxEvents: 1 })!;
+    for (let i = 0; i < 3; i++) {
+      batches.noteAttempt(batch.batchSeq, 'signed');
+      batches.noteFailure(batch.batchSeq, {
+        at: new Date(`2026-11-20T06:0${i + 1}:00.000Z`),
+        serverError: true,
+        what: 'http 500 internal_error',
+      });
+    }
+    db.close();
+
+    const stuck = await run(['status', '--config', setup.configPath]);
+    expect(stuck.code).toBe(1);
+    expect(stuck.output).toContain(
+      'STUCK:           batch 1 (1 records) failing since 2026-11-20T06:01:00.000Z: 3 sends, 3 failed (3 answered 5xx); last: http 500 internal_error',
+    );
+    const json = await run(['status', '--json', '--config', setup.configPath]);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.output).shipping).toMatchObject({
+      stuck: {
+        batch_seq: 1,
+        records: 1,
+        since: '2026-11-20T06:01:00.000Z',
+        attempts: 3,
+        failures: 3,
+        server_errors: 3,
+        last_answer: 'http 500 internal_error',
+      },
+      setAside: { records: 0, newest: [] },
+    });
+
+    const again = openAgentDatabase(join(setup.config.dataDir, 'agent.sqlite'));
+    new BatchStore(again).setAside(
+      batch.batchSeq,
+      new Date('2026-11-20T06:04:00.000Z'),
+      'http 500 internal_error',
+    );
+    again.close();
+    const setAside = await run(['status', '--config', setup.configPath]);
+    expect(setAside.code).toBe(0);
+    expect(setAside.output).not.toContain('STUCK');
+    expect(setAside.output).toContain(
+      'set aside:       1 record(s) the platform could not take while it took others (kept, not sent again)',
+    );
+    expect(setAside.output).toMatch(
+      /seq 1 tamper logged 2026-11-20T06:00:00\.000Z, set aside 2026-11-20T06:04:00\.000Z: http 500 internal_error/,
+    );
+    expect(setAside.output).toContain('queue:           1 records not yet acknowledged (last seq 2)');
   });
 
   it('status says clearly when the certificate has expired (exit code 1)', async () => {

@@ -42,9 +42,12 @@ export function createShippingFixture(args: {
    */
   run?: string;
   overrides?: Partial<ShipperOptions>;
+  /** The device as a platform enrolled it (default: a new id and key pair). */
+  deviceId?: string;
+  keys?: ReturnType<typeof generateEs256KeyPair>;
 }): ShippingFixture {
-  const deviceId = randomUUID();
-  const keys = generateEs256KeyPair();
+  const deviceId = args.deviceId ?? randomUUID();
+  const keys = args.keys ?? generateEs256KeyPair();
   const db = openAgentDatabase(join(args.dir, 'agent.sqlite'));
   const clock = new CorrectedClock(args.boardClock ?? systemClock, 24 * 3_600_000);
   const run = args.run;

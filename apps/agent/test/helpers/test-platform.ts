@@ -19,6 +19,7 @@ import {
   sha256Hex,
 } from '@ooh/crypto';
 import {
+  addCalendarYears,
   compiledCheck,
   LIMITS,
   type PopAnswer,
@@ -429,7 +430,7 @@ export class TestPlatform {
     if (daysLeft > LIMITS.renewalMaxDaysLeft && !(request.force && device.forceRenewAllowed)) {
       return this.record(res, { path, status: 409, code: 'renewal_refused' });
     }
-    const notAfter = new Date(now.getTime() + LIMITS.certificateValidityDays * 86_400_000);
+    const notAfter = addCalendarYears(now, LIMITS.certificateValidityYears);
     const certificatePem = await issueCertificate({
       subject: `CN=device ${device.deviceId}, O=City`,
       publicKey: csr.publicKey,

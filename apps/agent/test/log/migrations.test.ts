@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openAgentDatabase } from '../../src/log/database.js';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../src/log/migrations.js';
 import { PlayLog } from '../../src/log/play-log.js';
+import { BatchStore } from '../../src/shipping/batch-store.js';
 import { SHA_A, tempDir } from '../helpers/temp.js';
 
 describe('schema migrations', () => {
@@ -74,7 +75,7 @@ describe('schema migrations', () => {
     v2.close();
 
     const db = openAgentDatabase(dbPath);
-    expect(db.pragma('user_version', { simple: true })).toBe(3);
+    expect(db.pragma('user_version', { simple: true })).toBe(LATEST_SCHEMA_VERSION);
     const columnsAfter = tableColumns(db);
     for (const [table, columns] of Object.entries(columnsBefore)) {
       expect(columnsAfter[table]).toEqual(expect.arrayContaining(columns));
@@ -86,6 +87,40 @@ describe('schema migrations', () => {
     expect(log.stats()).toMatchObject({ lastSeq: 1, unbatched: 1, unsettled: 0 });
     expect(log.appendStatus({ kind: 'tamper', at: new Date() }).seq).toBe(2);
     expect(log.unsettled('r')).toEqual({ thisRun: 1, otherRuns: 0 });
+    db.close();
+  });
+
+  it('migration 4 adds failure, probe and set-aside columns to a version-3 file; its unanswered batch stays pending', () => {
+    const v3 = openAgentDatabase(dbPath, { targetVersion: 3 });
+    v3.prepare("UPDATE counters SET value = 2 WHERE name = 'record_seq'").run();
+    v3.prepare("UPDATE counters SET value = 2 WHERE name = 'batch_seq'").run();
+    v3.prepare(
+      `INSERT INTO records (seq, kind, play_id, event, logged_at, batch_seq) VALUES
+        (1, 'tamper', NULL, '{"kind":"tamper","seq":1}', '2026-01-01T00:00:00.000Z', 1),
+        (2, 'tamper', NULL, '{"kind":"tamper","seq":2}', '2026-01-01T00:00:01.000Z', 2)`,
+    ).run();
+    v3.prepare(
+      `INSERT INTO batches (batch_seq, first_seq, last_seq, event_count, prev_sha256, sent_at, ts, body, body_sha256,
+                            cut_at, attempts, answer, answered_at)
+       VALUES (1, 1, 1, 1, '', 'x', 'x', x'7b7d', ?, 'x', 1, '{}', 'x'),
+              (2, 2, 2, 1, ?, 'x', 'x', x'7b7d', ?, 'x', 5, NULL, NULL)`,
+    ).run(SHA_A, SHA_A, SHA_A);
+    const columnsBefore = tableColumns(v3);
+    v3.close();
+
+    const db = openAgentDatabase(dbPath);
+    expect(db.pragma('user_version', { simple: true })).toBe(4);
+    const columnsAfter = tableColumns(db);
+    for (const [table, columns] of Object.entries(columnsBefore)) {
+      expect(columnsAfter[table]).toEqual(expect.arrayContaining(columns));
+    }
+    const batches = new BatchStore(db);
+    expect(batches.pending()).toMatchObject({ batchSeq: 2, attempts: 5, failures: 0, serverErrors: 0 });
+    expect(batches.setAsideRecords()).toEqual({ count: 0, newest: [] });
+    expect(new PlayLog(db).stats()).toMatchObject({ lastSeq: 2, queueDepth: 1, unbatched: 0 });
+    expect(() =>
+      db.prepare("UPDATE batches SET abandon_reason = 'lost' WHERE batch_seq = 2").run(),
+    ).toThrowError(expect.objectContaining({ code: 'SQLITE_CONSTRAINT_CHECK' }));
     db.close();
   });
 

@@ -74,19 +74,23 @@ describe('shipping to the signed channel', () => {
     expect(platform.requests[0]!.bodySha256).toBe(platform.requests[1]!.bodySha256);
   });
 
-  it('backs off exponentially with a cap on server errors, resending the same bytes', async () => {
+  it('backs off exponentially with a cap on server errors, resending the same bytes; a probe not taken changes nothing', async () => {
     logPlays(fx.log, 1);
+    // An outage: every batch fails, the probes too (from the third 5xx on, each failed resend is followed by one).
     platform.failNext(8, 503, 'service_unavailable');
     const delays: number[] = [];
-    for (let i = 0; i < 8; i++) {
+    for (let i = 0; i < 5; i++) {
       const outcome = await fx.shipper.sendOnce();
       if (outcome.kind !== 'retry') throw new Error(`expected retry, got ${outcome.kind}`);
       delays.push(outcome.delayMs);
     }
     // random() = 0.5: three quarters of the window 1 s, 2 s, 4 s ... capped at 60 s.
-    expect(delays).toEqual([750, 1500, 3000, 6000, 12_000, 24_000, 45_000, 45_000]);
-    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered' });
-    expect(new Set(platform.requests.map((r) => r.bodySha256)).size).toBe(1);
+    expect(delays).toEqual([750, 1500, 3000, 6000, 12_000]);
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    expect(platform.requests.map((r) => r.batchSeq)).toEqual([1, 1, 1, 2, 1, 3, 1, 4, 1]);
+    expect(new Set(platform.requests.filter((r) => r.batchSeq === 1).map((r) => r.bodySha256)).size).toBe(1);
+    expect(fx.batches.setAsideRecords()).toEqual({ count: 0, newest: [] });
+    expect(platform.playCount(fx.deviceId)).toBe(1);
   });
 
   it('re-signs under the same batch_seq with a fresh ts after stale_request, correcting the clock', async () => {
