@@ -396,6 +396,35 @@ describe('console journeys in Chromium', () => {
     expect(await deviceRow.textContent()).toContain('13 min');
     await screenshot(page, 'fleet');
     await expectAccessible(page, 'fleet');
+
+    // Trouble, as the platform records it (migrations 069, 070): the device's next batch answered 500 twice, and a
+    // handshake with an expired certificate of it refused. The fleet page shows the device stuck and why.
+    const at = (minutes: number) => new Date(p.clock.now().getTime() + minutes * 60_000);
+    await p.database.db.query(
+      `INSERT INTO device_server_errors (device_id, since, last_at, answers, batch_seq, status, code, route)
+       VALUES ($1, $2, $3, 2, 2, 500, 'internal_error', 'POST /s/v1/telemetry')`,
+      [device.device_id, at(1), at(2)],
+    );
+    const minute = new Date(Math.floor(at(3).getTime() / 60_000) * 60_000);
+    await p.database.db.query(
+      `INSERT INTO device_handshake_refusal_counts (minute, device_id, reason, refusals) VALUES ($1, $2, 'certificate_expired', 1)`,
+      [minute, device.device_id],
+    );
+    await p.database.db.query(
+      `INSERT INTO device_handshake_refusals_recent (key_sha256, at, reason, subject, serial, address, device_id, refusals)
+       VALUES ($1, $2, 'certificate_expired', $3, 'abc123', '10.20.30.40', $4, 1)`,
+      ['f'.repeat(64), at(3), `CN=${device.device_id}, OU=Devices, O=OOH Platform`, device.device_id],
+    );
+    p.clock.set(at(4));
+    await page.reload();
+    await page.getByText('1 device(s) are stuck').waitFor();
+    await expect.poll(() => deviceRow.textContent()).toContain('Stuck');
+    expect(await deviceRow.textContent()).toContain('2 answers “internal_error” to batch 2');
+    expect(await deviceRow.textContent()).toContain('1 refused connection(s) in 24 h');
+    await page.getByText('1 refused connection(s) in the last 24 hours').click();
+    await page.getByRole('row', { name: /Certificate expired.*certificate_expired/ }).waitFor();
+    await screenshot(page, 'fleet-stuck');
+    await expectAccessible(page, 'fleet (stuck)');
     expect(pageErrors(page)).toEqual([]);
   }, 120_000);
 
@@ -481,7 +510,7 @@ describe('console journeys in Chromium', () => {
     await expect.poll(() => page.locator('.switch-row').textContent()).toMatch(/^Publish open dataPublished/);
     expect(await page.getByRole('switch', { name: 'Publish open data' }).isChecked()).toBe(true);
     // Published: read from the public dictionary, with its text on disclosure.
-    await page.getByText('As published in the open data dictionary, version 1:').waitFor();
+    await page.getByText('As published in the open data dictionary, version 2:').waitFor();
     expect(await rules.textContent()).toContain('Largest share of one party70 %');
     await page
       .getByText(/^A published value needs plays of at least min_operators \(3\) operators/)
@@ -490,6 +519,45 @@ describe('console journeys in Chromium', () => {
     await expectAccessible(page, 'transparency');
     expect(pageErrors(page)).toEqual([]);
   }, 120_000);
+
+  test("the authority issues an operator's API key with an expiry, sees it once, finds it listed and revokes it", async () => {
+    const page = authorityPage;
+    await page.goto(url('/organisations'));
+    await page
+      .getByRole('row', { name: /Almaty Outdoor LLP/ })
+      .getByRole('button', { name: 'Users' })
+      .click();
+    await page.getByRole('heading', { name: 'API keys of Almaty Outdoor LLP' }).waitFor();
+    await page.locator('#key-name').fill('Xibo CMS');
+    await page.getByLabel('Expires (optional, your local time)').fill('2027-01-31T18:00');
+    await page.getByRole('checkbox', { name: 'write:plays' }).check();
+    await page.getByRole('button', { name: 'Issue the key' }).click();
+    const shown = page.locator('.notice-warning code.hash-full');
+    await shown.waitFor();
+    const key = (await shown.textContent()) ?? '';
+    expect(key).toMatch(/^ooh_[A-Za-z0-9_-]{43}$/);
+    const row = page.getByRole('row', { name: /Xibo CMS/ });
+    await row.waitFor();
+    expect(await row.textContent()).toContain('Active');
+    const listed = await call('GET', `/api/v1/console/api-keys?organisation_id=${operatorId}`);
+    const issued = listed.items.find((k: { name: string }) => k.name === 'Xibo CMS');
+    expect(issued).toMatchObject({ scopes: ['write:plays'], state: 'active', revoked_at: null });
+    expect(issued.expires_at).toMatch(/^2027-01-31T/);
+    // The key itself is nowhere in what the platform lists.
+    expect(JSON.stringify(listed)).not.toContain(key);
+    await screenshot(page, 'organisations-api-keys');
+    await expectAccessible(page, 'API keys');
+
+    page.once('dialog', (dialog) => void dialog.accept());
+    await row.getByRole('button', { name: 'Revoke' }).click();
+    await page
+      .getByRole('row', { name: /Xibo CMS/ })
+      .filter({ hasText: 'Revoked' })
+      .waitFor();
+    const refused = await apiCall(p.servers.api, key, 'POST', '/api/v1/pop/batches', {});
+    expect(refused.json().code).toBe('invalid_api_key');
+    expect(pageErrors(page)).toEqual([]);
+  });
 
   test('switched to Russian and Kazakh, no page shows an English text of the console', async () => {
     const authorityPages: [string, (page: Page) => Promise<void>][] = [
@@ -516,7 +584,18 @@ describe('console journeys in Chromium', () => {
           await page.locator('tr[data-day="2026-11-20"] .verdict-ok').waitFor();
         },
       ],
-      ['organisations', async (page) => void (await page.goto(url('/organisations')))],
+      [
+        'organisations',
+        async (page) => {
+          await page.goto(url('/organisations'));
+          // An organisation opened: its users and its API keys.
+          await page
+            .getByRole('row', { name: /Almaty Outdoor LLP/ })
+            .getByRole('button')
+            .click();
+          await page.locator('form h3').nth(1).waitFor();
+        },
+      ],
     ];
     const operatorPages: [string, (page: Page) => Promise<void>][] = [
       ['submissions', async (page) => void (await page.goto(url('/submissions')))],

@@ -49,11 +49,17 @@ async function createUser(
   return res.json();
 }
 
-function login(email: string, password = PASSWORD, remoteAddress = '192.0.2.10') {
-  return p.servers.api.inject({
+function login(
+  email: string,
+  password = PASSWORD,
+  remoteAddress = '192.0.2.10',
+  headers: Record<string, string> = {},
+  platform: TestPlatform = p,
+) {
+  return platform.servers.api.inject({
     method: 'POST',
     url: '/api/v1/console/session',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...headers },
     payload: JSON.stringify({ email, password }),
     remoteAddress,
   });
@@ -65,9 +71,12 @@ interface Session {
   body: { scopes: string[]; user: { id: string }; organisation: { kind: string } };
 }
 
-function cookieOf(res: LightMyRequestResponse): string {
+/** The `name=value` of cookie `name` set by an answer. */
+function cookieOf(res: LightMyRequestResponse, name = 'ooh_session'): string {
   const raw = res.headers['set-cookie'];
-  const header = Array.isArray(raw) ? raw[0]! : String(raw);
+  const headers = Array.isArray(raw) ? raw : raw === undefined ? [] : [String(raw)];
+  const header = headers.find((h) => h.startsWith(`${name}=`));
+  if (!header) throw new Error(`no ${name} cookie was set`);
   return header.split(';')[0]!;
 }
 
@@ -211,8 +220,14 @@ describe('sign-in and the session cookie', () => {
     const user = await createUser(org.id, 'admin', 'Boss@Operator.KZ');
     const res = await login('  boss@operator.kz ');
     expect(res.statusCode, res.body).toBe(200);
-    const cookie = String(res.headers['set-cookie']);
+    const cookies = res.headers['set-cookie'] as string[];
+    const cookie = cookies.find((c) => c.startsWith('ooh_session='))!;
     expect(cookie).toMatch(/^ooh_session=[A-Za-z0-9_-]{43}; /);
+    // And the browser is known to the account from now on: a device cookie sent to the sign-in route only.
+    const device = cookies.find((c) => c.startsWith('ooh_device='))!;
+    expect(device).toMatch(
+      /^ooh_device=[A-Za-z0-9_-]{43}; Path=\/api\/v1\/console\/session; HttpOnly; SameSite=Strict; Max-Age=\d+$/,
+    );
     expect(cookie).toContain('HttpOnly');
     expect(cookie).toContain('SameSite=Strict');
     expect(cookie).toContain('Path=/');
@@ -443,53 +458,117 @@ describe('idle timeout, absolute end, sign-out, disabled users', () => {
   });
 });
 
-describe('sign-in rate limiting', () => {
-  test('5 failures per email in 15 minutes: then 429 rate_limited with Retry-After, even with the right password', async () => {
+describe('sign-in limits: strangers cannot lock a user out', () => {
+  const wrong = 'wrong password';
+
+  test("the issue's case: twenty failures with made-up addresses from one address, then the right password from it", async () => {
+    const org = await organisation('advertiser');
+    const user = await createUser(org.id);
+    const address = '203.0.113.7';
+    for (let i = 0; i < 25; i += 1) {
+      expect((await login(`made-up-${i}@example.kz`, wrong, address)).statusCode).toBe(401);
+    }
+    // Slowed down, never refused: behind a proxy this address is everyone.
+    expect((await login(user.email, PASSWORD, address)).statusCode).toBe(200);
+  });
+
+  test('guessing one account from one address: that address is refused for that account, nobody else is', async () => {
     const org = await organisation('advertiser');
     const user = await createUser(org.id);
     const start = p.clock.now();
     try {
       for (let i = 0; i < 5; i += 1) {
         p.clock.set(new Date(start.getTime() + i * MINUTE));
-        const res = await login(user.email, 'wrong password', `198.51.100.${i + 1}`);
-        expect(res.statusCode).toBe(401);
+        expect((await login(user.email, wrong, '198.51.100.1')).statusCode).toBe(401);
       }
       p.clock.set(new Date(start.getTime() + 5 * MINUTE));
-      const limited = await login(user.email, PASSWORD, '198.51.100.99');
+      const limited = await login(user.email, PASSWORD, '198.51.100.1');
       expect(limited.statusCode).toBe(429);
       expect(limited.json().code).toBe('rate_limited');
       // The first failure leaves the window at start + 15 min: 10 minutes from now.
       expect(limited.headers['retry-after']).toBe('600');
-
+      // The owner, elsewhere, signs in.
+      expect((await login(user.email, PASSWORD, '198.51.100.2')).statusCode).toBe(200);
       p.clock.set(new Date(start.getTime() + 15 * MINUTE + 1000));
-      expect((await login(user.email, PASSWORD, '198.51.100.99')).statusCode).toBe(200);
-      // A success forgives the address's failures.
-      expect((await login(user.email, 'wrong password', '198.51.100.98')).statusCode).toBe(401);
-      expect((await login(user.email, PASSWORD, '198.51.100.98')).statusCode).toBe(200);
+      expect((await login(user.email, PASSWORD, '198.51.100.1')).statusCode).toBe(200);
     } finally {
       p.clock.set(start);
     }
   });
 
-  test('20 failures per client address across addresses of any user', async () => {
-    const address = '203.0.113.7';
+  test("guessing one account from many addresses: browsers that do not know it wait, the owner's browser does not", async () => {
+    const org = await organisation('advertiser');
+    const user = await createUser(org.id);
+    // The owner signed in once from this browser: it keeps the device cookie.
+    const first = await login(user.email, PASSWORD, '192.0.2.200');
+    expect(first.statusCode).toBe(200);
+    const device = cookieOf(first, 'ooh_device');
     for (let i = 0; i < 20; i += 1) {
-      expect((await login(`guess${i}@example.kz`, 'wrong password', address)).statusCode).toBe(401);
+      expect((await login(user.email, wrong, `198.18.1.${i + 1}`)).statusCode).toBe(401);
     }
-    const limited = await login('guess-more@example.kz', 'wrong password', address);
-    expect(limited.statusCode).toBe(429);
-    expect(Number(limited.headers['retry-after'])).toBe(15 * 60);
-    // Another address is not affected.
-    expect((await login('guess-more@example.kz', 'wrong password', '203.0.113.8')).statusCode).toBe(401);
+    const stranger = await login(user.email, PASSWORD, '198.18.2.1');
+    expect(stranger.statusCode).toBe(429);
+    // Same address as the attackers' last, right password, the owner's browser: signed in.
+    expect((await login(user.email, PASSWORD, '198.18.1.20', { cookie: device })).statusCode).toBe(200);
+  });
+
+  test("a browser's own failures limit it, device cookie or not", async () => {
+    const org = await organisation('advertiser');
+    const user = await createUser(org.id);
+    const device = cookieOf(await login(user.email, PASSWORD, '192.0.2.201'), 'ooh_device');
+    for (let i = 0; i < 5; i += 1) {
+      expect((await login(user.email, wrong, `192.0.2.${210 + i}`, { cookie: device })).statusCode).toBe(401);
+    }
+    expect((await login(user.email, PASSWORD, '192.0.2.220', { cookie: device })).statusCode).toBe(429);
+    // Another user's device cookie is no one's for this account: limited as any browser would be.
+    const other = await createUser(org.id);
+    expect((await login(other.email, PASSWORD, '192.0.2.221', { cookie: device })).statusCode).toBe(200);
   });
 
   test('attempts at the same moment never pass the limit together', async () => {
     const org = await organisation('advertiser');
     const user = await createUser(org.id);
     const answers = await Promise.all(
-      Array.from({ length: 9 }, (_, i) => login(user.email, 'wrong password', `198.18.0.${i + 1}`)),
+      Array.from({ length: 9 }, () => login(user.email, wrong, '198.18.0.1')),
     );
     const codes = answers.map((r) => r.statusCode).sort();
     expect(codes).toEqual([401, 401, 401, 401, 401, 429, 429, 429, 429]);
+  });
+
+  test('TRUST_PROXY: X-Forwarded-For names the client only when the peer is a listed proxy', async () => {
+    const behind = await startTestPlatform({ now: T0, config: { trustProxy: ['127.0.0.1'] } });
+    try {
+      const org = await createOrganisation(behind, 'advertiser', ['read:creatives']);
+      const created = await apiCall(
+        behind.servers.api,
+        behind.adminKey,
+        'POST',
+        `/api/v1/console/organisations/${org.id}/users`,
+        {
+          email: 'owner@example.kz',
+          password: PASSWORD,
+          role: 'admin',
+        },
+      );
+      expect(created.statusCode).toBe(201);
+      const via = (client: string) => ({ 'x-forwarded-for': client });
+      for (let i = 0; i < 5; i += 1) {
+        const res = await login('owner@example.kz', wrong, '127.0.0.1', via('203.0.113.66'), behind);
+        expect(res.statusCode).toBe(401);
+      }
+      // Through the same proxy, another client: its own address, not the attacker's.
+      expect(
+        (await login('owner@example.kz', PASSWORD, '127.0.0.1', via('203.0.113.67'), behind)).statusCode,
+      ).toBe(200);
+      // A peer that is no listed proxy cannot choose the address it is limited under.
+      for (let i = 0; i < 5; i += 1) {
+        await login('owner@example.kz', wrong, '198.51.100.9', via(`10.9.9.${i}`), behind);
+      }
+      expect(
+        (await login('owner@example.kz', PASSWORD, '198.51.100.9', via('10.9.9.99'), behind)).statusCode,
+      ).toBe(429);
+    } finally {
+      await behind.close();
+    }
   });
 });

@@ -125,6 +125,26 @@ export interface Device {
   last_batch_at?: string | null;
   last_batch_seq?: number | null;
   queue_lag_seconds?: number | null;
+  /** Refused handshakes and certificates of the last 24 hours (list answers). */
+  handshake_refusals_24h?: number;
+  /** 5xx answers since the device's last accepted batch (list answers): the batch waits. */
+  stuck?: { since: string; count: number; last_at: string; batch_seq: number | null; reason: string } | null;
+}
+
+/** GET /api/v1/console/devices: the devices and the refused handshakes of the last 24 hours. */
+export interface FleetList {
+  items: Device[];
+  handshake_refusals?: {
+    last_24h: number;
+    recent: {
+      at: string;
+      reason: string;
+      subject: string | null;
+      serial: string | null;
+      address: string | null;
+      device_id: string | null;
+    }[];
+  };
 }
 
 export interface CmsInstallation {
@@ -161,6 +181,20 @@ export interface ConsoleUser {
   role: 'admin' | 'member';
   created_at: string;
   disabled_at: string | null;
+}
+
+/** GET /api/v1/console/api-keys (never the key itself nor its hash). */
+export interface ApiKey {
+  id: string;
+  name: string;
+  organisation: { id: string; name: string; kind: OrganisationKind };
+  scopes: string[];
+  routes: string[] | null;
+  created_at: string;
+  expires_at: string | null;
+  last_used_at: string | null;
+  revoked_at: string | null;
+  state: 'active' | 'expired' | 'revoked';
 }
 
 export interface OpenDataRelease {

@@ -1,10 +1,11 @@
 import { useMemo, useState } from 'preact/hooks';
 import { loadStructures } from '../api/catalogue.js';
 import { del, get, post, put } from '../api/client.js';
-import type { CmsInstallation, Device, Organisation, Structure } from '../api/types.js';
+import type { CmsInstallation, Device, FleetList, Organisation, Structure } from '../api/types.js';
 import { DataTable } from '../components/table.js';
 import { Badge, ErrorNotice, Field, Loading, Notice, useAsync } from '../components/ui.js';
-import { useI18n } from '../i18n/index.js';
+import { en, type MessageKey } from '../i18n/en.js';
+import { type I18n, useI18n } from '../i18n/index.js';
 import { useSession } from '../lib/session.js';
 import { EnrolDevice } from './enrol-device.js';
 
@@ -70,7 +71,8 @@ function Devices() {
   const { t, dateTime } = useI18n();
   const session = useSession();
   const authority = session.organisation.kind === 'authority';
-  const list = useAsync(() => get<{ items: Device[] }>('/api/v1/console/devices').then((r) => r.items), []);
+  const fleet = useAsync(() => get<FleetList>('/api/v1/console/devices'), []);
+  const list = { ...fleet, data: fleet.data?.items };
   const structures = useAsync(() => loadStructures(authority), [authority]);
   const [reEnrol, setReEnrol] = useState<Device | null>(null);
   const [error, setError] = useState<unknown>(null);
@@ -99,13 +101,19 @@ function Devices() {
       {list.loading && !list.data ? <Loading /> : null}
       <ErrorNotice error={list.error ?? error} />
       {message ? <Notice kind="success">{message}</Notice> : null}
+      {list.data?.some((d) => d.stuck) ? (
+        <Notice kind="error">
+          {t('fleet.stuckNotice', { count: list.data.filter((d) => d.stuck).length })}
+        </Notice>
+      ) : null}
+      <Refusals refusals={fleet.data?.handshake_refusals} />
       {list.data && list.data.length === 0 ? <p>{t('fleet.noDevices')}</p> : null}
       {list.data && list.data.length > 0 ? (
         <DataTable
           caption={t('fleet.devices')}
           rows={list.data}
           rowKey={(d) => d.device_id}
-          rowClass={(d) => (d.revoked_at ? 'row-muted' : undefined)}
+          rowClass={(d) => (d.revoked_at ? 'row-muted' : d.stuck ? 'row-alert' : undefined)}
           columns={[
             {
               header: t('fleet.device'),
@@ -117,6 +125,24 @@ function Devices() {
                       {' '}
                       <Badge tone="bad">{t('fleet.revoked')}</Badge>
                     </>
+                  ) : null}
+                  {d.stuck ? (
+                    <small class="block">
+                      <Badge tone="bad">{t('fleet.stuck')}</Badge>{' '}
+                      {t('fleet.stuckDetail', {
+                        since: dateTime(d.stuck.since),
+                        count: d.stuck.count,
+                        reason: d.stuck.reason,
+                        seq: d.stuck.batch_seq ?? '—',
+                      })}
+                    </small>
+                  ) : null}
+                  {d.handshake_refusals_24h ? (
+                    <small class="block">
+                      <Badge tone="warn">
+                        {t('fleet.refusedCount', { count: d.handshake_refusals_24h })}
+                      </Badge>
+                    </small>
                   ) : null}
                 </>
               ),
@@ -187,6 +213,56 @@ function Devices() {
       ) : null}
       <EnrolDevice structures={structures.data ?? []} onDone={() => list.reload()} />
     </div>
+  );
+}
+
+/** A refusal's reason in words; a code this console does not know yet is shown as it is. */
+function refusalLabel(t: I18n['t'], reason: string): string {
+  const key = `fleet.refusal.${reason}`;
+  return key in en ? t(key as MessageKey) : reason;
+}
+
+/** Refused handshakes and certificates of the last 24 hours: why a player cannot connect. */
+function Refusals(props: { refusals: FleetList['handshake_refusals'] }) {
+  const { t, dateTime } = useI18n();
+  const refusals = props.refusals;
+  if (!refusals || refusals.last_24h === 0) return null;
+  return (
+    <details class="refusals">
+      <summary>{t('fleet.refusalsSummary', { count: refusals.last_24h })}</summary>
+      <DataTable
+        caption={t('fleet.refusalsCaption')}
+        rows={refusals.recent}
+        rowKey={(r) => `${r.at}-${r.serial ?? ''}-${r.address ?? ''}-${r.reason}`}
+        columns={[
+          { header: t('fleet.refusalAt'), cell: (r) => dateTime(r.at) },
+          {
+            header: t('fleet.refusalReason'),
+            cell: (r) => (
+              <>
+                {refusalLabel(t, r.reason)}
+                <small class="muted block">
+                  <code>{r.reason}</code>
+                </small>
+              </>
+            ),
+          },
+          {
+            header: t('fleet.refusalCertificate'),
+            cell: (r) =>
+              r.serial ? (
+                <>
+                  <code>{r.serial}</code>
+                  <small class="muted block">{r.subject}</small>
+                </>
+              ) : (
+                '—'
+              ),
+          },
+          { header: t('fleet.refusalAddress'), cell: (r) => r.address ?? '—' },
+        ]}
+      />
+    </details>
   );
 }
 

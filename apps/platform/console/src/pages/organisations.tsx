@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
-import { get, post } from '../api/client.js';
-import type { ConsoleUser, Organisation, OrganisationKind } from '../api/types.js';
+import { del, get, post } from '../api/client.js';
+import type { ApiKey, ConsoleUser, Organisation, OrganisationKind } from '../api/types.js';
 import { DataTable } from '../components/table.js';
 import { Badge, ErrorNotice, Field, Loading, Notice, useAsync } from '../components/ui.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';
@@ -51,6 +51,9 @@ export function OrganisationsPage() {
       ) : null}
       {selected ? (
         <Users organisation={list.data?.find((o) => o.id === selected) ?? null} id={selected} />
+      ) : null}
+      {selected ? (
+        <ApiKeys organisation={list.data?.find((o) => o.id === selected) ?? null} id={selected} />
       ) : null}
       <form
         class="panel"
@@ -207,6 +210,164 @@ function Users(props: { id: string; organisation: Organisation | null }) {
         </div>
         <button type="submit" class="button button-primary">
           {t('organisations.addUserButton')}
+        </button>
+      </form>
+    </div>
+  );
+}
+
+const SCOPES = [
+  'write:submissions',
+  'read:submissions',
+  'read:creatives',
+  'write:plays',
+  'console:fleet',
+  'console:read',
+  'console:admin',
+] as const;
+
+const STATE_TONE = { active: 'good', expired: 'warn', revoked: 'bad' } as const;
+
+/** The API keys of an organisation: list, issue (the key shown once), revoke (issue "Trust under attack", item 6). */
+function ApiKeys(props: { id: string; organisation: Organisation | null }) {
+  const { t, dateTime } = useI18n();
+  const keys = useAsync(
+    () =>
+      get<{ items: ApiKey[] }>(`/api/v1/console/api-keys?organisation_id=${props.id}`).then((r) => r.items),
+    [props.id],
+  );
+  const [name, setName] = useState('');
+  const [scopes, setScopes] = useState<string[]>([]);
+  const [expires, setExpires] = useState('');
+  const [issued, setIssued] = useState<{ id: string; key: string } | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  return (
+    <div class="panel">
+      <h2>{t('apiKeys.of', { name: props.organisation?.name ?? '' })}</h2>
+      <p class="lead">{t('apiKeys.lead')}</p>
+      <ErrorNotice error={keys.error ?? error} />
+      {issued ? (
+        <Notice kind="warning">
+          {t('apiKeys.issued')} <code class="hash-full">{issued.key}</code>
+        </Notice>
+      ) : null}
+      {keys.data && keys.data.length === 0 ? <p>{t('apiKeys.none')}</p> : null}
+      {keys.data && keys.data.length > 0 ? (
+        <DataTable
+          caption={t('apiKeys.of', { name: props.organisation?.name ?? '' })}
+          rows={keys.data}
+          rowKey={(k) => k.id}
+          columns={[
+            {
+              header: t('apiKeys.name'),
+              cell: (k) => (
+                <>
+                  {k.name}
+                  <small class="muted block">
+                    <code>{k.id}</code>
+                  </small>
+                </>
+              ),
+            },
+            { header: t('apiKeys.scopes'), cell: (k) => k.scopes.join(', ') },
+            { header: t('apiKeys.created'), cell: (k) => dateTime(k.created_at) },
+            {
+              header: t('apiKeys.lastUsed'),
+              cell: (k) => (k.last_used_at ? dateTime(k.last_used_at) : t('apiKeys.never')),
+            },
+            { header: t('apiKeys.expires'), cell: (k) => (k.expires_at ? dateTime(k.expires_at) : '—') },
+            {
+              header: t('apiKeys.state'),
+              cell: (k) => (
+                <Badge tone={STATE_TONE[k.state]}>{t(`apiKeys.state.${k.state}` as MessageKey)}</Badge>
+              ),
+            },
+            {
+              header: t('common.actions'),
+              cell: (k) =>
+                k.state === 'revoked' ? null : (
+                  <button
+                    type="button"
+                    class="button button-small button-danger"
+                    onClick={async () => {
+                      if (!window.confirm(t('apiKeys.revokeConfirm', { name: k.name }))) return;
+                      setError(null);
+                      try {
+                        await del(`/api/v1/console/api-keys/${k.id}`);
+                        keys.reload();
+                      } catch (err) {
+                        setError(err);
+                      }
+                    }}
+                  >
+                    {t('apiKeys.revoke')}
+                  </button>
+                ),
+            },
+          ]}
+        />
+      ) : null}
+      <form
+        onSubmit={async (e) => {
+          e.preventDefault();
+          setError(null);
+          setIssued(null);
+          try {
+            const created = await post<{ id: string; key: string }>(
+              `/api/v1/console/organisations/${props.id}/api-keys`,
+              { name, scopes, ...(expires ? { expires_at: new Date(expires).toISOString() } : {}) },
+            );
+            setIssued(created);
+            setName('');
+            setScopes([]);
+            setExpires('');
+            keys.reload();
+          } catch (err) {
+            setError(err);
+          }
+        }}
+      >
+        <h3>{t('apiKeys.issue')}</h3>
+        <div class="form-grid">
+          <Field id="key-name" label={t('apiKeys.name')}>
+            <input
+              id="key-name"
+              required
+              maxLength={200}
+              value={name}
+              onInput={(e) => setName((e.target as HTMLInputElement).value)}
+            />
+          </Field>
+          <Field id="key-expires" label={t('apiKeys.expiresOptional')}>
+            <input
+              id="key-expires"
+              type="datetime-local"
+              value={expires}
+              onInput={(e) => setExpires((e.target as HTMLInputElement).value)}
+            />
+          </Field>
+        </div>
+        <fieldset class="picker">
+          <legend>{t('apiKeys.scopes')}</legend>
+          {SCOPES.map((scope) => (
+            <label key={scope} class="choice">
+              <input
+                type="checkbox"
+                checked={scopes.includes(scope)}
+                onChange={(e) =>
+                  setScopes((current) =>
+                    (e.target as HTMLInputElement).checked
+                      ? [...current, scope]
+                      : current.filter((s) => s !== scope),
+                  )
+                }
+              />
+              <code>{scope}</code>
+            </label>
+          ))}
+        </fieldset>
+        <button type="submit" class="button button-primary" disabled={scopes.length === 0}>
+          {t('apiKeys.issueButton')}
         </button>
       </form>
     </div>
