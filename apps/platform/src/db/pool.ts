@@ -20,8 +20,32 @@ export function createPool(
   pool.on('error', (error) => {
     options.onIdleError?.(error);
   });
+  // pg-pool's end() resolves once it has asked its idle clients to end, before their connections have closed; a
+  // PostgreSQL stopped right after would end them itself ("terminating connection due to administrator command").
+  // So end() here also waits for every connection of the pool to close (at most END_WAIT_MS).
+  const open = new Set<Promise<void>>();
+  pool.on('connect', (client) => {
+    const closed = new Promise<void>((resolve) => client.once('end', () => resolve()));
+    open.add(closed);
+    void closed.then(() => open.delete(closed));
+  });
+  const end = pool.end.bind(pool);
+  pool.end = (async () => {
+    await end();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(open),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, END_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+  }) as typeof pool.end;
   return pool;
 }
+
+/** How long Db.end() waits for the pool's connections to close after asking them to. */
+const END_WAIT_MS = 5000;
 
 /** Runs `work` in one transaction; rolls back on any error and rethrows it. */
 export async function withTransaction<T>(db: Db, work: (client: DbClient) => Promise<T>): Promise<T> {
