@@ -260,30 +260,34 @@ export class RefusalRecorder {
     for (const p of pending) add(minuteOf(p.last), p.facts.deviceId, p.facts.reason, p.count);
     for (const o of overflow) add(o.minute, null, o.reason, o.count);
     const rows = [...counts.values()];
-    await db.query(
-      `INSERT INTO device_handshake_refusal_counts AS c (minute, device_id, reason, refusals)
+    const countsSql = `INSERT INTO device_handshake_refusal_counts AS c (minute, device_id, reason, refusals)
        SELECT * FROM unnest($1::timestamptz[], $2::uuid[], $3::text[], $4::int[])
-       ON CONFLICT (minute, device_id, reason) DO UPDATE SET refusals = c.refusals + EXCLUDED.refusals`,
-      [
-        rows.map((r) => r.minute),
-        rows.map((r) => r.deviceId),
-        rows.map((r) => r.reason),
-        rows.map((r) => r.count),
-      ],
-    );
+       ON CONFLICT (minute, device_id, reason) DO UPDATE SET refusals = c.refusals + EXCLUDED.refusals`;
+    const countsParams = [
+      rows.map((r) => r.minute),
+      rows.map((r) => r.deviceId),
+      rows.map((r) => r.reason),
+      rows.map((r) => r.count),
+    ];
 
     const recent = [...pending]
       .sort((a, b) => b.last.getTime() - a.last.getTime())
       .slice(0, RECENT_PER_FLUSH);
-    if (recent.length > 0) {
+    if (recent.length === 0) {
+      await db.query(countsSql, countsParams);
+    } else {
       const f = recent.map((r) => r.facts);
+      // The counts and the recent list in one statement: the fleet view never shows a refusal counted whose entry
+      // is not there yet.
       await db.query(
-        `INSERT INTO device_handshake_refusals_recent AS r
+        `WITH counted AS (${countsSql} RETURNING 1)
+         INSERT INTO device_handshake_refusals_recent AS r
            (key_sha256, at, reason, subject, serial, address, device_id, refusals)
-         SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
-                              $7::uuid[], $8::bigint[])
+         SELECT * FROM unnest($5::text[], $6::timestamptz[], $7::text[], $8::text[], $9::text[], $10::text[],
+                              $11::uuid[], $12::bigint[])
          ON CONFLICT (key_sha256) DO UPDATE SET at = greatest(r.at, EXCLUDED.at), refusals = r.refusals + EXCLUDED.refusals`,
         [
+          ...countsParams,
           f.map(recentKey),
           recent.map((r) => r.last),
           f.map((x) => x.reason),
