@@ -147,14 +147,13 @@ export function playCandidates(
     const playId = r['play_id'];
     const start = r['start'];
     if (r['kind'] !== 'play' || typeof playId !== 'string' || typeof start !== 'string') continue;
-    if (!PLAY_ID.test(playId)) continue;
     const player = playerOf(r as PopRecord);
     const newest = player ? newestPlayStarts.get(player.key) : undefined;
     if (newest === undefined) continue;
     // Most plays are new, and most starts come in the canonical UTC form, where text order is time order.
     if (start.length === 24 && start.endsWith('Z') && start > isoOf(newest)) continue;
     const startMs = parseDateTime(start)?.getTime();
-    if (startMs === undefined || startMs > newest) continue;
+    if (startMs === undefined || startMs > newest || !PLAY_ID.test(playId)) continue;
     candidates.playerKeys.push(player!.key);
     candidates.hours.push(startHourOf(startMs));
     candidates.playIds.push(playId);

@@ -361,11 +361,14 @@ export class Settler {
   private refused = 0;
   private flagged = 0;
   private newestRecordAt: number | null = null;
-  /** play_ids counted in this batch so far, by player. */
-  private readonly countedHere = new Map<string, Set<string>>();
+  /** play_ids counted in this batch of plays without a start, by player (rare: a CMS play always has one). */
+  private readonly countedWithoutStart = new Map<string, Set<string>>();
+  /** Per player, the newest start of the plays counted so far in this batch. */
   private readonly newestPlayStarts = new Map<string, number>();
   /** Play sets by player, then hour. */
   private readonly playSets = new Map<string, Map<number, PlaySet>>();
+  /** Of a play set, a Set of its play_ids so far, built when a play is first looked for in it. */
+  private readonly setIndexes = new Map<PlaySet, { ids: Set<string>; indexed: number }>();
 
   constructor(
     private readonly marks: ReadonlyMap<string, number>,
@@ -374,17 +377,46 @@ export class Settler {
     this.current = new Map(marks);
   }
 
-  /** Whether the play_id of a play about to be counted was counted before; if not, it is now. */
-  private countedBefore(playerKey: string, playId: string): boolean {
+  /**
+   * Whether the play_id of a play about to be counted was counted before: among the plays counted earlier
+   * (`counted`) or earlier in this batch. In the batch it is looked for the way the store looks among the counted
+   * plays (migration 065): a play that starts after every play of its player counted so far repeats none of them
+   * (a resent play carries the start it had), which is nearly every play and costs no lookup; the others are looked
+   * for in the play sets of their start's hour and the hours beside it.
+   */
+  private countedBefore(playerKey: string, playId: string, startAt: number | null): boolean {
     if (this.counted.get(playerKey)?.has(playId)) return true;
-    let here = this.countedHere.get(playerKey);
-    if (!here) {
-      here = new Set();
-      this.countedHere.set(playerKey, here);
+    if (startAt === null) {
+      let here = this.countedWithoutStart.get(playerKey);
+      if (!here) {
+        here = new Set();
+        this.countedWithoutStart.set(playerKey, here);
+      }
+      if (here.has(playId)) return true;
+      here.add(playId);
+      return false;
     }
-    if (here.has(playId)) return true;
-    here.add(playId);
+    const newest = this.newestPlayStarts.get(playerKey);
+    if (newest === undefined || startAt > newest) return false;
+    const byHour = this.playSets.get(playerKey);
+    if (!byHour) return false;
+    const hour = startHourOf(startAt);
+    for (let h = hour - 1; h <= hour + 1; h += 1) {
+      const set = byHour.get(h);
+      if (set && this.idsOf(set).has(playId)) return true;
+    }
     return false;
+  }
+
+  /** The play_ids of a play set as a Set, brought up to date with what was added since it was last asked for. */
+  private idsOf(set: PlaySet): Set<string> {
+    let index = this.setIndexes.get(set);
+    if (!index) {
+      index = { ids: new Set(), indexed: 0 };
+      this.setIndexes.set(set, index);
+    }
+    for (; index.indexed < set.playIds.length; index.indexed += 1) index.ids.add(set.playIds[index.indexed]!);
+    return index.ids;
   }
 
   add(verdicts: readonly Verdict[]): RecordRow[] {
@@ -415,7 +447,7 @@ export class Settler {
       }
       // spec: play_id is the "Identifier of the play, unique for the player": one play is counted once, whatever
       // seq it comes under (its number is taken all the same, like any refused record's).
-      if (v.kind === 'play' && v.playId !== null && this.countedBefore(v.playerKey, v.playId)) {
+      if (v.kind === 'play' && v.playId !== null && this.countedBefore(v.playerKey, v.playId, v.startAt)) {
         this.refused += 1;
         items.push({ index, status: 'refused', reason: 'play_id_counted' });
         continue;

@@ -600,7 +600,12 @@ async function runStoreStatement(client: DbClient, args: StoreArgs, id: number |
       batch.gzipped ? 'gzip' : 'identity',
       batch.gzipped ? batch.body.length : null,
       settled.newestRecordAt === null ? null : new Date(settled.newestRecordAt),
-      JSON.stringify(settled.playSets.map((set) => ({ k: set.playerKey, h: set.hour, i: set.playIds }))),
+      settled.playSets.map((set) => set.playerKey),
+      `{${settled.playSets.map((set) => set.hour).join(',')}}`,
+      // play_ids are A-Za-z0-9_- only (playCandidates, the record schema): ',' and ';' cannot occur in them.
+      settled.playSets
+        .map((set) => set.playIds.join(','))
+        .join(';'),
     ],
   });
   return row!.wait > 0
@@ -691,8 +696,13 @@ export function storeBatch(db: Db, args: StoreArgs): Promise<StoreResult> {
   });
 }
 
-/** Records judged a part at a time while the previous part is being copied (storeBatchStreaming). */
-const STREAM_PART = 2000;
+/**
+ * Records judged a part at a time while the previous part is being copied (storeBatchStreaming). A part (about
+ * 150 kB of COPY data) fits in the embedded PostgreSQL's Unix socket buffer (about 200 kB by default), so it
+ * leaves for the server at once while the next part is judged; parts of 2 000 records waited in the process for
+ * the judging to yield, and the server sat idle (measured: 96 000 against 113 000 records/s, one sender).
+ */
+const STREAM_PART = 500;
 
 /**
  * storeBatch for a large batch whose number was taken beforehand (`batchId`): its records are judged a part at a
@@ -845,9 +855,12 @@ WITH rate AS (
    WHERE pop_players.high_water_seq = EXCLUDED.previous_seq
   RETURNING 1
 ), play_sets AS (
+  -- The sets as split text ($24: sets split by ';', play_ids by ','), which PostgreSQL reads in about half the
+  -- time of the same in JSON; with no set, an empty string is no row.
   INSERT INTO pop_play_sets (player_key, start_hour, batch_id, play_keys)
-  SELECT p.k, p.h, batch.id, ARRAY(SELECT hashtextextended(x, 0) FROM json_array_elements_text(p.i) AS x)
-    FROM batch, json_to_recordset($22::json) AS p(k text, h integer, i json)
+  SELECT ($22::text[])[p.n], ($23::int[])[p.n], batch.id,
+         ARRAY(SELECT hashtextextended(x, 0) FROM string_to_table(p.i, ',') AS x)
+    FROM batch, string_to_table(nullif($24::text, ''), ';') WITH ORDINALITY AS p(i, n)
 ), counted AS (
   INSERT INTO play_counts (player_key, structure_id, day, approval_number, slot, attested, plays, flagged)
   SELECT c.k, c.t, c.d, c.a, c.l, $10, c.p, c.f

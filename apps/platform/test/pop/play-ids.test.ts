@@ -152,6 +152,29 @@ describe('a play is counted once per play_id, whatever seq it comes under', () =
     expect(await countedPlays(c.db, key)).toBe(2);
   });
 
+  test('in one batch as across batches: a play sent again is refused, a later play under a used play_id counts', async () => {
+    const { source, screen, key } = await newSource();
+    const at = (minutesAgo: number) => new Date(T0.getTime() - minutesAgo * 60_000);
+    const answer = answerOf(
+      await postCms(
+        servers(),
+        source,
+        cmsBody(source, 0, [
+          cmsPlay(screen, 1, { play_id: 'x' }, at(50)),
+          cmsPlay(screen, 2, { play_id: 'y' }, at(40)),
+          // The first play again (its start is before the player's newest in this batch): looked for and refused.
+          cmsPlay(screen, 3, { play_id: 'x' }, at(50)),
+          // Seventy minutes earlier, in another hour: looked for in the hours beside its own; 'y' is not there.
+          cmsPlay(screen, 4, { play_id: 'y' }, at(120)),
+          // After every play so far: a new play that reuses an identifier.
+          cmsPlay(screen, 5, { play_id: 'x' }, at(10)),
+        ]),
+      ),
+    );
+    expect(answer.items).toEqual(refused([2]));
+    expect(await countedPlays(c.db, key)).toBe(4);
+  });
+
   test('the agent channel too; a play refused for another reason does not hold its play_id', async () => {
     const device = await insertDevice(c.db, operator.structures[0]!);
     const key = `device:${device.id}`;
