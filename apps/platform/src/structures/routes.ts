@@ -6,30 +6,14 @@ import type { Feature } from '../features.js';
 import { validationFailed } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { isUuid, notFound, pathUuid } from '../shared/ids.js';
+import { importStructures, operatorErrors } from './import.js';
 import { STRUCTURE_COLUMNS, type StructureRow, structuresByIds, structureView } from './repository.js';
-
-const Code = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$' });
-const StructureBody = Type.Object(
-  {
-    organisation_id: Type.String({ format: 'uuid' }),
-    code: Code,
-    district: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9_-]*$' }),
-    format: Type.String({ minLength: 1, maxLength: 64, pattern: '^[a-z0-9][a-z0-9_-]*$' }),
-    address: Type.Optional(Type.String({ maxLength: 500 })),
-    lat: Type.Optional(Type.Number({ minimum: -90, maximum: 90 })),
-    lon: Type.Optional(Type.Number({ minimum: -180, maximum: 180 })),
-  },
-  { additionalProperties: false },
-);
-type StructureBody = {
-  organisation_id: string;
-  code: string;
-  district: string;
-  format: string;
-  address?: string;
-  lat?: number;
-  lon?: number;
-};
+import {
+  coordinateErrors,
+  StructureBody,
+  STRUCTURE_IMPORT_MAX_BYTES,
+  StructureImportBody,
+} from './schema.js';
 
 const SetBody = Type.Object(
   {
@@ -61,27 +45,10 @@ export const structuresFeature: Feature = {
       { config: { auth: AUTHORITY_ADMIN }, schema: { body: StructureBody } },
       async (request, reply) => {
         const b = request.body;
-        const { rows: orgs } = await ctx.db.query<{ kind: string }>(
-          'SELECT kind FROM organisations WHERE id = $1',
-          [b.organisation_id],
-        );
-        const errors: FieldError[] = [];
-        if (!orgs[0])
-          errors.push({ path: '/organisation_id', code: 'not_found', message: 'no such organisation' });
-        else if (orgs[0].kind !== 'operator') {
-          errors.push({
-            path: '/organisation_id',
-            code: 'not_allowed',
-            message: 'structures belong to operators',
-          });
-        }
-        if ((b.lat === undefined) !== (b.lon === undefined)) {
-          errors.push({
-            path: b.lat === undefined ? '/lat' : '/lon',
-            code: 'required',
-            message: 'give lat and lon together',
-          });
-        }
+        const errors: FieldError[] = [
+          ...(await operatorErrors(ctx.db, b.organisation_id)),
+          ...coordinateErrors(b),
+        ];
         if (errors.length > 0) throw validationFailed(errors);
         try {
           const { rows } = await ctx.db.query<StructureRow>(
@@ -108,6 +75,18 @@ export const structuresFeature: Feature = {
           throw error;
         }
       },
+    );
+
+    // Many structures of one operator at once (the console's CSV import): all or nothing, safe to send again
+    // (import.ts says how each row is judged).
+    app.post<{ Body: StructureImportBody }>(
+      '/api/v1/console/structures/import',
+      {
+        config: { auth: AUTHORITY_ADMIN },
+        bodyLimit: STRUCTURE_IMPORT_MAX_BYTES,
+        schema: { body: StructureImportBody },
+      },
+      async (request) => importStructures(ctx, request.body),
     );
 
     app.post<{ Params: { id: string } }>(
