@@ -1,0 +1,16 @@
+export {
+  createProgress,
+  type Env,
+  formatDuration,
+  inCi,
+  type PhaseOptions,
+  type Progress,
+  PROGRESS_ENV,
+  PROGRESS_FLAGS,
+  PROGRESS_USAGE,
+  type ProgressMode,
+  progressMode,
+  type ProgressOptions,
+  progressShown,
+  type ProgressStream,
+} from './progress.js';
