@@ -3,6 +3,14 @@ import { realpathSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import {
+  createProgress,
+  type Env,
+  PROGRESS_FLAGS,
+  PROGRESS_USAGE,
+  type ProgressStream,
+  progressMode,
+} from '@ooh/progress';
 import { httpSource, SourceError } from './source.js';
 import { type Check, verifySeal } from './verify-seal.js';
 
@@ -10,13 +18,16 @@ import { type Check, verifySeal } from './verify-seal.js';
  * ooh-verify: checks a daily stats seal from public data only.
  *
  *   ooh-verify seal <day> --from <verify_url> [--root authority-root.pem] [--batches export.ndjson]
- *                         [--depth n] [--require-ledger]
+ *                         [--depth n] [--require-ledger] [--progress | --no-progress]
+ *
+ * Checks go to stdout, one a line, as they always have; progress (reading a day's export, walking the chains) is
+ * drawn on stderr only when it is a terminal (@ooh/progress).
  *
  * Exit status: 0 every check passed; 1 a check failed; 2 bad arguments or the verify host could not be read.
  */
 
 const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authority-root.pem>] [--batches <export.ndjson>]
-                         [--depth <n>] [--require-ledger]
+                         [--depth <n>] [--require-ledger] [--progress | --no-progress]
 
   <day>             the Asia/Almaty day of the seal, YYYY-MM-DD
   --from            the public verify URL, e.g. https://verify.example.kz
@@ -25,6 +36,7 @@ const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authori
   --batches         the day's batches exported by the authority (NDJSON): recompute root and record_count
   --depth           follow at most n previous seals back (default: all, to the first seal)
   --require-ledger  fail when the seal's ledger proof is not published yet
+  ${PROGRESS_USAGE}
 `;
 
 const MARK: Record<Check['kind'], string> = { ok: 'ok  ', fail: 'FAIL', note: 'note' };
@@ -41,6 +53,7 @@ function parseCli(args: string[]) {
       depth: { type: 'string' },
       'require-ledger': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
+      ...PROGRESS_FLAGS,
     },
   });
 }
@@ -48,6 +61,10 @@ function parseCli(args: string[]) {
 export interface CliIo {
   out: (line: string) => void;
   err: (line: string) => void;
+  /** Where progress is drawn when it is a terminal; default process.stderr. */
+  progress?: ProgressStream;
+  /** Default process.env (CI, TERM, NO_COLOR, OOH_PROGRESS). */
+  env?: Env;
 }
 
 export async function main(
@@ -79,6 +96,15 @@ export async function main(
       return 2;
     }
   }
+  const env = io.env ?? process.env;
+  const progress = createProgress({
+    stream: io.progress ?? process.stderr,
+    mode: progressMode(values, env),
+    env,
+  });
+  // Every line goes through the progress line, which is taken off the terminal first.
+  const out = (text: string) => progress.print(text, io.out);
+  const err = (text: string) => progress.print(text, io.err);
   try {
     const source = httpSource(values.from);
     let rootPem: string;
@@ -87,14 +113,13 @@ export async function main(
     } else {
       const root = await source.get('/v1/authority-root.pem');
       if (root.status !== 200) {
-        io.err(`cannot read ${source.origin}/v1/authority-root.pem: HTTP ${root.status}`);
+        err(`cannot read ${source.origin}/v1/authority-root.pem: HTTP ${root.status}`);
         return 2;
       }
       rootPem = root.body.toString('utf8');
-      io.out(
-        line('note', `authority root: fetched from ${source.origin} (not pinned: pass --root to pin it)`),
-      );
+      out(line('note', `authority root: fetched from ${source.origin} (not pinned: pass --root to pin it)`));
     }
+    if (values.batches) progress.phase('reading the batch export');
     const batchesNdjson = values.batches ? await readFile(values.batches, 'utf8') : undefined;
     const report = await verifySeal({
       day,
@@ -103,17 +128,22 @@ export async function main(
       ...(batchesNdjson === undefined ? {} : { batchesNdjson }),
       ...(depth === undefined ? {} : { chainDepth: depth }),
       requireLedger: values['require-ledger'] === true,
+      progress,
     });
-    for (const check of report.checks) io.out(line(check.kind, `${check.subject}: ${check.message}`));
+    progress.done();
+    for (const check of report.checks) out(line(check.kind, `${check.subject}: ${check.message}`));
     const failed = report.checks.filter((c) => c.kind === 'fail').length;
-    io.out(report.ok ? `seal ${day}: every check passed` : `seal ${day}: ${failed} check(s) FAILED`);
+    out(report.ok ? `seal ${day}: every check passed` : `seal ${day}: ${failed} check(s) FAILED`);
     return report.ok ? 0 : 1;
   } catch (error) {
     if (error instanceof SourceError || (error as NodeJS.ErrnoException).code === 'ENOENT') {
-      io.err((error as Error).message);
+      err((error as Error).message);
       return 2;
     }
     throw error;
+  } finally {
+    // An unexpected error is written after this: the line is off the terminal by then.
+    progress.done();
   }
 }
 

@@ -7,6 +7,7 @@ import {
   sha256Hex,
   verifyInclusion,
 } from '@ooh/crypto';
+import type { Progress } from '@ooh/progress';
 import {
   addDays,
   almatyDate,
@@ -55,7 +56,13 @@ export interface VerifySealOptions {
   chainDepth?: number;
   /** Fail, rather than note, when the seal's ledger block is not digested yet. */
   requireLedger?: boolean;
+  /** Where the long steps report how far they are (the command line's progress line). */
+  progress?: VerifyProgress;
 }
+
+export type VerifyProgress = Pick<Progress, 'phase' | 'tick'>;
+
+const NO_PROGRESS: VerifyProgress = { phase: () => {}, tick: () => {} };
 
 const ZERO_SHA256 = '0'.repeat(64);
 
@@ -157,6 +164,13 @@ async function checkSignature(seal: StatsSeal, rootPem: string, checks: Checks):
 async function checkChain(seal: StatsSeal, options: VerifySealOptions, checks: Checks): Promise<void> {
   let current = seal;
   let followed = 0;
+  const progress = options.progress ?? NO_PROGRESS;
+  // The first seal is not known in advance: a count, unless --depth bounds the walk.
+  progress.phase('following the seal chain', {
+    total: options.chainDepth,
+    unit: 'seals',
+    detail: () => current.day,
+  });
   for (;;) {
     const prev = current.body.prev_seal_sha256;
     if (prev === ZERO_SHA256) {
@@ -189,6 +203,7 @@ async function checkChain(seal: StatsSeal, options: VerifySealOptions, checks: C
     }
     current = previous;
     followed += 1;
+    progress.tick();
   }
 }
 
@@ -323,6 +338,7 @@ async function checkLedger(seal: StatsSeal, options: VerifySealOptions, checks: 
   );
 
   // The block itself, and the chain of digests from the head down to the first block.
+  options.progress?.phase('reading the ledger');
   const block = await fetchBlock(options.source, proof.day, checks);
   if (!block) return;
   checkBlock(block, checks);
@@ -370,6 +386,9 @@ async function checkBlockChain(
   let passedSealBlock = upper.day === sealBlock.day;
   let walked = 1;
   if (upper !== sealBlock) checkBlock(upper, checks);
+  const progress = options.progress ?? NO_PROGRESS;
+  progress.phase('walking the ledger chain', { total: upper.block_height, unit: 'blocks' });
+  progress.tick();
   while (upper.block_height > 1) {
     const day = addDays(upper.day, -1);
     const lower = day === sealBlock.day ? sealBlock : await fetchBlock(options.source, day, checks);
@@ -389,6 +408,7 @@ async function checkBlockChain(
     }
     upper = lower;
     walked += 1;
+    progress.tick();
   }
   if (upper.anchor_sha256 !== ZERO_SHA256) {
     checks.fail(`ledger block ${upper.day}`, 'the first block does not anchor to 64 zeros');
@@ -445,13 +465,15 @@ function playsInBody(owner: string, body: Buffer): number | null {
     .length;
 }
 
-function checkBatches(seal: StatsSeal, ndjson: string, checks: Checks): void {
+function checkBatches(seal: StatsSeal, ndjson: string, checks: Checks, progress: VerifyProgress): void {
   const lines = ndjson.split('\n').filter((l) => l.trim() !== '');
+  progress.phase('checking the exported batches', { total: lines.length, unit: 'batches' });
   const leafHashes: Uint8Array[] = [];
   let plays = 0;
   let bad = 0;
   let previous: ExportLine | null = null;
   lines.forEach((text, index) => {
+    progress.tick();
     let value: unknown;
     try {
       value = JSON.parse(text);
@@ -545,6 +567,7 @@ export async function verifySeal(options: VerifySealOptions): Promise<VerifyRepo
     checks.fail('arguments', `${options.day} is not a calendar day YYYY-MM-DD`);
     return { ok: false, checks: checks.list };
   }
+  options.progress?.phase(`reading the seal of ${options.day}`);
   const seal = await fetchSeal(options.source, options.day, checks);
   if (seal) {
     checks.ok(
@@ -554,7 +577,9 @@ export async function verifySeal(options: VerifySealOptions): Promise<VerifyRepo
     await checkSignature(seal, options.rootPem, checks);
     await checkChain(seal, options, checks);
     await checkLedger(seal, options, checks);
-    if (options.batchesNdjson !== undefined) checkBatches(seal, options.batchesNdjson, checks);
+    if (options.batchesNdjson !== undefined) {
+      checkBatches(seal, options.batchesNdjson, checks, options.progress ?? NO_PROGRESS);
+    }
   }
   return { ok: checks.passed, checks: checks.list };
 }

@@ -147,6 +147,107 @@ describe('the verifier on an honest platform', () => {
     await expect(run('node', [...args.slice(0, 5)], { cwd: REPO })).rejects.toMatchObject({ code: 2 });
   });
 
+  test('the long steps report their progress: batches and ledger blocks against their totals, the seal chain counted', async () => {
+    const events: string[] = [];
+    let current = '';
+    const counts = new Map<string, number>();
+    const res = await apiCall(p.servers.api, p.adminKey, 'GET', `/api/v1/console/seals/${DAY}/batches`);
+    const report = await verifySeal({
+      day: DAY,
+      source: httpSource(verifyUrl),
+      rootPem,
+      batchesNdjson: res.body,
+      progress: {
+        phase: (name, options) => {
+          current = name;
+          events.push(`${name} / ${options?.total ?? '?'}`);
+        },
+        tick: (n = 1) => counts.set(current, (counts.get(current) ?? 0) + n),
+      },
+    });
+    expect(report.ok).toBe(true);
+    expect(events).toEqual([
+      `reading the seal of ${DAY} / ?`,
+      'following the seal chain / ?',
+      'reading the ledger / ?',
+      'walking the ledger chain / 4',
+      'checking the exported batches / 4',
+    ]);
+    // One previous seal (the 18th, the first); blocks 21st..18th; the 4 batches of the day.
+    expect(Object.fromEntries(counts)).toEqual({
+      'following the seal chain': 1,
+      'walking the ledger chain': 4,
+      'checking the exported batches': 4,
+    });
+  });
+
+  test('the CLI draws progress on a terminal (stderr), nothing in a pipe, in CI or with --no-progress; stdout the same', async () => {
+    const command = [
+      'node',
+      '--conditions=source',
+      '--import',
+      'tsx',
+      path.join(REPO, 'apps/platform/src/verifier/cli.ts'),
+      'seal',
+      DAY,
+      '--from',
+      verifyUrl,
+      '--root',
+      rootFile,
+      '--batches',
+      exportFile,
+    ];
+    // Whatever runs this test (a CI service sets CI=true): a terminal with no CI variable, no colour.
+    const env: NodeJS.ProcessEnv = { ...process.env, TERM: 'xterm', NO_COLOR: '1' };
+    for (const name of [
+      'CI',
+      'CONTINUOUS_INTEGRATION',
+      'GITHUB_ACTIONS',
+      'GITLAB_CI',
+      'BUILDKITE',
+      'OOH_PROGRESS',
+    ]) {
+      delete env[name];
+    }
+    // A pipe: stdout as it always was, not one byte on stderr.
+    const piped = await run(command[0]!, command.slice(1), { cwd: REPO, env });
+    expect(piped.stderr).toBe('');
+    expect(piped.stdout).toMatch(/^ok +seal 2026-11-19: CMS signature verifies/m);
+    expect(piped.stdout).toContain(`seal ${DAY}: every check passed\n`);
+    // A pseudo-terminal from util-linux `script` (in bsdutils, which Debian always installs): stdout and stderr are
+    // both the terminal, so what it shows is both, with \r\n for \n.
+    const onTerminal = async (extra: string[], extraEnv: NodeJS.ProcessEnv = {}) => {
+      const shell = [...command, ...extra].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
+      const { stdout } = await run('script', ['-qfec', shell, '/dev/null'], {
+        cwd: REPO,
+        env: { ...env, ...extraEnv },
+      });
+      return stdout.replaceAll('\r\n', '\n');
+    };
+    // A progress line is drawn as "\r<line>\x1b[K" and taken off as "\r\x1b[K".
+    const FRAME = /\r[^\r\n]*?\x1b\[K/g;
+    const shown = await onTerminal([]);
+    const frames = shown.match(FRAME) ?? [];
+    expect(frames.some((f) => /^\r. reading the batch export {2}0:00\x1b\[K$/.test(f))).toBe(true);
+    // Every line drawn is taken off before the output, which is exactly what the pipe got.
+    expect(frames.at(-1)).toBe('\r\x1b[K');
+    expect(shown).not.toMatch(/\r[^\r\n]+?\x1b\[K[^\r]/);
+    expect(shown.replace(FRAME, '')).toBe(piped.stdout);
+    for (const [extra, extraEnv] of [
+      [['--no-progress'], {}],
+      [[], { CI: 'true' }],
+      [[], { TERM: 'dumb' }],
+      [[], { OOH_PROGRESS: '0' }],
+    ] as const) {
+      const quiet = await onTerminal([...extra], extraEnv);
+      expect(quiet, JSON.stringify({ extra, extraEnv })).toBe(piped.stdout);
+    }
+    // --progress draws even into a pipe (for a terminal the program cannot see), on stderr only.
+    const forced = await run(command[0]!, [...command.slice(1), '--progress'], { cwd: REPO, env });
+    expect(forced.stdout).toBe(piped.stdout);
+    expect(forced.stderr).toMatch(/reading the batch export/);
+  });
+
   test('a seal whose ledger is not digested yet is a note; a day never sealed fails', async () => {
     const pending = await verifySeal({ day: '2026-11-21', source: httpSource(verifyUrl), rootPem });
     expect(pending.ok).toBe(true);
