@@ -21,6 +21,25 @@ function captureIo(): CliIo & { text: () => string } {
   };
 }
 
+/** stderr a terminal (outside CI, no colour): the progress line is drawn there; stdout kept apart. */
+function terminalIo(): CliIo & { stdout: () => string; stderr: () => string } {
+  let stdout = '';
+  let stderr = '';
+  return {
+    out: (chunk) => {
+      stdout += chunk;
+    },
+    err: (chunk) => {
+      stderr += chunk;
+    },
+    isTty: true,
+    columns: 120,
+    env: { NO_COLOR: '1' },
+    stdout: () => stdout,
+    stderr: () => stderr,
+  };
+}
+
 test(
   'hardware-sim run <scenario>: starts its own platform, runs the fleet, prints the reconciliation; check reads a player',
   { timeout: 240_000 },
@@ -30,15 +49,23 @@ test(
     const previous = process.env['DATABASE_URL'];
     process.env['DATABASE_URL'] = database.url;
     try {
-      const io = captureIo();
+      const io = terminalIo();
       const code = await main(
         ['run', path.join(REPO_ROOT, 'hardware-sim/scenarios/smoke.json'), '--dir', dir],
         io,
       );
-      console.log(io.text());
+      console.log(io.stdout());
       expect(code).toBe(0);
-      expect(io.text()).toContain('RECONCILED: no play lost, none counted twice');
-      expect(io.text()).toMatch(/plays counted\s+\d+/);
+      expect(io.stdout()).toContain('RECONCILED: no play lost, none counted twice');
+      expect(io.stdout()).toMatch(/plays counted\s+\d+/);
+      // Progress on stderr only, each line drawn as "\r<line>\x1b[K" and taken off (last) as "\r\x1b[K".
+      expect(io.stdout()).not.toMatch(/[\r\x1b]/);
+      const frames = io.stderr().match(/\r[^\r\n]*?\x1b\[K/g) ?? [];
+      expect(frames.join('')).toBe(io.stderr());
+      expect(frames.at(-1)).toBe('\r\x1b[K');
+      expect(frames.some((f) => f.startsWith('\r- starting a platform'))).toBe(true);
+      expect(frames.some((f) => /^\rrunning smoke [#-]{20} {2}\d+% {2}\d+:\d\d .*shown/.test(f))).toBe(true);
+      for (const frame of frames) expect(frame.length - 4).toBeLessThanOrEqual(119);
 
       const players = path.join(dir, 'fleet', 'players');
       const { readdirSync } = await import('node:fs');

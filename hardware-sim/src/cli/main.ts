@@ -4,6 +4,7 @@ import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type AgentConfig, AgentError, type AgentStatus, loadConfig, readStatus } from '@ooh/agent';
+import { createProgress, type Env, PROGRESS_FLAGS, type Progress, progressMode } from '@ooh/progress';
 import { formatAlmaty } from '@ooh/protocol';
 import { LocalHost } from '../fleet/host.js';
 import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '../fleet/provision.js';
@@ -33,18 +34,29 @@ const USAGE = `usage: hardware-sim <command> ...
 
   schema
         print the scenario JSON schema.
+
+  run and player draw their progress on stderr when it is a terminal (not in CI, not in a pipe); --progress
+  draws it anyway, --no-progress never (or OOH_PROGRESS=1 / 0). stdout holds the output alone.
 `;
 
 export interface CliIo {
   out: (text: string) => void;
   err: (text: string) => void;
+  /** Whether `err` is a terminal: the progress of run and player is drawn there (@ooh/progress). */
   isTty: boolean;
+  /** The terminal's width, so the progress line never wraps. */
+  columns?: number | undefined;
+  /** Default process.env (CI, TERM, NO_COLOR, OOH_PROGRESS). */
+  env?: Env;
 }
 
 const defaultIo: CliIo = {
   out: (text) => process.stdout.write(text),
   err: (text) => process.stderr.write(text),
-  isTty: process.stdout.isTTY === true,
+  isTty: process.stderr.isTTY === true,
+  get columns() {
+    return process.stderr.columns;
+  },
 };
 
 /** Bad input on the command line: answered with the problem and the usage, exit code 2. */
@@ -62,7 +74,24 @@ function parseCommandLine(argv: string[]) {
       structure: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
+      ...PROGRESS_FLAGS,
     },
+  });
+}
+
+/** The progress line of one command, on `io.err`, when it is a terminal (or the flags say so). */
+function progressFor(io: CliIo, flags: { progress?: boolean; 'no-progress'?: boolean }): Progress {
+  const env = io.env ?? process.env;
+  return createProgress({
+    stream: {
+      write: io.err,
+      isTTY: io.isTty,
+      get columns() {
+        return io.columns;
+      },
+    },
+    mode: progressMode(flags, env),
+    env,
   });
 }
 
@@ -91,7 +120,12 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
         // Checked before anything starts: a typo in a URL should not cost a platform start.
         const urls = values.platform ? parsePlatform(values.platform) : null;
         if (urls && !values['admin-key']) return usage(io, '--platform needs --admin-key');
-        return await runCommand(target, { dir: values.dir, urls, adminKey: values['admin-key'] }, io);
+        return await runCommand(
+          target,
+          { dir: values.dir, urls, adminKey: values['admin-key'] },
+          io,
+          progressFor(io, values),
+        );
       }
       case 'player': {
         if (!values.platform || !values['admin-key'] || !values.structure) {
@@ -103,6 +137,7 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
           values.structure,
           values.dir,
           io,
+          progressFor(io, values),
         );
       }
       case 'check': {
@@ -152,6 +187,7 @@ async function runCommand(
   file: string,
   values: { dir: string | undefined; urls: PlatformUrls | null; adminKey: string | undefined },
   io: CliIo,
+  progress: Progress,
 ): Promise<number> {
   let scenario: Scenario;
   try {
@@ -163,59 +199,69 @@ async function runCommand(
     }
     throw error;
   }
+  // Every line of output goes through the progress line, which is taken off the terminal first.
+  const say = (text: string) => progress.print(text, io.out);
   const dir = resolve(values.dir ?? mkdtempSync(join(os.tmpdir(), `hardware-sim-${scenario.name}-`)));
   // An embedded PostgreSQL started by root runs as another user: it must be able to reach its folder.
   if (!values.dir) chmodSync(dir, 0o755);
-  io.out(
+  say(
     `scenario ${scenario.name}: ${scenario.fleet.players} players for ${scenario.time.duration}; files in ${dir}\n`,
   );
   const terminate = scenario.fleet.network === 'terminate';
   let access: PlatformAccess;
   let spawned: Awaited<ReturnType<typeof spawnPlatform>> | null = null;
-  if (values.urls && values.adminKey) {
-    access = {
-      urls: values.urls,
-      adminKey: values.adminKey,
-      clock: scenario.time.virtual === false ? null : 'http',
-      ...(terminate ? { clientCertHeader: 'x-client-cert' } : {}),
-    };
-  } else {
-    io.out('starting a platform (test clock, embedded PostgreSQL unless DATABASE_URL is set) ...\n');
-    spawned = await spawnPlatform({
-      dataDir: join(dir, 'platform'),
-      testClock: scenario.time.virtual !== false,
-      ...(terminate
-        ? {
-            env: {
-              DEVICES_TLS_TERMINATION: 'proxy',
-              DEVICES_CLIENT_CERT_HEADER: 'x-client-cert',
-              DEVICES_TRUSTED_PROXIES: '127.0.0.1',
-            },
-          }
-        : {}),
-    });
-    access = {
-      urls: spawned.urls,
-      adminKey: spawned.adminKey,
-      clock: scenario.time.virtual === false ? null : 'http',
-      restart: (downMs) => spawned!.restart(downMs),
-      ...(terminate ? { clientCertHeader: 'x-client-cert' } : {}),
-    };
-  }
-  const bar = progressBar(io);
   try {
+    if (values.urls && values.adminKey) {
+      access = {
+        urls: values.urls,
+        adminKey: values.adminKey,
+        clock: scenario.time.virtual === false ? null : 'http',
+        ...(terminate ? { clientCertHeader: 'x-client-cert' } : {}),
+      };
+    } else {
+      say('starting a platform (test clock, embedded PostgreSQL unless DATABASE_URL is set) ...\n');
+      progress.phase('starting a platform');
+      spawned = await spawnPlatform({
+        dataDir: join(dir, 'platform'),
+        testClock: scenario.time.virtual !== false,
+        ...(terminate
+          ? {
+              env: {
+                DEVICES_TLS_TERMINATION: 'proxy',
+                DEVICES_CLIENT_CERT_HEADER: 'x-client-cert',
+                DEVICES_TRUSTED_PROXIES: '127.0.0.1',
+              },
+            }
+          : {}),
+      });
+      access = {
+        urls: spawned.urls,
+        adminKey: spawned.adminKey,
+        clock: scenario.time.virtual === false ? null : 'http',
+        restart: (downMs) => spawned!.restart(downMs),
+        ...(terminate ? { clientCertHeader: 'x-client-cert' } : {}),
+      };
+    }
+    // The run itself: how far through the scenario's time, with the virtual clock and the plays shown so far.
+    let running = false;
+    let detail = '';
     const result = await runScenario(scenario, {
       dir: join(dir, 'fleet'),
       platform: access,
-      onProgress: (p) =>
-        bar(
-          p.fraction,
+      progress,
+      onProgress: (p) => {
+        if (!running) {
+          running = true;
+          progress.phase(`running ${scenario.name}`, { total: 1, count: false, detail: () => detail });
+        }
+        detail =
           `${formatAlmaty(p.virtualNow).slice(0, 16).replace('T', ' ')}  shown ${p.shown.toLocaleString('en-US')}` +
-            (p.step ? `  ${p.step}` : ''),
-        ),
-      log: (line) => bar(null, line),
+          (p.step ? `  ${p.step}` : '');
+        progress.update(p.fraction);
+      },
+      log: (line) => say(`${line}\n`),
     });
-    bar(1, 'done', true);
+    progress.done();
     const totals = result.reconciliation.totals;
     const rows: [string, string][] = [
       ['scenario', scenario.name],
@@ -238,30 +284,10 @@ async function runCommand(
     io.out(formatReconciliation(result.reconciliation));
     return result.ok ? 0 : 1;
   } finally {
+    // A failure's reason is written after this: the line is off the terminal by then.
+    progress.done();
     await spawned?.stop();
   }
-}
-
-/** One progress line, rewritten in place on a terminal; a line every 10 s otherwise. */
-function progressBar(io: CliIo): (fraction: number | null, text: string, final?: boolean) => void {
-  let lastPrinted = 0;
-  let lastFraction = 0;
-  return (fraction, text, final = false) => {
-    if (fraction === null) {
-      // A log line: on its own line, keeping the bar below it.
-      io.out(io.isTty ? `\r\x1b[2K${text}\n` : `${text}\n`);
-      return;
-    }
-    lastFraction = fraction;
-    const width = 30;
-    const filled = Math.round(lastFraction * width);
-    const line = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${(lastFraction * 100).toFixed(0).padStart(3)}%  ${text}`;
-    if (io.isTty) io.out(`\r\x1b[2K${line}${final ? '\n' : ''}`);
-    else if (final || Date.now() - lastPrinted >= 10_000) {
-      io.out(`${line}\n`);
-      lastPrinted = Date.now();
-    }
-  };
 }
 
 // --- player (commissioning) ---------------------------------------------------------------------------
@@ -272,7 +298,36 @@ async function playerCommand(
   structureCode: string,
   dirOption: string | undefined,
   io: CliIo,
+  progress: Progress,
 ): Promise<number> {
+  try {
+    return await commission(
+      urls,
+      adminKey,
+      structureCode,
+      dirOption,
+      {
+        ...io,
+        // Every line goes through the progress line, which is taken off the terminal first.
+        out: (text) => progress.print(text, io.out),
+        err: (text) => progress.print(text, io.err),
+      },
+      progress,
+    );
+  } finally {
+    progress.done();
+  }
+}
+
+async function commission(
+  urls: PlatformUrls,
+  adminKey: string,
+  structureCode: string,
+  dirOption: string | undefined,
+  io: CliIo,
+  progress: Progress,
+): Promise<number> {
+  progress.phase('reading the structures');
   const admin = new ConsoleClient(urls.api, adminKey);
   const { items } = await admin.call<{ items: { id: string; code: string; organisation_id: string }[] }>(
     'GET',
@@ -295,6 +350,7 @@ async function playerCommand(
   const today = formatAlmaty(new Date()).slice(0, 10);
   const info: StructureInfo = { id: structure.id, code: structure.code };
   io.out('1. approving a test creative for the structure ...\n');
+  progress.phase('approving a test creative');
   const [creative] = await issueCreatives({
     admin,
     operator,
@@ -306,6 +362,7 @@ async function playerCommand(
   });
   io.out(`   approval ${creative!.approvalNumber}, media sha256 ${creative!.sha256}\n`);
   io.out('2. enrolling a player (device key, client certificate) ...\n');
+  progress.phase('enrolling the player');
   const rootResponse = await fetch(`${urls.verify}/v1/authority-root.pem`);
   const files = await enrolPlayer({
     operator,
@@ -330,6 +387,7 @@ async function playerCommand(
   io.out(`   device ${files.deviceId}, certificate until ${files.certificateNotAfter ?? '(none)'}\n`);
   placeCreative(join(dir, 'media'), creative!);
   io.out('3. playing the test creative and sending the play ...\n');
+  progress.phase("playing and waiting for the platform's answer (at most 1:30)");
   const host = new LocalHost({ name: 'commissioning', virtualStartMs: null, onPlayed: () => {} });
   await host.add({ id: structureCode, configFile: files.configFile, seed: 1 });
   await host.start(structureCode);
@@ -352,6 +410,7 @@ async function playerCommand(
     io.err('   no play was answered within 90 s: see agent.log in the folder above\n');
     return 1;
   }
+  progress.done();
   const play = answered.plays.find((p) => p.acknowledged)!;
   io.out(
     `   play ${play.playId} (${play.durationMs} ms) answered: ${play.status}${play.reason ? ` (${play.reason})` : ''}\n`,

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type AgentStatus, loadConfig } from '@ooh/agent';
+import type { Progress } from '@ooh/progress';
 import type { DisplayedPlay } from '../hardware/sim-display.js';
 import { NetworkSegment } from '../network/segment.js';
 import { createProxyTls, type ProxyTls } from '../network/tls-identity.js';
@@ -67,7 +68,12 @@ export interface FleetOptions {
   network?: { devicesMode: 'tunnel' | 'terminate'; clientCertHeader?: string } | null;
   settings?: Partial<Omit<AgentSettings, 'shipping'>> & { shipping?: Partial<AgentSettings['shipping']> };
   log?: (line: string) => void;
+  /** The command line's progress line (@ooh/progress): enrolling, starting, draining and reconciling a fleet. */
+  progress?: FleetProgress;
 }
+
+/** What the fleet reports its long steps to. */
+export type FleetProgress = Pick<Progress, 'phase' | 'tick'>;
 
 export interface ProvisionOptions {
   players: number | string[];
@@ -189,6 +195,7 @@ export class Fleet {
           )
         : plan.players;
     this.log(`creating ${codes.length} structures`);
+    this.options.progress?.phase(`creating ${codes.length.toLocaleString('en-US')} structures`);
     const structures = await createStructures(this.admin, this.operator.id, codes, {
       ...(plan.district ? { district: plan.district } : {}),
       ...(plan.format ? { format: plan.format } : {}),
@@ -196,6 +203,7 @@ export class Fleet {
     this.structures.push(...structures);
     const operatorClient = this.admin.as(this.operator.key);
     this.log(`approving ${plan.creatives.length} creatives`);
+    this.options.progress?.phase(`approving ${plan.creatives.length} creatives`);
     const issued =
       plan.creatives.length === 0
         ? []
@@ -210,10 +218,11 @@ export class Fleet {
     this.creatives.push(...issued);
     this.authorityRootPem ??= await authorityRoot(this.options.platform.urls.verify);
     this.log(`enrolling ${structures.length} players`);
+    this.options.progress?.phase('enrolling players', { total: structures.length, unit: 'players' });
     const certificateFor = (i: number) =>
       typeof plan.certificates === 'function' ? plan.certificates(i) : plan.certificates !== false;
-    const files = await mapLimit(structures, 8, (structure, i) =>
-      enrolPlayer({
+    const files = await mapLimit(structures, 8, async (structure, i) => {
+      const enrolled = await enrolPlayer({
         operator: operatorClient,
         dir: join(this.options.dir, 'players', structure.code),
         structure,
@@ -221,8 +230,10 @@ export class Fleet {
         authorityRootPem: this.authorityRootPem!,
         settings: this.settings,
         certificate: certificateFor(i),
-      }),
-    );
+      });
+      this.options.progress?.tick();
+      return enrolled;
+    });
     const chain = files.find((f) => f.chainPem)?.chainPem;
     if (chain && this.segment) this.segment.trustClientCas(chain);
     for (const file of files) {
@@ -381,8 +392,11 @@ export class Fleet {
   }
 
   /** Starts every player not running (in parallel, in batches). */
-  async startAll(ids: string[] = this.ids()): Promise<void> {
-    const waiting = ids.filter((id) => !this.player(id).running);
+  async startAll(ids?: string[]): Promise<void> {
+    const waiting = (ids ?? this.ids()).filter((id) => !this.player(id).running);
+    // The whole fleet at its start is shown; one player back after a power cut is not (a run's own line stays).
+    const progress = ids === undefined ? this.options.progress : undefined;
+    progress?.phase('starting players', { total: waiting.length, unit: 'players' });
     // Hosts first (sequentially: several child processes starting at once compete for the same cores).
     for (const [i, id] of waiting.entries()) this.player(id).host ??= await this.hostFor(i, id);
     await mapLimit(waiting, 16, async (id) => {
@@ -392,6 +406,7 @@ export class Fleet {
       });
       await player.host!.start(id);
       player.running = true;
+      progress?.tick();
     });
     await this.driver?.sync();
   }
@@ -501,9 +516,13 @@ export class Fleet {
     const driver = this.requireDriver();
     const until = driver.now() + (options.maxMs ?? 6 * 3_600_000);
     const step = options.stepMs ?? 5 * 60_000;
+    let left = 0;
+    this.options.progress?.phase('draining queues', {
+      detail: () => `${left.toLocaleString('en-US')} record(s) queued`,
+    });
     for (;;) {
       const queues = await this.queues();
-      const left = Object.values(queues).reduce((sum, depth) => sum + depth, 0);
+      left = Object.values(queues).reduce((sum, depth) => sum + depth, 0);
       if (left === 0) return true;
       if (driver.now() >= until) {
         this.log(`drain: ${left} record(s) still queued`);
@@ -520,13 +539,16 @@ export class Fleet {
   /** Reads every player's log and the platform's counts, and reconciles them with the ground truth. */
   async reconcile(options: { allowedRefusals?: number } = {}): Promise<Reconciliation> {
     const logs = new Map<string, AgentLogSummary>();
+    this.options.progress?.phase("reading the players' logs", { total: this.players.size, unit: 'players' });
     for (const player of this.players.values()) {
       try {
         logs.set(player.id, this.readLog(player.id));
       } catch (error) {
         this.onWarning(`${player.id}: ${(error as Error).message}`);
       }
+      this.options.progress?.tick();
     }
+    this.options.progress?.phase("reading the platform's counts");
     const { items } = await this.admin.playCounts();
     const mine = new Set([...this.players.values()].map((p) => `device:${p.files.deviceId}`));
     return reconcile({

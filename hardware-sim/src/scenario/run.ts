@@ -1,5 +1,5 @@
 import { addDays, almatyDate } from '@ooh/protocol';
-import { Fleet, type Placement } from '../fleet/fleet.js';
+import { Fleet, type FleetProgress, type Placement } from '../fleet/fleet.js';
 import type { PlatformUrls } from '../platform/console-client.js';
 import type { PlatformClock } from '../time/driver.js';
 import type { Reconciliation } from '../truth/reconcile.js';
@@ -48,6 +48,8 @@ export async function runScenario(
     platform: PlatformAccess;
     onProgress?: (progress: ScenarioProgress) => void;
     log?: (line: string) => void;
+    /** The steps before and after the run itself (enrolling, starting, draining, reconciling). */
+    progress?: FleetProgress;
   },
 ): Promise<ScenarioResult> {
   const began = performance.now();
@@ -81,6 +83,7 @@ export async function runScenario(
           },
     ...(scenario.agent ? { settings: scenario.agent } : {}),
     ...(args.log ? { log: args.log } : {}),
+    ...(args.progress ? { progress: args.progress } : {}),
   });
   try {
     const day = almatyDate(new Date(startMs));
