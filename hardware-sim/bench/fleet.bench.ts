@@ -14,6 +14,7 @@
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
+import { createProgress } from '@ooh/progress';
 import { addDays, almatyDate } from '@ooh/protocol';
 import { Fleet } from '../src/fleet/fleet.js';
 import { spawnPlatform } from '../src/platform/spawn.js';
@@ -88,7 +89,16 @@ export async function run(): Promise<Record<string, number>> {
   // The embedded PostgreSQL may run as another user (when started by root): let it reach its folder.
   chmodSync(dir, 0o755);
   const platformDir = join(dir, 'platform');
-  const platform = await spawnPlatform({ dataDir: platformDir, env: { LOG_LEVEL: 'error' } });
+  // Progress on stderr, on a terminal only (@ooh/progress): enrolling and starting each size's players, then the
+  // warm-up and the window (what is measured runs in other processes).
+  const progress = createProgress();
+  progress.phase('starting a platform');
+  const platform = await spawnPlatform({ dataDir: platformDir, env: { LOG_LEVEL: 'error' } }).catch(
+    (error: unknown) => {
+      progress.done();
+      throw error;
+    },
+  );
   const isPlatform = (p: ProcInfo) =>
     p.ppid === process.pid && p.cmdline.includes('apps/platform/src/main.ts') && p.cmdline.includes(' run');
   // The platform's own PostgreSQL: its postmaster (started on the platform's data folder) and that one's backends.
@@ -102,6 +112,7 @@ export async function run(): Promise<Record<string, number>> {
     dir: join(dir, 'fleet'),
     platform: { urls: platform.urls, adminKey: platform.adminKey },
     placement: { mode: 'children', count: 2 },
+    progress,
     settings: {
       image_duration_ms: PLAY_MS,
       media_recheck_ms: 3_600_000,
@@ -131,7 +142,9 @@ export async function run(): Promise<Record<string, number>> {
       await fleet.startAll();
       const perPlayerMs = (performance.now() - provisionStart) / (size - enrolled);
       enrolled = size;
+      progress.phase(`${size.toLocaleString('en-US')} players: warming up (${WARMUP_MS / 1000} s)`);
       await new Promise((resolve) => setTimeout(resolve, WARMUP_MS));
+      progress.phase(`${size.toLocaleString('en-US')} players: measuring (${WINDOW_MS / 1000} s)`);
 
       const shown0 = fleet.groundTruth.count;
       const p0 = sample(isPlatform);
@@ -163,6 +176,7 @@ export async function run(): Promise<Record<string, number>> {
       else break;
     }
   } finally {
+    progress.done();
     await fleet.close();
     await platform.stop();
     rmSync(dir, { recursive: true, force: true });

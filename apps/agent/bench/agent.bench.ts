@@ -8,6 +8,7 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, rmdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { createProgress } from '@ooh/progress';
 import { build } from 'esbuild';
 import { openAgentDatabase } from '../src/log/database.js';
 import { PlayLog } from '../src/log/play-log.js';
@@ -88,6 +89,8 @@ async function runChild(
 export async function run(): Promise<Record<string, number>> {
   const dir = tempDir('agent-bench-');
   const platform = await TestPlatform.start();
+  // The setup's progress on stderr, on a terminal only (@ooh/progress); drawn after the in-process timing of 1.
+  const progress = createProgress();
   try {
     // 1. Plays logged per second, synchronous FULL.
     const logDb = openAgentDatabase(join(dir.path, 'log-bench', 'agent.sqlite'));
@@ -98,6 +101,7 @@ export async function run(): Promise<Record<string, number>> {
     const playsPerSecond = LOGGED_PLAYS / ((performance.now() - started) / 1000);
     logDb.close();
 
+    progress.phase('bundling the agent core');
     const pki = await createTestPki();
     const script = await bundleChild();
     const fast = {
@@ -105,6 +109,7 @@ export async function run(): Promise<Record<string, number>> {
     };
 
     // 2. Idle RSS.
+    progress.phase('measuring: idle agent');
     const idle = await setUpAgent({
       dir: join(dir.path, 'idle'),
       platform,
@@ -125,10 +130,15 @@ export async function run(): Promise<Record<string, number>> {
     const backlogDb = openAgentDatabase(join(ship.config.dataDir, 'agent.sqlite'));
     const backlog = new PlayLog(backlogDb);
     const now = new Date();
+    progress.phase('filling the backlog', { total: BACKLOG, unit: 'plays' });
     backlog.inTransaction(() => {
-      for (let i = 0; i < BACKLOG; i++) backlog.appendPlay(play(i, now));
+      for (let i = 0; i < BACKLOG; i++) {
+        backlog.appendPlay(play(i, now));
+        progress.tick();
+      }
     });
     backlogDb.close();
+    progress.phase(`measuring: shipping ${BACKLOG.toLocaleString('en-US')} plays`);
     const shipResult = await runChild(script, 'ship', ship.configPath);
     const shipped = platform.playCount(ship.deviceId);
     if (shipped !== BACKLOG) throw new Error(`platform counted ${shipped} of ${BACKLOG} plays`);
@@ -144,6 +154,7 @@ export async function run(): Promise<Record<string, number>> {
       backlog_batches: shipResult['last_batch']!,
     };
   } finally {
+    progress.done();
     await platform.close();
     dir.cleanup();
     rmSync(join(AGENT_ROOT, 'node_modules', '.cache', 'agent-bench'), { recursive: true, force: true });

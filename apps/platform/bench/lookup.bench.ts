@@ -17,6 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
+import { createProgress, type Progress } from '@ooh/progress';
 import { lookupCreatives, type Viewer } from '../src/approvals/lookup.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
@@ -50,11 +51,19 @@ const SEEDED_TABLES = [
  * Seeds organisations, structures and `approvals` approved submissions, each with its media row and two
  * structures, filled as the approve route fills them (copies of owner, number, codes and covering owners).
  */
-export async function seed(db: Db, approvals: number, log: (m: string) => void): Promise<void> {
+export async function seed(
+  db: Db,
+  approvals: number,
+  log: (m: string) => void,
+  progress: Progress = createProgress({ mode: 'never' }),
+): Promise<void> {
   const client = await db.connect();
+  let current = '';
   const step = async (what: string, sql: string, params: unknown[] = []) => {
+    current = what;
     const started = performance.now();
     await client.query(sql, params);
+    progress.tick();
     log(`  ${what}: ${((performance.now() - started) / 1000).toFixed(1)} s`);
   };
   try {
@@ -67,6 +76,12 @@ export async function seed(db: Db, approvals: number, log: (m: string) => void):
           AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)`,
       [SEEDED_TABLES],
     );
+    // Six tables, the indexes rebuilt, VACUUM: one statement a step, each timed.
+    progress.phase(`seeding ${approvals.toLocaleString('en-US')} approvals`, {
+      total: 6 + indexes.length + 1,
+      unit: 'steps',
+      detail: () => current,
+    });
     for (const index of indexes) await client.query(`DROP INDEX ${index.name}`);
     // Seeding only: foreign-key triggers off for this session (the generated rows are consistent).
     await client.query("SET session_replication_role = 'replica'");
@@ -241,15 +256,22 @@ export async function run(
   options: { approvals?: number; log?: (m: string) => void } = {},
 ): Promise<Record<string, number>> {
   const approvals = options.approvals ?? APPROVALS;
-  const log = options.log ?? ((m: string) => process.stderr.write(`${m}\n`));
+  // The setup's progress on stderr, on a terminal only (@ooh/progress); none while lookups are timed (the CPU time
+  // of this process per call is a figure).
+  const progress = createProgress();
+  const write = options.log ?? ((m: string) => process.stderr.write(`${m}\n`));
+  const log = (m: string) => progress.print(m, write);
+  progress.phase('starting PostgreSQL');
   const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-bench-lookup-'));
   const pgDir = path.join(dir, 'pgdata');
   let pg = await startEmbeddedPostgres({ dir: pgDir, fsync: false });
   let db = createPool(pg.url, { max: CONCURRENCY + 2, applicationName: 'ooh-bench' });
   try {
+    progress.phase('migrating');
     await migrate(db);
     log(`seeding ${approvals} approvals`);
-    await seed(db, approvals, log);
+    await seed(db, approvals, log, progress);
+    progress.done();
     // An operator (structures covered by some approvals, most hashes not visible to it) and the authority.
     const operator: Viewer = {
       organisationId: (await db.query("SELECT md5('org1')::uuid AS id")).rows[0].id,
@@ -302,6 +324,7 @@ export async function run(
     result['cpus'] = os.cpus().length;
     return result;
   } finally {
+    progress.done();
     await db.end();
     await pg.stop();
     await rm(dir, { recursive: true, force: true });

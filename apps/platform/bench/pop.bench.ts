@@ -28,6 +28,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { es256Sign, exportPublicKeySpki, generateEs256KeyPair, publicKeyFingerprint } from '@ooh/crypto';
+import { createProgress, type Progress } from '@ooh/progress';
 import { Pool } from 'undici';
 import { generateApiKey } from '../src/auth/api-keys.js';
 import { freePort, startEmbeddedPostgres } from '../src/db/embedded.js';
@@ -55,7 +56,9 @@ const SCENARIOS = new Set(
   (process.env['POP_BENCH_SCENARIOS'] ?? 'cms,agent,copy').split(',').map((s) => s.trim()),
 );
 
-const log = (message: string) => console.error(`  [pop] ${message}`);
+// The setup's progress on stderr, on a terminal only (@ooh/progress); the figures on stdout are untouched.
+let progress: Progress = createProgress({ mode: 'never' });
+const log = (message: string) => progress.print(`  [pop] ${message}\n`, (text) => process.stderr.write(text));
 const media = (k: number) => randomBytesHex(32, k);
 function randomBytesHex(bytes: number, seed: number): string {
   return Buffer.alloc(bytes, seed + 1).toString('hex');
@@ -293,7 +296,9 @@ async function seedInstallations(db: Db, fixture: Fixture, count: number, at: Da
     fixture.structures.map((s) => s.id),
   ]);
   const installations: Installation[] = [];
+  progress.phase(`creating ${count} CMS installations`, { total: count, unit: 'installations' });
   for (let i = 0; i < count; i += 1) {
+    progress.tick();
     const keys = generateEs256KeyPair();
     const apiKey = generateApiKey();
     await db.query(
@@ -471,7 +476,9 @@ async function seedDevices(db: Db, fixture: Fixture, at: Date): Promise<Device[]
   const structures: string[] = [];
   const spkis: string[] = [];
   const fingerprints: string[] = [];
+  progress.phase(`creating ${DEVICES} devices`, { total: DEVICES, unit: 'devices' });
   for (let d = 0; d < DEVICES; d += 1) {
+    progress.tick();
     const keys = generateEs256KeyPair();
     const id = randomUUID();
     devices.push({ id, privateKey: keys.privateKey });
@@ -663,11 +670,14 @@ async function copyScenario(db: Db, statement: string, perConnection: Buffer[][]
 // ---- run ----
 
 export async function run(): Promise<Record<string, number>> {
+  progress = createProgress();
+  progress.phase('starting PostgreSQL');
   const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-pop-bench-'));
   const pg = await startEmbeddedPostgres({ dir: path.join(dir, 'pgdata'), fsync: true });
   const db = createPool(pg.url, { max: 8, applicationName: 'pop-bench' });
   let child: ChildProcess | null = null;
   try {
+    progress.phase('migrating and seeding');
     await migrate(db);
     const at = new Date();
     const { fixture } = await seedBase(db, at);
@@ -677,6 +687,7 @@ export async function run(): Promise<Record<string, number>> {
       devices: await freePort(),
       verify: await freePort(),
     };
+    progress.phase('starting the platform');
     child = await startPlatformProcess(pg.url, path.join(dir, 'data'), ports);
     const apiUrl = `http://127.0.0.1:${ports.api}`;
     const agentsUrl = `http://127.0.0.1:${ports.agents}`;
@@ -697,10 +708,18 @@ export async function run(): Promise<Record<string, number>> {
       const now = new Date();
       const one = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER, at);
       const two = await seedInstallations(db, fixture, INSTALLATIONS_PER_SENDER * 2, at);
-      const batchesFor = (installations: Installation[], count: number, order: PlayOrder = 'chronological') =>
-        Array.from({ length: count }, (_, b) =>
-          cmsRequest(installations[b % installations.length]!, fixture, now, order),
-        );
+      const batchesFor = (
+        installations: Installation[],
+        count: number,
+        order: PlayOrder = 'chronological',
+      ) => {
+        progress.phase(`signing and compressing ${count} CMS batches`, { total: count, unit: 'batches' });
+        return Array.from({ length: count }, (_, b) => {
+          const request = cmsRequest(installations[b % installations.length]!, fixture, now, order);
+          progress.tick();
+          return request;
+        });
+      };
       const oneSender = [batchesFor(one, CMS_BATCHES_PER_SENDER)];
       twoSenders = [
         batchesFor(two.slice(0, INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER),
@@ -713,10 +732,12 @@ export async function run(): Promise<Record<string, number>> {
         // Warm-up (JIT, key cache, partition): one batch of another installation set.
         const warm = await seedInstallations(db, fixture, 1, at);
         await cmsScenario(apiUrl, [batchesFor(warm, 2)]);
+        progress.phase('measuring: CMS, 1 sender');
         meter = cpuMeter(child.pid!, pgData);
         const cms1 = await cmsScenario(apiUrl, oneSender);
         const cms1Cpu = meter.stop();
         log(`CMS 1 sender: ${Math.round(cms1)} records/s; ${perBatch(cms1Cpu, CMS_BATCHES_PER_SENDER)}`);
+        progress.phase('measuring: CMS, 2 senders');
         meter = cpuMeter(child.pid!, pgData);
         const cms2 = await cmsScenario(apiUrl, twoSenders);
         const cms2Cpu = meter.stop();
@@ -737,6 +758,7 @@ export async function run(): Promise<Record<string, number>> {
           batchesFor(scatteredSet.slice(0, INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER, 'scattered'),
           batchesFor(scatteredSet.slice(INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER, 'scattered'),
         ];
+        progress.phase('measuring: CMS, 2 senders, plays out of order');
         meter = cpuMeter(child.pid!, pgData);
         const cmsScattered = await cmsScenario(apiUrl, scattered);
         const scatteredCpu = meter.stop();
@@ -756,9 +778,15 @@ export async function run(): Promise<Record<string, number>> {
       log('preparing agent batches');
       const devices = await seedDevices(db, fixture, at);
       const ts = new Date();
+      progress.phase('signing agent batches', { total: AGENT_ROUNDS * devices.length, unit: 'batches' });
       const rounds = Array.from({ length: AGENT_ROUNDS }, (_, round) =>
-        devices.map((device) => agentRequest(device, fixture, round, ts)),
+        devices.map((device) => {
+          const request = agentRequest(device, fixture, round, ts);
+          progress.tick();
+          return request;
+        }),
       );
+      progress.phase('measuring: agent');
       await agentScenario(agentsUrl, rounds[0]!);
       const agentRequests = rounds.slice(1).flat();
       meter = cpuMeter(child.pid!, pgData);
@@ -796,7 +824,15 @@ export async function run(): Promise<Record<string, number>> {
       const receivedAt = new Date();
       await db.query('SELECT pop_records_partition($1::date)', [almatyDayOf(receivedAt)]);
       let batchId = 1_000_000_000;
-      const chunks = twoSenders.map((requests) => requests.map((r) => copyRowsOf(r, batchId++, receivedAt)));
+      progress.phase('preparing COPY rows', { total: twoSenders.flat().length, unit: 'batches' });
+      const chunks = twoSenders.map((requests) =>
+        requests.map((r) => {
+          const rows = copyRowsOf(r, batchId++, receivedAt);
+          progress.tick();
+          return rows;
+        }),
+      );
+      progress.phase('measuring: COPY');
       const halves = (format: 'text' | 'binary') => [
         chunks[1]!.slice(0, chunks[1]!.length / 2).map((c) => c[format]),
         chunks[1]!.slice(chunks[1]!.length / 2).map((c) => c[format]),
@@ -833,6 +869,7 @@ export async function run(): Promise<Record<string, number>> {
     }
     return figures;
   } finally {
+    progress.done();
     if (child && child.exitCode === null) {
       child.kill('SIGTERM');
       await new Promise((resolve) => child!.once('exit', resolve));

@@ -15,6 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
+import { createProgress, type Progress } from '@ooh/progress';
 import pg from 'pg';
 import { loadAuthority } from '../src/authority/index.js';
 import { TestClock } from '../src/clock.js';
@@ -27,10 +28,14 @@ import { sealDay } from '../src/seals/index.js';
 const BATCHES = Number(process.env['SEAL_BENCH_BATCHES'] ?? 1_000_000);
 const INSERT_CHUNK = 100_000;
 const DAY = '2026-11-19';
-const log = (message: string) => console.error(`  [seal] ${message}`);
+// The setup's progress on stderr, on a terminal only (@ooh/progress); the figures on stdout are untouched.
+let progress: Progress = createProgress({ mode: 'never' });
+const log = (message: string) =>
+  progress.print(`  [seal] ${message}\n`, (text) => process.stderr.write(text));
 
 /** A day of accepted batches: 5 000 devices and 50 CMS installations, spread over the Almaty day. */
 export async function seedDay(db: pg.Pool): Promise<void> {
+  progress.phase('seeding batches', { total: BATCHES, unit: 'batches' });
   for (let from = 1; from <= BATCHES; from += INSERT_CHUNK) {
     const to = Math.min(BATCHES, from + INSERT_CHUNK - 1);
     await db.query(
@@ -51,8 +56,10 @@ export async function seedDay(db: pg.Pool): Promise<void> {
                  FROM generate_series($1::int8, $2::int8) AS g) AS rows`,
       [from, to, DAY],
     );
+    progress.tick(to - from + 1);
     log(`seeded ${to.toLocaleString('en-US')} batches`);
   }
+  progress.phase('VACUUM ANALYZE pop_batches');
   await db.query('VACUUM ANALYZE pop_batches');
 }
 
@@ -90,15 +97,20 @@ async function openDatabase(dir: string): Promise<{ url: string; stop(): Promise
 }
 
 export async function run(): Promise<Record<string, number>> {
+  progress = createProgress();
+  progress.phase('starting PostgreSQL');
   const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-seal-bench-'));
   const database = await openDatabase(dir);
   const db = createPool(database.url, { max: 4, applicationName: 'ooh-seal-bench' });
   // The seal itself on one connection, so the CPU time of its PostgreSQL backend can be read.
   const sealDb = createPool(database.url, { max: 1, applicationName: 'ooh-seal-bench-seal' });
   try {
+    progress.phase('migrating');
     await migrate(db);
     const seedStarted = performance.now();
     await seedDay(db);
+    // The seal is measured with nothing else of ours running (the CPU time of this process is a figure).
+    progress.done();
     log(`seeded in ${((performance.now() - seedStarted) / 1000).toFixed(1)} s`);
 
     const clock = new TestClock(new Date('2026-11-20T00:30:00Z'), { frozen: true });
@@ -145,6 +157,7 @@ export async function run(): Promise<Record<string, number>> {
       'seal.goal_met': elapsed < 10_000 && peakRss < 500 * 1048576 ? 1 : 0,
     };
   } finally {
+    progress.done();
     await sealDb.end();
     await db.end();
     await database.stop();
