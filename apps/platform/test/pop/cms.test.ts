@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { generateEs256KeyPair } from '@ooh/crypto';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { inflations } from '../../src/pop/inflate.js';
 import { type ExportLine, exportDayBatches } from '../../src/seals/index.js';
 import { apiCall, createOrganisation } from '../support/platform.js';
 import {
@@ -506,6 +507,31 @@ describe('sizes, encodings and counts', () => {
     const answer = answerOf(await postCms(servers(), source, full, { gzip: true }));
     expect(answer).toMatchObject({ received: 10_000, accepted: 10_000, items: [] });
     expect(await countedPlays(c.db, playerKey(source, 'screen-1'))).toBe(5_000);
+  });
+
+  test('inflations are bounded: with every slot and waiting place taken, a gzip batch is 503 and stores nothing', async () => {
+    // Issue "Trust under attack", item 3: "bound how many inflations run at once". The route must go through the
+    // process's slots: take them all (2 inflating, 8 waiting) and the next gzip body is turned away at once.
+    const source = await newSource();
+    const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
+    const held = [await inflations.acquire(), await inflations.acquire()];
+    const queued = Array.from({ length: 8 }, () => inflations.acquire());
+    try {
+      const refused = await postCms(servers(), source, body, { gzip: true });
+      problemOf(refused, 503, 'service_unavailable');
+      expect(refused.headers['retry-after']).toBe('1');
+      expect(await batchCount(c.db, sourceOwner(source))).toBe(0);
+      // A plain body inflates nothing and is not held up by the slots.
+      const plain = cmsBody(source, 1, [cmsPlay('screen-2', 1)]);
+      expect(answerOf(await postCms(servers(), source, plain)).accepted).toBe(1);
+    } finally {
+      // Each release hands its slot to the next in line: free them in turn.
+      for (const release of held) release();
+      for (const waiting of queued) (await waiting)();
+    }
+    // The sender resends the same bytes once a slot is free: taken, nothing lost.
+    expect(answerOf(await postCms(servers(), source, body, { gzip: true })).accepted).toBe(1);
+    expect(await batchCount(c.db, sourceOwner(source))).toBe(2);
   });
 });
 
