@@ -7,7 +7,6 @@ export {
   type Progress,
   PROGRESS_ENV,
   PROGRESS_FLAGS,
-  PROGRESS_USAGE,
   type ProgressMode,
   progressMode,
   type ProgressOptions,

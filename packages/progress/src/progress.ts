@@ -34,11 +34,6 @@ export const PROGRESS_FLAGS = {
   'no-progress': { type: 'boolean' },
 } as const;
 
-/** The flag text for a command's usage. */
-export const PROGRESS_USAGE =
-  '--progress / --no-progress  draw progress on stderr even where no terminal is seen / never (default: only on a ' +
-  `terminal, not in CI; ${PROGRESS_ENV}=1 or 0 does the same)`;
-
 /** `--no-progress` before `--progress`, both before OOH_PROGRESS, which is before `auto`. */
 export function progressMode(
   flags: { progress?: boolean | undefined; 'no-progress'?: boolean | undefined } = {},

@@ -3,14 +3,7 @@ import { realpathSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import {
-  createProgress,
-  type Env,
-  PROGRESS_FLAGS,
-  PROGRESS_USAGE,
-  type ProgressStream,
-  progressMode,
-} from '@ooh/progress';
+import { createProgress, type Env, PROGRESS_FLAGS, type ProgressStream, progressMode } from '@ooh/progress';
 import { httpSource, SourceError } from './source.js';
 import { type Check, verifySeal } from './verify-seal.js';
 
@@ -36,7 +29,8 @@ const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authori
   --batches         the day's batches exported by the authority (NDJSON): recompute root and record_count
   --depth           follow at most n previous seals back (default: all, to the first seal)
   --require-ledger  fail when the seal's ledger proof is not published yet
-  ${PROGRESS_USAGE}
+  --progress        draw progress on stderr even where no terminal is seen; --no-progress: never (default: only
+                    on a terminal, not in CI; OOH_PROGRESS=1 or 0 does the same). The checks go to stdout.
 `;
 
 const MARK: Record<Check['kind'], string> = { ok: 'ok  ', fail: 'FAIL', note: 'note' };
