@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { PlatformContext } from './context.js';
+import { alertsFeature } from './alerts/routes.js';
 import { approvalsFeature } from './approvals/routes.js';
 import { authorityFeature } from './authority/routes.js';
 import { categoriesFeature } from './categories/routes.js';
@@ -48,6 +49,7 @@ export const FEATURES: Feature[] = [
   ledgerFeature,
   openDataFeature,
   cityEventsFeature,
+  alertsFeature,
   sessionsFeature,
   consoleWebFeature,
 ];

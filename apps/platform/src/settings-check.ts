@@ -1,3 +1,4 @@
+import { alertSettings } from './alerts/settings.js';
 import { approvalSettings } from './approvals/settings.js';
 import { authoritySource } from './authority/pki.js';
 import { targetPolicy } from './city-events/targets.js';
@@ -23,6 +24,7 @@ export function checkFeatureSettings(config: PlatformConfig): void {
   check(() => approvalSettings(config.settings));
   check(() => sessionSettings(config.settings));
   check(() => targetPolicy(config.settings));
+  check(() => alertSettings(config.settings));
   check(() => authoritySource(config.dataDir, config.settings));
   check(() =>
     loadDeviceIdentitySettings(

@@ -1,9 +1,18 @@
 import { LIMITS } from '@ooh/protocol';
-import type { Db, DbClient } from '../db/pool.js';
+import { type Db, type DbClient, withTransaction } from '../db/pool.js';
 
-/** Event types the platform raises (spec Events: "A city event named declared_vs_actual ..."). */
-export const EVENT_TYPES = ['declared_vs_actual'] as const;
+/**
+ * Event types the platform raises (spec Events: "A city event named declared_vs_actual ..."; fleet alerts, issue "A
+ * newcomer's two commands ... and an operator's first day", item 5: docs/alerts.md).
+ */
+export const EVENT_TYPES = ['declared_vs_actual', 'alert_opened', 'alert_resolved'] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
+
+/**
+ * The types an operator may subscribe to: events about its own devices and CMS players, delivered to it only. The
+ * city-wide ones (declared_vs_actual, about submissions of advertisers) stay the authority's.
+ */
+export const OPERATOR_EVENT_TYPES: readonly EventType[] = ['alert_opened', 'alert_resolved'];
 
 // ---------------------------------------------------------------------------------------------------------
 // Settings
@@ -128,16 +137,19 @@ export interface NewEvent {
   payload: unknown;
   body: string;
   createdAt: Date;
+  /** The organisation the event concerns (an alert's operator); null or absent: city-wide, the authority's only. */
+  organisationId?: string | null;
 }
 
 /**
  * Stores an event unless one with the same type and subject exists; when stored, a delivery is queued for every
- * live subscription of its type. Returns whether it was new.
+ * live subscription of its type that may receive it: the authority's (organisation_id null) always, an operator's
+ * only for an event of its own organisation. Returns whether it was new.
  */
 export async function insertEvent(client: DbClient, event: NewEvent): Promise<boolean> {
   const { rowCount } = await client.query(
-    `INSERT INTO city_events (id, type, subject_key, day, payload, body, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)
+    `INSERT INTO city_events (id, type, subject_key, day, payload, body, created_at, organisation_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (type, subject_key) DO NOTHING`,
     [
       event.id,
@@ -147,6 +159,7 @@ export async function insertEvent(client: DbClient, event: NewEvent): Promise<bo
       JSON.stringify(event.payload),
       event.body,
       event.createdAt,
+      event.organisationId ?? null,
     ],
   );
   if (rowCount !== 1) return false;
@@ -154,22 +167,31 @@ export async function insertEvent(client: DbClient, event: NewEvent): Promise<bo
     `INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at, created_at)
      SELECT s.id, $1, $3, $3 FROM webhook_subscriptions s
       WHERE s.deleted_at IS NULL AND $2 = ANY (s.types)
+        AND (s.organisation_id IS NULL OR s.organisation_id = $4::uuid)
      ON CONFLICT (subscription_id, event_id) DO NOTHING`,
-    [event.id, event.type, event.createdAt],
+    [event.id, event.type, event.createdAt, event.organisationId ?? null],
   );
   return true;
 }
 
+/** Events, newest first; `organisationId` set: only the events of that organisation (an operator's view). */
 export async function listEvents(
   db: Db,
-  filter: { type: EventType | null; day: string | null; limit: number; offset: number },
+  filter: {
+    type: EventType | null;
+    day: string | null;
+    limit: number;
+    offset: number;
+    organisationId?: string | null;
+  },
 ): Promise<string[]> {
   const { rows } = await db.query<{ body: string }>(
     `SELECT body FROM city_events
       WHERE ($1::text IS NULL OR type = $1) AND ($2::date IS NULL OR day = $2::date)
+        AND ($5::uuid IS NULL OR organisation_id = $5::uuid)
       ORDER BY created_at DESC, id
       LIMIT $3 OFFSET $4`,
-    [filter.type, filter.day, filter.limit, filter.offset],
+    [filter.type, filter.day, filter.limit, filter.offset, filter.organisationId ?? null],
   );
   return rows.map((r) => r.body);
 }
@@ -179,6 +201,8 @@ export async function listEvents(
 
 export interface SubscriptionRow {
   id: string;
+  /** The operator that owns it; null: the authority's (every event of its types). */
+  organisation_id: string | null;
   url: string;
   types: string[];
   created_at: Date;
@@ -189,35 +213,80 @@ export interface SubscriptionRow {
 
 export async function insertSubscription(
   db: Db,
-  subscription: { url: string; secret: string; types: string[] },
+  subscription: { url: string; secret: string; types: string[]; organisationId: string | null },
   now: Date,
 ): Promise<{ id: string; created_at: Date }> {
   const { rows } = await db.query<{ id: string; created_at: Date }>(
-    `INSERT INTO webhook_subscriptions (url, secret, types, created_at) VALUES ($1, $2, $3, $4)
+    `INSERT INTO webhook_subscriptions (url, secret, types, created_at, organisation_id) VALUES ($1, $2, $3, $4, $5)
      RETURNING id, created_at`,
-    [subscription.url, subscription.secret, subscription.types, now],
+    [subscription.url, subscription.secret, subscription.types, now, subscription.organisationId],
   );
   return rows[0]!;
 }
 
-export async function listSubscriptions(db: Db, id: string | null = null): Promise<SubscriptionRow[]> {
+/**
+ * Inserts a subscription of an operator unless it already has `max` live ones (each one multiplies the deliveries
+ * of every event). Serialised per organisation by an advisory lock, so two requests at once cannot pass the limit
+ * together. Returns null when the limit is reached.
+ */
+export async function insertOperatorSubscription(
+  db: Db,
+  subscription: { url: string; secret: string; types: string[]; organisationId: string },
+  now: Date,
+  max: number,
+): Promise<{ id: string; created_at: Date } | null> {
+  return withTransaction(db, async (client) => {
+    await client.query(`SELECT pg_advisory_xact_lock(hashtext('ooh:webhooks:' || $1))`, [
+      subscription.organisationId,
+    ]);
+    const { rows: counted } = await client.query<{ live: number }>(
+      'SELECT count(*)::int AS live FROM webhook_subscriptions WHERE organisation_id = $1 AND deleted_at IS NULL',
+      [subscription.organisationId],
+    );
+    if ((counted[0]?.live ?? 0) >= max) return null;
+    const { rows } = await client.query<{ id: string; created_at: Date }>(
+      `INSERT INTO webhook_subscriptions (url, secret, types, created_at, organisation_id) VALUES ($1, $2, $3, $4, $5)
+       RETURNING id, created_at`,
+      [subscription.url, subscription.secret, subscription.types, now, subscription.organisationId],
+    );
+    return rows[0]!;
+  });
+}
+
+/**
+ * Live subscriptions (one when `id` is given). `organisationId` set: only that operator's (what an operator sees);
+ * null: every subscription (the authority's view).
+ */
+export async function listSubscriptions(
+  db: Db,
+  id: string | null = null,
+  organisationId: string | null = null,
+): Promise<SubscriptionRow[]> {
   const { rows } = await db.query<SubscriptionRow>(
-    `SELECT s.id, s.url, s.types, s.created_at,
+    `SELECT s.id, s.organisation_id, s.url, s.types, s.created_at,
             count(d.id) FILTER (WHERE d.delivered_at IS NULL AND d.failed_at IS NULL)::int AS pending,
             count(d.id) FILTER (WHERE d.delivered_at IS NOT NULL)::int AS delivered,
             count(d.id) FILTER (WHERE d.failed_at IS NOT NULL)::int AS failed
        FROM webhook_subscriptions s LEFT JOIN webhook_deliveries d ON d.subscription_id = s.id
       WHERE s.deleted_at IS NULL AND ($1::uuid IS NULL OR s.id = $1::uuid)
+        AND ($2::uuid IS NULL OR s.organisation_id = $2::uuid)
       GROUP BY s.id ORDER BY s.created_at, s.id`,
-    [id],
+    [id, organisationId],
   );
   return rows;
 }
 
-export async function deleteSubscription(db: Db, id: string, now: Date): Promise<boolean> {
+/** Ends a live subscription; `organisationId` set: only one of that operator's. */
+export async function deleteSubscription(
+  db: Db,
+  id: string,
+  now: Date,
+  organisationId: string | null = null,
+): Promise<boolean> {
   const { rowCount } = await db.query(
-    'UPDATE webhook_subscriptions SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL',
-    [id, now],
+    `UPDATE webhook_subscriptions SET deleted_at = $2
+      WHERE id = $1 AND deleted_at IS NULL AND ($3::uuid IS NULL OR organisation_id = $3::uuid)`,
+    [id, now, organisationId],
   );
   return rowCount === 1;
 }

@@ -1,20 +1,23 @@
 import { type FieldError, formatAlmaty, isCalendarDate } from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
-import type { RouteAuth } from '../auth/principal.js';
+import { principalOf } from '../auth/plugin.js';
+import type { Principal, RouteAuth } from '../auth/principal.js';
 import type { Feature } from '../features.js';
-import { validationFailed } from '../http/problem.js';
+import { ProblemError, validationFailed } from '../http/problem.js';
 import { startTicker } from '../shared/ticker.js';
-import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
+import { AUTHORITY_ADMIN, FLEET_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 import { checkDeclaredVsActual } from './declared-vs-actual.js';
 import {
   deleteSubscription,
   EVENT_TYPES,
   type EventType,
+  insertOperatorSubscription,
   insertSubscription,
   listDeliveries,
   listEvents,
   listSubscriptions,
+  OPERATOR_EVENT_TYPES,
   readBandPct,
   setBandPct,
 } from './repository.js';
@@ -27,6 +30,21 @@ const CONSOLE_READ: RouteAuth = {
     { scope: 'console:read', kinds: ['authority'] },
   ],
 };
+
+/**
+ * Events and webhooks: the authority sees and manages all of them; an operator (console:fleet) its own, that is the
+ * alerts about its devices and CMS players (docs/alerts.md, docs/city-events.md "Who subscribes").
+ */
+const EVENTS_READ: RouteAuth = {
+  anyOf: [...CONSOLE_READ.anyOf, { scope: 'console:fleet', kinds: ['operator'] }],
+};
+
+/** Live subscriptions an operator may hold: each one is a delivery of every event of its organisation. */
+export const MAX_OPERATOR_SUBSCRIPTIONS = 10;
+
+/** null: the authority, which sees everything; otherwise the organisation whose events and subscriptions it sees. */
+const viewerOf = (principal: Principal): string | null =>
+  principal.organisation.kind === 'authority' ? null : principal.organisation.id;
 
 const WebhookBody = Type.Object(
   {
@@ -111,9 +129,12 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
     name: 'city-events',
     api(app, ctx) {
       // Events as stored, newest first; each item is the exact document delivered by webhook.
-      app.get('/api/v1/console/events', { config: { auth: CONSOLE_READ } }, async (request, reply) => {
+      app.get('/api/v1/console/events', { config: { auth: EVENTS_READ } }, async (request, reply) => {
         const filter = parseEventQuery(request.query as Record<string, unknown>);
-        const bodies = await listEvents(ctx.db, filter);
+        const bodies = await listEvents(ctx.db, {
+          ...filter,
+          organisationId: viewerOf(principalOf(request)),
+        });
         return reply.type('application/json; charset=utf-8').send(`{"items":[${bodies.join(',')}]}`);
       });
 
@@ -134,6 +155,7 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
 
       const subscriptionView = (row: Awaited<ReturnType<typeof listSubscriptions>>[number]) => ({
         id: row.id,
+        organisation_id: row.organisation_id,
         url: row.url,
         types: row.types,
         created_at: formatAlmaty(row.created_at),
@@ -142,9 +164,25 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
 
       app.post<{ Body: WebhookBody }>(
         '/api/v1/console/webhooks',
-        { config: { auth: AUTHORITY_ADMIN }, schema: { body: WebhookBody } },
+        { config: { auth: FLEET_ADMIN }, schema: { body: WebhookBody } },
         async (request, reply) => {
           const b = request.body;
+          const owner = viewerOf(principalOf(request));
+          // An operator subscribes to the events about its own devices and players, nothing city-wide.
+          if (owner !== null) {
+            const refused = b.types
+              .map((type, index) => ({ type, index }))
+              .filter(({ type }) => !OPERATOR_EVENT_TYPES.includes(type));
+            if (refused.length > 0) {
+              throw validationFailed(
+                refused.map(({ index }) => ({
+                  path: `/types/${index}`,
+                  code: 'not_allowed',
+                  message: `an operator subscribes to ${OPERATOR_EVENT_TYPES.join(', ')}`,
+                })),
+              );
+            }
+          }
           let url: URL;
           try {
             url = new URL(b.url);
@@ -163,14 +201,26 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
             throw validationFailed([{ path: '/url', code: 'not_allowed', message: target.reason }]);
           }
           const generated = b.secret === undefined ? generateSecret() : null;
-          const row = await insertSubscription(
-            ctx.db,
-            { url: url.toString(), secret: b.secret ?? generated!, types: [...b.types] },
-            ctx.clock.now(),
-          );
+          const fields = { url: url.toString(), secret: b.secret ?? generated!, types: [...b.types] };
+          const row =
+            owner === null
+              ? await insertSubscription(ctx.db, { ...fields, organisationId: null }, ctx.clock.now())
+              : await insertOperatorSubscription(
+                  ctx.db,
+                  { ...fields, organisationId: owner },
+                  ctx.clock.now(),
+                  MAX_OPERATOR_SUBSCRIPTIONS,
+                );
+          if (!row) {
+            throw new ProblemError(
+              'state_conflict',
+              `an organisation holds at most ${MAX_OPERATOR_SUBSCRIPTIONS} webhook subscriptions: remove one first`,
+            );
+          }
           reply.header('location', `/api/v1/console/webhooks/${row.id}`);
           return reply.code(201).send({
             id: row.id,
+            organisation_id: owner,
             url: url.toString(),
             types: b.types,
             created_at: formatAlmaty(row.created_at),
@@ -180,16 +230,18 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
         },
       );
 
-      app.get('/api/v1/console/webhooks', { config: { auth: CONSOLE_READ } }, async () => ({
-        items: (await listSubscriptions(ctx.db)).map(subscriptionView),
+      app.get('/api/v1/console/webhooks', { config: { auth: EVENTS_READ } }, async (request) => ({
+        items: (await listSubscriptions(ctx.db, null, viewerOf(principalOf(request)))).map(subscriptionView),
       }));
 
       app.get<{ Params: { id: string } }>(
         '/api/v1/console/webhooks/:id/deliveries',
-        { config: { auth: CONSOLE_READ } },
+        { config: { auth: EVENTS_READ } },
         async (request) => {
           const id = pathUuid(request.params.id, 'webhook');
-          if ((await listSubscriptions(ctx.db, id)).length === 0) throw notFound('webhook', id);
+          // Another organisation's subscription is not found, as if it did not exist.
+          if ((await listSubscriptions(ctx.db, id, viewerOf(principalOf(request)))).length === 0)
+            throw notFound('webhook', id);
           const rows = await listDeliveries(ctx.db, id, 100);
           return {
             items: rows.map((d) => ({
@@ -207,10 +259,11 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
 
       app.delete<{ Params: { id: string } }>(
         '/api/v1/console/webhooks/:id',
-        { config: { auth: AUTHORITY_ADMIN } },
+        { config: { auth: FLEET_ADMIN } },
         async (request, reply) => {
           const id = pathUuid(request.params.id, 'webhook');
-          if (!(await deleteSubscription(ctx.db, id, ctx.clock.now()))) throw notFound('webhook', id);
+          const owner = viewerOf(principalOf(request));
+          if (!(await deleteSubscription(ctx.db, id, ctx.clock.now(), owner))) throw notFound('webhook', id);
           return reply.code(204).send();
         },
       );

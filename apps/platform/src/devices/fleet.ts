@@ -1,5 +1,6 @@
 import { DateTime, Uuid } from '@ooh/protocol';
 import { type Static, Type } from '@sinclair/typebox';
+import { AlertView, openAlertsOf } from '../alerts/index.js';
 import type { Db } from '../db/pool.js';
 import { refusalsView } from './refusals.js';
 
@@ -52,6 +53,8 @@ export const FleetList = Type.Object({
     last_24h: Type.Integer({ minimum: 0 }),
     recent: Type.Array(RecentRefusal, { maxItems: 20 }),
   }),
+  /** Open alerts of the devices and CMS players the caller sees, newest first (src/alerts, docs/alerts.md). */
+  alerts: Type.Array(AlertView),
 });
 export type FleetList = Static<typeof FleetList>;
 
@@ -119,9 +122,10 @@ const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
 /** The fleet as `organisationId` sees it (null: the authority, every device) at `now`. */
 export async function fleetList(db: Db, organisationId: string | null, now: Date): Promise<FleetList> {
-  const [{ rows }, handshakeRefusals] = await Promise.all([
+  const [{ rows }, handshakeRefusals, alerts] = await Promise.all([
     db.query<FleetRow>(FLEET_LIST_SQL, [organisationId, now]),
     refusalsView(db, organisationId, now),
+    openAlertsOf(db, organisationId),
   ]);
   return {
     items: rows.map((row) => ({
@@ -149,5 +153,6 @@ export async function fleetList(db: Db, organisationId: string | null, now: Date
       handshake_refusals_24h: row.handshake_refusals_24h,
     })),
     handshake_refusals: handshakeRefusals,
+    alerts,
   };
 }
