@@ -11,6 +11,7 @@
 import { existsSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { createProgress } from '@ooh/progress';
 import { addDays, almatyDate, formatAlmaty } from '@ooh/protocol';
 import { bootstrap } from '../apps/platform/src/bootstrap.js';
 import { holdStopSignals } from '../apps/platform/src/cluster.js';
@@ -92,9 +93,12 @@ if (!values['no-fleet'] && players > 0) {
 
 async function startDemoFleet(count: number): Promise<Fleet> {
   const dir = join(config.dataDir, 'demo-fleet');
+  // Enrolling and starting the players draw a progress line on a terminal (stderr; nothing in a pipe or in CI).
+  const progress = createProgress();
   const create = () =>
     Fleet.create({
       dir,
+      progress,
       name: 'Demo outdoor operator',
       platform: { urls: platform.urls, adminKey: key },
       settings: {
@@ -131,6 +135,7 @@ async function startDemoFleet(count: number): Promise<Fleet> {
     });
   }
   await demo.startAll();
+  progress.done();
   console.log(`demo fleet: ${demo.players.size} players playing and shipping (folders in ${dir})\n`);
   return demo;
 }
