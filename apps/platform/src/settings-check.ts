@@ -18,6 +18,7 @@ export function checkFeatureSettings(config: PlatformConfig): void {
       read();
     } catch (error) {
       if (error instanceof DeviceSettingsError) problems.push(...error.problems);
+      else if (error instanceof ConfigError) problems.push(...error.problems);
       else problems.push(error instanceof Error ? error.message : String(error));
     }
   };

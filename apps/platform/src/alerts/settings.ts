@@ -1,3 +1,5 @@
+import { ConfigError } from '../config.js';
+
 /**
  * Settings of fleet alerts, read from the platform configuration's settings (the config file's keys upper-cased,
  * then the environment; see PlatformConfig.settings and apps/platform/docs/alerts.md). Every bad value is named at
@@ -69,7 +71,9 @@ export function parseOperatingHours(text: string): OperatingHours | null {
   return { text: text.trim(), opensMinute, closesMinute: closesMinute % (24 * 60), always };
 }
 
+/** The settings, or ConfigError naming every bad value. */
 export function alertSettings(env: NodeJS.ProcessEnv = process.env): AlertSettings {
+  const problems: string[] = [];
   const whole = (
     key: 'silentAfterMs' | 'queueLagMs' | 'cmsQuietMs' | 'intervalMs',
     unitMs: number,
@@ -80,7 +84,8 @@ export function alertSettings(env: NodeJS.ProcessEnv = process.env): AlertSettin
     if (raw === undefined || raw.trim() === '') return DEFAULT_ALERT_SETTINGS[key];
     const value = Number(raw.trim());
     if (!/^[0-9]+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < 1 || value > max) {
-      throw new Error(`${name}: "${raw}" is not a whole number from 1 to ${max}`);
+      problems.push(`${name}: "${raw}" is not a whole number from 1 to ${max}`);
+      return DEFAULT_ALERT_SETTINGS[key];
     }
     return value * unitMs;
   };
@@ -89,18 +94,20 @@ export function alertSettings(env: NodeJS.ProcessEnv = process.env): AlertSettin
   let operatingHours = DEFAULT_ALERT_SETTINGS.operatingHours;
   if (hoursRaw !== undefined && hoursRaw.trim() !== '') {
     const parsed = parseOperatingHours(hoursRaw);
-    if (!parsed) {
-      throw new Error(
+    if (parsed) operatingHours = parsed;
+    else {
+      problems.push(
         `${hoursName}: "${hoursRaw}" is not HH:MM-HH:MM in Almaty time (for example 07:00-23:00, 18:00-02:00, or 00:00-24:00 for round the clock)`,
       );
     }
-    operatingHours = parsed;
   }
-  return {
+  const settings: AlertSettings = {
     silentAfterMs: whole('silentAfterMs', MINUTE_MS, WEEK_MINUTES),
     queueLagMs: whole('queueLagMs', MINUTE_MS, WEEK_MINUTES),
     cmsQuietMs: whole('cmsQuietMs', MINUTE_MS, WEEK_MINUTES),
     operatingHours,
     intervalMs: whole('intervalMs', 1000, MAX_INTERVAL_SECONDS),
   };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return settings;
 }

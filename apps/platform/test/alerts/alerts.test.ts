@@ -181,7 +181,12 @@ describe('fleet alerts, one operating day', () => {
 
     const mine = await fleetAlerts(a.key);
     const byKind = Object.fromEntries(mine.map((x) => [x.kind, x]));
-    expect(Object.keys(byKind).sort()).toEqual(['cms_player_no_plays', 'device_silent', 'queue_lag', 'screen_off']);
+    expect(Object.keys(byKind).sort()).toEqual([
+      'cms_player_no_plays',
+      'device_silent',
+      'queue_lag',
+      'screen_off',
+    ]);
     expect(mine.every((x) => x.state === 'open' && x.organisation_id === a.id)).toBe(true);
     expect(byKind['device_silent']).toMatchObject({
       device_id: devices.silent.id,
@@ -202,7 +207,10 @@ describe('fleet alerts, one operating day', () => {
       opened_at: start.toISOString(),
       // The newest batch of the device, kept current while the alert is open.
       last_seen_at: new Date(start.getTime() + 70 * MINUTE).toISOString(),
-      detail: { operating_hours: '07:00-23:00', screen_off_at: new Date(start.getTime() - 30_000).toISOString() },
+      detail: {
+        operating_hours: '07:00-23:00',
+        screen_off_at: new Date(start.getTime() - 30_000).toISOString(),
+      },
     });
     expect(byKind['queue_lag']).toMatchObject({
       device_id: devices.lag.id,
@@ -233,12 +241,24 @@ describe('fleet alerts, one operating day', () => {
     expect(theirs.map((x) => [x.kind, x.device_id])).toEqual([['device_silent', devices.other.id]]);
     expect((await fleetAlerts(p.adminKey)).length).toBe(5);
     expect((await alerts(b.key)).map((x) => x.id)).toEqual(theirs.map((x) => x.id));
-    const foreign = await apiCall(p.servers.api, b.key, 'GET', `/api/v1/console/alerts/${byKind['queue_lag']!.id}`);
+    const foreign = await apiCall(
+      p.servers.api,
+      b.key,
+      'GET',
+      `/api/v1/console/alerts/${byKind['queue_lag']!.id}`,
+    );
     expect(foreign.statusCode).toBe(404);
     expect(foreign.json().code).toBe('not_found');
-    const own = await apiCall(p.servers.api, a.key, 'GET', `/api/v1/console/alerts/${byKind['queue_lag']!.id}`);
+    const own = await apiCall(
+      p.servers.api,
+      a.key,
+      'GET',
+      `/api/v1/console/alerts/${byKind['queue_lag']!.id}`,
+    );
     expect(own.json()).toEqual(byKind['queue_lag']);
-    expect((await alerts(a.key, `?device_id=${devices.screen.id}`)).map((x) => x.kind)).toEqual(['screen_off']);
+    expect((await alerts(a.key, `?device_id=${devices.screen.id}`)).map((x) => x.kind)).toEqual([
+      'screen_off',
+    ]);
 
     // Delivered: one alert_opened per alert and subscription, signed with the subscription's secret.
     await deliverDueWebhooks(p.ctx);
@@ -289,11 +309,18 @@ describe('fleet alerts, one operating day', () => {
     const open = await fleetAlerts(p.adminKey);
     const t = now();
     await sendBatch(p, devices.silent, [play(devices.silent, new Date(t.getTime() - MINUTE))]);
-    await sendBatch(p, devices.screen, [modeChange(devices.screen, new Date(t.getTime() - 10_000), 'screen_off', 'normal')]);
+    await sendBatch(p, devices.screen, [
+      modeChange(devices.screen, new Date(t.getTime() - 10_000), 'screen_off', 'normal'),
+    ]);
     await sendBatch(p, devices.lag, [play(devices.lag, new Date(t.getTime() - MINUTE))]);
     await sendCms(p, cms, [cmsPlay(cms, 'lobby-2', new Date(t.getTime() - MINUTE))]);
     // The other operator revokes its silent device: nobody watches it any more.
-    const revoked = await apiCall(p.servers.api, b.key, 'POST', `/api/v1/console/devices/${devices.other.id}/revoke`);
+    const revoked = await apiCall(
+      p.servers.api,
+      b.key,
+      'POST',
+      `/api/v1/console/devices/${devices.other.id}/revoke`,
+    );
     expect(revoked.statusCode, revoked.body).toBe(200);
 
     const evaluation = await evaluateAlerts(p.ctx);
@@ -320,8 +347,18 @@ describe('fleet alerts, one operating day', () => {
         .map((d) => d.body.data.alert_id)
         .sort();
     expect(resolvedTo('/authority')).toEqual(resolved.map((x) => x.id).sort());
-    expect(resolvedTo('/a')).toEqual(resolved.filter((x) => x.organisation_id === a.id).map((x) => x.id).sort());
-    expect(resolvedTo('/b')).toEqual(resolved.filter((x) => x.organisation_id === b.id).map((x) => x.id).sort());
+    expect(resolvedTo('/a')).toEqual(
+      resolved
+        .filter((x) => x.organisation_id === a.id)
+        .map((x) => x.id)
+        .sort(),
+    );
+    expect(resolvedTo('/b')).toEqual(
+      resolved
+        .filter((x) => x.organisation_id === b.id)
+        .map((x) => x.id)
+        .sort(),
+    );
     const screen = deliveredTo('/a', 'alert_resolved').find((d) => d.body.data.kind === 'screen_off')!;
     expect(screen.body.data).toMatchObject({
       state: 'resolved',
@@ -383,13 +420,19 @@ describe('who sees and receives what', () => {
     expect(all.map((s) => s.organisation_id ?? 'authority').sort()).toEqual(['authority', a.id, b.id].sort());
     const theirs = all.find((s) => s.organisation_id === b.id)!;
     // Someone else's subscription does not exist for an operator: not listed, not removable, no deliveries.
-    expect((await apiCall(p.servers.api, a.key, 'DELETE', `/api/v1/console/webhooks/${theirs.id}`)).statusCode).toBe(
-      404,
-    );
     expect(
-      (await apiCall(p.servers.api, a.key, 'GET', `/api/v1/console/webhooks/${theirs.id}/deliveries`)).statusCode,
+      (await apiCall(p.servers.api, a.key, 'DELETE', `/api/v1/console/webhooks/${theirs.id}`)).statusCode,
     ).toBe(404);
-    const deliveries = await apiCall(p.servers.api, a.key, 'GET', `/api/v1/console/webhooks/${mine[0]!.id}/deliveries`);
+    expect(
+      (await apiCall(p.servers.api, a.key, 'GET', `/api/v1/console/webhooks/${theirs.id}/deliveries`))
+        .statusCode,
+    ).toBe(404);
+    const deliveries = await apiCall(
+      p.servers.api,
+      a.key,
+      'GET',
+      `/api/v1/console/webhooks/${mine[0]!.id}/deliveries`,
+    );
     expect(deliveries.statusCode).toBe(200);
     expect(deliveries.json<{ items: unknown[] }>().items.length).toBeGreaterThan(0);
 

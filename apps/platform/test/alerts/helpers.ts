@@ -78,7 +78,10 @@ export async function sendBatch(
   const res = await p.servers.agents.inject({
     method: 'POST',
     url: '/s/v1/telemetry',
-    headers: { 'content-type': 'application/json', 'x-service-signature': es256Sign(device.privateKey, body) },
+    headers: {
+      'content-type': 'application/json',
+      'x-service-signature': es256Sign(device.privateKey, body),
+    },
     payload: body,
   });
   expect(res.statusCode, res.body).toBe(200);
@@ -172,7 +175,12 @@ export interface Delivered {
     type: string;
     day: string;
     created_at: string;
-    data: Record<string, unknown> & { alert_id: string; kind: string; state: string; organisation_id: string };
+    data: Record<string, unknown> & {
+      alert_id: string;
+      kind: string;
+      state: string;
+      organisation_id: string;
+    };
   };
 }
 
