@@ -13,6 +13,7 @@ import { identityFeature } from './identity/routes.js';
 import { openDataFeature } from './open-data/routes.js';
 import { ledgerFeature } from './ledger/routes.js';
 import { popFeature } from './pop/routes.js';
+import { reportsFeature } from './reports/routes.js';
 import { sealsFeature } from './seals/routes.js';
 import { sessionsFeature } from './sessions/routes.js';
 import { structuresFeature } from './structures/routes.js';
@@ -50,6 +51,7 @@ export const FEATURES: Feature[] = [
   openDataFeature,
   cityEventsFeature,
   alertsFeature,
+  reportsFeature,
   sessionsFeature,
   consoleWebFeature,
 ];
