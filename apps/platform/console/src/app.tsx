@@ -8,12 +8,14 @@ import { I18nContext, initialLanguage, type Language, makeI18n, rememberLanguage
 import { match, navigate, useRoute } from './lib/router.js';
 import { can, SessionContext } from './lib/session.js';
 import { CheckPage } from './pages/check.js';
+import { FirstAdminPage } from './pages/first-admin.js';
 import { FleetPage } from './pages/fleet.js';
 import { LoginPage } from './pages/login.js';
 import { ModerationDetailPage, ModerationPage } from './pages/moderation.js';
 import { NotFoundPage } from './pages/not-found.js';
 import { OrganisationsPage } from './pages/organisations.js';
 import { PlaysPage } from './pages/plays.js';
+import { StructuresPage } from './pages/structures.js';
 import {
   EditSubmissionPage,
   NewSubmissionPage,
@@ -94,7 +96,13 @@ export function App() {
       </main>
     );
   } else if (session === null) {
-    content = <LoginPage onSignedIn={signedIn} ended={ended} />;
+    // The authority's first administrator, made with the key `platform bootstrap` prints (pages/first-admin.tsx).
+    content =
+      route.path === '/first-admin' ? (
+        <FirstAdminPage onSignedIn={signedIn} />
+      ) : (
+        <LoginPage onSignedIn={signedIn} ended={ended} />
+      );
   } else {
     content = (
       <SessionContext.Provider value={session}>
@@ -133,6 +141,7 @@ const ROUTES: PageRoute[] = [
   { pattern: '/plays', allowed: can.plays, render: () => <PlaysPage /> },
   { pattern: '/transparency', allowed: () => true, render: () => <TransparencyPage /> },
   { pattern: '/organisations', allowed: can.administer, render: () => <OrganisationsPage /> },
+  { pattern: '/structures', allowed: can.administer, render: () => <StructuresPage /> },
 ];
 
 function Page(props: { path: string; session: SessionInfo }) {

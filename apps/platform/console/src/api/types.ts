@@ -67,6 +67,16 @@ export interface Structure {
   address?: string | null;
   organisation_id?: string;
   retired_at?: string | null;
+  lat?: number | null;
+  lon?: number | null;
+}
+
+/** POST /api/v1/console/structures/import (apps/platform/src/structures/import.ts). */
+export interface StructureImportAnswer {
+  dry_run: boolean;
+  created: number;
+  unchanged: number;
+  items: { index: number; code: string; status: 'created' | 'unchanged'; id: string | null }[];
 }
 
 export interface StructureSet {

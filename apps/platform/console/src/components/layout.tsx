@@ -60,6 +60,7 @@ export function Layout(props: { onSignOut: () => void; children: ComponentChildr
     { href: '/plays', key: 'nav.plays', show: can.plays(session) },
     { href: '/transparency', key: 'nav.transparency', show: true },
     { href: '/organisations', key: 'nav.organisations', show: can.administer(session) },
+    { href: '/structures', key: 'structures.nav', show: can.administer(session) },
   ];
   // Move focus to the page on navigation, so screen readers start at the new content.
   useEffect(() => {

@@ -1,14 +1,38 @@
 import { useState } from 'preact/hooks';
-import { post } from '../api/client.js';
+import { post, verifyGet } from '../api/client.js';
 import type { Device, EnrolAnswer, Structure } from '../api/types.js';
 import { DropZone } from '../components/dropzone.js';
-import { ErrorNotice, Field, Notice } from '../components/ui.js';
+import { ErrorNotice, Field, Notice, useAsync } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { type EnrolmentFacts, readEnrolmentFile, readEnrolmentText } from '../lib/enrolment.js';
 
 /** The agent's default file names for what the console hands out (apps/agent config: certificate_file, ca_chain_file). */
 const CERTIFICATE_FILE = 'device-cert.pem';
 const CHAIN_FILE = 'device-chain.pem';
+/** The files the agent's configuration names for its trust anchors (hardware-sim lays a player out the same way). */
+const SERVER_CA_FILE = 'server-ca.pem';
+const AUTHORITY_ROOT_FILE = 'authority-root.pem';
+
+/** The device CA's root: the last certificate of the chain an enrolment answers (apps/platform/src/devices/README.md). */
+export function deviceCaRoot(chainPem: string): string | null {
+  const certificates = chainPem.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  const root = certificates[certificates.length - 1];
+  return root ? `${root}\n` : null;
+}
+
+/** What the agent's configuration file needs from the enrolment (the platform addresses the operator has already). */
+export function agentConfigSnippet(answer: { device_id: string; structure_code: string }): string {
+  return JSON.stringify(
+    {
+      device_id: answer.device_id,
+      structure: answer.structure_code,
+      authority_root_file: AUTHORITY_ROOT_FILE,
+      server_ca_file: SERVER_CA_FILE,
+    },
+    null,
+    2,
+  );
+}
 
 const pemHref = (pem: string) => `data:application/x-pem-file;charset=utf-8,${encodeURIComponent(pem)}`;
 
@@ -146,10 +170,17 @@ export function EnrolDevice(props: {
   );
 }
 
-/** The platform's answer: the device id for the agent's configuration, and the certificate when one was issued. */
+/**
+ * The platform's answer and what goes onto the player (issue 17 item 3: "showing what to put on the device"): the
+ * lines of the agent's configuration file, the certificate and chain into its data folder, the device CA's root as
+ * the trust for the devices host, and the authority's root that every approval envelope is checked against.
+ */
 function EnrolResult(props: { answer: EnrolAnswer }) {
   const { t, dateTime } = useI18n();
   const a = props.answer;
+  // From the public verify host, as any third party gets it (the transparency page shows its fingerprint).
+  const authorityRoot = useAsync(() => verifyGet<string>('/v1/authority-root.pem', 'text'), []);
+  const serverCa = a.chain_pem ? deviceCaRoot(a.chain_pem) : null;
   return (
     <Notice kind="success">
       <p>{t('enrol.done', { structure: a.structure_code })}</p>
@@ -163,24 +194,61 @@ function EnrolResult(props: { answer: EnrolAnswer }) {
           {a.not_after ? t('enrol.validUntil', { at: dateTime(a.not_after) }) : t('enrol.noCertificate')}
         </dd>
       </dl>
-      <p>{t('enrol.nextStep')}</p>
-      {a.certificate_pem && a.chain_pem ? (
-        <>
-          <p>{t('enrol.certificateStep')}</p>
-          <p class="actions">
-            <a class="button" href={pemHref(a.certificate_pem)} download={CERTIFICATE_FILE}>
-              {t('enrol.downloadCertificate')}
-            </a>
-            <a class="button" href={pemHref(a.chain_pem)} download={CHAIN_FILE}>
-              {t('enrol.downloadChain')}
-            </a>
-          </p>
-          <details>
-            <summary>{t('enrol.showCertificate')}</summary>
-            <pre class="code">{a.certificate_pem}</pre>
-          </details>
-        </>
-      ) : null}
+      <h4>{t('dayone.onThePlayer')}</h4>
+      <ol class="steps" data-testid="enrol-player-steps">
+        <li>
+          <p>{t('enrol.nextStep')}</p>
+          <pre class="code" data-testid="enrol-agent-config">
+            {agentConfigSnippet(a)}
+          </pre>
+          <p class="hint">{t('dayone.configHint')}</p>
+        </li>
+        {a.certificate_pem && a.chain_pem ? (
+          <li>
+            <p>{t('enrol.certificateStep')}</p>
+            <p class="actions">
+              <a class="button" href={pemHref(a.certificate_pem)} download={CERTIFICATE_FILE}>
+                {t('enrol.downloadCertificate')}
+              </a>
+              <a class="button" href={pemHref(a.chain_pem)} download={CHAIN_FILE}>
+                {t('enrol.downloadChain')}
+              </a>
+            </p>
+            <details>
+              <summary>{t('enrol.showCertificate')}</summary>
+              <pre class="code">{a.certificate_pem}</pre>
+            </details>
+          </li>
+        ) : null}
+        {serverCa ? (
+          <li>
+            <p>{t('dayone.serverCaStep', { file: SERVER_CA_FILE })}</p>
+            <p class="actions">
+              <a class="button" href={pemHref(serverCa)} download={SERVER_CA_FILE}>
+                {t('dayone.downloadServerCa')}
+              </a>
+            </p>
+          </li>
+        ) : null}
+        <li>
+          <p>{t('dayone.authorityRootStep', { file: AUTHORITY_ROOT_FILE })}</p>
+          {authorityRoot.data ? (
+            <p class="actions">
+              <a class="button" href={pemHref(authorityRoot.data)} download={AUTHORITY_ROOT_FILE}>
+                {t('dayone.downloadAuthorityRoot')}
+              </a>
+            </p>
+          ) : (
+            <ErrorNotice error={authorityRoot.error} />
+          )}
+        </li>
+        <li>
+          <p>{t('dayone.runStep')}</p>
+          <pre class="code">
+            {'npm run agent -- status --config agent.json\nnpm run agent -- run --config agent.json'}
+          </pre>
+        </li>
+      </ol>
     </Notice>
   );
 }
