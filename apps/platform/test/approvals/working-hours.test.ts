@@ -1,7 +1,10 @@
+import { readFileSync } from 'node:fs';
 import { addDays, almatyWeekday, formatAlmaty } from '@ooh/protocol';
+import Holidays from 'date-holidays';
 import { describe, expect, test } from 'vitest';
 import {
   addWorkingHours,
+  CALENDAR_FILE,
   CalendarError,
   WorkingCalendar,
   workingCalendar,
@@ -46,6 +49,19 @@ describe('review deadline in working hours (DESIGN.md section 8)', () => {
       '2025-01-05T12:00:00+05:00',
     ],
     ['over a transfer rest Wednesday (8 May 2024)', '2024-05-07T08:00:00+05:00', '2024-05-10T13:00:00+05:00'],
+    // Kurban Ait 2024 began on Sunday 16 June (source kurban-ait-2024): Monday 17 June stayed a working day.
+    ['over Kurban Ait 2024 on a Sunday', '2024-06-14T17:00:00+05:00', '2024-06-17T12:00:00+05:00'],
+    // Constitution Day moved to 15 March (source constitution-2026): Monday 31 August 2026 is a working day.
+    [
+      'over the old Constitution Day (Sunday 30 August 2026)',
+      '2026-08-28T17:00:00+05:00',
+      '2026-08-31T12:00:00+05:00',
+    ],
+    [
+      'over the new Constitution Day (Monday 15 March 2027)',
+      '2027-03-12T17:00:00+05:00',
+      '2027-03-16T12:00:00+05:00',
+    ],
     ['before March 2024, when Almaty was UTC+6', '2024-02-28T10:00:00+06:00', '2024-02-28T14:00:00+06:00'],
   ])('%s', (_name, start, expected) => {
     expect(due(start)).toBe(expected);
@@ -72,7 +88,7 @@ describe('review deadline in working hours (DESIGN.md section 8)', () => {
 });
 
 describe('the calendar data file', () => {
-  const NATIONAL = [
+  const EVERY_YEAR = [
     '01-01',
     '01-02',
     '03-08',
@@ -83,7 +99,16 @@ describe('the calendar data file', () => {
     '05-07',
     '05-09',
     '07-06',
-    '08-30',
+  ];
+  /**
+   * The state holidays of a year (month-day). Constitution Day was 30 August until 2025; the Constitution adopted at
+   * the referendum of 15 March 2026 made that day the holiday, observed from 2027 (source constitution-2026), so
+   * 2026 has none.
+   */
+  const stateHolidays = (year: number): string[] => [
+    ...EVERY_YEAR,
+    ...(year <= 2025 ? ['08-30'] : []),
+    ...(year >= 2027 ? ['03-15'] : []),
     '10-25',
     '12-16',
   ];
@@ -91,7 +116,7 @@ describe('the calendar data file', () => {
   test('covers 2024 to 2027 with every state holiday, Orthodox Christmas and Kurban Ait', () => {
     expect(calendar.covers).toEqual({ from: '2024-01-01', until: '2027-12-31' });
     for (const year of [2024, 2025, 2026, 2027]) {
-      for (const md of NATIONAL)
+      for (const md of stateHolidays(year))
         expect(calendar.entry(`${year}-${md}`)?.kind, `${year}-${md}`).toBe('holiday');
       expect(calendar.entry(`${year}-01-07`)?.kind).toBe('religious');
       const kurban = calendar.days.filter(
@@ -101,9 +126,22 @@ describe('the calendar data file', () => {
     }
   });
 
+  test('lists no state holiday beyond the law: 30 August is gone from 2026, 15 March there from 2027', () => {
+    for (const year of [2024, 2025, 2026, 2027]) {
+      const listed = calendar.days.filter((d) => d.kind === 'holiday' && d.date.startsWith(`${year}-`));
+      expect(listed.map((d) => d.date.slice(5)).sort(), `${year}`).toEqual(stateHolidays(year).sort());
+    }
+    expect(calendar.isWorkingDay('2026-08-31')).toBe(true);
+    expect(calendar.isWorkingDay('2026-03-16')).toBe(true);
+    expect(calendar.isWorkingDay('2027-03-15')).toBe(false);
+    expect(calendar.isWorkingDay('2027-08-30')).toBe(true);
+  });
+
   test('every state holiday on a weekend is followed by exactly one moved rest day', () => {
     for (const year of [2024, 2025, 2026, 2027]) {
-      const weekendHolidays = NATIONAL.map((md) => `${year}-${md}`).filter((d) => almatyWeekday(d) >= 6);
+      const weekendHolidays = stateHolidays(year)
+        .map((md) => `${year}-${md}`)
+        .filter((d) => almatyWeekday(d) >= 6);
       const moved = calendar.days.filter((d) => d.kind === 'moved_holiday' && d.date.startsWith(`${year}`));
       expect(moved, `${year}`).toHaveLength(weekendHolidays.length);
       for (const holiday of weekendHolidays) {
@@ -159,5 +197,64 @@ describe('the calendar data file', () => {
         days: [{ date: '2027-01-04', kind: 'holiday', name: 'x', source: 's' }],
       }),
     ).toThrow(CalendarError);
+  });
+});
+
+/**
+ * The date-holidays library as an oracle for the fixed-date holidays (issue 20 item 5; source "oracle" of the data
+ * file). Only the holidays themselves are compared: the library's substitute-day rules collide with Nauryz (in 2026
+ * it substitutes 21 March on the 23rd, itself a holiday, where the law moves the rest day to the next working day),
+ * and Kurban Ait is a lunar date it computes astronomically, while the file holds the announced one. The moved days
+ * are checked against the law above; Kurban Ait is only checked to be within a day of the astronomical date.
+ */
+describe('the calendar against the date-holidays library', () => {
+  const library = new Holidays('KZ', { timezone: 'Asia/Almaty' });
+  const LUNAR = 'Dhu al-Hijjah';
+  /** Where the official publication and the library differ, and why (each names a source of the data file). */
+  const KNOWN_DIFFERENCES: Record<string, string> = {
+    // The library applies the new Constitution Day "since 2026"; the Ministry observes it from 2027 (15 March 2026
+    // was the referendum itself, a Sunday, and no rest day followed).
+    '2026-03-15': 'constitution-2026',
+  };
+  const years = [2024, 2025, 2026, 2027];
+
+  test.each(years)('%i: the same fixed-date holidays as the library, known differences aside', (year) => {
+    const fromLibrary = library
+      .getHolidays(year)
+      .filter((h) => h.type === 'public' && !h.substitute && !h.rule.includes(LUNAR))
+      .map((h) => h.date.slice(0, 10))
+      .filter((date) => !(date in KNOWN_DIFFERENCES));
+    const fromFile = calendar.days
+      .filter(
+        (d) =>
+          d.date.startsWith(`${year}-`) &&
+          (d.kind === 'holiday' || (d.kind === 'religious' && !d.name.startsWith('Kurban Ait'))),
+      )
+      .map((d) => d.date);
+    expect(fromFile.sort()).toEqual([...new Set(fromLibrary)].sort());
+  });
+
+  test('each known difference is explained by a source of the file, and still differs', () => {
+    const { sources } = JSON.parse(readFileSync(CALENDAR_FILE, 'utf8')) as {
+      sources: Record<string, string>;
+    };
+    for (const [date, source] of Object.entries(KNOWN_DIFFERENCES)) {
+      expect(sources[source], source).toContain(date.slice(8, 10).replace(/^0/, '') + ' March 2026');
+      const year = Number(date.slice(0, 4));
+      expect(library.getHolidays(year).some((h) => h.date.startsWith(date) && !h.substitute)).toBe(true);
+      expect(calendar.entry(date)).toBeUndefined();
+    }
+  });
+
+  test.each(years)('%i: Kurban Ait in the file is within a day of the astronomical date', (year) => {
+    const computed = library.getHolidays(year).find((h) => h.rule.includes(LUNAR));
+    const listed = calendar.days.find(
+      (d) => d.date.startsWith(`${year}-`) && d.name.startsWith('Kurban Ait'),
+    );
+    expect(computed).toBeDefined();
+    expect(listed?.kind).toBe('religious');
+    const apartDays =
+      Math.abs(Date.parse(listed!.date) - Date.parse(computed!.date.slice(0, 10))) / 86_400_000;
+    expect(apartDays).toBeLessThanOrEqual(1);
   });
 });
