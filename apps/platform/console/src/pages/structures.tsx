@@ -251,6 +251,13 @@ function ImportFile(props: { operators: Organisation[]; onImported: () => void }
   const [busy, setBusy] = useState(false);
   const [done, setDone] = useState<StructureImportAnswer | null>(null);
   const [error, setError] = useState<unknown>(null);
+  /** A new key empties the file input once its file is imported or put aside. */
+  const [inputKey, setInputKey] = useState(0);
+  const putAside = () => {
+    setFile(null);
+    setCheck(null);
+    setInputKey((k) => k + 1);
+  };
 
   const body = useMemo(
     () => (file ? { organisation_id: operator, structures: file.parsed.rows.map((r) => r.row) } : null),
@@ -287,8 +294,7 @@ function ImportFile(props: { operators: Organisation[]; onImported: () => void }
     try {
       const answer = await post<StructureImportAnswer>('/api/v1/console/structures/import', body);
       setDone(answer);
-      setFile(null);
-      setCheck(null);
+      putAside();
       props.onImported();
     } catch (e) {
       setError(e);
@@ -327,6 +333,7 @@ function ImportFile(props: { operators: Organisation[]; onImported: () => void }
         />
       </div>
       <DropZone
+        key={inputKey}
         id="import-file"
         label={t('structures.importFile')}
         accept=".csv,.txt,text/csv,text/plain"
@@ -413,14 +420,7 @@ function ImportFile(props: { operators: Organisation[]; onImported: () => void }
                 ? t('structures.nothingNew')
                 : t('structures.importButton', { count: check.answer.created })}
             </button>
-            <button
-              type="button"
-              class="button button-quiet"
-              onClick={() => {
-                setFile(null);
-                setCheck(null);
-              }}
-            >
+            <button type="button" class="button button-quiet" onClick={putAside}>
               {t('common.cancel')}
             </button>
           </div>
