@@ -141,6 +141,47 @@ describe('importing structures', () => {
     expect(dry.json().errors).toEqual(problem.errors);
   });
 
+  test('hostile values are field errors, never a 5xx, and store nothing', async () => {
+    const odd = await importCall({
+      organisation_id: operatorId,
+      structures: [
+        null,
+        7,
+        [],
+        { code: {}, district: ['almaly'], format: null },
+        { code: 'ODD-1', district: 'almaly', format: 'billboard', lat: 1e308, lon: -1e308 },
+        { code: 'x'.repeat(65), district: 'a'.repeat(65), format: 'billboard', address: 5 },
+        { code: 'ODD-2\u202e', district: 'almaly', format: 'billboard' },
+      ],
+    });
+    expect(odd.statusCode).toBe(422);
+    expect(odd.json().errors.map((e: { path: string; code: string }) => `${e.path} ${e.code}`)).toEqual([
+      '/structures/0 type',
+      '/structures/1 type',
+      '/structures/2 type',
+      '/structures/3/code type',
+      '/structures/3/district type',
+      '/structures/3/format type',
+      '/structures/4/lat out_of_range',
+      '/structures/4/lon out_of_range',
+      '/structures/5/code too_long',
+      '/structures/5/district too_long',
+      '/structures/5/address type',
+      '/structures/6/code pattern',
+    ]);
+    for (const body of [
+      { organisation_id: 'not-a-uuid', structures: rows('ODD', 1) },
+      { organisation_id: operatorId, structures: 'ODD-1,almaly,billboard' },
+      { organisation_id: operatorId, structures: rows('ODD', 1), dry_run: 'yes' },
+      [rows('ODD', 1)],
+    ]) {
+      const res = await importCall(body);
+      expect(res.statusCode, res.body).toBe(422);
+      expect(res.json().code).toBe('validation_failed');
+    }
+    expect(await countOf('ODD')).toBe(0);
+  });
+
   test('structures belong to an existing operator', async () => {
     const agency = await createOrganisation(p, 'agency', ['write:submissions']);
     const structures = rows('ORG', 2);
