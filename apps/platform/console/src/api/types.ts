@@ -141,8 +141,29 @@ export interface Device {
   stuck?: { since: string; count: number; last_at: string; batch_seq: number | null; reason: string } | null;
 }
 
+/** A fleet alert (GET /api/v1/console/alerts, and the open ones in the fleet list; apps/platform/docs/alerts.md). */
+export interface Alert {
+  id: string;
+  kind: 'device_silent' | 'screen_off' | 'queue_lag' | 'cms_player_no_plays';
+  state: 'open' | 'resolved';
+  organisation_id: string;
+  device_id: string | null;
+  cms_installation_id: string | null;
+  player: string | null;
+  structure_id: string;
+  structure_code: string;
+  since: string;
+  last_seen_at: string | null;
+  opened_at: string;
+  resolved_at: string | null;
+  resolution: 'cleared' | 'not_monitored' | null;
+  detail: Record<string, string | number | null>;
+}
+
 /** GET /api/v1/console/devices: the devices and the refused handshakes of the last 24 hours. */
 export interface FleetList {
+  /** Open alerts of the devices and CMS players the caller sees, newest first. */
+  alerts?: Alert[];
   items: Device[];
   handshake_refusals?: {
     last_24h: number;
@@ -228,6 +249,8 @@ export interface OpenDataConsole {
 /** GET /api/v1/console/webhooks (apps/platform/docs/city-events.md). */
 export interface Webhook {
   id: string;
+  /** The operator that owns it; null: the authority's. */
+  organisation_id?: string | null;
   url: string;
   types: string[];
   created_at: string;

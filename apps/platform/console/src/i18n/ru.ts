@@ -640,6 +640,39 @@ export const ru: Dictionary = {
   'dayone.downloadAuthorityRoot': 'Скачать корень уполномоченного органа',
   'dayone.runStep': 'Проверьте плеер, затем запустите его:',
 
+  // Оповещения (apps/platform/docs/alerts.md)
+  'alerts.title': 'Оповещения',
+  'alerts.caption': 'Открытые оповещения (сначала новые)',
+  'alerts.none':
+    'Открытых оповещений нет: все устройства и плееры CMS, которые уже присылали данные, в пределах нормы.',
+  'alerts.openCount': 'Открытых оповещений: {count}. Каждое закрывается само, когда его причина исчезает.',
+  'alerts.kind': 'Оповещение',
+  'alerts.subject': 'Устройство или плеер',
+  'alerts.since': 'Начало',
+  'alerts.lastSeen': 'Последний сигнал',
+  'alerts.detail': 'Причина',
+  'alerts.device': 'Устройство',
+  'alerts.cmsPlayer': 'Плеер CMS',
+  'alerts.kind.device_silent': 'Молчит',
+  'alerts.kind.screen_off': 'Экран выключен',
+  'alerts.kind.queue_lag': 'Отставание очереди',
+  'alerts.kind.cms_player_no_plays': 'Нет показов',
+  'alerts.detail.device_silent': 'Нет пакетов {minutes} мин или дольше',
+  'alerts.detail.queue_lag': 'Последний пакет отставал на {lag} (предел {minutes} мин)',
+  'alerts.detail.screen_off': 'Экран выключен в часы работы ({hours})',
+  'alerts.detail.cms_player_no_plays':
+    'CMS присылает пакеты, но показов этого плеера нет {minutes} мин или дольше',
+  'alerts.webhooks': 'Вебхуки оповещений',
+  'alerts.webhooksLead':
+    'Каждое оповещение отправляется один раз при открытии и один раз при закрытии, с подписью секретом подписки (X-Signature: HMAC-SHA256 тела). Операторы получают оповещения только о своих устройствах и плеерах.',
+  'alerts.webhooksNone': 'Вебхуков оповещений нет.',
+  'alerts.webhookAdd': 'Добавить вебхук оповещений',
+  'alerts.webhookAddButton': 'Добавить вебхук',
+  'alerts.webhookSecret':
+    'Секрет подписи (необязательно: если оставить пустым, платформа создаст его и покажет один раз)',
+  'alerts.typeOpened': 'Оповещение открыто',
+  'alerts.typeResolved': 'Оповещение закрыто',
+
   'notFound.title': 'Страница не найдена',
   'notFound.text': 'Такой страницы нет, или она не входит в вашу роль.',
   'notFound.home': 'На первую страницу',

@@ -1,9 +1,19 @@
 import { useMemo, useState } from 'preact/hooks';
 import { loadStructures } from '../api/catalogue.js';
 import { del, get, post, put } from '../api/client.js';
-import type { CmsInstallation, Device, FleetList, Organisation, Structure } from '../api/types.js';
+import type {
+  Alert,
+  CmsInstallation,
+  Device,
+  FleetList,
+  Organisation,
+  Structure,
+  Webhook,
+  WebhookCreated,
+} from '../api/types.js';
+import { Link } from '../components/layout.js';
 import { DataTable } from '../components/table.js';
-import { Badge, ErrorNotice, Field, Loading, Notice, useAsync } from '../components/ui.js';
+import { Badge, ErrorNotice, Field, Hash, Loading, Notice, useAsync } from '../components/ui.js';
 import { en, type MessageKey } from '../i18n/en.js';
 import { type I18n, useI18n } from '../i18n/index.js';
 import { useSession } from '../lib/session.js';
@@ -43,36 +53,137 @@ function Expiry(props: { notAfter: string | null }) {
  * arrived.
  */
 function QueueLag(props: { seconds: number | null | undefined }) {
-  const { t, number, hours } = useI18n();
+  const i18n = useI18n();
   const s = props.seconds;
   if (s === null || s === undefined) return <>—</>;
-  const text =
-    s < 60
-      ? t('fleet.lagSeconds', { seconds: number(s) })
-      : s < 3600
-        ? t('fleet.lagMinutes', { minutes: number(Math.floor(s / 60)) })
-        : hours(s * 1000);
+  const text = lagText(i18n, s);
   return s >= LAG_WARNING_SECONDS ? <Badge tone="warn">{text}</Badge> : text;
 }
 
+function lagText({ t, number, hours }: I18n, s: number): string {
+  return s < 60
+    ? t('fleet.lagSeconds', { seconds: number(s) })
+    : s < 3600
+      ? t('fleet.lagMinutes', { minutes: number(Math.floor(s / 60)) })
+      : hours(s * 1000);
+}
+
+type FleetState = ReturnType<typeof useAsync<FleetList>>;
+
 export function FleetPage() {
   const { t } = useI18n();
+  // One read of the fleet list: its devices and its open alerts (apps/platform/docs/alerts.md).
+  const fleet = useAsync(() => get<FleetList>('/api/v1/console/devices'), []);
+  const alerts = fleet.data?.alerts ?? [];
   return (
     <section>
       <h1>{t('fleet.title')}</h1>
       <p class="lead">{t('fleet.lead')}</p>
-      <Devices />
-      <Installations />
+      <p>
+        <Link href="/fleet/health">{t('reports.healthLink')}</Link>
+      </p>
+      <OpenAlerts fleet={fleet} />
+      <Devices fleet={fleet} />
+      <Installations alerts={alerts} />
+      <AlertWebhooks />
     </section>
   );
 }
 
-function Devices() {
+/** Alerts of a device or of a CMS player, in a row of its table. */
+function AlertBadges(props: { alerts: Alert[] }) {
+  const { t } = useI18n();
+  if (props.alerts.length === 0) return null;
+  return (
+    <small class="block alert-badges">
+      {props.alerts.map((a) => (
+        <Badge key={a.id} tone="bad">
+          {t(`alerts.kind.${a.kind}`)}
+        </Badge>
+      ))}
+    </small>
+  );
+}
+
+/** What an alert is about, in words: its threshold and what was measured. */
+function alertDetail(i18n: I18n, alert: Alert): string {
+  const { t, number } = i18n;
+  const d = alert.detail;
+  switch (alert.kind) {
+    case 'device_silent':
+      return t('alerts.detail.device_silent', { minutes: number(Number(d['silent_after_minutes'])) });
+    case 'queue_lag':
+      return t('alerts.detail.queue_lag', {
+        lag: lagText(i18n, Number(d['queue_lag_seconds'] ?? 0)),
+        minutes: number(Number(d['threshold_minutes'])),
+      });
+    case 'screen_off':
+      return t('alerts.detail.screen_off', { hours: String(d['operating_hours'] ?? '') });
+    case 'cms_player_no_plays':
+      return t('alerts.detail.cms_player_no_plays', { minutes: number(Number(d['quiet_after_minutes'])) });
+  }
+}
+
+/**
+ * Open alerts at the top of the page (issue "an operator's first day", item 5: "shown on the fleet page"): each opens
+ * when its condition starts and goes away when it ends.
+ */
+function OpenAlerts(props: { fleet: FleetState }) {
+  const i18n = useI18n();
+  const { t, dateTime } = i18n;
+  const alerts = props.fleet.data?.alerts;
+  if (!alerts) return null;
+  return (
+    <section class="panel alerts-panel" aria-labelledby="alerts-title">
+      <h2 id="alerts-title">{t('alerts.title')}</h2>
+      {alerts.length === 0 ? (
+        <p>{t('alerts.none')}</p>
+      ) : (
+        <>
+          <Notice kind="error">{t('alerts.openCount', { count: alerts.length })}</Notice>
+          <DataTable
+            caption={t('alerts.caption')}
+            rows={alerts}
+            rowKey={(a) => a.id}
+            columns={[
+              {
+                header: t('alerts.kind'),
+                rowHeader: true,
+                cell: (a) => <Badge tone="bad">{t(`alerts.kind.${a.kind}`)}</Badge>,
+              },
+              {
+                header: t('alerts.subject'),
+                cell: (a) =>
+                  a.device_id ? (
+                    <>
+                      {t('alerts.device')} <code title={a.device_id}>{a.device_id.slice(0, 8)}</code>
+                    </>
+                  ) : (
+                    <>
+                      {t('alerts.cmsPlayer')} <code>{a.player}</code>
+                    </>
+                  ),
+              },
+              { header: t('fleet.structure'), cell: (a) => a.structure_code },
+              { header: t('alerts.since'), cell: (a) => dateTime(a.since) },
+              { header: t('alerts.lastSeen'), cell: (a) => dateTime(a.last_seen_at) },
+              { header: t('alerts.detail'), cell: (a) => alertDetail(i18n, a) },
+            ]}
+          />
+        </>
+      )}
+    </section>
+  );
+}
+
+function Devices(props: { fleet: FleetState }) {
   const { t, dateTime } = useI18n();
   const session = useSession();
   const authority = session.organisation.kind === 'authority';
-  const fleet = useAsync(() => get<FleetList>('/api/v1/console/devices'), []);
+  const fleet = props.fleet;
   const list = { ...fleet, data: fleet.data?.items };
+  const alertsOf = (device: Device) =>
+    (fleet.data?.alerts ?? []).filter((a) => a.device_id === device.device_id);
   const structures = useAsync(() => loadStructures(authority), [authority]);
   const [reEnrol, setReEnrol] = useState<Device | null>(null);
   const [error, setError] = useState<unknown>(null);
@@ -113,7 +224,9 @@ function Devices() {
           caption={t('fleet.devices')}
           rows={list.data}
           rowKey={(d) => d.device_id}
-          rowClass={(d) => (d.revoked_at ? 'row-muted' : d.stuck ? 'row-alert' : undefined)}
+          rowClass={(d) =>
+            d.revoked_at ? 'row-muted' : d.stuck || alertsOf(d).length > 0 ? 'row-alert' : undefined
+          }
           columns={[
             {
               header: t('fleet.device'),
@@ -137,6 +250,7 @@ function Devices() {
                       })}
                     </small>
                   ) : null}
+                  <AlertBadges alerts={alertsOf(d)} />
                   {d.handshake_refusals_24h ? (
                     <small class="block">
                       <Badge tone="warn">
@@ -266,7 +380,7 @@ function Refusals(props: { refusals: FleetList['handshake_refusals'] }) {
   );
 }
 
-function Installations() {
+function Installations(props: { alerts: Alert[] }) {
   const { t } = useI18n();
   const session = useSession();
   const authority = session.organisation.kind === 'authority';
@@ -290,7 +404,12 @@ function Installations() {
       <ErrorNotice error={list.error} />
       {list.data && list.data.length === 0 ? <p>{t('fleet.noInstallations')}</p> : null}
       {(list.data ?? []).map((i) => (
-        <InstallationCard key={i.id} id={i.id} structures={structures.data ?? null} />
+        <InstallationCard
+          key={i.id}
+          id={i.id}
+          structures={structures.data ?? null}
+          alerts={props.alerts.filter((a) => a.cms_installation_id === i.id)}
+        />
       ))}
       <RegisterInstallation
         organisations={(organisations.data ?? []).filter((o) => o.kind === 'operator')}
@@ -391,7 +510,7 @@ function RegisterInstallation(props: {
   );
 }
 
-function InstallationCard(props: { id: string; structures: Structure[] | null }) {
+function InstallationCard(props: { id: string; structures: Structure[] | null; alerts: Alert[] }) {
   const { t, dateTime } = useI18n();
   const installation = useAsync(
     () => get<CmsInstallation>(`/api/v1/console/cms-installations/${props.id}`),
@@ -476,8 +595,17 @@ function InstallationCard(props: { id: string; structures: Structure[] | null })
           caption={t('fleet.players')}
           rows={inst.players ?? []}
           rowKey={(p) => p.external_id}
+          rowClass={(p) => (props.alerts.some((a) => a.player === p.external_id) ? 'row-alert' : undefined)}
           columns={[
-            { header: t('fleet.player'), cell: (p) => <code>{p.external_id}</code> },
+            {
+              header: t('fleet.player'),
+              cell: (p) => (
+                <>
+                  <code>{p.external_id}</code>
+                  <AlertBadges alerts={props.alerts.filter((a) => a.player === p.external_id)} />
+                </>
+              ),
+            },
             { header: t('fleet.structure'), cell: (p) => p.structure_code },
             { header: t('fleet.mappedAt'), cell: (p) => dateTime(p.mapped_at) },
             {
@@ -556,5 +684,177 @@ function InstallationCard(props: { id: string; structures: Structure[] | null })
         </button>
       </form>
     </article>
+  );
+}
+
+/** The alert types of a webhook subscription (apps/platform/docs/alerts.md). */
+const ALERT_EVENT_TYPES = ['alert_opened', 'alert_resolved'] as const;
+
+/**
+ * Webhooks of alerts: an operator's receive the alerts of its own devices and players, the authority's every alert.
+ * Each alert is sent once when it opens and once when it resolves, signed like every city event.
+ */
+function AlertWebhooks() {
+  const { t, dateTime } = useI18n();
+  const list = useAsync(
+    () =>
+      get<{ items: Webhook[] }>('/api/v1/console/webhooks').then((r) =>
+        r.items.filter((h) =>
+          h.types.some((type) => (ALERT_EVENT_TYPES as readonly string[]).includes(type)),
+        ),
+      ),
+    [],
+  );
+  const [url, setUrl] = useState('');
+  const [secret, setSecret] = useState('');
+  const [types, setTypes] = useState<string[]>([...ALERT_EVENT_TYPES]);
+  const [created, setCreated] = useState<WebhookCreated | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const [message, setMessage] = useState<string | null>(null);
+  const typeLabel = (type: string) =>
+    type === 'alert_opened'
+      ? t('alerts.typeOpened')
+      : type === 'alert_resolved'
+        ? t('alerts.typeResolved')
+        : type;
+
+  const remove = async (hook: Webhook) => {
+    if (!window.confirm(t('webhooks.removeConfirm', { url: hook.url }))) return;
+    setError(null);
+    setMessage(null);
+    setCreated(null);
+    try {
+      await del(`/api/v1/console/webhooks/${hook.id}`);
+      setMessage(t('webhooks.removed'));
+      list.reload();
+    } catch (e) {
+      setError(e);
+    }
+  };
+
+  return (
+    <div class="panel">
+      <h2>{t('alerts.webhooks')}</h2>
+      <p class="hint">{t('alerts.webhooksLead')}</p>
+      <ErrorNotice error={list.error ?? error} />
+      {message ? <Notice kind="success">{message}</Notice> : null}
+      {created?.secret ? (
+        <Notice kind="warning">
+          <p>{t('webhooks.secretOnce', { url: created.url })}</p>
+          <p>
+            <Hash value={created.secret} full />
+          </p>
+        </Notice>
+      ) : null}
+      {list.data && list.data.length === 0 ? <p>{t('alerts.webhooksNone')}</p> : null}
+      {list.data && list.data.length > 0 ? (
+        <DataTable
+          caption={t('alerts.webhooks')}
+          rows={list.data}
+          rowKey={(h) => h.id}
+          columns={[
+            { header: t('webhooks.url'), cell: (h) => <code>{h.url}</code> },
+            { header: t('webhooks.types'), cell: (h) => h.types.map(typeLabel).join(', ') },
+            { header: t('webhooks.created'), cell: (h) => dateTime(h.created_at) },
+            {
+              header: t('webhooks.deliveries'),
+              cell: (h) => (
+                <>
+                  {t('webhooks.counts', { delivered: h.deliveries.delivered, pending: h.deliveries.pending })}
+                  {h.deliveries.failed > 0 ? (
+                    <small class="block">
+                      <Badge tone="bad">{t('webhooks.failed', { failed: h.deliveries.failed })}</Badge>
+                    </small>
+                  ) : null}
+                </>
+              ),
+            },
+            {
+              header: t('common.actions'),
+              cell: (h) => (
+                <button
+                  type="button"
+                  class="button button-small button-danger"
+                  onClick={() => void remove(h)}
+                >
+                  {t('webhooks.remove')}
+                </button>
+              ),
+            },
+          ]}
+        />
+      ) : null}
+      <details class="register">
+        <summary>{t('alerts.webhookAdd')}</summary>
+        <form
+          onSubmit={async (e) => {
+            e.preventDefault();
+            setError(null);
+            setMessage(null);
+            setCreated(null);
+            try {
+              const answer = await post<WebhookCreated>('/api/v1/console/webhooks', {
+                url: url.trim(),
+                types,
+                ...(secret.trim() ? { secret: secret.trim() } : {}),
+              });
+              setCreated(answer);
+              if (!answer.secret) setMessage(t('webhooks.added'));
+              setUrl('');
+              setSecret('');
+              list.reload();
+            } catch (err) {
+              setError(err);
+            }
+          }}
+        >
+          <Field id="alert-webhook-url" label={t('webhooks.url')} hint={t('webhooks.urlHint')}>
+            <input
+              id="alert-webhook-url"
+              type="url"
+              required
+              maxLength={2000}
+              aria-describedby="alert-webhook-url-hint"
+              value={url}
+              onInput={(e) => setUrl((e.target as HTMLInputElement).value)}
+            />
+          </Field>
+          <Field id="alert-webhook-secret" label={t('alerts.webhookSecret')} hint={t('webhooks.secretHint')}>
+            <input
+              id="alert-webhook-secret"
+              type="password"
+              autoComplete="new-password"
+              minLength={16}
+              maxLength={256}
+              aria-describedby="alert-webhook-secret-hint"
+              value={secret}
+              onInput={(e) => setSecret((e.target as HTMLInputElement).value)}
+            />
+          </Field>
+          <fieldset class="picker">
+            <legend>{t('webhooks.types')}</legend>
+            {ALERT_EVENT_TYPES.map((type) => (
+              <label key={type}>
+                <input
+                  type="checkbox"
+                  checked={types.includes(type)}
+                  onChange={(e) =>
+                    setTypes((now) =>
+                      (e.target as HTMLInputElement).checked
+                        ? [...now.filter((x) => x !== type), type]
+                        : now.filter((x) => x !== type),
+                    )
+                  }
+                />{' '}
+                {typeLabel(type)}
+              </label>
+            ))}
+          </fieldset>
+          <button type="submit" class="button button-primary" disabled={types.length === 0}>
+            {t('alerts.webhookAddButton')}
+          </button>
+        </form>
+      </details>
+    </div>
   );
 }
