@@ -15,37 +15,72 @@ import { createProgress } from '@ooh/progress';
 import { addDays, almatyDate, formatAlmaty } from '@ooh/protocol';
 import { bootstrap } from '../apps/platform/src/bootstrap.js';
 import { holdStopSignals } from '../apps/platform/src/cluster.js';
-import { loadConfig } from '../apps/platform/src/config.js';
-import { EmbeddedDatabaseError } from '../apps/platform/src/db/embedded.js';
+import { loadConfig, type PlatformConfig } from '../apps/platform/src/config.js';
 import { startPlatform } from '../apps/platform/src/platform.js';
+import { checkListeners, startFailure } from '../apps/platform/src/start-errors.js';
 import { Fleet } from '../hardware-sim/src/index.js';
 
-const { values } = parseArgs({
-  args: process.argv.slice(2),
-  options: {
-    players: { type: 'string', default: process.env['DEMO_PLAYERS'] ?? '20' },
-    'no-fleet': { type: 'boolean', default: process.env['DEMO_FLEET'] === '0' },
-  },
-});
+const USAGE = `usage: npm start [-- --players N] [-- --no-fleet]
+
+  The platform on an embedded PostgreSQL in ./.data (DATA_DIR), bootstrapped, with a demo fleet of simulated
+  players. Ctrl-C stops everything.
+
+  --players N   the demo fleet's size, 0 to 2000 (default 20, or DEMO_PLAYERS)
+  --no-fleet    the platform alone (or DEMO_FLEET=0)
+
+  The platform's own variables apply (API_PORT, HOST, DATA_DIR, LOG_FORMAT, ...: npm run platform -- --help).`;
+
+/** Every failure of the demo's start: one plain line, no stack (issue "What a newcomer tripped over", item 6). */
+function fail(error: unknown, config: PlatformConfig | null): never {
+  const { line, exitCode } = startFailure(error, config, 'npm start', 'npm start -- --help');
+  console.error(line);
+  process.exit(exitCode);
+}
+
+let values: { players: string; 'no-fleet': boolean; help: boolean };
+try {
+  values = parseArgs({
+    args: process.argv.slice(2),
+    options: {
+      players: { type: 'string', default: process.env['DEMO_PLAYERS'] ?? '20' },
+      'no-fleet': { type: 'boolean', default: process.env['DEMO_FLEET'] === '0' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  }).values;
+} catch (error) {
+  fail(error, null);
+}
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 const players = Number(values.players);
 if (!Number.isInteger(players) || players < 0 || players > 2000) {
-  console.error('--players must be a whole number from 0 to 2000');
+  console.error(`npm start: --players must be a whole number from 0 to 2000, not "${values.players}"`);
   process.exit(2);
 }
 
-const config = loadConfig({
-  env: { DATA_DIR: '.data', LOG_LEVEL: 'warn', ...process.env },
-});
+let config: PlatformConfig;
+try {
+  config = loadConfig({
+    env: { DATA_DIR: '.data', LOG_LEVEL: 'warn', ...process.env },
+  });
+} catch (error) {
+  fail(error, null);
+}
 // A Ctrl-C while the platform starts is kept until it has started, then stops it: its PostgreSQL runs in a process
 // group of its own (Ctrl-C does not reach it) and is stopped last, after the platform's connections are closed.
 const signals = holdStopSignals();
-const platform = await startPlatform({ config }).catch((error: unknown) => {
-  // "in use by the platform (pid N)" and the like: one plain line, no stack.
-  if (!(error instanceof EmbeddedDatabaseError)) throw error;
-  console.error(error.message);
-  process.exit(1);
+// A port another program holds stops the start before the database is opened or migrated.
+const platform = await checkListeners(config)
+  .then(() => startPlatform({ config }))
+  .catch((error: unknown) => fail(error, config));
+const { key } = await bootstrap(platform.ctx.db, platform.ctx.clock, {
+  keyName: 'npm start demo admin',
+}).catch(async (error: unknown) => {
+  await platform.close();
+  return fail(error, config);
 });
-const { key } = await bootstrap(platform.ctx.db, platform.ctx.clock, { keyName: 'npm start demo admin' });
 
 console.log(`
 Outdoor advertising approval and proof-of-play platform is running (data in ${config.dataDir}).
@@ -62,6 +97,8 @@ Ctrl-C stops the platform${values['no-fleet'] || players === 0 ? '' : ', the dem
 `);
 
 let fleet: Fleet | null = null;
+/** The demo fleet while it is enrolled and started: a Ctrl-C then closes it too. */
+let starting: Fleet | null = null;
 let ticker: NodeJS.Timeout | null = null;
 let stopping = false;
 
@@ -74,7 +111,9 @@ const stop = async () => {
   if (ticker) clearInterval(ticker);
   if (process.stdout.isTTY) process.stdout.write('\n');
   console.log('stopping ...');
-  await fleet?.close().catch((error: unknown) => console.error('demo fleet:', (error as Error).message));
+  await (fleet ?? starting)
+    ?.close()
+    .catch((error: unknown) => console.error('demo fleet:', (error as Error).message));
   await platform.close();
   process.exit(0);
 };
@@ -85,9 +124,12 @@ if (!values['no-fleet'] && players > 0) {
     fleet = await startDemoFleet(players);
     startTicker(fleet);
   } catch (error) {
-    console.error(
-      `the demo fleet did not start (${(error as Error).message}); the platform keeps running alone.`,
-    );
+    // Stopped by a Ctrl-C during enrolment: what failed then is the interruption itself, not worth a line.
+    if (!stopping) {
+      console.error(
+        `the demo fleet did not start (${(error as Error).message}); the platform keeps running alone.`,
+      );
+    }
   }
 }
 
@@ -109,6 +151,7 @@ async function startDemoFleet(count: number): Promise<Fleet> {
       },
     });
   let demo = await create();
+  starting = demo;
   // A second start takes up the same players, if the platform still knows them and they point at these URLs.
   if (demo.adopt() && (await stillValid(demo))) {
     console.log(`demo fleet: taking up the ${demo.players.size} players of ${dir}`);
@@ -116,6 +159,8 @@ async function startDemoFleet(count: number): Promise<Fleet> {
     await demo.close();
     if (existsSync(dir)) renameSync(dir, `${dir}.old-${Date.now()}`);
     demo = await create();
+    starting = demo;
+    if (stopping) throw new Error('stopped');
     const today = almatyDate(new Date());
     console.log(
       `demo fleet: enrolling ${count} simulated players with 4 demo creatives (takes a few seconds) ...`,

@@ -20,6 +20,14 @@ export interface PlatformConfig {
   /** Only ever true when started with --test-clock. */
   testClock: boolean;
   logLevel: string;
+  /** json (default): one JSON object a line, for collectors; pretty: one readable line per entry, for a person. */
+  logFormat: 'json' | 'pretty';
+  /**
+   * The Prometheus listener (METRICS_PORT), or null when it is off (the default). Its own port and address, never
+   * one of the four hosts: METRICS_HOST defaults to 127.0.0.1 whatever HOST is, and any other address needs
+   * METRICS_TOKEN, so the series are never public by accident (docs/decisions.md "Metrics").
+   */
+  metrics: { host: string; port: number; token: string | null } | null;
   /** Public base URLs as callers reach them (used for envelope_url and the like). */
   publicUrls: { api: string; agents: string; devices: string; verify: string };
   /**
@@ -58,6 +66,10 @@ const ENV_NAMES = {
   embeddedPgPort: 'EMBEDDED_PG_PORT',
   env: 'PLATFORM_ENV',
   logLevel: 'LOG_LEVEL',
+  logFormat: 'LOG_FORMAT',
+  metricsPort: 'METRICS_PORT',
+  metricsHost: 'METRICS_HOST',
+  metricsToken: 'METRICS_TOKEN',
   publicApiUrl: 'PUBLIC_API_URL',
   publicAgentsUrl: 'PUBLIC_AGENTS_URL',
   publicDevicesUrl: 'PUBLIC_DEVICES_URL',
@@ -78,6 +90,10 @@ const CORE_FILE_KEYS = new Set([
   'embedded_pg_port',
   'env',
   'log_level',
+  'log_format',
+  'metrics_port',
+  'metrics_host',
+  'metrics_token',
   'public_api_url',
   'public_agents_url',
   'public_devices_url',
@@ -153,13 +169,34 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
   if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push(`DATABASE_URL: "${databaseUrl}" is not a postgres:// or postgresql:// URL`);
   }
-  const envName = text('env', 'env', 'prod');
+  // Seals made under a settable clock are test seals (issue "What a newcomer tripped over", item 7): --test-clock
+  // means env test, and an explicit PLATFORM_ENV=prod beside it is a contradiction, not a choice.
+  const envName = text('env', 'env', options.testClock ? 'test' : 'prod');
   if (envName !== 'test' && envName !== 'prod')
     problems.push(`PLATFORM_ENV: must be test or prod, not "${envName}"`);
+  else if (envName === 'prod' && options.testClock)
+    problems.push('PLATFORM_ENV: prod with --test-clock; seals made under a settable clock say env test');
   const logLevel = text('logLevel', 'log_level', 'info')!;
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     problems.push(`LOG_LEVEL: "${logLevel}" is not one of fatal, error, warn, info, debug, trace, silent`);
   }
+  const logFormat = text('logFormat', 'log_format', 'json')!;
+  if (logFormat !== 'json' && logFormat !== 'pretty') {
+    problems.push(`LOG_FORMAT: "${logFormat}" is not json or pretty`);
+  }
+  const metrics = (() => {
+    const metricsPort = port('metricsPort', 'metrics_port', -1);
+    if (metricsPort < 0) return null;
+    const metricsHost = text('metricsHost', 'metrics_host', '127.0.0.1')!;
+    const token = text('metricsToken', 'metrics_token', null);
+    if (token !== null && token.length < 16) problems.push('METRICS_TOKEN: must be at least 16 characters');
+    if (!isLoopback(metricsHost) && token === null) {
+      problems.push(
+        `METRICS_HOST: ${metricsHost} is reachable from other machines; set METRICS_TOKEN (scrapers send it as a bearer token), or keep METRICS_HOST at 127.0.0.1`,
+      );
+    }
+    return { host: metricsHost, port: metricsPort, token };
+  })();
   const workers = (() => {
     const got = pick('workers', 'workers');
     if (!got) return 1;
@@ -193,6 +230,7 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     AGENTS_PORT: agentsPort,
     DEVICES_PORT: devicesPort,
     VERIFY_PORT: verifyPort,
+    ...(metrics ? { METRICS_PORT: metrics.port } : {}),
   };
   const seen = new Map<number, string>();
   for (const [name, value] of Object.entries(ports)) {
@@ -245,12 +283,21 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     env: envName as 'test' | 'prod',
     testClock: options.testClock ?? false,
     logLevel,
+    logFormat: logFormat as 'json' | 'pretty',
+    metrics,
     publicUrls,
     workers,
     trustProxy,
     settings,
     ...options.overrides,
   };
+}
+
+/** Whether a listen address reaches this machine only (loopback addresses and localhost). */
+function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (net.isIPv4(host)) return host.startsWith('127.');
+  return host === '::1';
 }
 
 /** One TRUST_PROXY entry: what Fastify's trustProxy (proxy-addr) takes, checked here so a typo stops the start. */

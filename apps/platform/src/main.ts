@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { bootstrap } from './bootstrap.js';
-import { ConfigError, loadConfig } from './config.js';
-import { EmbeddedDatabaseError } from './db/embedded.js';
+import { loadConfig, type PlatformConfig } from './config.js';
 import { checkFeatureSettings } from './settings-check.js';
+import { checkListeners, StartError, startFailure } from './start-errors.js';
 import { createLogger, openDatabase, startPlatform } from './platform.js';
 import { systemClock } from './clock.js';
 import { exitWithPrimary, holdStopSignals, reportListening, runPrimary, workerRole } from './cluster.js';
@@ -12,8 +12,12 @@ const USAGE = `usage: platform [run] [--test-clock] [--config FILE]
        platform bootstrap [--config FILE]
 
 Environment: API_PORT AGENTS_PORT DEVICES_PORT VERIFY_PORT HOST DATA_DIR DATABASE_URL
-             PLATFORM_ENV (test|prod) LOG_LEVEL CONFIG_FILE PUBLIC_{API,AGENTS,DEVICES,VERIFY}_URL
+             PLATFORM_ENV (test|prod) LOG_LEVEL LOG_FORMAT (json|pretty) CONFIG_FILE
+             PUBLIC_{API,AGENTS,DEVICES,VERIFY}_URL METRICS_PORT METRICS_HOST METRICS_TOKEN
              PLATFORM_WORKERS (processes serving the ports: a number or auto; default 1)`;
+
+/** The configuration once read, for naming the variable behind a failure. */
+let config: PlatformConfig | null = null;
 
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -30,21 +34,33 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const command = positionals[0] ?? 'run';
-  if (!['run', 'bootstrap'].includes(command) || positionals.length > 1) {
-    console.error(USAGE);
-    return 2;
+  if (!['run', 'bootstrap'].includes(command)) {
+    throw new StartError(
+      `platform: unknown command "${command}"; the commands are run and bootstrap (platform --help)`,
+      2,
+    );
   }
-  const config = loadConfig({ file: values.config, testClock: values['test-clock'] === true });
+  if (positionals.length > 1) {
+    throw new StartError(
+      `platform ${command}: takes no argument, not "${positionals[1]}" (platform --help)`,
+      2,
+    );
+  }
+  config = loadConfig({ file: values.config, testClock: values['test-clock'] === true });
   checkFeatureSettings(config);
+  const settings = config;
   // From here a Ctrl-C waits for what is starting (the embedded PostgreSQL runs in its own process group, so it is
   // this process that stops it), then stops it cleanly; a second one leaves at once.
   const signals = holdStopSignals();
 
   if (command === 'bootstrap') {
     // Same configuration, no listeners: open the database, migrate, bootstrap.
-    const log = createLogger({ ...config, logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
+    const log = createLogger({
+      ...settings,
+      logLevel: settings.logLevel === 'info' ? 'warn' : settings.logLevel,
+    });
     // Beside a running platform, its cluster is used (issue "A newcomer's two commands", item 2).
-    const database = await openDatabase(config, log, { use: 'command', what: 'platform bootstrap' });
+    const database = await openDatabase(settings, log, { use: 'command', what: 'platform bootstrap' });
     if (database.embedded?.owner) {
       console.error(
         `using the embedded PostgreSQL of ${database.embedded.owner.what} (pid ${database.embedded.owner.pid})`,
@@ -74,7 +90,8 @@ async function main(argv: string[]): Promise<number> {
         `  agents   ${urls['agents']}/s/v1`,
         `  devices  ${urls['devices']}/d/v1`,
         `  verify   ${urls['verify']}/v1`,
-        config.testClock ? '  test clock ON: PUT /api/v1/console/clock sets the time' : '',
+        settings.metrics ? `  metrics  http://${settings.metrics.host}:${settings.metrics.port}/metrics` : '',
+        settings.testClock ? '  test clock ON: PUT /api/v1/console/clock sets the time' : '',
       ]
         .filter(Boolean)
         .join('\n'),
@@ -82,12 +99,14 @@ async function main(argv: string[]): Promise<number> {
 
   // PLATFORM_WORKERS > 1: this process is the primary of a cluster (src/cluster.ts).
   const role = workerRole();
-  if (role === null && config.workers > 1) {
-    return runPrimary(config, createLogger(config), (urls) => running(urls, config.workers), signals);
+  // A port another program holds stops the start here, before the database is opened or migrated.
+  if (role === null) await checkListeners(settings);
+  if (role === null && settings.workers > 1) {
+    return runPrimary(settings, createLogger(settings), (urls) => running(urls, settings.workers), signals);
   }
 
   const platform = await startPlatform({
-    config,
+    config: settings,
     ...(role ? { schedulers: role.schedulers, applicationName: `ooh-platform-w${role.index}` } : {}),
   });
   let stopping = false;
@@ -112,9 +131,9 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    // What an operator can act on is said in its own plain line, without a stack.
-    if (error instanceof ConfigError || error instanceof EmbeddedDatabaseError) console.error(error.message);
-    else console.error('platform failed to start:', error);
-    process.exit(1);
+    // One plain line naming the problem and what to do, without a stack; 2 for arguments and configuration.
+    const { line, exitCode } = startFailure(error, config);
+    console.error(line);
+    process.exit(exitCode);
   },
 );

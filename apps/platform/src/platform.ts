@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { authenticateRoutes } from './auth/plugin.js';
 import { type Clock, systemClock, TestClock } from './clock.js';
 import type { PlatformConfig } from './config.js';
@@ -12,6 +12,7 @@ import { createPool, type Db } from './db/pool.js';
 import { type DevicesHttpsOptions, devicesHttpsOptions } from './devices/tls.js';
 import { FEATURES, type Feature } from './features.js';
 import { createHostServer, type HostName } from './http/server.js';
+import { createLogger } from './logging.js';
 import { consoleSessionResolver } from './sessions/index.js';
 
 export interface Servers {
@@ -151,7 +152,7 @@ export async function openDatabase(
     }
   }
   const db = createPool(url, {
-    onIdleError: (error) => log.warn({ err: error }, 'idle database connection lost'),
+    onIdleError: idleErrorLog(log),
     ...(options.applicationName ? { applicationName: options.applicationName } : {}),
   });
   const cluster = embedded;
@@ -178,8 +179,29 @@ export async function openDatabase(
   return { db, url, embedded, close };
 }
 
-export function createLogger(config: PlatformConfig): Logger {
-  return pino({ level: config.logLevel, base: { service: 'ooh-platform' } });
+export { createLogger };
+
+/**
+ * The log of pooled connections the server ended (a restart, a stop): one line for a burst, not one per connection
+ * (a pool of 20 wrote 20 entries, each with a stack; issue "What a newcomer tripped over", item 6).
+ */
+function idleErrorLog(log: Logger): (error: Error) => void {
+  let burst: NodeJS.Timeout | null = null;
+  let more = 0;
+  return (error) => {
+    if (burst) {
+      more += 1;
+      return;
+    }
+    const code = (error as { code?: string }).code;
+    log.warn({ code, reason: error.message }, 'idle database connection lost; the next query reconnects');
+    burst = setTimeout(() => {
+      if (more > 0) log.warn({ connections: more }, 'more idle database connections were lost');
+      burst = null;
+      more = 0;
+    }, 10_000);
+    burst.unref();
+  };
 }
 
 /** Opens the database, migrates, builds the four hosts and listens on them. */

@@ -78,9 +78,9 @@ describe('platform command line', () => {
     expect(rows[0].n).toBe(1);
   });
 
-  test('a bad configuration exits non-zero naming the value', async () => {
+  test('a bad configuration exits 2 naming the value', async () => {
     const res = await runPlatformCommand(['run'], { API_PORT: 'http', DATA_DIR: await tempDir() });
-    expect(res.code).toBe(1);
+    expect(res.code).toBe(2);
     expect(res.stderr).toMatch(/API_PORT: "http" is not a port/);
   });
 
