@@ -53,6 +53,12 @@ export interface Evaluation {
 
 const keyOf = (kind: AlertKind, subjectKey: string) => `${kind} ${subjectKey}`;
 
+/** Same keys and values, whatever their order (jsonb orders keys its own way). */
+function sameDetail(a: AlertRow['detail'], b: AlertRow['detail']): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => k in b && a[k] === b[k]);
+}
+
 /** The figures shown with an alert: the threshold in force and what was measured. */
 function detailOf(condition: Condition, settings: AlertSettings): AlertRow['detail'] {
   switch (condition.kind) {
@@ -185,8 +191,15 @@ export async function evaluateAlerts(
 
     for (const alert of open) {
       const condition = current.get(keyOf(alert.kind, alert.subject_key));
-      if (condition)
-        await refreshAlert(client, alert.id, condition.lastSeenAt, detailOf(condition, settings));
+      if (!condition) continue;
+      const detail = detailOf(condition, settings);
+      // Written only when something changed: a fleet's open alerts mostly stay as they are between two evaluations.
+      if (
+        condition.lastSeenAt?.getTime() !== alert.last_seen_at?.getTime() ||
+        !sameDetail(detail, alert.detail)
+      ) {
+        await refreshAlert(client, alert.id, condition.lastSeenAt, detail);
+      }
     }
     return { opened, resolved, open: open.length - resolved.length + opened.length, watchingSince };
   });
