@@ -28,6 +28,14 @@ import { type DisplayMode, ModeTracker } from './playback/mode.js';
 import { PlaybackScheduler } from './playback/scheduler.js';
 import { type RenewalCheck, RenewalManager } from './renewal/renewal.js';
 import { BatchStore } from './shipping/batch-store.js';
+import { DiskWatch, type FreeSpace, systemFreeSpace } from './storage/disk.js';
+import {
+  LAST_PRUNE_KEY,
+  type LastPrune,
+  StorageMaintenance,
+  type StorageStatus,
+  storageStatus,
+} from './storage/maintenance.js';
 import { type ShippingAlert, Shipper, type ShippingStatus, shippingTrouble } from './shipping/shipper.js';
 
 const CLOCK_OFFSET_KEY = 'clock.offset_ms';
@@ -43,6 +51,8 @@ export interface AgentOptions {
   logger?: Logger;
   random?: () => number;
   sleep?: Sleep;
+  /** Free space of a path's volume (default fs.statfs): the simulator's disk, tests. */
+  freeSpace?: FreeSpace;
 }
 
 export interface CertificateStatus {
@@ -76,6 +86,8 @@ export interface AgentStatus {
   mode: DisplayMode;
   media: { playable: number; refused: number; waiting: number } | null;
   revocation_list_version: number | null;
+  /** Database size, free space and thresholds, the oldest unacknowledged record, retention (storage/maintenance.ts). */
+  storage: StorageStatus;
 }
 
 /**
@@ -97,6 +109,8 @@ export class AgentCore {
   readonly renewal: RenewalManager;
   readonly scheduler: PlaybackScheduler | null;
   readonly hardware: Hardware;
+  readonly disk: DiskWatch;
+  readonly storage: StorageMaintenance;
   /** This run of the agent: the epoch of its steady clock, named on records logged before the clock is synced. */
   readonly run = randomUUID();
   private readonly logger: Logger;
@@ -125,7 +139,8 @@ export class AgentCore {
       caChainFile: config.caChainFile,
       dataDir: config.dataDir,
     });
-    this.db = openAgentDatabase(join(config.dataDir, 'agent.sqlite'));
+    const dbPath = join(config.dataDir, 'agent.sqlite');
+    this.db = openAgentDatabase(dbPath);
     // A record logged before the clock is synced notes where it stands on the steady clock, so its times can be
     // corrected once the platform's time is known (records not yet in a batch only).
     this.log = new PlayLog(this.db, () =>
@@ -147,6 +162,26 @@ export class AgentCore {
       },
     );
     this.clockTrust = this.clock.trust();
+    this.disk = new DiskWatch({
+      volumes: [
+        { name: 'data', path: config.dataDir },
+        { name: 'media', path: config.mediaDir },
+      ],
+      freeSpace: options.freeSpace ?? systemFreeSpace,
+      warnFreeBytes: config.disk.warnFreeBytes,
+      hardFreeBytes: config.disk.hardFreeBytes,
+      clock: this.clock,
+    });
+    this.storage = new StorageMaintenance({
+      db: this.db,
+      dbPath,
+      state: this.state,
+      disk: this.disk,
+      settings: config,
+      clock: this.clock,
+      logger: this.logger,
+      sleep: this.sleep,
+    });
     const authorityRoots = splitPemChain(readFileSync(config.authorityRootFile, 'utf8'));
     this.http = observeServerDates(
       createHttpClient({
@@ -232,6 +267,7 @@ export class AgentCore {
           imageDurationMs: config.imageDurationMs,
           logger: this.logger,
           sleep: this.sleep,
+          disk: this.disk,
         })
       : null;
   }
@@ -251,6 +287,8 @@ export class AgentCore {
 
     this.clockTrust = this.clock.trust();
     if (this.clockTrust === 'implausible') this.reportImplausibleClock();
+    // The disk is known before the first play: a full one must not let a play start that could not be proven.
+    await this.storage.checkDisk();
     await this.revocations.loadCache();
     await this.library.start();
     this.unsubscribe.push(
@@ -267,6 +305,22 @@ export class AgentCore {
         this.logger.warn({ state: tamperState }, 'tamper switch changed');
         this.shipper.wake();
       }),
+      // Below the warning threshold it is reported (a mode_change); below the hard one, only slot content plays.
+      this.disk.onChange((report) => {
+        const fields = {
+          state: report.state,
+          free_bytes: report.freeBytes,
+          write_failure: report.writeFailure,
+        };
+        if (report.state === 'ok') this.logger.info(fields, 'disk space back above the thresholds');
+        else this.logger.warn(fields, `disk space ${report.state}`);
+        try {
+          this.scheduler?.refreshMode();
+        } catch (error) {
+          // The record of the change could not be written (the disk): the next playback step tries again.
+          this.logger.error({ err: error }, 'reporting the disk state failed');
+        }
+      }),
     );
     if (!this.scheduler) this.logger.warn({}, 'no display attached: media are verified but nothing plays');
 
@@ -276,6 +330,7 @@ export class AgentCore {
       );
     };
     task('shipping', () => this.shipper.run(signal));
+    task('storage', () => this.storage.run(signal));
     task('renewal', () => this.renewal.run(signal));
     task('revocations', () =>
       this.every(config.revocationRefreshMs, signal, async () => {
@@ -334,6 +389,7 @@ export class AgentCore {
       library: this.library,
       revocationVersion: this.revocations.version,
       lastRenewalCheck: this.renewal.last,
+      storage: this.storage.status(),
     });
   }
 
@@ -443,6 +499,7 @@ export function buildStatus(args: {
   library: MediaLibrary | null;
   revocationVersion: number | null;
   lastRenewalCheck: RenewalCheck | null;
+  storage: StorageStatus;
 }): AgentStatus {
   const stats = args.log.stats();
   const files = args.library?.files() ?? null;
@@ -480,6 +537,7 @@ export function buildStatus(args: {
         }
       : null,
     revocation_list_version: args.revocationVersion,
+    storage: args.storage,
   };
 }
 
@@ -487,18 +545,33 @@ export function buildStatus(args: {
  * Status read from disk without starting the agent (`agent status`): identity, certificate expiry, queue
  * depth, last successful send, clock offset, remembered mode. Safe while the agent runs (WAL readers).
  */
-export async function readStatus(config: AgentConfig): Promise<AgentStatus> {
+export async function readStatus(
+  config: AgentConfig,
+  options: { freeSpace?: FreeSpace } = {},
+): Promise<AgentStatus> {
   const credentials = FileCredentials.load({
     keyFile: config.keyFile,
     certificateFile: config.certificateFile,
     caChainFile: config.caChainFile,
     dataDir: config.dataDir,
   });
-  const db = openAgentDatabase(join(config.dataDir, 'agent.sqlite'));
+  const dbPath = join(config.dataDir, 'agent.sqlite');
+  const db = openAgentDatabase(dbPath);
   try {
     const state = new AgentState(db);
     const offset = state.get<number>(CLOCK_OFFSET_KEY) ?? 0;
     const now = new Date(Date.now() + offset);
+    // The disk as it is now (no memory of the running agent's state: the thresholds alone decide).
+    const disk = await new DiskWatch({
+      volumes: [
+        { name: 'data', path: config.dataDir },
+        { name: 'media', path: config.mediaDir },
+      ],
+      freeSpace: options.freeSpace ?? systemFreeSpace,
+      warnFreeBytes: config.disk.warnFreeBytes,
+      hardFreeBytes: config.disk.hardFreeBytes,
+      clock: { now: () => now },
+    }).check();
     const revocations = new RevocationStore({
       cachePath: join(config.dataDir, 'revocations.json'),
       trustedRootsPem: splitPemChain(readFileSync(config.authorityRootFile, 'utf8')),
@@ -530,6 +603,14 @@ export async function readStatus(config: AgentConfig): Promise<AgentStatus> {
       library: null,
       revocationVersion: revocations.version,
       lastRenewalCheck: null,
+      storage: storageStatus({
+        db,
+        dbPath,
+        settings: config,
+        disk,
+        now,
+        lastPrune: state.get<LastPrune>(LAST_PRUNE_KEY) ?? null,
+      }),
     });
   } finally {
     db.close();

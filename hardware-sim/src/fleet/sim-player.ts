@@ -17,11 +17,12 @@ import type { TimeSource } from '../time/virtual-clock.js';
 import { seededRandom } from '../util/random.js';
 
 /**
- * Loops the agent core runs while started with a display (apps/agent/src/agent.ts `start`): shipping, renewal,
- * revocation refresh, media recheck, playback. Each sleeps between work, so a player is idle exactly when this
- * many of its sleeps are pending. (The virtual clock lowers it by itself if a loop ends, see VirtualClock.)
+ * Loops the agent core runs while started with a display (apps/agent/src/agent.ts `start`): shipping, storage (disk
+ * checks and retention), renewal, revocation refresh, media recheck, playback. Each sleeps between work, so a player
+ * is idle exactly when this many of its sleeps are pending. (The virtual clock lowers it by itself if a loop ends,
+ * see VirtualClock.)
  */
-export const AGENT_LOOPS = 5;
+export const AGENT_LOOPS = 6;
 
 /** How a player is set up; plain data, so it can cross to a child process. */
 export interface PlayerSpec {

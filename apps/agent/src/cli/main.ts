@@ -11,9 +11,9 @@ const USAGE = `usage: agent <command> [--config <file>]
 
 commands:
   init     create the device key (P-256, mode 0600) if there is none and print what to enter in the console
-  status   show identity, certificate expiry, queue depth, last successful send, clock offset, a stuck batch and
-           records set aside  [--json]; exit 1 when the player cannot work as it is (certificate, shipping stopped
-           or stuck)
+  status   show identity, certificate expiry, queue depth, last successful send, clock offset, a stuck batch,
+           records set aside, database size, free space and retention  [--json]; exit 1 when the player cannot work
+           as it is (certificate, shipping stopped or stuck, disk below its hard threshold)
   run      run the agent until interrupted
 
 The config file defaults to $AGENT_CONFIG, else ./agent.json.
@@ -91,12 +91,14 @@ export async function main(
       const status = await readStatus(config);
       out(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
       // Non-zero whenever the player cannot work as it is: a technician's script checks the exit status. A stuck
-      // batch is such a case (the records behind it wait); records set aside alone are not (shipping goes on).
+      // batch is such a case (the records behind it wait); records set aside alone are not (shipping goes on). A disk
+      // below its hard threshold is (billable content stops); below the warning threshold only is not.
       const certificate = status.identity.certificate?.state;
       return certificate === 'expired' ||
         certificate === 'not_yet_valid' ||
         status.shipping.alert ||
-        status.shipping.stuck
+        status.shipping.stuck ||
+        status.storage.disk.state === 'full'
         ? 1
         : 0;
     }
@@ -176,9 +178,78 @@ export function formatStatus(status: AgentStatus): string {
     }`,
     `mode:            ${status.mode}`,
     `revocations:     ${status.revocation_list_version === null ? 'no list yet' : `version ${status.revocation_list_version}`}`,
+    ...storageLines(status),
     '',
   );
   return lines.join('\n');
+}
+
+/** Bytes as a person reads them: 1.5 GiB, 312.0 MiB, 48.0 KiB, 900 B. */
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (Math.abs(value) >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/** 3 d 4 h, 2 h 5 min, 12 min, 40 s. */
+function formatAge(seconds: number): string {
+  const d = Math.floor(seconds / 86_400);
+  const h = Math.floor((seconds % 86_400) / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  if (d > 0) return `${d} d ${h} h`;
+  if (h > 0) return `${h} h ${m} min`;
+  if (m > 0) return `${m} min`;
+  return `${seconds} s`;
+}
+
+function storageLines(status: AgentStatus): string[] {
+  const { database, disk, oldest_unacknowledged: oldest, retention } = status.storage;
+  const days = (ms: number) => `${Math.round((ms / 86_400_000) * 10) / 10} days`;
+  const lines = [
+    `database:        ${formatBytes(database.file_bytes + database.wal_bytes)} (file ${formatBytes(database.file_bytes)} + wal ${formatBytes(database.wal_bytes)})${
+      database.vacuum === 'pending'
+        ? '; incremental vacuum not on yet (turned on by the agent once it can)'
+        : ''
+    }`,
+    `disk:            ${
+      disk.state === 'unknown' ? 'UNKNOWN' : disk.state.toUpperCase()
+    }, ${disk.free_bytes === null ? 'free space unknown' : `${formatBytes(disk.free_bytes)} free`} (warning below ${formatBytes(disk.warn_free_bytes)}, hard below ${formatBytes(disk.hard_free_bytes)})`,
+  ];
+  for (const volume of disk.volumes) {
+    lines.push(
+      `                 ${volume.name} ${volume.path}: ${
+        volume.free_bytes === null
+          ? `cannot be read (${volume.error ?? 'unknown'})`
+          : `${formatBytes(volume.free_bytes)} free of ${formatBytes(volume.total_bytes ?? 0)}`
+      }`,
+    );
+  }
+  if (disk.state === 'full') {
+    lines.push(
+      '                 DISK FULL: only authority slot content plays until space is back (apps/agent/README.md, "Retention and disk space")',
+    );
+  } else if (disk.state === 'low') {
+    lines.push('                 disk space LOW: acknowledged history is given up early; free some space');
+  }
+  if (disk.write_failure) lines.push(`                 a write failed: ${disk.write_failure}`);
+  lines.push(
+    oldest
+      ? `oldest unacked:  seq ${oldest.seq}, logged ${oldest.logged_at} (${formatAge(oldest.age_seconds)} ago)`
+      : 'oldest unacked:  none (every record answered by the platform)',
+    `retention:       answered batches kept ${days(retention.keep_acknowledged_ms)}, records set aside ${days(retention.keep_set_aside_ms)}; ${retention.kept.records} records in ${retention.kept.batches} batches kept`,
+  );
+  const last = retention.last_prune;
+  lines.push(
+    last
+      ? `                 last pass ${last.at}: ${last.records} records in ${last.batches} batches removed, ${formatBytes(last.bytes_freed)} given back${last.under_pressure ? ' (disk pressure: everything acknowledged)' : ''}`
+      : '                 no retention pass yet',
+  );
+  return lines;
 }
 
 const invokedDirectly =

@@ -66,9 +66,31 @@ export interface AgentConfig {
   maxClockCorrectionMs: number;
   mediaStabilityMs: number;
   sidecarGraceMs: number;
+  /**
+   * What the play log keeps (README "Retention and disk space"): batches the platform answered, with their records,
+   * for `keepAcknowledgedMs` after the answer; records set aside (never taken by the platform) for `keepSetAsideMs`.
+   * Nothing the platform has not answered is ever removed.
+   */
+  retention: {
+    keepAcknowledgedMs: number;
+    keepSetAsideMs: number;
+    /** How often acknowledged batches past their time are removed (and the file's space given back). */
+    pruneIntervalMs: number;
+  };
+  /**
+   * Free space on the volumes of `data_dir` and `media_dir`: below `warnFreeBytes` the player reports it; below
+   * `hardFreeBytes` it stops playing content whose plays must be proven (only authority slot content plays).
+   */
+  disk: {
+    warnFreeBytes: number;
+    hardFreeBytes: number;
+    checkIntervalMs: number;
+  };
 }
 
 const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
+const MIB = 1024 * 1024;
 
 export const CONFIG_DEFAULTS = {
   imageDurationMs: 10_000,
@@ -86,6 +108,19 @@ export const CONFIG_DEFAULTS = {
   maxClockCorrectionMs: 24 * HOUR_MS,
   mediaStabilityMs: 2_000,
   sidecarGraceMs: 30_000,
+  retention: {
+    // Four weeks of answered history for `agent check`, `hardware-sim check` and a technician's audit.
+    keepAcknowledgedMs: 28 * DAY_MS,
+    // Twice the platform's too_old horizon (90 days): by then a record set aside can never be counted any more,
+    // and a technician has had three months more to read it off the player.
+    keepSetAsideMs: 180 * DAY_MS,
+    pruneIntervalMs: HOUR_MS,
+  },
+  disk: {
+    warnFreeBytes: 512 * MIB,
+    hardFreeBytes: 128 * MIB,
+    checkIntervalMs: 60_000,
+  },
 } as const;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -113,10 +148,12 @@ export function loadConfig(path: string): AgentConfig {
 export function parseConfig(raw: unknown, baseDir: string, configFile: string | null = null): AgentConfig {
   const problems: string[] = [];
   /** Full paths of the keys the parser reads: whatever else the file holds is unknown to this agent. */
-  const known = new Set<string>(['platform', 'shipping']);
+  const known = new Set<string>(['platform', 'shipping', 'retention', 'disk']);
   const root = asObject(raw, '', problems);
   const platform = asObject(root['platform'], 'platform', problems);
   const shipping = root['shipping'] === undefined ? {} : asObject(root['shipping'], 'shipping', problems);
+  const retention = root['retention'] === undefined ? {} : asObject(root['retention'], 'retention', problems);
+  const disk = root['disk'] === undefined ? {} : asObject(root['disk'], 'disk', problems);
 
   const str = (
     object: Record<string, unknown>,
@@ -189,6 +226,36 @@ export function parseConfig(raw: unknown, baseDir: string, configFile: string | 
   );
   if (renewalCheckMs > HOUR_MS) problems.push('renewal_check_ms must be at most one hour');
   const board = str(root, 'board', 'board', false);
+  const keepAcknowledgedMs = int(
+    retention,
+    'keep_acknowledged_ms',
+    'retention.keep_acknowledged_ms',
+    CONFIG_DEFAULTS.retention.keepAcknowledgedMs,
+  );
+  const keepSetAsideMs = int(
+    retention,
+    'keep_set_aside_ms',
+    'retention.keep_set_aside_ms',
+    CONFIG_DEFAULTS.retention.keepSetAsideMs,
+  );
+  // A record set aside is the only copy of a play the platform never counted: never kept shorter than answered ones.
+  if (keepSetAsideMs < keepAcknowledgedMs) {
+    problems.push('retention.keep_set_aside_ms must be at least retention.keep_acknowledged_ms');
+  }
+  const warnFreeBytes = int(
+    disk,
+    'warn_free_bytes',
+    'disk.warn_free_bytes',
+    CONFIG_DEFAULTS.disk.warnFreeBytes,
+  );
+  const hardFreeBytes = int(
+    disk,
+    'hard_free_bytes',
+    'disk.hard_free_bytes',
+    CONFIG_DEFAULTS.disk.hardFreeBytes,
+  );
+  if (hardFreeBytes > warnFreeBytes)
+    problems.push('disk.hard_free_bytes must not be above disk.warn_free_bytes');
 
   const config: Omit<AgentConfig, 'warnings'> = {
     configFile,
@@ -262,12 +329,36 @@ export function parseConfig(raw: unknown, baseDir: string, configFile: string | 
     ),
     mediaStabilityMs: int(root, 'media_stability_ms', 'media_stability_ms', CONFIG_DEFAULTS.mediaStabilityMs),
     sidecarGraceMs: int(root, 'sidecar_grace_ms', 'sidecar_grace_ms', CONFIG_DEFAULTS.sidecarGraceMs),
+    retention: {
+      keepAcknowledgedMs,
+      keepSetAsideMs,
+      pruneIntervalMs: int(
+        retention,
+        'prune_interval_ms',
+        'retention.prune_interval_ms',
+        CONFIG_DEFAULTS.retention.pruneIntervalMs,
+        1000,
+      ),
+    },
+    disk: {
+      warnFreeBytes,
+      hardFreeBytes,
+      checkIntervalMs: int(
+        disk,
+        'check_interval_ms',
+        'disk.check_interval_ms',
+        CONFIG_DEFAULTS.disk.checkIntervalMs,
+        1000,
+      ),
+    },
   };
   // Only the levels with a fixed set of keys; an unknown key's own contents are not looked into.
   const warnings = [
     ...unknownKeys(root, '', known),
     ...unknownKeys(platform, 'platform.', known),
     ...unknownKeys(shipping, 'shipping.', known),
+    ...unknownKeys(retention, 'retention.', known),
+    ...unknownKeys(disk, 'disk.', known),
   ];
   if (problems.length > 0) {
     throw new AgentError('config_invalid', `invalid agent config: ${[...problems, ...warnings].join('; ')}`);

@@ -5,7 +5,7 @@ import { AgentError } from '../errors.js';
  * Schema migrations of the agent's SQLite file, numbered by `PRAGMA user_version`.
  * Players in the field upgrade in place, so migrations are additive only (new tables, new columns, new
  * indexes): an older agent binary never meets a column it does not know how to ignore, and no data is
- * rewritten. A file whose version is newer than this build knows is refused instead of being touched.
+ * rewritten. (Rows are removed by retention only, never by a migration: storage/retention.ts.) A file whose version is newer than this build knows is refused instead of being touched.
  */
 export interface Migration {
   readonly version: number;
@@ -116,6 +116,22 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE records ADD COLUMN set_aside_at TEXT;
       ALTER TABLE records ADD COLUMN set_aside_reason TEXT;
       CREATE INDEX records_set_aside ON records (seq) WHERE set_aside_at IS NOT NULL;
+    `,
+  },
+  {
+    version: 5,
+    name: 'retention and incremental vacuum',
+    sql: `
+      -- Retention (storage/retention.ts): batches the platform answered, and batches given up, are removed with their
+      -- records once old enough; these find the oldest of each without reading the table.
+      CREATE INDEX batches_answered_at ON batches (answered_at) WHERE answer IS NOT NULL;
+      CREATE INDEX batches_abandoned_at ON batches (abandoned_at) WHERE abandoned_at IS NOT NULL;
+      -- Pages freed by retention are given back to the file system a few at a time (PRAGMA incremental_vacuum). A file
+      -- made before this takes the setting only through one VACUUM, which cannot run inside this transaction: the
+      -- agent runs it once at start when the file is small enough and the disk has room (storage/retention.ts,
+      -- vacuumOnce); until then freed pages are reused, so the file does not grow either. A new file has the
+      -- setting from its first page (log/database.ts).
+      PRAGMA auto_vacuum = INCREMENTAL;
     `,
   },
 ];

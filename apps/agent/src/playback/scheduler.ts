@@ -2,12 +2,14 @@ import { randomUUID } from 'node:crypto';
 import type { Clock, MonotonicClock, Sleep } from '../clock.js';
 import { CorrectedClock, realSleep } from '../clock.js';
 import type { Hardware } from '../hardware/hardware.js';
+import { AgentError } from '../errors.js';
 import type { PlayLog } from '../log/play-log.js';
-import type { ScreenPower } from '../log/records.js';
+import type { PlayInput, ScreenPower } from '../log/records.js';
 import type { Logger } from '../logger.js';
 import type { MediaItem, MediaLibrary } from '../media/library.js';
+import type { DiskState } from '../storage/disk.js';
 import type { Display, PlayReport } from './display.js';
-import type { ModeTracker } from './mode.js';
+import type { ModeInputs, ModeTracker } from './mode.js';
 
 export interface SchedulerOptions {
   library: MediaLibrary;
@@ -28,12 +30,38 @@ export interface SchedulerOptions {
   sleep?: Sleep;
   /** Wait when nothing is playable, or after a play failed, before looking again (a change wakes it). */
   idleMs?: number;
+  /** The disk (storage/disk.ts DiskWatch): below its hard threshold only slot content plays. Default: always ok. */
+  disk?: PlaybackDisk;
+}
+
+/** What playback needs of the disk watch. */
+export interface PlaybackDisk {
+  readonly state: DiskState;
+  report(): { freeBytes: number | null } | null;
+  /** A play's record could not be written for a storage fault: the disk counts as full until one is. */
+  noteWriteFailure(what: string): void;
+  noteWriteSuccess(): void;
 }
 
 export interface SchedulerStatus {
   playing: { relativePath: string; playId: string } | null;
   plays: number;
   failures: number;
+  /**
+   * Plays shown whose records could not be written yet (the disk), oldest first: written again before anything
+   * billable plays. At most one of them is billable (nothing billable starts while one waits).
+   */
+  unlogged: { playId: string; file: string; since: string }[];
+}
+
+/** Slot plays kept in memory at most while the log refuses writes (beyond, the oldest slot ones are dropped). */
+const MAX_UNLOGGED = 100;
+
+interface UnloggedPlay {
+  input: PlayInput;
+  loggedAt: Date;
+  file: string;
+  since: Date;
 }
 
 /**
@@ -49,22 +77,50 @@ export class PlaybackScheduler {
   private failures = 0;
   private wakeController: AbortController | null = null;
   private readonly sleep: Sleep;
+  /** Plays shown whose records a storage fault kept from being written (see {@link logShownPlay}). */
+  private unlogged: UnloggedPlay[] = [];
+  /** The mode change that could not be written was reported (once, until one is written). */
+  private modeWriteFailing = false;
 
   constructor(private readonly options: SchedulerOptions) {
     this.sleep = options.sleep ?? realSleep;
   }
 
   status(): SchedulerStatus {
-    return { playing: this.playing, plays: this.plays, failures: this.failures };
+    return {
+      playing: this.playing,
+      plays: this.plays,
+      failures: this.failures,
+      unlogged: this.unlogged.map((play) => ({
+        playId: play.input.playId,
+        file: play.file,
+        since: play.since.toISOString(),
+      })),
+    };
   }
 
-  /** Re-evaluates the mode now (a hardware or reachability change). */
+  /** Re-evaluates the mode now (a hardware, reachability or disk change). */
   refreshMode(): void {
+    this.options.modes.update(this.modeInputs());
+  }
+
+  private modeInputs(): ModeInputs {
     const items = this.options.library.playable();
-    this.options.modes.update({
+    const disk = this.options.disk;
+    return {
       screenPower: this.options.hardware.screenPower(),
       emergencyPlayable: items.some((item) => item.slot === 'emergency'),
-    });
+      ...(disk ? { storage: { state: disk.state, freeBytes: disk.report()?.freeBytes ?? null } } : {}),
+    };
+  }
+
+  /**
+   * Whether content whose plays must be proven (an advertiser's approval: billed) may start now: only when its
+   * record can be made durable, i.e. the disk is not below its hard threshold and no play shown earlier still waits
+   * for its record. Authority slot content (gov, emergency) is never billed and plays regardless.
+   */
+  private provable(): boolean {
+    return this.unlogged.length === 0 && (this.options.disk?.state ?? 'ok') !== 'full';
   }
 
   async run(signal: AbortSignal): Promise<void> {
@@ -89,11 +145,34 @@ export class PlaybackScheduler {
     } finally {
       offLibrary();
       offPower();
+      this.retryUnlogged();
+      for (const play of this.unlogged) {
+        this.options.logger.error(
+          { play_id: play.input.playId, file: play.file },
+          'stopping with a play shown whose record could not be written: it is lost',
+        );
+      }
     }
   }
 
   private async step(signal: AbortSignal): Promise<void> {
-    this.refreshMode();
+    // A shown play's record first: until it is durable nothing billable starts (see provable).
+    this.retryUnlogged();
+    const inputs = this.modeInputs();
+    try {
+      this.options.modes.update(inputs);
+      this.modeWriteFailing = false;
+    } catch (error) {
+      // The mode_change could not be written (the disk): playback goes on by the rules of the state it is in (slot
+      // content only while the disk is full, emergency content first); the change is written at a later step.
+      if (!this.modeWriteFailing) {
+        this.options.logger.error(
+          { err: error },
+          'a mode change could not be written; trying again at each play',
+        );
+      }
+      this.modeWriteFailing = true;
+    }
     const item = this.next();
     if (!item) {
       await this.idle(signal);
@@ -107,11 +186,15 @@ export class PlaybackScheduler {
     }
   }
 
-  /** The next item of the rotation after the cursor. */
+  /**
+   * The next item of the rotation after the cursor: emergency content alone while there is any; while plays cannot be
+   * proven (disk full), slot content alone, and nothing (the display's blank screen) when there is none.
+   */
   private next(): MediaItem | null {
     const items = this.options.library.playable();
     const emergency = items.filter((item) => item.slot === 'emergency');
-    const rotation = emergency.length > 0 ? emergency : items;
+    const rotation =
+      emergency.length > 0 ? emergency : this.provable() ? items : items.filter((item) => item.slot !== null);
     if (rotation.length === 0) return null;
     // Round robin by path: the first item after the one played last, wrapping around.
     const found = this.cursor === null ? 0 : rotation.findIndex((item) => item.relativePath > this.cursor!);
@@ -122,7 +205,7 @@ export class PlaybackScheduler {
   }
 
   private async playOne(item: MediaItem, outer: AbortSignal): Promise<PlayReport> {
-    const { library, display, hardware, log, clock } = this.options;
+    const { library, display, hardware, clock } = this.options;
     const controller = new AbortController();
     const abort = () => controller.abort();
     // An aborted signal never fires 'abort' again: a listener added now would wait for nothing.
@@ -175,31 +258,83 @@ export class PlaybackScheduler {
         ...(report.interrupted ? { interrupted: true } : {}),
         ...(times.clockStepMs !== null ? { clock_step_ms: times.clockStepMs } : {}),
       };
-      try {
-        log.appendPlay(
-          {
-            playId,
-            ...(item.slot ? { slot: item.slot } : { approvalNumber: item.approvalNumber }),
-            mediaSha256: item.sha256,
-            start: times.start,
-            end: times.end,
-            structure: this.options.structure,
-            screenPower: power,
-            ...(Object.keys(detail).length > 0 ? { detail } : {}),
-          },
-          new Date(after.clockMs),
-        );
-      } catch (error) {
-        // The play was shown but cannot be logged (disk full, a broken record): say so loudly, go on playing.
-        this.options.logger.error(
-          { err: error, play_id: playId, file: item.relativePath },
-          'a play was shown but could not be logged',
-        );
-        return { outcome: 'failed', reason: `play not logged: ${(error as Error).message}` };
-      }
-      this.plays++;
+      const input: PlayInput = {
+        playId,
+        ...(item.slot ? { slot: item.slot } : { approvalNumber: item.approvalNumber }),
+        mediaSha256: item.sha256,
+        start: times.start,
+        end: times.end,
+        structure: this.options.structure,
+        screenPower: power,
+        ...(Object.keys(detail).length > 0 ? { detail } : {}),
+      };
+      const logged = this.logShownPlay(input, new Date(after.clockMs), item.relativePath);
+      if (logged !== null) return { outcome: 'failed', reason: `play not logged: ${logged}` };
     }
     return report;
+  }
+
+  /**
+   * Logs a play the display showed. A storage fault (the disk full, an I/O error) does not lose it: the record is kept
+   * in memory and written again before every later step, and until it is durable no content that must be proven
+   * starts (only slot content: see provable), so at most this one play waits for its proof, and only while the
+   * process lives. A record the log refuses as invalid (a bug) is reported and dropped: trying again cannot help.
+   * Returns null when logged, else why not.
+   */
+  private logShownPlay(input: PlayInput, loggedAt: Date, file: string): string | null {
+    try {
+      this.options.log.appendPlay(input, loggedAt);
+      this.plays++;
+      return null;
+    } catch (error) {
+      const message = (error as Error).message;
+      if (error instanceof AgentError && error.code === 'record_invalid') {
+        this.options.logger.error(
+          { err: error, play_id: input.playId, file },
+          'a play was shown but could not be logged',
+        );
+        return message;
+      }
+      this.unlogged.push({ input, loggedAt, file, since: this.options.clock.now() });
+      if (this.unlogged.length > MAX_UNLOGGED) {
+        // Only slot plays can pile up (nothing billable starts while one waits): the oldest of them go.
+        const index = this.unlogged.findIndex((play) => play.input.slot !== undefined);
+        const [dropped] = this.unlogged.splice(index < 0 ? 0 : index, 1);
+        this.options.logger.error(
+          { play_id: dropped!.input.playId, file: dropped!.file },
+          'too many plays wait for their records: the oldest slot play is given up',
+        );
+      }
+      this.options.disk?.noteWriteFailure(`play record: ${message}`);
+      this.options.logger.error(
+        { err: error, play_id: input.playId, file },
+        'a play was shown but its record could not be written: kept, written again before anything billable plays',
+      );
+      return message;
+    }
+  }
+
+  /** Writes the records of plays shown earlier, oldest first, as far as the log takes them now. */
+  private retryUnlogged(): void {
+    while (this.unlogged.length > 0) {
+      const pending = this.unlogged[0]!;
+      try {
+        this.options.log.appendPlay(pending.input, pending.loggedAt);
+        this.plays++;
+      } catch (error) {
+        if (!(error instanceof AgentError && error.code === 'record_invalid')) return;
+        this.options.logger.error(
+          { err: error, play_id: pending.input.playId },
+          'a kept play record is invalid',
+        );
+      }
+      this.unlogged.shift();
+      this.options.logger.info(
+        { play_id: pending.input.playId, file: pending.file, since: pending.since.toISOString() },
+        'the record of a play shown earlier is written now',
+      );
+      if (this.unlogged.length === 0) this.options.disk?.noteWriteSuccess();
+    }
   }
 
   private async idle(signal: AbortSignal): Promise<void> {

@@ -278,16 +278,18 @@ export class BatchStore {
 
   /**
    * spec prev_sha256: "hex SHA-256 of the previous batch body; empty for the first": the body of the newest batch
-   * the platform took (answered). A batch given up may never have reached it.
+   * the platform took (answered). A batch given up may never have reached it. Retention may have removed that batch
+   * (a player with nothing to send for weeks): it leaves its number and hash in agent_state (CHAIN_HEAD_KEY) first.
    */
   private previousSha256(): string {
-    return (
-      this.db
-        .prepare<[], { body_sha256: string }>(
-          'SELECT body_sha256 FROM batches WHERE answer IS NOT NULL ORDER BY batch_seq DESC LIMIT 1',
-        )
-        .get()?.body_sha256 ?? ''
-    );
+    const row = this.db
+      .prepare<[], { batch_seq: number; body_sha256: string }>(
+        'SELECT batch_seq, body_sha256 FROM batches WHERE answer IS NOT NULL ORDER BY batch_seq DESC LIMIT 1',
+      )
+      .get();
+    const head = chainHead(this.db);
+    if (head && (!row || head.batchSeq > row.batch_seq)) return head.bodySha256;
+    return row?.body_sha256 ?? '';
   }
 
   private insertBatch(
@@ -368,6 +370,26 @@ export class BatchStore {
       this.db.prepare<[number], BatchRow>('SELECT * FROM batches WHERE batch_seq = ?').get(batchSeq)!,
     );
   }
+}
+
+/**
+ * agent_state key: `{batch_seq, body_sha256}` of the newest answered batch retention removed, which the next batch's
+ * prev_sha256 still names when no newer answered batch is left (storage/retention.ts).
+ */
+export const CHAIN_HEAD_KEY = 'shipping.chain_head';
+
+export interface ChainHead {
+  batchSeq: number;
+  bodySha256: string;
+}
+
+export function chainHead(db: Database): ChainHead | null {
+  const row = db
+    .prepare<[string], { value: string }>('SELECT value FROM agent_state WHERE key = ?')
+    .get(CHAIN_HEAD_KEY);
+  if (!row) return null;
+  const value = JSON.parse(row.value) as { batch_seq: number; body_sha256: string };
+  return { batchSeq: value.batch_seq, bodySha256: value.body_sha256 };
 }
 
 function toBatch(row: BatchRow): StoredBatch {

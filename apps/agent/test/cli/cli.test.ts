@@ -172,6 +172,72 @@ describe('agent CLI', () => {
     expect(setAside.output).toContain('queue:           1 records not yet acknowledged (last seq 2)');
   });
 
+  it('status shows the database size, free space and thresholds, the oldest unacknowledged record and retention', async () => {
+    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
+    const db = openAgentDatabase(join(setup.config.dataDir, 'agent.sqlite'));
+    const log = new PlayLog(db);
+    const batches = new BatchStore(db);
+    const twoHoursAgo = new Date(Date.now() - 2 * 3_600_000 - 60_000);
+    log.appendStatus({ kind: 'tamper', at: twoHoursAgo }, twoHoursAgo);
+    batches.storeAnswer(
+      batches.pendingOrCut({ deviceId: setup.deviceId, now: twoHoursAgo })!.batchSeq,
+      '{}',
+      twoHoursAgo,
+    );
+    log.appendStatus({ kind: 'tamper', at: twoHoursAgo }, twoHoursAgo);
+    log.appendStatus({ kind: 'tamper', at: new Date() });
+    db.close();
+
+    const { code, output } = await run(['status', '--config', setup.configPath]);
+    expect(code).toBe(0);
+    expect(output).toMatch(
+      /^database: {8}\d+\.\d (KiB|MiB) \(file \d+\.\d (KiB|MiB) \+ wal \d+(\.\d)? (B|KiB|MiB)\)$/m,
+    );
+    expect(output).toMatch(
+      /^disk: {12}OK, \d+\.\d (GiB|TiB) free \(warning below 512\.0 MiB, hard below 128\.0 MiB\)$/m,
+    );
+    expect(output).toMatch(/^ {17}data .*\/data: \d+\.\d (GiB|TiB) free of \d+\.\d (GiB|TiB)$/m);
+    expect(output).toMatch(/^oldest unacked: {2}seq 2, logged \S+ \(2 h 1 min ago\)$/m);
+    expect(output).toContain(
+      'retention:       answered batches kept 28 days, records set aside 180 days; 3 records in 1 batches kept',
+    );
+    const json = JSON.parse((await run(['status', '--json', '--config', setup.configPath])).output);
+    expect(json.storage).toMatchObject({
+      database: { vacuum: 'incremental' },
+      disk: { state: 'ok', warn_free_bytes: 512 * 1024 ** 2, hard_free_bytes: 128 * 1024 ** 2 },
+      oldest_unacknowledged: { seq: 2 },
+      retention: { keep_acknowledged_ms: 28 * DAY_MS, kept: { records: 3, batches: 1 }, last_prune: null },
+    });
+    expect(json.storage.database.file_bytes).toBeGreaterThan(0);
+    expect(json.storage.oldest_unacknowledged.age_seconds).toBeGreaterThanOrEqual(7260);
+  });
+
+  it('status exits 1 when the disk is below its hard threshold (billable content stops), 0 when only low', async () => {
+    const huge = 2 ** 52;
+    const full = await setUpAgent({
+      dir: join(dir.path, 'full'),
+      platform,
+      pki,
+      certificate: null,
+      overrides: { disk: { warn_free_bytes: huge, hard_free_bytes: huge } },
+    });
+    const fullStatus = await run(['status', '--config', full.configPath]);
+    expect(fullStatus.code).toBe(1);
+    expect(fullStatus.output).toMatch(/^disk: {12}FULL, /m);
+    expect(fullStatus.output).toContain('DISK FULL: only authority slot content plays until space is back');
+    const low = await setUpAgent({
+      dir: join(dir.path, 'low'),
+      platform,
+      pki,
+      certificate: null,
+      overrides: { disk: { warn_free_bytes: huge, hard_free_bytes: 0 } },
+    });
+    const lowStatus = await run(['status', '--config', low.configPath]);
+    expect(lowStatus.code).toBe(0);
+    expect(lowStatus.output).toMatch(/^disk: {12}LOW, /m);
+    expect(lowStatus.output).toContain('oldest unacked:  none (every record answered by the platform)');
+  });
+
   it('status says clearly when the certificate has expired (exit code 1)', async () => {
     const setup = await setUpAgent({
       dir: dir.path,

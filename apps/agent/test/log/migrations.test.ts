@@ -1,11 +1,21 @@
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.js';
+import { AgentState } from '../../src/log/agent-state.js';
 import { openAgentDatabase } from '../../src/log/database.js';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../src/log/migrations.js';
 import { PlayLog } from '../../src/log/play-log.js';
+import { memoryLogger } from '../../src/logger.js';
 import { BatchStore } from '../../src/shipping/batch-store.js';
+import { DiskWatch } from '../../src/storage/disk.js';
+import { StorageMaintenance } from '../../src/storage/maintenance.js';
+import { Retention } from '../../src/storage/retention.js';
+import { logPlays } from '../helpers/shipping-fixture.js';
 import { SHA_A, tempDir } from '../helpers/temp.js';
+
+const DEVICE = '6f1c0000-0000-4000-8000-000000000001';
 
 describe('schema migrations', () => {
   let dir: ReturnType<typeof tempDir>;
@@ -109,7 +119,7 @@ describe('schema migrations', () => {
     v3.close();
 
     const db = openAgentDatabase(dbPath);
-    expect(db.pragma('user_version', { simple: true })).toBe(4);
+    expect(db.pragma('user_version', { simple: true })).toBe(LATEST_SCHEMA_VERSION);
     const columnsAfter = tableColumns(db);
     for (const [table, columns] of Object.entries(columnsBefore)) {
       expect(columnsAfter[table]).toEqual(expect.arrayContaining(columns));
@@ -121,6 +131,125 @@ describe('schema migrations', () => {
     expect(() =>
       db.prepare("UPDATE batches SET abandon_reason = 'lost' WHERE batch_seq = 2").run(),
     ).toThrowError(expect.objectContaining({ code: 'SQLITE_CONSTRAINT_CHECK' }));
+    db.close();
+  });
+
+  it('migration 5: a version-4 file loses no unsent record; its one VACUUM turns on incremental vacuum', async () => {
+    // A file as a version-4 agent made it: its migrations only, WAL, no auto_vacuum (the new opener sets it first).
+    const v4 = new BetterSqlite3(dbPath);
+    v4.pragma('journal_mode = WAL');
+    for (const migration of MIGRATIONS.filter((m) => m.version <= 4)) {
+      v4.transaction(() => {
+        v4.exec(migration.sql);
+        v4.pragma(`user_version = ${migration.version}`);
+      })();
+    }
+    expect(v4.pragma('auto_vacuum', { simple: true })).toBe(0);
+    v4.close();
+    // A year of history as that agent would have left it: answered batches, one pending, records not yet cut.
+    const old = openAgentDatabase(dbPath, { targetVersion: 4 });
+    const log = new PlayLog(old);
+    const batches = new BatchStore(old);
+    const yearAgo = new Date(Date.now() - 365 * 86_400_000);
+    for (let i = 0; i < 20; i++) {
+      logPlays(log, 500, yearAgo);
+      batches.storeAnswer(batches.pendingOrCut({ deviceId: DEVICE, now: yearAgo })!.batchSeq, '{}', yearAgo);
+    }
+    logPlays(log, 300, yearAgo);
+    const pending = batches.pendingOrCut({ deviceId: DEVICE, now: yearAgo })!;
+    logPlays(log, 200, new Date());
+    const unsent = old
+      .prepare('SELECT seq, event, batch_seq FROM records WHERE seq > 10000 ORDER BY seq')
+      .all() as { seq: number; event: string; batch_seq: number | null }[];
+    expect(unsent).toHaveLength(500);
+    expect(old.pragma('user_version', { simple: true })).toBe(4);
+    expect(old.pragma('auto_vacuum', { simple: true })).toBe(0);
+    old.close();
+    const sizeBefore = statSync(dbPath).size;
+
+    // The new agent: migration 5 in its transaction; incremental vacuum still pending (VACUUM cannot run in it).
+    const db = openAgentDatabase(dbPath);
+    expect(db.pragma('user_version', { simple: true })).toBe(LATEST_SCHEMA_VERSION);
+    const storage = new StorageMaintenance({
+      db,
+      dbPath,
+      state: new AgentState(db),
+      disk: new DiskWatch({
+        volumes: [{ name: 'data', path: dir.path }],
+        freeSpace: async () => ({ freeBytes: 8 * 1024 ** 3, totalBytes: 16 * 1024 ** 3 }),
+        warnFreeBytes: 512 * 1024 ** 2,
+        hardFreeBytes: 128 * 1024 ** 2,
+        clock: systemClock,
+      }),
+      settings: {
+        retention: {
+          keepAcknowledgedMs: 28 * 86_400_000,
+          keepSetAsideMs: 180 * 86_400_000,
+          pruneIntervalMs: 1,
+        },
+        disk: { warnFreeBytes: 512 * 1024 ** 2, hardFreeBytes: 128 * 1024 ** 2, checkIntervalMs: 1000 },
+      },
+      clock: systemClock,
+      logger: memoryLogger(),
+    });
+    expect(storage.status().database.vacuum).toBe('pending');
+    expect(db.prepare('SELECT count(*) AS n FROM records').get()).toEqual({ n: 10_500 });
+    // Its first pass removes the year of answered history, then runs the one VACUUM.
+    await storage.checkDisk();
+    await storage.prunePass();
+    expect(new Retention(db).autoVacuum()).toBe('incremental');
+    expect(storage.status().database.vacuum).toBe('incremental');
+    expect(
+      db.prepare('SELECT seq, event, batch_seq FROM records ORDER BY seq').all() as typeof unsent,
+    ).toEqual(unsent);
+    const stillPending = new BatchStore(db).pending()!;
+    expect(stillPending.batchSeq).toBe(pending.batchSeq);
+    expect(stillPending.body.equals(pending.body)).toBe(true);
+    expect(new PlayLog(db).stats()).toMatchObject({ lastSeq: 10_500, queueDepth: 500, unbatched: 200 });
+    expect(statSync(dbPath).size).toBeLessThan(sizeBefore / 5);
+    db.close();
+  });
+
+  it('migration 5: the one VACUUM waits while the disk has no room for it, and nothing changes meanwhile', async () => {
+    const v4 = new BetterSqlite3(dbPath);
+    v4.pragma('journal_mode = WAL');
+    for (const migration of MIGRATIONS.filter((m) => m.version <= 4)) {
+      v4.transaction(() => {
+        v4.exec(migration.sql);
+        v4.pragma(`user_version = ${migration.version}`);
+      })();
+    }
+    v4.close();
+    const db = openAgentDatabase(dbPath);
+    logPlays(new PlayLog(db), 100);
+    let free = 1024 ** 2;
+    const storage = new StorageMaintenance({
+      db,
+      dbPath,
+      state: new AgentState(db),
+      disk: new DiskWatch({
+        volumes: [{ name: 'data', path: dir.path }],
+        freeSpace: async () => ({ freeBytes: free, totalBytes: 16 * 1024 ** 3 }),
+        warnFreeBytes: 0,
+        hardFreeBytes: 0,
+        clock: systemClock,
+      }),
+      settings: {
+        retention: { keepAcknowledgedMs: 86_400_000, keepSetAsideMs: 86_400_000, pruneIntervalMs: 1 },
+        disk: { warnFreeBytes: 0, hardFreeBytes: 0, checkIntervalMs: 1000 },
+      },
+      clock: systemClock,
+      logger: memoryLogger(),
+    });
+    // Twice the live data does not fit in 1 MiB: postponed.
+    free = 1000;
+    await storage.checkDisk();
+    expect(storage.maybeVacuumOnce()).toBe('postponed');
+    expect(new Retention(db).autoVacuum()).toBe('none');
+    free = 8 * 1024 ** 3;
+    await storage.checkDisk();
+    expect(storage.maybeVacuumOnce()).toBe('incremental');
+    expect(new PlayLog(db).stats()).toMatchObject({ lastSeq: 100, unbatched: 100 });
     db.close();
   });
 
