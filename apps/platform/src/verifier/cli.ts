@@ -4,8 +4,9 @@ import { readFile } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createProgress, type Env, PROGRESS_FLAGS, type ProgressStream, progressMode } from '@ooh/progress';
+import { isCalendarDate } from '@ooh/protocol';
 import { httpSource, SourceError } from './source.js';
-import { type Check, verifySeal } from './verify-seal.js';
+import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
 
 /*
  * ooh-verify: checks a daily stats seal from public data only.
@@ -16,7 +17,9 @@ import { type Check, verifySeal } from './verify-seal.js';
  * Checks go to stdout, one a line, as they always have; progress (reading a day's export, walking the chains) is
  * drawn on stderr only when it is a terminal (@ooh/progress).
  *
- * Exit status: 0 every check passed; 1 a check failed; 2 bad arguments or the verify host could not be read.
+ * Exit status: 0 every check passed; 1 a check failed; 2 bad arguments or the verify host could not be read. Every
+ * problem with the arguments or the host is one line naming it and what to do (issue "What a newcomer tripped over",
+ * item 6); a check that cannot be made is never reported as a check that failed.
  */
 
 const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authority-root.pem>] [--batches <export.ndjson>]
@@ -69,7 +72,8 @@ export async function main(
   try {
     parsed = parseCli(argv);
   } catch (error) {
-    io.err(`${(error as Error).message}\n\n${USAGE}`);
+    // Node's text goes on about positionals after '--': its first sentence names the option.
+    io.err(`ooh-verify: ${(error as Error).message.split('. ')[0]} (ooh-verify --help lists the options)`);
     return 2;
   }
   const { values, positionals } = parsed;
@@ -78,8 +82,24 @@ export async function main(
     return 0;
   }
   const [command, day] = positionals;
-  if (command !== 'seal' || !day || positionals.length !== 2 || !values.from) {
-    io.err(USAGE);
+  const argumentProblem =
+    command === undefined
+      ? 'no command: ooh-verify seal <day> --from <verify_url>'
+      : command !== 'seal'
+        ? `unknown command "${command}"; the command is seal`
+        : day === undefined
+          ? 'seal: which day? ooh-verify seal <YYYY-MM-DD> --from <verify_url>'
+          : positionals.length > 2
+            ? `seal: one day only, not also "${positionals[2]}"`
+            : !isCalendarDate(day)
+              ? `seal: "${day}" is not a day YYYY-MM-DD`
+              : !values.from
+                ? 'seal: --from <verify_url> is missing (the public verify URL, e.g. https://verify.example.kz)'
+                : !isHttpUrl(values.from)
+                  ? `--from: "${values.from}" is not an http(s) URL (e.g. https://verify.example.kz)`
+                  : null;
+  if (argumentProblem !== null || day === undefined || !values.from) {
+    io.err(`ooh-verify: ${argumentProblem} (ooh-verify --help)`);
     return 2;
   }
   let depth: number | undefined;
@@ -103,22 +123,58 @@ export async function main(
     const source = httpSource(values.from);
     let rootPem: string;
     if (values.root) {
-      rootPem = await readFile(values.root, 'utf8');
+      const read = await readArgumentFile(
+        '--root',
+        values.root,
+        `the authority's root certificate (PEM), obtained from the authority; or, unpinned, ${source.origin}/v1/authority-root.pem`,
+      );
+      if ('problem' in read) {
+        err(read.problem);
+        return 2;
+      }
+      rootPem = read.text;
+      if (!rootPem.includes('-----BEGIN CERTIFICATE-----')) {
+        err(`ooh-verify: --root ${values.root}: not a PEM certificate (-----BEGIN CERTIFICATE-----)`);
+        return 2;
+      }
     } else {
       const root = await source.get('/v1/authority-root.pem');
       if (root.status !== 200) {
-        err(`cannot read ${source.origin}/v1/authority-root.pem: HTTP ${root.status}`);
+        err(
+          `ooh-verify: cannot read ${source.origin}/v1/authority-root.pem: HTTP ${root.status}; is --from the verify URL?`,
+        );
         return 2;
       }
       rootPem = root.body.toString('utf8');
       out(line('note', `authority root: fetched from ${source.origin} (not pinned: pass --root to pin it)`));
     }
-    if (values.batches) progress.phase('reading the batch export');
-    const batchesNdjson = values.batches ? await readFile(values.batches, 'utf8') : undefined;
+    let batchesNdjson: string | undefined;
+    if (values.batches) {
+      progress.phase('reading the batch export');
+      const read = await readArgumentFile(
+        '--batches',
+        values.batches,
+        `the day's export, GET {base_url}/api/v1/console/seals/${day}/batches`,
+      );
+      if ('problem' in read) {
+        err(read.problem);
+        return 2;
+      }
+      // Another file given by mistake is the caller's slip, not a changed export (which fails checks below).
+      const notExport = notABatchExport(read.text);
+      if (notExport !== null) {
+        err(
+          `ooh-verify: --batches ${values.batches}: not an export of a day's batches (${notExport}); export it with GET {base_url}/api/v1/console/seals/${day}/batches`,
+        );
+        return 2;
+      }
+      batchesNdjson = read.text;
+    }
     const report = await verifySeal({
       day,
       source,
       rootPem,
+      rootOrigin: values.root ? 'pinned' : 'fetched',
       ...(batchesNdjson === undefined ? {} : { batchesNdjson }),
       ...(depth === undefined ? {} : { chainDepth: depth }),
       requireLedger: values['require-ledger'] === true,
@@ -130,8 +186,8 @@ export async function main(
     out(report.ok ? `seal ${day}: every check passed` : `seal ${day}: ${failed} check(s) FAILED`);
     return report.ok ? 0 : 1;
   } catch (error) {
-    if (error instanceof SourceError || (error as NodeJS.ErrnoException).code === 'ENOENT') {
-      err((error as Error).message);
+    if (error instanceof SourceError) {
+      err(unreachable(values.from, error));
       return 2;
     }
     throw error;
@@ -139,6 +195,60 @@ export async function main(
     // An unexpected error is written after this: the line is off the terminal by then.
     progress.done();
   }
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return url.protocol === 'http:' || url.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+/** A file named by an argument, or the line that says why it cannot be read and what it should be. */
+async function readArgumentFile(
+  flag: string,
+  file: string,
+  what: string,
+): Promise<{ text: string } | { problem: string }> {
+  try {
+    return { text: await readFile(file, 'utf8') };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why =
+      code === 'ENOENT'
+        ? 'no such file'
+        : code === 'EACCES'
+          ? 'not readable by this user'
+          : code === 'EISDIR'
+            ? 'a folder, not a file'
+            : `cannot be read (${code ?? (error as Error).message})`;
+    return { problem: `ooh-verify: ${flag} ${file}: ${why}; it should be ${what}` };
+  }
+}
+
+/** Why the verify host could not be read, from the network error under fetch's "fetch failed". */
+function unreachable(from: string, error: SourceError): string {
+  let cause: unknown = error.cause;
+  while ((cause as { cause?: unknown })?.cause !== undefined && !(cause as { code?: unknown }).code) {
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  const code = (cause as { code?: unknown })?.code;
+  const host = new URL(from).host;
+  const why =
+    code === 'ECONNREFUSED'
+      ? `nothing answers at ${host} (connection refused)`
+      : code === 'ENOTFOUND' || code === 'EAI_AGAIN'
+        ? `the name ${new URL(from).hostname} is not known`
+        : code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT'
+          ? `${host} did not answer in time`
+          : typeof code === 'string' && /CERT|TLS|SSL/.test(code)
+            ? `its TLS certificate was not accepted (${code})`
+            : typeof code === 'string'
+              ? code
+              : error.message;
+  return `ooh-verify: cannot reach the verify host ${from}: ${why}; check --from (the public verify URL) and the network`;
 }
 
 /** True when this file is the program being run (directly, or through a bin link), not imported by a test. */
@@ -158,7 +268,8 @@ if (isProgram()) {
       process.exitCode = code;
     },
     (error: unknown) => {
-      console.error(error);
+      // No stack: the verifier has nothing a user can act on beyond the message.
+      console.error(`ooh-verify: ${error instanceof Error ? error.message : String(error)}`);
       process.exitCode = 2;
     },
   );

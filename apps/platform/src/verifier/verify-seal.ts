@@ -50,6 +50,11 @@ export interface VerifySealOptions {
   source: PublicSource;
   /** The pinned authority root certificate (PEM). */
   rootPem: string;
+  /**
+   * pinned (default): the caller's own copy of the root. fetched: the verify host's, which proves nothing against a
+   * dishonest server; the checks then never say "pinned".
+   */
+  rootOrigin?: 'pinned' | 'fetched';
   /** NDJSON export of the day's batches (GET /api/v1/console/seals/{day}/batches), as text. */
   batchesNdjson?: string;
   /** How many previous seals to follow back (default: all, to the first seal). */
@@ -125,16 +130,21 @@ async function fetchSeal(source: PublicSource, day: string, checks: Checks): Pro
   return value;
 }
 
+/** How the checks name the root they verify against. */
+const rootName = (options: VerifySealOptions) =>
+  options.rootOrigin === 'fetched' ? 'the root fetched from the server (not pinned)' : 'the pinned root';
+
 /** CMS signature against the pinned root; the signed content must be exactly the canonical JSON of body. */
-async function checkSignature(seal: StatsSeal, rootPem: string, checks: Checks): Promise<boolean> {
+async function checkSignature(seal: StatsSeal, options: VerifySealOptions, checks: Checks): Promise<boolean> {
   const subject = `seal ${seal.day}`;
   const signedAt = new Date(seal.signed_at);
+  const root = rootName(options);
   const result = await cmsVerify(Buffer.from(seal.signature, 'base64'), {
-    trustedRootsPem: [rootPem],
+    trustedRootsPem: [options.rootPem],
     at: signedAt,
   });
   if (!result.ok) {
-    checks.fail(subject, `CMS signature does not verify against the pinned root: ${result.reason}`);
+    checks.fail(subject, `CMS signature does not verify against ${root}: ${result.reason}`);
     return false;
   }
   let signer = 'the signer';
@@ -143,7 +153,7 @@ async function checkSignature(seal: StatsSeal, rootPem: string, checks: Checks):
   } catch {
     // the subject is for the message only
   }
-  checks.ok(subject, `CMS signature verifies against the pinned root (signer ${signer})`);
+  checks.ok(subject, `CMS signature verifies against ${root} (signer ${signer})`);
   const canonical = canonicalize(seal.body);
   const ok = checks.expect(
     Buffer.from(result.content).toString('utf8') === canonical,
@@ -190,7 +200,7 @@ async function checkChain(seal: StatsSeal, options: VerifySealOptions, checks: C
       checks.fail('seal chain', `seal ${current.day} names a previous seal, but seal ${day} cannot be read`);
       return;
     }
-    await checkSignature(previous, options.rootPem, checks);
+    await checkSignature(previous, options, checks);
     const actual = sha256Hex(canonicalize(previous.body));
     checks.expect(
       actual === prev,
@@ -449,6 +459,24 @@ function parseExportLine(value: unknown): ExportLine | null {
   return v as unknown as ExportLine;
 }
 
+/**
+ * Why `ndjson` is not an export of a day's batches at all (another file given to --batches by mistake), or null when
+ * it is one, or empty (a day without batches). Decided on the first line: a file whose first line is a batch line is
+ * an export, and any later line that is not is reported as a failed check, as a changed export would be.
+ */
+export function notABatchExport(ndjson: string): string | null {
+  const first = ndjson.split('\n').find((l) => l.trim() !== '');
+  if (first === undefined) return null;
+  let value: unknown;
+  try {
+    value = JSON.parse(first);
+  } catch {
+    return 'its first line is not JSON';
+  }
+  if (parseExportLine(value) !== null) return null;
+  return 'its first line is not a batch line {batch, owner, seq, body_sha256, received_at, body}';
+}
+
 /** DESIGN.md section 6: "record_count counts the elements of kind play in the sealed bodies". */
 function playsInBody(owner: string, body: Buffer): number | null {
   let parsed: unknown;
@@ -574,7 +602,7 @@ export async function verifySeal(options: VerifySealOptions): Promise<VerifyRepo
       `seal ${seal.day}`,
       `read from ${options.source.origin}: ${seal.body.batch_count} batch(es), ${seal.body.record_count} play record(s), env ${seal.body.env}`,
     );
-    await checkSignature(seal, options.rootPem, checks);
+    await checkSignature(seal, options, checks);
     await checkChain(seal, options, checks);
     await checkLedger(seal, options, checks);
     if (options.batchesNdjson !== undefined) {

@@ -191,9 +191,12 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
 
   test('the authority makes its first administrator with the bootstrap key, without curl', async () => {
     const page = pages.authority;
-    await page.goto(`${p.apiUrl}/console/first-admin`);
+    // A newcomer opens the console and finds the way from the sign-in page.
+    await page.goto(`${p.apiUrl}/console/`);
     await page.locator('#language').selectOption(language);
+    await page.getByRole('link', { name: t('login.firstAdmin') }).click();
     await page.getByRole('heading', { name: t('dayone.firstAdminTitle') }).waitFor();
+    expect(page.url()).toBe(`${p.apiUrl}/console/first-admin`);
     await page.getByLabel(t('dayone.adminKey')).fill(p.adminKey);
     await page.getByLabel(t('login.email')).fill(authorityEmail);
     await page.getByLabel(t('dayone.password')).fill(PASSWORD);

@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { loadAuthority } from '../../src/authority/index.js';
+import { freePort } from '../../src/db/embedded.js';
 import { FEATURES } from '../../src/features.js';
 import { withTransaction } from '../../src/db/pool.js';
 import { createLedgerFeature } from '../../src/ledger/routes.js';
@@ -145,6 +146,91 @@ describe('the verifier on an honest platform', () => {
       run('node', [...args.slice(0, 5), '2026-11-21', ...args.slice(6), '--require-ledger'], { cwd: REPO }),
     ).rejects.toMatchObject({ code: 1, stdout: expect.stringMatching(/^FAIL ledger: ledger is null/m) });
     await expect(run('node', [...args.slice(0, 5)], { cwd: REPO })).rejects.toMatchObject({ code: 2 });
+  });
+
+  test('the CLI names every argument problem in one line, exit 2, and never calls a slip tampering', async () => {
+    const cli = [
+      '--conditions=source',
+      '--import',
+      'tsx',
+      path.join(REPO, 'apps/platform/src/verifier/cli.ts'),
+    ];
+    /** The CLI's exit status and output, whether it failed or not. */
+    const verifyCli = async (...args: string[]) => {
+      try {
+        const { stdout, stderr } = await run('node', [...cli, ...args], {
+          cwd: REPO,
+          env: { ...process.env, CI: '1' },
+        });
+        return { code: 0, stdout, stderr };
+      } catch (error) {
+        const e = error as { code: number; stdout: string; stderr: string };
+        return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+      }
+    };
+    const seal = ['seal', DAY, '--from', verifyUrl];
+
+    expect(await verifyCli('check', DAY, '--from', verifyUrl)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'ooh-verify: unknown command "check"; the command is seal (ooh-verify --help)\n',
+    });
+    expect(await verifyCli('seal', '19.11.2026', '--from', verifyUrl)).toMatchObject({
+      code: 2,
+      stderr: 'ooh-verify: seal: "19.11.2026" is not a day YYYY-MM-DD (ooh-verify --help)\n',
+    });
+    expect(await verifyCli('seal', DAY)).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/^ooh-verify: seal: --from <verify_url> is missing/),
+    });
+    expect(await verifyCli(...seal, '--depht', '2')).toMatchObject({
+      code: 2,
+      stderr: "ooh-verify: Unknown option '--depht' (ooh-verify --help lists the options)\n",
+    });
+
+    const missing = path.join(p.dataDir, 'no-such-root.pem');
+    expect(await verifyCli(...seal, '--root', missing)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `ooh-verify: --root ${missing}: no such file; it should be the authority's root certificate (PEM), obtained from the authority; or, unpinned, ${verifyUrl}/v1/authority-root.pem\n`,
+    });
+    expect(await verifyCli(...seal, '--root', exportFile)).toMatchObject({
+      code: 2,
+      stderr: `ooh-verify: --root ${exportFile}: not a PEM certificate (-----BEGIN CERTIFICATE-----)\n`,
+    });
+
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    expect(await verifyCli('seal', DAY, '--from', closed, '--root', rootFile)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `ooh-verify: cannot reach the verify host ${closed}: nothing answers at ${closed.slice(7)} (connection refused); check --from (the public verify URL) and the network\n`,
+    });
+
+    // Another file given as the export (here the root certificate): the caller's slip, not a changed batch.
+    const slip = await verifyCli(...seal, '--root', rootFile, '--batches', rootFile);
+    expect(slip).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `ooh-verify: --batches ${rootFile}: not an export of a day's batches (its first line is not JSON); export it with GET {base_url}/api/v1/console/seals/${DAY}/batches\n`,
+    });
+    const json = path.join(p.dataDir, 'seal.json');
+    await writeFile(json, `${JSON.stringify({ day: DAY, note: 'the seal itself, not the export' })}\n`);
+    expect(await verifyCli(...seal, '--root', rootFile, '--batches', json)).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: expect.stringContaining('(its first line is not a batch line {batch, owner, seq'),
+    });
+
+    // Without --root: "not pinned", and no check afterwards claims the pinned root.
+    const unpinned = await verifyCli(...seal);
+    expect(unpinned.code, unpinned.stdout).toBe(0);
+    expect(unpinned.stdout).toMatch(
+      /^note authority root: fetched from .* \(not pinned: pass --root to pin it\)$/m,
+    );
+    expect(unpinned.stdout).toMatch(
+      /^ok +seal 2026-11-19: CMS signature verifies against the root fetched from the server \(not pinned\)/m,
+    );
+    expect(unpinned.stdout).not.toMatch(/pinned root/);
   });
 
   test('the long steps report their progress: batches and ledger blocks against their totals, the seal chain counted', async () => {

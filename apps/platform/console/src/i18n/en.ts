@@ -43,6 +43,8 @@ export const en = {
   'login.signingIn': 'Signing in…',
   'login.wrong': 'The email address or the password is wrong.',
   'login.expired': 'Your session has expired after a period of inactivity. Please sign in again.',
+  'login.firstStart': 'A new platform with no users yet?',
+  'login.firstAdmin': 'Create the first administrator with the bootstrap key',
 
   'problem.other': 'The request failed ({code}).',
   'problem.retryAfter': 'Try again in about {minutes} min.',

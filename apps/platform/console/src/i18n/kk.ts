@@ -42,6 +42,8 @@ export const kk: Dictionary = {
   'login.signingIn': 'Кіру орындалуда…',
   'login.wrong': 'Электрондық пошта мекенжайы немесе құпиясөз қате.',
   'login.expired': 'Әрекетсіздікке байланысты сеанс аяқталды. Қайта кіріңіз.',
+  'login.firstStart': 'Платформа жаңа орнатылды және әлі пайдаланушылар жоқ па?',
+  'login.firstAdmin': 'Bootstrap кілтімен алғашқы әкімшіні жасаңыз',
 
   'problem.other': 'Сұрау орындалмады ({code}).',
   'problem.retryAfter': 'Шамамен {minutes} минуттан кейін қайталаңыз.',

@@ -43,6 +43,8 @@ export const ru: Dictionary = {
   'login.signingIn': 'Выполняется вход…',
   'login.wrong': 'Неверный адрес электронной почты или пароль.',
   'login.expired': 'Сеанс завершён из-за бездействия. Войдите снова.',
+  'login.firstStart': 'Платформа только что установлена и пользователей ещё нет?',
+  'login.firstAdmin': 'Создайте первого администратора с ключом из bootstrap',
 
   'problem.other': 'Запрос не выполнен ({code}).',
   'problem.retryAfter': 'Повторите примерно через {minutes} мин.',

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, post } from '../api/client.js';
 import type { SessionInfo } from '../api/types.js';
-import { LanguageSwitch } from '../components/layout.js';
+import { LanguageSwitch, Link } from '../components/layout.js';
 import { ErrorNotice, Field, Notice } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 
@@ -69,6 +69,9 @@ export function LoginPage(props: {
             {busy ? t('login.signingIn') : t('login.signIn')}
           </button>
         </form>
+        <p class="login-first">
+          {t('login.firstStart')} <Link href="/first-admin">{t('login.firstAdmin')}</Link>
+        </p>
       </div>
     </main>
   );
