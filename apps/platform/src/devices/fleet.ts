@@ -3,6 +3,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { AlertView, openAlertsOf } from '../alerts/index.js';
 import type { Db } from '../db/pool.js';
 import { refusalsView } from './refusals.js';
+import { DeviceStorage, deviceStorageOf } from './storage.js';
 
 const NullableDateTime = Type.Union([DateTime, Type.Null()]);
 const NullableInteger = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
@@ -47,6 +48,8 @@ export const FleetList = Type.Object({
       queue_lag_seconds: NullableInteger,
       stuck: Type.Union([Stuck, Type.Null()]),
       handshake_refusals_24h: Type.Integer({ minimum: 0 }),
+      /** The disk state the player last reported; null if it never did (src/devices/storage.ts, migration 074). */
+      storage: Type.Union([DeviceStorage, Type.Null()]),
     }),
   ),
   handshake_refusals: Type.Object({
@@ -122,10 +125,11 @@ const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
 /** The fleet as `organisationId` sees it (null: the authority, every device) at `now`. */
 export async function fleetList(db: Db, organisationId: string | null, now: Date): Promise<FleetList> {
-  const [{ rows }, handshakeRefusals, alerts] = await Promise.all([
+  const [{ rows }, handshakeRefusals, alerts, storage] = await Promise.all([
     db.query<FleetRow>(FLEET_LIST_SQL, [organisationId, now]),
     refusalsView(db, organisationId, now),
     openAlertsOf(db, organisationId),
+    deviceStorageOf(db, organisationId),
   ]);
   return {
     items: rows.map((row) => ({
@@ -151,6 +155,7 @@ export async function fleetList(db: Db, organisationId: string | null, now: Date
             }
           : null,
       handshake_refusals_24h: row.handshake_refusals_24h,
+      storage: storage.get(row.device_id) ?? null,
     })),
     handshake_refusals: handshakeRefusals,
     alerts,

@@ -139,6 +139,11 @@ export interface Device {
   handshake_refusals_24h?: number;
   /** 5xx answers since the device's last accepted batch (list answers): the batch waits. */
   stuck?: { since: string; count: number; last_at: string; batch_seq: number | null; reason: string } | null;
+  /**
+   * The disk state the player last reported (list answers; null: never): low = below its warning threshold, full =
+   * below its hard one (only authority slot content plays until space is back). apps/agent/README.md.
+   */
+  storage?: { state: 'ok' | 'low' | 'full'; free_bytes: number | null; at: string | null } | null;
 }
 
 /** A fleet alert (GET /api/v1/console/alerts, and the open ones in the fleet list; apps/platform/docs/alerts.md). */

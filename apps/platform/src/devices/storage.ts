@@ -1,0 +1,60 @@
+import { DateTime } from '@ooh/protocol';
+import { type Static, Type } from '@sinclair/typebox';
+import type { Db } from '../db/pool.js';
+
+/**
+ * The disk state a player last reported (issue "A player that runs for years on a small disk"; apps/agent/README.md
+ * "Retention and disk space"): `low` below its warning threshold (its answered history goes early), `full` below its
+ * hard one (only authority slot content plays: nothing billable until space is back), `ok` when it came back.
+ * `at` is the record's own time. The agent reports it in the detail of a mode_change record, as sent; a value of
+ * another shape is not shown (the device's word, never trusted to be well formed).
+ */
+export const DeviceStorage = Type.Object({
+  state: Type.Union([Type.Literal('ok'), Type.Literal('low'), Type.Literal('full')]),
+  free_bytes: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+  at: Type.Union([DateTime, Type.Null()]),
+});
+export type DeviceStorage = Static<typeof DeviceStorage>;
+
+/**
+ * The newest mode_change record of each device (the caller's organisation's; $1 null: every device) that carries
+ * `detail.storage`, by the order it was sent in (receive day, batch, position), through the partial index of
+ * migration 074.
+ */
+export const FLEET_STORAGE_SQL = `
+   SELECT d.id AS device_id, m.state, m.free_bytes, m.at
+     FROM devices d JOIN structures s ON s.id = d.structure_id
+     JOIN LATERAL (SELECT r.detail -> 'storage' ->> 'state' AS state,
+                          r.detail -> 'storage' ->> 'free_bytes' AS free_bytes, r.at
+                     FROM pop_records r
+                    WHERE r.player_key = 'device:' || d.id AND r.kind = 'mode_change'
+                      AND (r.detail -> 'storage') IS NOT NULL
+                    ORDER BY r.receive_day DESC, r.batch_id DESC, r.record_index DESC LIMIT 1) m ON true
+    WHERE $1::uuid IS NULL OR s.organisation_id = $1`;
+
+const STATES = new Set(['ok', 'low', 'full']);
+
+/** Each device's last reported disk state (devices that never reported one, or not in a known shape, are absent). */
+export async function deviceStorageOf(
+  db: Db,
+  organisationId: string | null,
+): Promise<Map<string, DeviceStorage>> {
+  const { rows } = await db.query<{
+    device_id: string;
+    state: string | null;
+    free_bytes: string | null;
+    at: Date | null;
+  }>(FLEET_STORAGE_SQL, [organisationId]);
+  const out = new Map<string, DeviceStorage>();
+  for (const row of rows) {
+    if (row.state === null || !STATES.has(row.state)) continue;
+    const free =
+      row.free_bytes !== null && /^\d{1,16}$/.test(row.free_bytes) ? Number(row.free_bytes) : Number.NaN;
+    out.set(row.device_id, {
+      state: row.state as DeviceStorage['state'],
+      free_bytes: Number.isSafeInteger(free) ? free : null,
+      at: row.at ? row.at.toISOString() : null,
+    });
+  }
+  return out;
+}
