@@ -401,9 +401,12 @@ function startFailure(
   const hint = lines.find((l) => /HINT:.*\(PID \d+\)/.test(l));
   const otherPid = hint ? /\(PID (\d+)\)/.exec(hint)?.[1] : undefined;
   if (otherPid) {
+    // The platform stops a server a killed platform left behind (src/db/embedded.ts); what is left here is a live
+    // process that is no such server, or one it may not stop. What to do is the operator's call, said plainly.
     return new EmbeddedDatabaseError(
       'in_use',
-      `data directory ${dir} is in use by pid ${otherPid} (PostgreSQL: ${said})`,
+      `data directory ${dir} is in use by pid ${otherPid} (PostgreSQL: ${said}); stop that process, or, if it ` +
+        `is no PostgreSQL of this directory, remove ${path.join(dir, 'postmaster.pid')} and start again`,
     );
   }
   return new EmbeddedDatabaseError(

@@ -1,8 +1,9 @@
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { chmod, chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { processAlive } from '../../src/db/embedded-process.js';
+import { postgresUser, processAlive } from '../../src/db/embedded-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import {
   type PlatformProcess,
@@ -244,6 +245,42 @@ describe('platform command line', () => {
     expect(res.status).toBe(200);
     expect(await next.stop('SIGTERM'), next.output()).toBe(0);
     expect(await processesNaming(path.join(dataDir, 'pgdata'))).toEqual([]);
+  }, 180_000);
+
+  test("a data directory PostgreSQL itself refuses is named with the pid and PostgreSQL's own line", async () => {
+    const dataDir = await embeddedDataDir();
+    const boot = await runPlatformCommand(['bootstrap'], { DATA_DIR: dataDir }, 120_000);
+    expect(boot.code, boot.stderr).toBe(0);
+    // A live process of PostgreSQL's user named in postmaster.pid that is no server of this directory (a pid
+    // reused after a reboot, say): the platform must not stop it, and PostgreSQL refuses to start.
+    const user = await postgresUser();
+    const other = spawn('sleep', ['120'], { ...(user.other ? { uid: user.uid, gid: user.gid } : {}) });
+    cleanups.push(async () => other.kill('SIGKILL'));
+    const pgdata = path.join(dataDir, 'pgdata');
+    const lockFile = path.join(pgdata, 'postmaster.pid');
+    await writeFile(lockFile, `${other.pid}\n${pgdata}\n0\n5432\n\n\n0 0\nready   \n`, { mode: 0o600 });
+    if (user.other) await chown(lockFile, user.uid, user.gid);
+
+    const res = await runPlatformCommand(['run'], {
+      DATA_DIR: dataDir,
+      API_PORT: '0',
+      AGENTS_PORT: '0',
+      DEVICES_PORT: '0',
+      VERIFY_PORT: '0',
+    });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toBe(
+      `data directory ${pgdata} is in use by pid ${other.pid} (PostgreSQL: FATAL: lock file "postmaster.pid" ` +
+        `already exists); stop that process, or, if it is no PostgreSQL of this directory, remove ${lockFile} and ` +
+        'start again\n',
+    );
+    expect(processAlive(other.pid!)).toBe(true);
+    // Doing as told: the next start works.
+    await rm(lockFile);
+    const next = await spawnPlatform([], { DATA_DIR: dataDir });
+    stopLater(next);
+    expect((await fetch(`${next.urls.api}/readyz`)).status).toBe(200);
+    expect(await next.stop('SIGTERM'), next.output()).toBe(0);
   }, 180_000);
 
   test('Ctrl-C closes the listeners, the schedulers and the pool before PostgreSQL, quietly, and leaves no process', async () => {
