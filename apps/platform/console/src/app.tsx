@@ -10,11 +10,13 @@ import { can, SessionContext } from './lib/session.js';
 import { CheckPage } from './pages/check.js';
 import { FirstAdminPage } from './pages/first-admin.js';
 import { FleetPage } from './pages/fleet.js';
+import { FleetHealthPage } from './pages/fleet-health.js';
 import { LoginPage } from './pages/login.js';
 import { ModerationDetailPage, ModerationPage } from './pages/moderation.js';
 import { NotFoundPage } from './pages/not-found.js';
 import { OrganisationsPage } from './pages/organisations.js';
 import { PlaysPage } from './pages/plays.js';
+import { CampaignReportPage, ReportsPage } from './pages/report.js';
 import { StructuresPage } from './pages/structures.js';
 import {
   EditSubmissionPage,
@@ -138,7 +140,15 @@ const ROUTES: PageRoute[] = [
   },
   { pattern: '/check', allowed: can.check, render: () => <CheckPage /> },
   { pattern: '/fleet', allowed: can.fleet, render: () => <FleetPage /> },
-  { pattern: '/plays', allowed: can.plays, render: () => <PlaysPage /> },
+  // Proof of play and campaign reports: the authority everything, the others what is theirs (src/reports).
+  { pattern: '/plays', allowed: (s) => can.plays(s) || can.submit(s), render: () => <PlaysPage /> },
+  { pattern: '/reports', allowed: (s) => can.plays(s) || can.submit(s), render: () => <ReportsPage /> },
+  {
+    pattern: '/reports/:id',
+    allowed: (s) => can.plays(s) || can.submit(s),
+    render: (p) => <CampaignReportPage id={p['id']!} />,
+  },
+  { pattern: '/fleet/health', allowed: (s) => can.fleet(s) || can.plays(s), render: () => <FleetHealthPage /> },
   { pattern: '/transparency', allowed: () => true, render: () => <TransparencyPage /> },
   { pattern: '/organisations', allowed: can.administer, render: () => <OrganisationsPage /> },
   { pattern: '/structures', allowed: can.administer, render: () => <StructuresPage /> },

@@ -104,7 +104,13 @@ export interface PlaysAnswer {
     plays_compared: number;
   };
   structures: ({ structure_id: string; code: string; slot: number[] } & PlaysSeries)[];
-  campaigns: ({ submission_id: string; submission_number: string; advertiser_name: string } & PlaysSeries)[];
+  campaigns: ({
+    submission_id: string;
+    submission_number: string;
+    advertiser_name: string;
+    /** Over the range; declared and plays_compared over the days that are over. */
+    totals: { plays: number; flagged: number; declared: number; plays_compared: number };
+  } & PlaysSeries)[];
   /** Plays under approval numbers the platform never issued (flagged approval_unknown). */
   unknown_approvals: { plays: number[]; flagged: number[] };
   /** Authority content (slot gov / emergency): counted apart, never billed. */
@@ -192,10 +198,7 @@ export async function playsReport(db: Db, viewer: Viewer, q: PlaysQuery, now: Da
     }
     return s;
   };
-  const campaigns = new Map<
-    string,
-    { submission_id: string; submission_number: string; advertiser_name: string } & PlaysSeries
-  >();
+  const campaigns = new Map<string, PlaysAnswer['campaigns'][number]>();
   const campaignOf = (id: string, number: string, advertiser: string) => {
     let c = campaigns.get(id);
     if (!c) {
@@ -203,6 +206,7 @@ export async function playsReport(db: Db, viewer: Viewer, q: PlaysQuery, now: Da
         submission_id: id,
         submission_number: number,
         advertiser_name: advertiser,
+        totals: { plays: 0, flagged: 0, declared: 0, plays_compared: 0 },
         ...series(days.length),
       };
       campaigns.set(id, c);
@@ -245,6 +249,8 @@ export async function playsReport(db: Db, viewer: Viewer, q: PlaysQuery, now: Da
     c.plays[i]! += plays;
     c.flagged[i]! += flagged;
     c.attested[i]! += attested;
+    c.totals.plays += plays;
+    c.totals.flagged += flagged;
   }
 
   // Declared plays: per campaign and structure, on the days the campaign was live all day (as declared_vs_actual).
@@ -276,8 +282,11 @@ export async function playsReport(db: Db, viewer: Viewer, q: PlaysQuery, now: Da
       c.declared[i] = (c.declared[i] ?? 0) + declared;
       s.declared[i] = (s.declared[i] ?? 0) + declared;
       if (!compared) return;
+      const played = cellPlays.get(`${submissionId}|${structureId}|${i}`) ?? 0;
       totals.declared += declared;
-      totals.plays_compared += cellPlays.get(`${submissionId}|${structureId}|${i}`) ?? 0;
+      totals.plays_compared += played;
+      c.totals.declared += declared;
+      c.totals.plays_compared += played;
     });
   }
   const byCode = (a: { code: string }, b: { code: string }) =>

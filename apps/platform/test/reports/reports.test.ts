@@ -432,6 +432,7 @@ describe('plays per day (the console charts)', () => {
         submission_id: f.submissionId,
         submission_number: f.submissionNumber,
         advertiser_name: ADVERTISER,
+        totals: { plays: 14, flagged: 2, declared: 9, plays_compared: 2 },
         plays: [0, 2, 12],
         flagged: [0, 0, 2],
         attested: [0, 0, 2],

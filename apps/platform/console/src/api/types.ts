@@ -301,3 +301,159 @@ export interface EnrolAnswer {
   chain_pem?: string;
   not_after?: string;
 }
+
+// ---- reports (GET /api/v1/console/reports/...; apps/platform/src/reports/README.md) ----
+
+export type ReportZone = 'Asia/Almaty' | 'UTC';
+
+export interface ReportTotals {
+  plays: number;
+  flagged: number;
+  unflagged: number;
+  attested: number;
+  declared: number;
+  plays_compared: number;
+  deviation_pct: number | null;
+  compared_days: number;
+  days_outside_band: number;
+}
+
+export interface ReportCell {
+  day: string;
+  structure_id: string;
+  live_hours: number;
+  declared: number | null;
+  compared: boolean;
+  plays: number;
+  flagged: number;
+  attested: number;
+  deviation_pct: number | null;
+  outside_band: boolean | null;
+}
+
+export interface CampaignReport {
+  report: {
+    generated_at: string;
+    time_zone: ReportZone;
+    scope: 'full' | 'own_structures';
+    viewer_organisation: string;
+    band_pct: number;
+  };
+  campaign: {
+    submission_id: string;
+    submission_number: string;
+    advertiser_name: string;
+    advertiser_bin: string | null;
+    submitted_by: string;
+    period_from: string | null;
+    period_to: string | null;
+    category_id: number | null;
+  };
+  approvals: {
+    approval_number: string;
+    media_sha256: string;
+    valid_from: string;
+    valid_until: string;
+    issued_at: string;
+    revoked_at: string | null;
+    manifest_sha256: string | null;
+    structure_ids: string[];
+    ledger_url: string;
+  }[];
+  structures: {
+    structure_id: string;
+    code: string;
+    address: string | null;
+    district: string;
+    format: string;
+    operator: string;
+    declared_daily_plays: number | null;
+    covered: boolean;
+    totals: ReportTotals;
+  }[];
+  days: ({ day: string; live_hours: number } & ReportTotals)[];
+  cells: ReportCell[];
+  totals: ReportTotals;
+  flags: { flag: string; plays: number }[];
+  seals: {
+    receive_day: string;
+    plays: number;
+    sealed: boolean;
+    signed_at: string | null;
+    body_sha256: string | null;
+    root: string | null;
+    batch_count: number | null;
+    record_count: number | null;
+    ledger: { day: string; status: string; block_height: number; digest: string } | null;
+    url: string;
+  }[];
+  verification: {
+    verify_url: string;
+    authority_root_url: string;
+    authority_root_sha256: string;
+    ledger_head_url: string;
+  };
+  consistency: { counted_plays: number; recorded_plays: number; agree: boolean };
+}
+
+export interface CampaignListItem {
+  submission_id: string;
+  submission_number: string;
+  advertiser_name: string;
+  submitted_by: string;
+  valid_from: string;
+  valid_until: string;
+  approvals: { approval_number: string; valid_from: string; valid_until: string; revoked: boolean }[];
+  structures: number;
+  declared_daily_plays: number;
+  plays: number;
+  flagged: number;
+  scope: 'full' | 'own_structures';
+}
+
+export interface PlaysSeries {
+  plays: number[];
+  flagged: number[];
+  attested: number[];
+  declared: (number | null)[];
+}
+
+export interface PlaysPerDay {
+  from: string;
+  to: string;
+  time_zone: 'Asia/Almaty';
+  days: string[];
+  totals: { plays: number; flagged: number; attested: number; slot: number; declared: number; plays_compared: number };
+  structures: ({ structure_id: string; code: string; slot: number[] } & PlaysSeries)[];
+  campaigns: ({
+    submission_id: string;
+    submission_number: string;
+    advertiser_name: string;
+    totals: { plays: number; flagged: number; declared: number; plays_compared: number };
+  } & PlaysSeries)[];
+  unknown_approvals: { plays: number[]; flagged: number[] };
+  slots: { gov: number[]; emergency: number[] };
+}
+
+export interface FleetHealthBucket {
+  start: string;
+  end: string;
+  partial: boolean;
+  devices_expected: number;
+  devices_reporting: number;
+  devices_silent: number;
+  queue_lag_p50_seconds: number | null;
+  queue_lag_p95_seconds: number | null;
+  queue_lag_max_seconds: number | null;
+  screen_off_devices: number;
+  screen_off_share_pct: number | null;
+}
+
+export interface FleetHealth {
+  bucket: 'day' | 'hour';
+  time_zone: 'Asia/Almaty';
+  generated_at: string;
+  devices: number;
+  devices_never_reported: number;
+  items: FleetHealthBucket[];
+}

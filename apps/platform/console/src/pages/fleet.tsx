@@ -11,6 +11,7 @@ import type {
   Webhook,
   WebhookCreated,
 } from '../api/types.js';
+import { Link } from '../components/layout.js';
 import { DataTable } from '../components/table.js';
 import { Badge, ErrorNotice, Field, Hash, Loading, Notice, useAsync } from '../components/ui.js';
 import { en, type MessageKey } from '../i18n/en.js';
@@ -78,6 +79,9 @@ export function FleetPage() {
     <section>
       <h1>{t('fleet.title')}</h1>
       <p class="lead">{t('fleet.lead')}</p>
+      <p>
+        <Link href="/fleet/health">{t('reports.healthLink')}</Link>
+      </p>
       <OpenAlerts fleet={fleet} />
       <Devices fleet={fleet} />
       <Installations alerts={alerts} />

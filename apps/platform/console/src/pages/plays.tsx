@@ -1,52 +1,21 @@
 import { useMemo, useState } from 'preact/hooks';
 import { loadStructures } from '../api/catalogue.js';
 import { get } from '../api/client.js';
-import type { PlayCount } from '../api/types.js';
-import { HorizontalBars, type Series, StackedBars } from '../components/bar-chart.js';
+import type { CampaignListItem, PlaysPerDay } from '../api/types.js';
+import { BarChart, HorizontalBars, PALETTE, type Series } from '../components/bar-chart.js';
+import { addDays, percent, shortDay } from '../components/chart-labels.js';
+import { Link } from '../components/layout.js';
 import { DataTable } from '../components/table.js';
 import { ErrorNotice, Field, knownKey, Loading, useAsync } from '../components/ui.js';
-import { can, useSession } from '../lib/session.js';
-import { EventSettings } from './city-events.js';
 import { useI18n } from '../i18n/index.js';
+import { can, useSession } from '../lib/session.js';
 import { almatyDate } from '../lib/working-hours.js';
+import { EventSettings } from './city-events.js';
 
-const DAY_MS = 86_400_000;
+/** Structures drawn apart in the stacked chart; the rest are summed as "Other". */
 const MAX_SERIES = 7;
-
-function addDays(day: string, days: number): string {
-  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
-  return new Date(Date.UTC(y, m - 1, d) + days * DAY_MS).toISOString().slice(0, 10);
-}
-
-function daysBetween(from: string, to: string): string[] {
-  const out: string[] = [];
-  for (let day = from; day <= to && out.length < 370; day = addDays(day, 1)) out.push(day);
-  return out;
-}
-
-/** Counts summed by a key, the largest first; the rest folded into "other". */
-function seriesBy(
-  counts: PlayCount[],
-  days: string[],
-  keyOf: (c: PlayCount) => string,
-  other: string,
-): Series[] {
-  const totals = new Map<string, number>();
-  for (const c of counts) totals.set(keyOf(c), (totals.get(keyOf(c)) ?? 0) + c.plays);
-  const ranked = [...totals.entries()].sort((a, b) => b[1] - a[1]).map(([k]) => k);
-  const kept = new Set(ranked.slice(0, MAX_SERIES));
-  const byName = new Map<string, number[]>();
-  const dayIndex = new Map(days.map((d, i) => [d, i]));
-  for (const c of counts) {
-    const name = kept.has(keyOf(c)) ? keyOf(c) : other;
-    const values = byName.get(name) ?? days.map(() => 0);
-    const i = dayIndex.get(c.day);
-    if (i !== undefined) values[i] = (values[i] ?? 0) + c.plays;
-    byName.set(name, values);
-  }
-  const order = [...ranked.filter((k) => kept.has(k)), other];
-  return order.filter((n) => byName.has(n)).map((name) => ({ name, values: byName.get(name)! }));
-}
+/** Campaigns drawn as small charts; all of them are in the table. */
+const MAX_CAMPAIGN_CHARTS = 6;
 
 interface Quality {
   flags: { flag: string; records: number }[];
@@ -69,69 +38,105 @@ interface CityEvent {
   };
 }
 
+/** Series of the largest structures by plays, the rest folded into one. */
+function structureSeries(data: PlaysPerDay, other: string): Series[] {
+  const ranked = [...data.structures]
+    .map((s) => ({ s, total: s.plays.reduce((a, b) => a + b, 0) }))
+    .filter((x) => x.total > 0)
+    .sort((a, b) => b.total - a.total);
+  const kept: Series[] = ranked.slice(0, MAX_SERIES).map((x) => ({ name: x.s.code, values: x.s.plays }));
+  const rest = ranked.slice(MAX_SERIES);
+  if (rest.length > 0) {
+    kept.push({
+      name: other,
+      values: data.days.map((_, i) => rest.reduce((n, x) => n + (x.s.plays[i] ?? 0), 0)),
+      color: '#7a8494',
+    });
+  }
+  return kept;
+}
+
+function sumOf(values: readonly (number | null)[]): number {
+  return values.reduce<number>((n, v) => n + (v ?? 0), 0);
+}
+
 /**
- * Proof of play (authority): counted plays per day by structure and by approval (GET /api/v1/console/pop/counts),
- * flagged and refused records by flag and reason, and the declared-vs-actual city events.
+ * Proof of play: counted plays per Almaty day by structure and by campaign against the declared plays
+ * (GET /api/v1/console/reports/plays, scoped to what the session may see), and for the authority the flagged and
+ * refused records and the declared-vs-actual city events.
  */
 export function PlaysPage() {
-  const { t, date, number, dateTime } = useI18n();
+  const { t, date, number, dateTime, language } = useI18n();
   const session = useSession();
+  const authority = can.plays(session);
   const today = almatyDate(Date.now());
   const [from, setFrom] = useState(addDays(today, -13));
   const [to, setTo] = useState(today);
   const [structure, setStructure] = useState('');
-  const [approval, setApproval] = useState('');
-  const [applied, setApplied] = useState({ from, to, structure, approval });
-  const structures = useAsync(() => loadStructures(true), []);
-  const counts = useAsync(() => {
+  const [campaign, setCampaign] = useState('');
+  const [applied, setApplied] = useState({ from, to, structure, campaign });
+  const structures = useAsync(() => loadStructures(authority), []);
+  const campaigns = useAsync(
+    () => get<{ items: CampaignListItem[] }>('/api/v1/console/reports/campaigns').then((r) => r.items),
+    [],
+  );
+  const plays = useAsync(() => {
     const q = new URLSearchParams({ from: applied.from, to: applied.to });
     if (applied.structure) q.set('structure_id', applied.structure);
-    if (applied.approval.trim()) q.set('approval_number', applied.approval.trim());
-    return get<{ items: PlayCount[] }>(`/api/v1/console/pop/counts?${q}`).then((r) => r.items);
+    if (applied.campaign) q.set('submission_id', applied.campaign);
+    return get<PlaysPerDay>(`/api/v1/console/reports/plays?${q}`);
   }, [applied]);
   const quality = useAsync(
     () =>
-      get<Quality>(
-        `/api/v1/console/pop/quality?${new URLSearchParams({ from: applied.from, to: applied.to })}`,
-      ),
-    [applied],
+      authority
+        ? get<Quality>(
+            `/api/v1/console/pop/quality?${new URLSearchParams({ from: applied.from, to: applied.to })}`,
+          )
+        : Promise.resolve(null),
+    [applied, authority],
   );
   const events = useAsync(
     () =>
-      get<{ items: CityEvent[] }>('/api/v1/console/events?type=declared_vs_actual&limit=50').then(
-        (r) => r.items,
-      ),
-    [],
+      authority
+        ? get<{ items: CityEvent[] }>('/api/v1/console/events?type=declared_vs_actual&limit=50').then(
+            (r) => r.items,
+          )
+        : Promise.resolve(null),
+    [authority],
   );
-  const codes = useMemo(() => new Map((structures.data ?? []).map((s) => [s.id, s.code])), [structures.data]);
-  const days = useMemo(() => daysBetween(applied.from, applied.to), [applied]);
-  const items = counts.data ?? [];
-  const structureName = (id: string) => codes.get(id) ?? id.slice(0, 8);
-  const approvalName = (c: PlayCount) =>
-    c.approval_number ?? (c.slot ? t(knownKey(`slot.${c.slot}`) ?? 'slot.other') : t('slot.other'));
-  const byStructure = seriesBy(items, days, (c) => structureName(c.structure_id), t('plays.other'));
-  const byApproval = seriesBy(items, days, approvalName, t('plays.other'));
-  const total = items.reduce((n, c) => n + c.plays, 0);
-  const flagged = items.reduce((n, c) => n + c.flagged, 0);
-  const attested = items.filter((c) => c.attested).reduce((n, c) => n + c.plays, 0);
-  const shortDay = (d: string) => d.slice(8, 10);
-
-  const perApproval = new Map<string, { plays: number; flagged: number }>();
-  for (const c of items) {
-    const key = approvalName(c);
-    const v = perApproval.get(key) ?? { plays: 0, flagged: 0 };
-    perApproval.set(key, { plays: v.plays + c.plays, flagged: v.flagged + c.flagged });
-  }
+  const data = plays.data;
+  const dayLabel = (d: string) => shortDay(language, d);
+  const bySeries = useMemo(() => (data ? structureSeries(data, t('plays.other')) : []), [data, t]);
+  const declaredPerDay = useMemo(() => {
+    if (!data) return [];
+    return data.days.map((_, i) => {
+      const values = data.structures.map((s) => s.declared[i]).filter((v): v is number => v !== null);
+      return values.length === 0 ? null : values.reduce((a, b) => a + b, 0);
+    });
+  }, [data]);
+  const hasDeclared = declaredPerDay.some((v) => v !== null);
+  const campaignRows = useMemo(
+    () =>
+      (data?.campaigns ?? [])
+        .slice()
+        .sort((a, b) => b.totals.plays - a.totals.plays || b.totals.declared - a.totals.declared),
+    [data],
+  );
+  const deviation =
+    data && data.totals.declared > 0
+      ? Math.round(((data.totals.plays_compared - data.totals.declared) * 10_000) / data.totals.declared) /
+        100
+      : null;
 
   return (
     <section>
       <h1>{t('plays.title')}</h1>
-      <p class="lead">{t('plays.lead')}</p>
+      <p class="lead">{t('reports.playsLead')}</p>
       <form
         class="filters"
         onSubmit={(e) => {
           e.preventDefault();
-          setApplied({ from, to, structure, approval });
+          setApplied({ from, to, structure, campaign });
         }}
       >
         <Field id="plays-from" label={t('plays.from')}>
@@ -167,170 +172,267 @@ export function PlaysPage() {
             ))}
           </select>
         </Field>
-        <Field id="plays-approval" label={t('creative.approval')}>
-          <input
-            id="plays-approval"
-            value={approval}
-            onInput={(e) => setApproval((e.target as HTMLInputElement).value)}
-          />
+        <Field id="plays-campaign" label={t('reports.campaign')}>
+          <select
+            id="plays-campaign"
+            value={campaign}
+            onChange={(e) => setCampaign((e.target as HTMLSelectElement).value)}
+          >
+            <option value="">{t('reports.allCampaigns')}</option>
+            {(campaigns.data ?? []).map((c) => (
+              <option key={c.submission_id} value={c.submission_id}>
+                {c.submission_number} · {c.advertiser_name}
+              </option>
+            ))}
+          </select>
         </Field>
         <button type="submit" class="button button-primary">
           {t('plays.show')}
         </button>
       </form>
+      <p class="hint">
+        <Link href="/reports">{t('reports.toReports')}</Link>
+      </p>
 
-      {counts.loading && !counts.data ? <Loading /> : null}
-      <ErrorNotice error={counts.error} />
-      {counts.data ? (
+      {plays.loading && !data ? <Loading /> : null}
+      <ErrorNotice error={plays.error} />
+      {data ? (
         <>
           <dl class="stats">
             <div>
               <dt>{t('plays.total')}</dt>
-              <dd data-testid="plays-total">{number(total)}</dd>
+              <dd data-testid="plays-total">{number(data.totals.plays)}</dd>
             </div>
             <div>
               <dt>{t('plays.flagged')}</dt>
-              <dd>{number(flagged)}</dd>
+              <dd data-testid="plays-flagged">{number(data.totals.flagged)}</dd>
             </div>
             <div>
               <dt>{t('plays.attested')}</dt>
-              <dd>{number(attested)}</dd>
+              <dd>{number(data.totals.attested)}</dd>
+            </div>
+            <div>
+              <dt>{t('reports.declaredOver')}</dt>
+              <dd data-testid="plays-declared">{number(data.totals.declared)}</dd>
+            </div>
+            <div>
+              <dt>{t('reports.deviation')}</dt>
+              <dd>
+                {deviation === null ? '—' : t('plays.percent', { value: percent(language, deviation) })}
+              </dd>
+            </div>
+            <div>
+              <dt>{t('reports.slotPlays')}</dt>
+              <dd>{number(data.totals.slot)}</dd>
             </div>
           </dl>
-          {items.length === 0 ? (
-            <p>{t('plays.none')}</p>
-          ) : (
-            <div class="two-columns">
-              <div class="panel">
-                <h2>{t('plays.byStructure')}</h2>
-                <StackedBars
-                  title={t('plays.byStructure')}
-                  categories={days}
-                  series={byStructure}
-                  categoryLabel={shortDay}
-                />
-              </div>
-              <div class="panel">
-                <h2>{t('plays.byApproval')}</h2>
-                <StackedBars
-                  title={t('plays.byApproval')}
-                  categories={days}
-                  series={byApproval}
-                  categoryLabel={shortDay}
-                />
-              </div>
+
+          <div class="panel">
+            <h2>{t('plays.byStructure')}</h2>
+            <p class="hint">{t('reports.byStructureHint')}</p>
+            <BarChart
+              title={t('plays.byStructure')}
+              titleHidden
+              categories={data.days}
+              categoryLabel={dayLabel}
+              categoryName={(d) => date(d)}
+              series={bySeries}
+              reference={hasDeclared ? { name: t('charts.declared'), values: declaredPerDay } : undefined}
+              xLabel={t('charts.axisDay')}
+              yLabel={t('charts.axisPlays')}
+              emptyText={t('plays.none')}
+            />
+          </div>
+
+          <div class="panel">
+            <h2>{t('reports.byCampaign')}</h2>
+            <p class="hint">{t('reports.byCampaignHint')}</p>
+            {campaignRows.length === 0 ? <p>{t('reports.noCampaigns')}</p> : null}
+            <div class="chart-grid-small">
+              {campaignRows.slice(0, MAX_CAMPAIGN_CHARTS).map((c) => (
+                <div key={c.submission_id} class="small-chart">
+                  <h3>
+                    {c.submission_number} · {c.advertiser_name}
+                  </h3>
+                  <BarChart
+                    title={t('reports.campaignChart', { number: c.submission_number })}
+                    categories={data.days}
+                    categoryLabel={dayLabel}
+                    categoryName={(d) => date(d)}
+                    series={[
+                      {
+                        name: t('reports.unflagged'),
+                        values: c.plays.map((v, i) => v - (c.flagged[i] ?? 0)),
+                        color: PALETTE[0],
+                      },
+                      { name: t('plays.flagged'), values: c.flagged, color: PALETTE[1], hatched: true },
+                    ]}
+                    reference={{ name: t('charts.declared'), values: c.declared }}
+                    xLabel={t('charts.axisDay')}
+                    yLabel={t('charts.axisPlays')}
+                    emptyText={t('plays.none')}
+                    height={220}
+                  />
+                  <p>
+                    <Link href={`/reports/${c.submission_id}`}>{t('reports.openReport')}</Link>
+                  </p>
+                </div>
+              ))}
             </div>
-          )}
-          {items.length > 0 ? (
-            <div class="panel">
-              <HorizontalBars
-                title={t('plays.perApproval')}
-                rows={[...perApproval.entries()]
-                  .sort((a, b) => b[1].plays - a[1].plays)
-                  .map(([label, v]) => ({
-                    label,
-                    value: v.plays,
-                    note: t('plays.flaggedNote', { count: v.flagged }),
-                  }))}
+            {campaignRows.length > 0 ? (
+              <DataTable
+                caption={t('reports.byCampaign')}
+                rows={campaignRows}
+                rowKey={(c) => c.submission_id}
+                columns={[
+                  {
+                    header: t('reports.campaign'),
+                    rowHeader: true,
+                    cell: (c) => (
+                      <>
+                        <Link href={`/reports/${c.submission_id}`}>{c.submission_number}</Link>
+                        <small class="muted block">{c.advertiser_name}</small>
+                      </>
+                    ),
+                  },
+                  { header: t('plays.total'), numeric: true, cell: (c) => number(c.totals.plays) },
+                  { header: t('plays.flagged'), numeric: true, cell: (c) => number(c.totals.flagged) },
+                  {
+                    header: t('reports.declaredOver'),
+                    numeric: true,
+                    cell: (c) => number(c.totals.declared),
+                  },
+                  {
+                    header: t('reports.playsCompared'),
+                    numeric: true,
+                    cell: (c) => number(c.totals.plays_compared),
+                  },
+                  {
+                    header: t('reports.deviation'),
+                    numeric: true,
+                    cell: (c) =>
+                      c.totals.declared === 0
+                        ? '—'
+                        : t('plays.percent', {
+                            value: percent(
+                              language,
+                              Math.round(
+                                ((c.totals.plays_compared - c.totals.declared) * 10_000) / c.totals.declared,
+                              ) / 100,
+                            ),
+                          }),
+                  },
+                ]}
               />
-              <details>
-                <summary>{t('plays.asTable')}</summary>
-                <DataTable
-                  caption={t('plays.asTable')}
-                  rows={items}
-                  rowKey={(c) => `${c.player}-${c.day}-${c.approval_number ?? c.slot}-${c.attested}`}
-                  columns={[
-                    { header: t('plays.day'), cell: (c) => date(c.day) },
-                    { header: t('fleet.structure'), cell: (c) => structureName(c.structure_id) },
-                    { header: t('creative.approval'), cell: approvalName },
-                    {
-                      header: t('plays.channel'),
-                      cell: (c) => (c.attested ? t('plays.attestedShort') : t('plays.device')),
-                    },
-                    { header: t('plays.total'), numeric: true, cell: (c) => number(c.plays) },
-                    { header: t('plays.flagged'), numeric: true, cell: (c) => number(c.flagged) },
-                  ]}
-                />
-              </details>
-            </div>
-          ) : null}
+            ) : null}
+          </div>
+
+          <div class="panel">
+            <h2>{t('reports.apart')}</h2>
+            <DataTable
+              caption={t('reports.apart')}
+              rows={[
+                {
+                  key: 'unknown',
+                  label: t('reports.unknownApprovals'),
+                  values: data.unknown_approvals.plays,
+                },
+                { key: 'gov', label: t('slot.gov'), values: data.slots.gov },
+                { key: 'emergency', label: t('slot.emergency'), values: data.slots.emergency },
+              ]}
+              rowKey={(r) => r.key}
+              columns={[
+                { header: t('reports.kind'), rowHeader: true, cell: (r) => r.label },
+                { header: t('plays.total'), numeric: true, cell: (r) => number(sumOf(r.values)) },
+              ]}
+            />
+            <p class="hint">{t('reports.apartHint')}</p>
+          </div>
         </>
       ) : null}
 
-      <div class="panel">
-        <h2>{t('plays.quality')}</h2>
-        {quality.loading && !quality.data ? <Loading /> : null}
-        <ErrorNotice error={quality.error} />
-        {quality.data ? (
-          <div class="two-columns">
-            <HorizontalBars
-              title={t('plays.byFlag')}
-              rows={quality.data.flags.map((f) => ({
-                label: t(knownKey(`flag.${f.flag}`) ?? 'flag.other'),
-                value: f.records,
-              }))}
-            />
-            <HorizontalBars
-              title={t('plays.byReason')}
-              rows={quality.data.refusals.map((r) => ({
-                label: t(knownKey(`reason.${r.reason}`) ?? 'reason.other'),
-                value: r.records,
-              }))}
-            />
-          </div>
-        ) : null}
-      </div>
+      {authority ? (
+        <div class="panel">
+          <h2>{t('plays.quality')}</h2>
+          {quality.loading && !quality.data ? <Loading /> : null}
+          <ErrorNotice error={quality.error} />
+          {quality.data ? (
+            <div class="two-columns">
+              <HorizontalBars
+                title={t('plays.byFlag')}
+                rows={quality.data.flags.map((f) => ({
+                  label: t(knownKey(`flag.${f.flag}`) ?? 'flag.other'),
+                  value: f.records,
+                }))}
+              />
+              <HorizontalBars
+                title={t('plays.byReason')}
+                rows={quality.data.refusals.map((r) => ({
+                  label: t(knownKey(`reason.${r.reason}`) ?? 'reason.other'),
+                  value: r.records,
+                }))}
+              />
+            </div>
+          ) : null}
+        </div>
+      ) : null}
 
-      <div class="panel">
-        <h2>{t('plays.declared')}</h2>
-        <p class="hint">{t('plays.declaredHint')}</p>
-        {events.loading && !events.data ? <Loading /> : null}
-        <ErrorNotice error={events.error} />
-        {events.data && events.data.length === 0 ? <p>{t('plays.noEvents')}</p> : null}
-        {events.data && events.data.length > 0 ? (
-          <DataTable
-            caption={t('plays.declared')}
-            rows={events.data}
-            rowKey={(e) => e.id}
-            columns={[
-              { header: t('plays.day'), cell: (e) => date(e.day) },
-              {
-                header: t('submission.number'),
-                cell: (e) => (
-                  <>
-                    {e.data.submission_number ?? '—'}
-                    {e.data.advertiser_name ? (
-                      <small class="muted block">{e.data.advertiser_name}</small>
-                    ) : null}
-                  </>
-                ),
-              },
-              { header: t('fleet.structure'), cell: (e) => e.data.structure_code ?? '—' },
-              { header: t('plays.declaredPlays'), numeric: true, cell: (e) => number(e.data.declared_plays) },
-              { header: t('plays.actualPlays'), numeric: true, cell: (e) => number(e.data.actual_plays) },
-              {
-                header: t('plays.deviation'),
-                numeric: true,
-                cell: (e) => (
-                  <>
-                    {e.data.deviation_pct === null || e.data.deviation_pct === undefined
-                      ? '—'
-                      : t('plays.percent', { value: e.data.deviation_pct })}
-                    {e.data.direction ? (
-                      <small class="muted block">
-                        {t(e.data.direction === 'over' ? 'plays.over' : 'plays.under')}
-                      </small>
-                    ) : null}
-                  </>
-                ),
-              },
-              { header: t('plays.raised'), cell: (e) => dateTime(e.created_at) },
-            ]}
-          />
-        ) : null}
-      </div>
+      {authority ? (
+        <div class="panel">
+          <h2>{t('plays.declared')}</h2>
+          <p class="hint">{t('plays.declaredHint')}</p>
+          {events.loading && !events.data ? <Loading /> : null}
+          <ErrorNotice error={events.error} />
+          {events.data && events.data.length === 0 ? <p>{t('plays.noEvents')}</p> : null}
+          {events.data && events.data.length > 0 ? (
+            <DataTable
+              caption={t('plays.declared')}
+              rows={events.data}
+              rowKey={(e) => e.id}
+              columns={[
+                { header: t('plays.day'), cell: (e) => date(e.day) },
+                {
+                  header: t('submission.number'),
+                  cell: (e) => (
+                    <>
+                      {e.data.submission_number ?? '—'}
+                      {e.data.advertiser_name ? (
+                        <small class="muted block">{e.data.advertiser_name}</small>
+                      ) : null}
+                    </>
+                  ),
+                },
+                { header: t('fleet.structure'), cell: (e) => e.data.structure_code ?? '—' },
+                {
+                  header: t('plays.declaredPlays'),
+                  numeric: true,
+                  cell: (e) => number(e.data.declared_plays),
+                },
+                { header: t('plays.actualPlays'), numeric: true, cell: (e) => number(e.data.actual_plays) },
+                {
+                  header: t('plays.deviation'),
+                  numeric: true,
+                  cell: (e) => (
+                    <>
+                      {e.data.deviation_pct === null || e.data.deviation_pct === undefined
+                        ? '—'
+                        : t('plays.percent', { value: e.data.deviation_pct })}
+                      {e.data.direction ? (
+                        <small class="muted block">
+                          {t(e.data.direction === 'over' ? 'plays.over' : 'plays.under')}
+                        </small>
+                      ) : null}
+                    </>
+                  ),
+                },
+                { header: t('plays.raised'), cell: (e) => dateTime(e.created_at) },
+              ]}
+            />
+          ) : null}
+        </div>
+      ) : null}
 
-      <EventSettings canChange={can.administer(session)} />
+      {authority ? <EventSettings canChange={can.administer(session)} /> : null}
     </section>
   );
 }

@@ -1,0 +1,48 @@
+import type { Language } from '../i18n/index.js';
+
+/** The locale of a console language, for Intl formats of the charts. */
+const LOCALES: Record<Language, string> = { en: 'en-GB', ru: 'ru-RU', kk: 'kk-KZ' };
+
+/** A calendar date 'YYYY-MM-DD' as a short tick label ("20 Nov"), never shifted by a time zone. */
+export function shortDay(language: Language, day: string): string {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(day);
+  if (!m) return day;
+  return new Intl.DateTimeFormat(LOCALES[language], {
+    timeZone: 'UTC',
+    day: 'numeric',
+    month: 'short',
+  }).format(new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))));
+}
+
+/** An instant's hour in a time zone as a tick label ("14:00"). */
+export function shortHour(language: Language, instant: string, timeZone = 'Asia/Almaty'): string {
+  return new Intl.DateTimeFormat(LOCALES[language], {
+    timeZone,
+    hour: '2-digit',
+    minute: '2-digit',
+    hourCycle: 'h23',
+  }).format(new Date(instant));
+}
+
+/** An instant's date and hour in a time zone ("20 Nov, 14:00"). */
+export function dayAndHour(language: Language, instant: string, timeZone = 'Asia/Almaty'): string {
+  return new Intl.DateTimeFormat(LOCALES[language], {
+    timeZone,
+    day: 'numeric',
+    month: 'short',
+    hour: '2-digit',
+    minute: '2-digit',
+    hourCycle: 'h23',
+  }).format(new Date(instant));
+}
+
+/** Calendar arithmetic on 'YYYY-MM-DD'. */
+export function addDays(day: string, days: number): string {
+  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
+  return new Date(Date.UTC(y, m - 1, d) + days * 86_400_000).toISOString().slice(0, 10);
+}
+
+/** Percent with one decimal at most, in the language's number format. */
+export function percent(language: Language, value: number): string {
+  return new Intl.NumberFormat(LOCALES[language], { maximumFractionDigits: 2 }).format(value);
+}
