@@ -70,6 +70,8 @@ export interface CliIo {
   out: (line: string) => void;
   err: (line: string) => void;
   progress?: ProgressStream;
+  /** The progress line's clock (monotonic ms); default performance.now. */
+  progressNow?: () => number;
   env?: Env;
   /** Injected by tests (a fake network, a clock). */
   send?: Partial<Pick<SendOptions, 'fetch' | 'now' | 'sleep' | 'random' | 'pacing' | 'giveUpAfterMs'>>;
@@ -225,6 +227,7 @@ async function importCommand(
     stream: io.progress ?? process.stderr,
     mode: progressMode(values, env),
     env,
+    ...(io.progressNow ? { now: io.progressNow } : {}),
   });
   const out = (text: string) => progress.print(text, io.out);
   const err = (text: string) => progress.print(text, io.err);

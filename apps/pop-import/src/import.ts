@@ -126,10 +126,12 @@ export async function runImport(options: ImportOptions): Promise<Summary> {
     };
     if (options.dryRun) return summary;
 
+    // In batch_seq order whatever the imports: a batch sent after one numbered above it would find its players'
+    // marks moved past its records, and they would be taken as duplicates.
     const queue: ToSend[] = [
       ...earlier,
       ...planned.map((b) => ({ batchSeq: b.batchSeq, body: b.body, records: b.records, lines: b.lines })),
-    ];
+    ].sort((a, b) => a.batchSeq - b.batchSeq);
     const sent = summary.sent;
     progress.phase('sending batches', {
       total: queue.length,

@@ -54,6 +54,16 @@ export class MappingError extends Error {
   }
 }
 
+/** A JSON pointer as a person reads it: /players/Lobby ~1 2 -> players["Lobby / 2"]. */
+function readablePath(pointer: string): string {
+  if (pointer === '') return '(the whole file)';
+  const [first, ...rest] = pointer
+    .split('/')
+    .slice(1)
+    .map((token) => token.replaceAll('~1', '/').replaceAll('~0', '~'));
+  return `${first}${rest.map((token) => `[${JSON.stringify(token)}]`).join('')}`;
+}
+
 /** Parses the mapping file's text, refusing it whole with the paths of what is wrong. */
 export function parseMapping(text: string): MappingFile {
   let value: unknown;
@@ -64,7 +74,7 @@ export function parseMapping(text: string): MappingFile {
   }
   const errors = collectFieldErrors(MappingFile, value);
   if (errors.length > 0) {
-    const lines = errors.slice(0, 10).map((e) => `  ${e.path || '/'}: ${e.message}`);
+    const lines = errors.slice(0, 10).map((e) => `  ${readablePath(e.path)}: ${e.message}`);
     throw new MappingError(`the mapping file is not valid:\n${lines.join('\n')}`, errors);
   }
   return value as MappingFile;

@@ -119,6 +119,21 @@ const byKey = (counts: Record<string, number>) =>
     .map(([key, count]) => `${key} ${number(count)}`)
     .join(', ');
 
+/** What to do about the final refusals an operator can meet (apps/platform/docs/cms-integration.md, "Errors"). */
+const ADVICE: Record<string, string> = {
+  batch_conflict:
+    'the platform has other bytes under this batch_seq: this state folder does not know what the installation ' +
+    'sent before (another sender, or a lost state folder). Restore the state folder from its backup, or, in an ' +
+    'empty state folder, import the exports again in the order they were first imported (they come out the same ' +
+    'bytes), or send through an installation of its own',
+  bad_signature: 'sign with the installation key registered in the console (--key)',
+  source_unauthorized: 'the key was rotated out more than 24 hours ago: use the current key (--key)',
+  source_unknown: "no installation with this id belongs to the API key's organisation (--source)",
+  invalid_api_key: 'the API key is unknown, revoked or expired: ask the authority for a new one',
+  key_scope_denied: 'the API key needs the scope write:plays',
+  gave_up: 'the platform could not be reached for long enough: run the same command again later',
+};
+
 /** The summary as lines for a person. */
 export function summaryLines(s: Summary): string[] {
   const lines: string[] = [];
@@ -172,6 +187,8 @@ export function summaryLines(s: Summary): string[] {
     lines.push(
       `STOPPED at batch_seq ${s.stopped.batch_seq}: ${status}${s.stopped.code}${s.stopped.detail ? `: ${s.stopped.detail}` : ''}`,
     );
+    const advice = ADVICE[s.stopped.code];
+    if (advice) lines.push(`  ${advice}`);
   }
   if (s.pending > 0) {
     lines.push(
