@@ -1,6 +1,13 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import type { PlatformConfig } from './config.js';
+import {
+  type Family,
+  listenMetrics,
+  type MetricsListener,
+  type PlatformMetrics,
+  renderMetrics,
+} from './http/metrics.js';
 import { openDatabase } from './platform.js';
 
 /*
@@ -35,6 +42,63 @@ export function workerRole(): WorkerRole | null {
 interface ListeningMessage {
   type: 'platform-listening';
   urls: Record<string, string>;
+}
+
+/** The primary asks every worker for its metrics at each scrape; each answers with its families. */
+interface MetricsRequest {
+  type: 'platform-metrics-request';
+  id: number;
+}
+interface MetricsAnswer {
+  type: 'platform-metrics';
+  id: number;
+  families: Family[];
+}
+
+/** A worker answers the primary's metrics requests with its own (the primary serves METRICS_PORT for all). */
+export function answerMetricsRequests(metrics: PlatformMetrics): void {
+  if (!cluster.isWorker) return;
+  process.on('message', (message: unknown) => {
+    const request = message as MetricsRequest | null;
+    if (request?.type !== 'platform-metrics-request') return;
+    void metrics.collect().then(
+      (families) =>
+        process.send?.({ type: 'platform-metrics', id: request.id, families } satisfies MetricsAnswer),
+      () =>
+        process.send?.({ type: 'platform-metrics', id: request.id, families: [] } satisfies MetricsAnswer),
+    );
+  });
+}
+
+const METRICS_WAIT_MS = 2000;
+
+/**
+ * The metrics of every live worker, each sample labelled worker="<index>" (a scrape of a port the workers share
+ * would reach one worker at random). A worker that does not answer in time is left out of this scrape.
+ */
+function gatherMetrics(workers: Map<number, Worker>): Promise<string> {
+  const id = Math.floor(Math.random() * 2 ** 31);
+  return Promise.all(
+    [...workers.entries()]
+      .filter(([, worker]) => !worker.isDead())
+      .map(
+        ([index, worker]) =>
+          new Promise<{ labels: Record<string, string>; families: Family[] }>((resolve) => {
+            const done = (families: Family[]) => {
+              clearTimeout(timer);
+              worker.off('message', onMessage);
+              resolve({ labels: { worker: String(index) }, families });
+            };
+            const onMessage = (message: unknown) => {
+              const answer = message as MetricsAnswer | null;
+              if (answer?.type === 'platform-metrics' && answer.id === id) done(answer.families);
+            };
+            const timer = setTimeout(() => done([]), METRICS_WAIT_MS);
+            worker.on('message', onMessage);
+            worker.send({ type: 'platform-metrics-request', id } satisfies MetricsRequest);
+          }),
+      ),
+  ).then(renderMetrics);
 }
 
 const isListening = (message: unknown): message is ListeningMessage =>
@@ -95,6 +159,7 @@ export async function runPrimary(
   let stopping = false;
   let started = false;
   const workers = new Map<number, Worker>();
+  let metricsListener: MetricsListener | null = null;
 
   const fork = (index: number): Worker => {
     const worker = cluster.fork({
@@ -121,6 +186,7 @@ export async function runPrimary(
             }),
         ),
       );
+      await metricsListener?.close();
       await database.close().catch((error) => log.error({ err: error }, 'error while closing the database'));
       if (failure) reject(failure);
       else resolve(0);
@@ -153,6 +219,7 @@ export async function runPrimary(
     });
   });
 
+  if (config.metrics) metricsListener = await listenMetrics(config.metrics, () => gatherMetrics(workers));
   // A signal held while the database opened has stopped it already: no worker then.
   for (let index = 0; index < config.workers && !stopping; index += 1) fork(index);
   return stopped;

@@ -6,7 +6,14 @@ import { checkFeatureSettings } from './settings-check.js';
 import { checkListeners, StartError, startFailure } from './start-errors.js';
 import { createLogger, openDatabase, startPlatform } from './platform.js';
 import { systemClock } from './clock.js';
-import { exitWithPrimary, holdStopSignals, reportListening, runPrimary, workerRole } from './cluster.js';
+import {
+  answerMetricsRequests,
+  exitWithPrimary,
+  holdStopSignals,
+  reportListening,
+  runPrimary,
+  workerRole,
+} from './cluster.js';
 
 const USAGE = `usage: platform [run] [--test-clock] [--config FILE]
        platform bootstrap [--config FILE]
@@ -107,7 +114,14 @@ async function main(argv: string[]): Promise<number> {
 
   const platform = await startPlatform({
     config: settings,
-    ...(role ? { schedulers: role.schedulers, applicationName: `ooh-platform-w${role.index}` } : {}),
+    ...(role
+      ? {
+          schedulers: role.schedulers,
+          applicationName: `ooh-platform-w${role.index}`,
+          // The primary serves the metrics of every worker on METRICS_PORT.
+          metricsListener: false,
+        }
+      : {}),
   });
   let stopping = false;
   const stop = async (signal: string) => {
@@ -119,6 +133,7 @@ async function main(argv: string[]): Promise<number> {
   };
   signals.handle((signal) => void stop(signal));
   if (role) {
+    answerMetricsRequests(platform.metrics);
     reportListening(platform.urls);
     // The primary holds the listening sockets: without it this worker can only leave.
     exitWithPrimary(() => void stop('primary gone'));

@@ -11,6 +11,7 @@ import { migrate } from './db/migrate.js';
 import { createPool, type Db } from './db/pool.js';
 import { type DevicesHttpsOptions, devicesHttpsOptions } from './devices/tls.js';
 import { FEATURES, type Feature } from './features.js';
+import { listenMetrics, type MetricsListener, PlatformMetrics, renderMetrics } from './http/metrics.js';
 import { createHostServer, type HostName } from './http/server.js';
 import { createLogger } from './logging.js';
 import { consoleSessionResolver } from './sessions/index.js';
@@ -29,7 +30,7 @@ export interface Servers {
 export async function buildServers(
   ctx: PlatformContext,
   features: Feature[] = FEATURES,
-  options: { devicesHttps?: DevicesHttpsOptions | null } = {},
+  options: { devicesHttps?: DevicesHttpsOptions | null; metrics?: PlatformMetrics } = {},
 ): Promise<Servers> {
   const ready = async () => {
     await ctx.db.query('SELECT 1');
@@ -44,6 +45,7 @@ export async function buildServers(
       ready,
       now: () => ctx.clock.now(),
       trustProxy: ctx.config.trustProxy,
+      ...(options.metrics ? { metrics: options.metrics } : {}),
       ...https(name),
     });
   const servers: Servers = {
@@ -78,6 +80,10 @@ export interface Platform {
   servers: Servers;
   /** Listening addresses, e.g. { api: 'http://127.0.0.1:8080', ... }. */
   urls: Record<HostName, string>;
+  /** This process's metrics (served on METRICS_PORT, or gathered by a cluster's primary). */
+  metrics: PlatformMetrics;
+  /** The metrics listener's URL, when this process serves one. */
+  metricsUrl: string | null;
   close(): Promise<void>;
 }
 
@@ -90,6 +96,8 @@ export interface StartOptions {
   schedulers?: boolean;
   /** PostgreSQL application_name of the connections (default ooh-platform). */
   applicationName?: string;
+  /** Serve config.metrics on its own listener (default true; a cluster's workers leave it to the primary). */
+  metricsListener?: boolean;
 }
 
 export interface PlatformDatabase {
@@ -218,14 +226,25 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
   // database"): the listeners answer what is in flight and take nothing new, the schedulers stop (the newest
   // first), then the pool ends and the embedded PostgreSQL, if this process started it, stops.
   let listeners: (() => Promise<void>) | null = null;
+  let metricsListener: MetricsListener | null = null;
   const schedulers: (() => Promise<void>)[] = [];
-  const cleanup = () => [...(listeners ? [listeners] : []), ...[...schedulers].reverse(), database.close];
+  const testClock = config.testClock ? new TestClock() : null;
+  const clock = options.clock ?? testClock ?? systemClock;
+  const metrics = new PlatformMetrics({ db, now: () => clock.now() });
+  const cleanup = () => [
+    ...(listeners ? [listeners] : []),
+    ...[...schedulers].reverse(),
+    async () => {
+      await metricsListener?.close();
+      metrics.close();
+    },
+    database.close,
+  ];
   try {
-    const testClock = config.testClock ? new TestClock() : null;
-    const clock = options.clock ?? testClock ?? systemClock;
     const ctx: PlatformContext = { config, db, clock, testClock, log };
     const servers = await buildServers(ctx, options.features, {
       devicesHttps: await devicesHttpsOptions(ctx),
+      metrics,
     });
     listeners = async () => {
       await Promise.all(Object.values(servers).map((s: FastifyInstance) => s.close()));
@@ -249,12 +268,19 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
       const shownHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
       urls[host] = `${scheme}://${shownHost}:${port}`;
     }
-    log.info({ urls }, 'platform listening');
+    if (config.metrics && options.metricsListener !== false) {
+      metricsListener = await listenMetrics(config.metrics, async () =>
+        renderMetrics([{ labels: {}, families: await metrics.collect() }]),
+      );
+    }
+    log.info({ urls, metrics: metricsListener?.url }, 'platform listening');
     let closed = false;
     return {
       ctx,
       servers,
       urls,
+      metrics,
+      metricsUrl: metricsListener?.url ?? null,
       close: async () => {
         if (closed) return;
         closed = true;

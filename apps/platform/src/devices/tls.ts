@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server as NetServer } from 'node:net';
 import { Server as TlsServer, type TLSSocket } from 'node:tls';
 import type { PlatformContext } from '../context.js';
@@ -72,11 +73,34 @@ function verifyErrorReason(code: string | undefined): RefusalReason {
 const NOT_REFUSALS = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ERR_TLS_HANDSHAKE_TIMEOUT']);
 
 /**
+ * What a load balancer may ask the devices host without a client certificate: whether the process is up (/healthz)
+ * and whether it reaches its database (/readyz), by GET or HEAD. An HTTPS health check does not present a client
+ * certificate, and a probe of a separate plain port would say "healthy" while this listener (its TLS pair, its port)
+ * is broken; so the probe is answered here, on this listener, and nothing else is (docs/decisions.md).
+ */
+export const DEVICES_HEALTH_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
+
+/** How long a connection without a client certificate has to send its health probe. */
+const HEALTH_PROBE_WAIT_MS = 10_000;
+
+function isHealthProbe(request: IncomingMessage): boolean {
+  const path = (request.url ?? '').split('?')[0] ?? '';
+  return (request.method === 'GET' || request.method === 'HEAD') && DEVICES_HEALTH_PATHS.has(path);
+}
+
+/**
  * Makes the devices listener refuse, and report, every connection whose client certificate TLS did not verify
  * (issue "Trust under attack", item 6: "A client certificate refused during the TLS handshake leaves no trace").
  * Runs first on each new secure connection: an unverified one is reported with its certificate, reason and peer
  * address, and destroyed before the HTTP server sees it. Handshakes that fail outright (tlsClientError) are reported
  * too, unless the peer merely went away. A server that is not TLS (a TLS-terminating proxy in front) is left alone.
+ *
+ * One exception, for load balancers (issue "What a newcomer tripped over", item 7): a connection that presented no
+ * certificate at all may send one health probe (DEVICES_HEALTH_PATHS), answered and then closed, and not recorded
+ * as a refusal (a probe every few seconds would bury the refusals an operator looks for). Anything else it sends, or
+ * sending nothing within HEALTH_PROBE_WAIT_MS, or closing without a probe, is the no_certificate refusal it always
+ * was: recorded once, the connection destroyed before the request reaches a route. A certificate that TLS refused
+ * is never given this exception.
  */
 export function guardDevicesListener(
   server: NetServer,
@@ -84,6 +108,11 @@ export function guardDevicesListener(
   now: () => Date,
 ): void {
   if (!(server instanceof TlsServer)) return;
+  /** Connections without a certificate, and their refusal, recorded unless the connection was a health probe. */
+  const withoutCertificate = new WeakMap<
+    TLSSocket,
+    { refusal: Refusal; probed: boolean; reported: boolean }
+  >();
   server.prependListener('secureConnection', (socket: TLSSocket) => {
     if (socket.authorized) return;
     let certificate: Buffer | null = null;
@@ -92,15 +121,46 @@ export function guardDevicesListener(
     } catch {
       certificate = null;
     }
-    report({
+    const refusal: Refusal = {
       at: now(),
       reason:
         certificate === null ? 'no_certificate' : verifyErrorReason(socket.authorizationError?.toString()),
       certificate,
       address: socket.remoteAddress ? normaliseAddress(socket.remoteAddress) : null,
       deviceId: null,
+    };
+    if (certificate !== null) {
+      report(refusal);
+      socket.destroy();
+      return;
+    }
+    const state = { refusal, probed: false, reported: false };
+    withoutCertificate.set(socket, state);
+    const wait = setTimeout(() => socket.destroy(), HEALTH_PROBE_WAIT_MS);
+    wait.unref();
+    socket.once('close', () => {
+      clearTimeout(wait);
+      if (!state.probed && !state.reported) report(refusal);
     });
-    socket.destroy();
+  });
+  // Every request passes here before the HTTP framework's own listener: one on a connection without a certificate
+  // reaches it only as a health probe.
+  const handlers = server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  server.removeAllListeners('request');
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const state = withoutCertificate.get(request.socket as TLSSocket);
+    if (state) {
+      if (state.probed || !isHealthProbe(request)) {
+        if (!state.reported) report(state.refusal);
+        state.reported = true;
+        request.socket.destroy();
+        return;
+      }
+      state.probed = true;
+      // One probe per connection.
+      response.shouldKeepAlive = false;
+    }
+    for (const handler of handlers) handler.call(server, request, response);
   });
   server.on('tlsClientError', (error: NodeJS.ErrnoException, socket: TLSSocket) => {
     if (error.code !== undefined && NOT_REFUSALS.has(error.code)) return;

@@ -8,6 +8,7 @@ import Fastify, {
   type FastifyServerOptions,
 } from 'fastify';
 import type { Logger } from 'pino';
+import type { PlatformMetrics } from './metrics.js';
 import { ProblemError, sendProblem } from './problem.js';
 
 declare module 'fastify' {
@@ -93,6 +94,8 @@ export interface HostServerOptions {
    * the peer address and the header is ignored, so no caller can choose the address it is limited under.
    */
   trustProxy?: readonly string[];
+  /** Where the host's requests are counted (the metrics listener, src/http/metrics.ts). */
+  metrics?: PlatformMetrics;
 }
 
 /**
@@ -134,6 +137,7 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     ...(options.https ? { https: options.https as never } : {}),
   }) as unknown as FastifyInstance;
 
+  options.metrics?.instrument(app, options.name);
   const now = options.now;
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);

@@ -190,7 +190,9 @@ async function sealInTransaction(
   if (previous ? previous.day !== addDays(day, -1) : !isFirst) return 'out_of_order';
   const leaves = await computeDayLeaves(client, day);
   const body = sealBody({
-    env: ctx.config.env,
+    // A day sealed under a settable clock is a test seal whatever PLATFORM_ENV says (loadConfig refuses prod with
+    // --test-clock; this covers a configuration built in code).
+    env: ctx.config.testClock ? 'test' : ctx.config.env,
     day,
     leaves,
     prevSealSha256: previous ? previous.body_sha256 : ZERO_SHA256,
