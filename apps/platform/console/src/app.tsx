@@ -148,7 +148,11 @@ const ROUTES: PageRoute[] = [
     allowed: (s) => can.plays(s) || can.submit(s),
     render: (p) => <CampaignReportPage id={p['id']!} />,
   },
-  { pattern: '/fleet/health', allowed: (s) => can.fleet(s) || can.plays(s), render: () => <FleetHealthPage /> },
+  {
+    pattern: '/fleet/health',
+    allowed: (s) => can.fleet(s) || can.plays(s),
+    render: () => <FleetHealthPage />,
+  },
   { pattern: '/transparency', allowed: () => true, render: () => <TransparencyPage /> },
   { pattern: '/organisations', allowed: can.administer, render: () => <OrganisationsPage /> },
   { pattern: '/structures', allowed: can.administer, render: () => <StructuresPage /> },
