@@ -279,6 +279,26 @@ describe('pop import: a Xibo export', () => {
     expect(await countedPlays(p.database.db, inst.playerKey('xibo-display-12'))).toBe(5);
   });
 
+  test('a screen mapped late: the export again counts its plays, and refuses those counted before', async () => {
+    const inst = await installation('xibo-mapping.json');
+    const partial = path.join(inst.dir, 'partial-mapping.json');
+    writeFileSync(
+      partial,
+      JSON.stringify({ ...inst.mapping, players: { 'ALM-0001 Abai / Dostyk': 'xibo-display-7' } }, null, 2),
+    );
+    const before = await run(inst, [...inst.args(XIBO_DAY1).slice(0, -1), '--mapping', partial, XIBO_DAY1]);
+    expect(before.out.join('\n')).toContain('unmapped_display 7: line 9, 10, 11, 12, 14, ...');
+    expect(await countedPlays(p.database.db, inst.playerKey('xibo-display-12'))).toBe(0);
+    // Other plays, so another import: the ones sent before come again under new numbers and are refused by
+    // their play_id; the newly mapped screen's are counted.
+    const after = await run(inst, inst.args(XIBO_DAY1, '--json'));
+    expect(after.summary.imported_before).toBe(false);
+    expect(after.summary.sent).toMatchObject({ accepted: 3, refused: 7 });
+    expect(after.summary.sent.reasons).toEqual({ play_id_counted: 6, too_short: 1 });
+    expect(await countedPlays(p.database.db, inst.playerKey('xibo-display-7'))).toBe(6);
+    expect(await countedPlays(p.database.db, inst.playerKey('xibo-display-12'))).toBe(3);
+  });
+
   test('a dry run reads, maps and plans, and changes nothing', async () => {
     const inst = await installation('xibo-mapping.json');
     const dry = await run(inst, inst.args(XIBO_DAY1, '--dry-run'));
