@@ -70,11 +70,12 @@ export function answerMetricsRequests(metrics: PlatformMetrics): void {
   });
 }
 
-const METRICS_WAIT_MS = 2000;
+const METRICS_WAIT_MS = 5000;
 
 /**
  * The metrics of every live worker, each sample labelled worker="<index>" (a scrape of a port the workers share
- * would reach one worker at random). A worker that does not answer in time is left out of this scrape.
+ * would reach one worker at random). A worker that does not answer in time is left out of this scrape, which
+ * ooh_worker_metrics_answered 0 says.
  */
 function gatherMetrics(workers: Map<number, Worker>): Promise<string> {
   const id = Math.floor(Math.random() * 2 ** 31);
@@ -84,16 +85,22 @@ function gatherMetrics(workers: Map<number, Worker>): Promise<string> {
       .map(
         ([index, worker]) =>
           new Promise<{ labels: Record<string, string>; families: Family[] }>((resolve) => {
-            const done = (families: Family[]) => {
+            const done = (families: Family[], answered: boolean) => {
               clearTimeout(timer);
               worker.off('message', onMessage);
-              resolve({ labels: { worker: String(index) }, families });
+              const flag: Family = {
+                name: 'ooh_worker_metrics_answered',
+                help: 'Whether the worker answered this scrape (1) or is missing from it (0).',
+                type: 'gauge',
+                samples: [{ labels: {}, value: answered ? 1 : 0 }],
+              };
+              resolve({ labels: { worker: String(index) }, families: [flag, ...families] });
             };
             const onMessage = (message: unknown) => {
               const answer = message as MetricsAnswer | null;
-              if (answer?.type === 'platform-metrics' && answer.id === id) done(answer.families);
+              if (answer?.type === 'platform-metrics' && answer.id === id) done(answer.families, true);
             };
-            const timer = setTimeout(() => done([]), METRICS_WAIT_MS);
+            const timer = setTimeout(() => done([], false), METRICS_WAIT_MS);
             worker.on('message', onMessage);
             worker.send({ type: 'platform-metrics-request', id } satisfies MetricsRequest);
           }),
