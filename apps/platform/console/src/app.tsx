@@ -2,6 +2,7 @@ import type { JSX } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ApiError, del, get, onSessionEnded, setCsrfToken } from './api/client.js';
 import type { SessionInfo } from './api/types.js';
+import { ApiBanner } from './components/api-banner.js';
 import { Layout } from './components/layout.js';
 import { Loading } from './components/ui.js';
 import { I18nContext, initialLanguage, type Language, makeI18n, rememberLanguage } from './i18n/index.js';
@@ -114,7 +115,22 @@ export function App() {
       </SessionContext.Provider>
     );
   }
-  return <I18nContext.Provider value={i18n}>{content}</I18nContext.Provider>;
+  // A banner while the API cannot be reached; once it is back, the session is asked for again (an outage looked
+  // like being signed out).
+  const recheckSession = () =>
+    get<SessionInfo>('/api/v1/console/session').then(
+      (s) => {
+        setCsrfToken(s.csrf_token);
+        setSession(s);
+      },
+      () => {},
+    );
+  return (
+    <I18nContext.Provider value={i18n}>
+      <ApiBanner {...(session === null ? { onBack: () => void recheckSession() } : {})} />
+      {content}
+    </I18nContext.Provider>
+  );
 }
 
 interface PageRoute {

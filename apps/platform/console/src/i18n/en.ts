@@ -27,6 +27,13 @@ export const en = {
   'role.admin': 'Administrator',
   'role.member': 'Member',
 
+  // The banner when the API cannot be reached (components/api-banner.tsx).
+  'apiBanner.unreachable':
+    'The platform cannot be reached: what you see may be out of date and nothing can be saved. Trying again…',
+  'apiBanner.notReady':
+    'The platform answers, but its database does not: nothing can be loaded or saved until it is back. Trying again…',
+  'apiBanner.retry': 'Try now',
+
   'common.loading': 'Loading…',
   'common.cancel': 'Cancel',
   'common.open': 'Open',
