@@ -3,6 +3,7 @@ import { createCsr, exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypt
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { en } from '../../console/src/i18n/en.js';
+import { intlKnowsKazakh, kazakhFormats } from '../../console/src/i18n/index.js';
 import { kk } from '../../console/src/i18n/kk.js';
 import { ru } from '../../console/src/i18n/ru.js';
 import { readEnrolmentFile, readEnrolmentText } from '../../console/src/lib/enrolment.js';
@@ -40,6 +41,26 @@ describe('console dictionaries', () => {
       );
       expect(latinOnly).toEqual([]);
     }
+  });
+});
+
+describe('Kazakh dates and numbers where the browser has no Kazakh data', () => {
+  test('a browser without Kazakh data is recognised; one with it is left to Intl', () => {
+    // Node carries full ICU: its kk-KZ writes Kazakh. A locale with no data falls back to the root ("M11", "1,540").
+    expect(intlKnowsKazakh('kk-KZ')).toBe(true);
+    expect(intlKnowsKazakh('und')).toBe(false);
+    expect(intlKnowsKazakh('en-GB')).toBe(false);
+  });
+
+  test('written by hand as CLDR writes them, times in Almaty', () => {
+    const f = kazakhFormats();
+    expect(f.date(new Date(Date.UTC(2026, 10, 24)))).toBe('2026 ж. 24 қар.');
+    expect(f.date(new Date(Date.UTC(2027, 2, 1)))).toBe('2027 ж. 1 нау.');
+    // 2026-11-24T19:30Z is 00:30 on the 25th in Almaty (UTC+5).
+    expect(f.dateTime(new Date('2026-11-24T19:30:00Z'))).toBe('2026 ж. 25 қар., 00:30');
+    expect(f.number(1540)).toBe('1\u00a0540');
+    expect(f.number(1234567.5)).toBe('1\u00a0234\u00a0567,5');
+    expect(f.number(7)).toBe('7');
   });
 });
 

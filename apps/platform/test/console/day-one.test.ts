@@ -145,6 +145,9 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
     });
     if (language !== 'en') await expectNoEnglish(page, `${name} (${language})`);
     await expectAccessible(page, `${name} (${language})`);
+    // Debian's Chromium has no Kazakh locale data: Intl alone would write dates as "2026 M11 24" there.
+    if (language === 'kk')
+      expect(await page.locator('body').innerText(), name).not.toMatch(/\b\d{4} M\d{1,2} \d/);
   };
 
   const signIn = async (page: Page, email: string) => {

@@ -46,9 +46,16 @@ export interface I18n {
   hours(ms: number): string;
 }
 
-export function makeI18n(language: Language, setLanguage: (language: Language) => void): I18n {
-  const dictionary = DICTIONARIES[language];
-  const locale = LOCALES[language];
+/** How dates, instants and numbers are written in one language. */
+export interface Formats {
+  /** An instant, in Almaty time. */
+  dateTime(instant: Date): string;
+  /** A calendar date, given as the UTC midnight of that date. */
+  date(utcMidnight: Date): string;
+  number(value: number): string;
+}
+
+function intlFormats(locale: string): Formats {
   const dateTimeFormat = new Intl.DateTimeFormat(locale, {
     timeZone: TIME_ZONE,
     year: 'numeric',
@@ -65,20 +72,91 @@ export function makeI18n(language: Language, setLanguage: (language: Language) =
     day: 'numeric',
   });
   const numberFormat = new Intl.NumberFormat(locale);
+  return {
+    dateTime: (instant) => dateTimeFormat.format(instant),
+    date: (utcMidnight) => dateFormat.format(utcMidnight),
+    number: (value) => numberFormat.format(value),
+  };
+}
+
+/** CLDR's abbreviated Kazakh month names (format context). */
+const KK_MONTHS = [
+  'қаң.',
+  'ақп.',
+  'нау.',
+  'сәу.',
+  'мам.',
+  'мау.',
+  'шіл.',
+  'там.',
+  'қыр.',
+  'қаз.',
+  'қар.',
+  'жел.',
+];
+
+/**
+ * Kazakh written by hand, as CLDR writes it ("2026 ж. 24 қар.", "2026 ж. 24 қар., 14:05", "1 540,5"), for browsers
+ * whose Intl has no Kazakh data: Chromium built without it prints "2026 M11 24" and "1,540", which read wrong.
+ */
+export function kazakhFormats(): Formats {
+  const almaty = new Intl.DateTimeFormat('en-GB', {
+    timeZone: TIME_ZONE,
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    hourCycle: 'h23',
+  });
+  const digits = new Intl.NumberFormat('en-US', { maximumFractionDigits: 3 });
+  const ymd = (year: number, month: number, day: number) => `${year} ж. ${day} ${KK_MONTHS[month - 1]}`;
+  return {
+    dateTime: (instant) => {
+      const part = (type: string) => almaty.formatToParts(instant).find((p) => p.type === type)?.value ?? '';
+      return `${ymd(Number(part('year')), Number(part('month')), Number(part('day')))}, ${part('hour')}:${part('minute')}`;
+    },
+    date: (utcMidnight) =>
+      ymd(utcMidnight.getUTCFullYear(), utcMidnight.getUTCMonth() + 1, utcMidnight.getUTCDate()),
+    number: (value) =>
+      digits
+        .formatToParts(value)
+        .map((p) => (p.type === 'group' ? '\u00a0' : p.type === 'decimal' ? ',' : p.value))
+        .join(''),
+  };
+}
+
+/** Whether this browser's Intl writes Kazakh dates and numbers (a month name in Kazakh; no comma grouping). */
+export function intlKnowsKazakh(locale = LOCALES.kk): boolean {
+  try {
+    const month = new Intl.DateTimeFormat(locale, { timeZone: 'UTC', month: 'short' }).format(
+      new Date(Date.UTC(2026, 10, 15)),
+    );
+    const number = new Intl.NumberFormat(locale).format(1540);
+    return month.toLowerCase().startsWith('қар') && !number.includes(',');
+  } catch {
+    return false;
+  }
+}
+
+export function makeI18n(language: Language, setLanguage: (language: Language) => void): I18n {
+  const dictionary = DICTIONARIES[language];
+  const locale = LOCALES[language];
+  const formats = language === 'kk' && !intlKnowsKazakh(locale) ? kazakhFormats() : intlFormats(locale);
   const t = (key: MessageKey, params?: Params) => {
     const text = dictionary[key] ?? en[key] ?? key;
     if (!params) return text;
     return text.replace(/\{(\w+)\}/g, (whole, name: string) => {
       const value = params[name];
       if (value === undefined) return whole;
-      return typeof value === 'number' ? numberFormat.format(value) : value;
+      return typeof value === 'number' ? formats.number(value) : value;
     });
   };
   const date = (value: string | null | undefined): string => {
     if (!value) return '—';
     const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
     if (!m) return value;
-    return dateFormat.format(new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))));
+    return formats.date(new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))));
   };
   return {
     language,
@@ -87,11 +165,11 @@ export function makeI18n(language: Language, setLanguage: (language: Language) =
     dateTime: (value) => {
       if (value === null || value === undefined || value === '') return '—';
       const d = value instanceof Date ? value : new Date(value);
-      return Number.isNaN(d.getTime()) ? String(value) : dateTimeFormat.format(d);
+      return Number.isNaN(d.getTime()) ? String(value) : formats.dateTime(d);
     },
     date,
     dateRange: (from, to) => `${date(from)} – ${date(to)}`,
-    number: (value) => (value === null || value === undefined ? '—' : numberFormat.format(value)),
+    number: (value) => (value === null || value === undefined ? '—' : formats.number(value)),
     hours: (ms) => {
       const minutes = Math.max(0, Math.round(ms / 60_000));
       return t('time.hoursMinutes', { h: Math.floor(minutes / 60), m: minutes % 60 });
