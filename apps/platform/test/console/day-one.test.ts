@@ -620,16 +620,28 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
     // first day's ledger block digested); the next morning the block holding the seal is digested too.
     p.clock.set(new Date('2026-11-21T05:00:00Z'));
     expect((await runSealScheduler(p.ctx)).seals.map((s) => s.day)).toEqual([DAY]);
-    p.clock.set(new Date('2026-11-22T05:00:00Z'));
-    await runSealScheduler(p.ctx);
 
     const page = pages.authority;
-    // A new day: the session has ended; the authority signs in again.
-    await signIn(page, authorityEmail);
-    await page.getByRole('heading', { name: t('moderation.title'), level: 1 }).waitFor();
-    await nav(page, 'nav.transparency', 'transparency.title');
-    await page.getByLabel(t('seal.until')).fill('2026-11-21');
-    await page.locator('form.inline-form button[type="submit"]').click();
+    const openSeals = async () => {
+      // A new day: the session has ended; the authority signs in again.
+      await signIn(page, authorityEmail);
+      await page.getByRole('heading', { name: t('moderation.title'), level: 1 }).waitFor();
+      await nav(page, 'nav.transparency', 'transparency.title');
+      await page.getByLabel(t('seal.until')).fill('2026-11-21');
+      await page.locator('form.inline-form button[type="submit"]').click();
+    };
+    // The morning after: sealed, its ledger block not yet digested. The page opens on the newest sealed day,
+    // verified at once: amber, signature and content valid, ledger pending (not red: nothing failed).
+    await openSeals();
+    const pending = page.locator(`tr[data-day="${DAY}"]`);
+    await pending.locator('.verdict-pending').waitFor();
+    expect(await pending.locator('.verdict-pending').textContent()).toBe(t('seal.ledgerPending'));
+    expect(await pending.locator('.verdict-bad').count()).toBe(0);
+    await look(page, 'transparency-ledger-pending');
+
+    p.clock.set(new Date('2026-11-22T05:00:00Z'));
+    await runSealScheduler(p.ctx);
+    await openSeals();
     const row = page.locator(`tr[data-day="${DAY}"]`);
     await row.getByRole('button', { name: t('seal.verify') }).click();
     await row.locator('.verdict-ok').waitFor();

@@ -471,6 +471,10 @@ export const kk: Dictionary = {
   'seal.notSealed': 'Мөр жоқ.',
   'seal.allOk': 'Барлық тексеруден өтті.',
   'seal.notAllOk': 'Барлық тексеруден өтпеді.',
+  'seal.ledgerPending': 'Қолтаңба мен мазмұн дұрыс; тізілім әлі дайын емес (күн әлі блокқа енгізілмеген).',
+  'seal.incomplete': 'Бірде-бір тексеру сәтсіз болған жоқ, бірақ барлығын орындау мүмкін болмады.',
+  'seal.receiveDay':
+    'Мөр өз күні (Алматы уақыты бойынша) алынған пакеттерді қамтиды, сондықтан жазбалар саны «Көрсетілімдерді растау» бетіндегі сол күннің көрсетілімдерінен өзгеше болуы мүмкін: онда көрсетілімдер экранда көрсетілген күні бойынша саналады.',
   'seal.block': '{day} күнгі {height}-блок',
   'seal.manual': 'OpenSSL арқылы өзіңіз тексеріңіз',
   'seal.manualHint':
@@ -561,6 +565,38 @@ export const kk: Dictionary = {
   'apiKeys.issueButton': 'Кілтті беру',
   'apiKeys.issued': 'Жаңа кілт, бір рет көрсетіледі (қазір сақтаңыз):',
 
+  // Ескертулер (apps/platform/docs/alerts.md)
+  'alerts.title': 'Ескертулер',
+  'alerts.caption': 'Ашық ескертулер (алдымен жаңалары)',
+  'alerts.none': 'Ашық ескертулер жоқ: дерек жіберген барлық құрылғылар мен CMS ойнатқыштары қалыпты.',
+  'alerts.openCount': 'Ашық ескертулер: {count}. Әрқайсысы себебі жойылғанда өздігінен жабылады.',
+  'alerts.kind': 'Ескерту',
+  'alerts.subject': 'Құрылғы немесе ойнатқыш',
+  'alerts.since': 'Басталуы',
+  'alerts.lastSeen': 'Соңғы белгі',
+  'alerts.detail': 'Себебі',
+  'alerts.device': 'Құрылғы',
+  'alerts.cmsPlayer': 'CMS ойнатқышы',
+  'alerts.kind.device_silent': 'Үнсіз',
+  'alerts.kind.screen_off': 'Экран өшірулі',
+  'alerts.kind.queue_lag': 'Кезек кешігуі',
+  'alerts.kind.cms_player_no_plays': 'Көрсетілім жоқ',
+  'alerts.detail.device_silent': '{minutes} минут немесе одан ұзақ пакет жоқ',
+  'alerts.detail.queue_lag': 'Соңғы пакеті {lag} кешікті (шегі {minutes} мин)',
+  'alerts.detail.screen_off': 'Жұмыс уақытында экран өшірулі деп хабарланды ({hours})',
+  'alerts.detail.cms_player_no_plays':
+    'CMS пакеттер жіберіп жатыр, бірақ бұл ойнатқыштың көрсетілімдері {minutes} минут немесе одан ұзақ жоқ',
+  'alerts.webhooks': 'Ескерту вебхуктері',
+  'alerts.webhooksLead':
+    'Әр ескерту ашылғанда бір рет және жабылғанда бір рет жіберіледі, жазылым құпиясымен қол қойылады (X-Signature: дененің HMAC-SHA256 мәні). Операторлар тек өз құрылғылары мен ойнатқыштарының ескертулерін алады.',
+  'alerts.webhooksNone': 'Ескерту вебхуктері жоқ.',
+  'alerts.webhookAdd': 'Ескерту вебхугін қосу',
+  'alerts.webhookAddButton': 'Вебхукті қосу',
+  'alerts.webhookSecret':
+    'Қолтаңба құпиясы (міндетті емес: бос қалса, платформа оны жасап, бір рет көрсетеді)',
+  'alerts.typeOpened': 'Ескерту ашылды',
+  'alerts.typeResolved': 'Ескерту жабылды',
+
   // Конструкциялар тізілімі және CSV импорты (pages/structures.tsx), бірінші күн (first-admin.tsx, enrol-device.tsx).
   'structures.nav': 'Конструкциялар',
   'structures.title': 'Конструкциялар',
@@ -645,38 +681,6 @@ export const kk: Dictionary = {
     'Уәкілетті органның түбірлік сертификатын {file} ретінде сақтаңыз: ойнатқыш әр мақұлдау конвертін сол бойынша тексереді.',
   'dayone.downloadAuthorityRoot': 'Уәкілетті орган түбірін жүктеп алу',
   'dayone.runStep': 'Ойнатқышты тексеріп, іске қосыңыз:',
-
-  // Ескертулер (apps/platform/docs/alerts.md)
-  'alerts.title': 'Ескертулер',
-  'alerts.caption': 'Ашық ескертулер (алдымен жаңалары)',
-  'alerts.none': 'Ашық ескертулер жоқ: дерек жіберген барлық құрылғылар мен CMS ойнатқыштары қалыпты.',
-  'alerts.openCount': 'Ашық ескертулер: {count}. Әрқайсысы себебі жойылғанда өздігінен жабылады.',
-  'alerts.kind': 'Ескерту',
-  'alerts.subject': 'Құрылғы немесе ойнатқыш',
-  'alerts.since': 'Басталуы',
-  'alerts.lastSeen': 'Соңғы белгі',
-  'alerts.detail': 'Себебі',
-  'alerts.device': 'Құрылғы',
-  'alerts.cmsPlayer': 'CMS ойнатқышы',
-  'alerts.kind.device_silent': 'Үнсіз',
-  'alerts.kind.screen_off': 'Экран өшірулі',
-  'alerts.kind.queue_lag': 'Кезек кешігуі',
-  'alerts.kind.cms_player_no_plays': 'Көрсетілім жоқ',
-  'alerts.detail.device_silent': '{minutes} минут немесе одан ұзақ пакет жоқ',
-  'alerts.detail.queue_lag': 'Соңғы пакеті {lag} кешікті (шегі {minutes} мин)',
-  'alerts.detail.screen_off': 'Жұмыс уақытында экран өшірулі деп хабарланды ({hours})',
-  'alerts.detail.cms_player_no_plays':
-    'CMS пакеттер жіберіп жатыр, бірақ бұл ойнатқыштың көрсетілімдері {minutes} минут немесе одан ұзақ жоқ',
-  'alerts.webhooks': 'Ескерту вебхуктері',
-  'alerts.webhooksLead':
-    'Әр ескерту ашылғанда бір рет және жабылғанда бір рет жіберіледі, жазылым құпиясымен қол қойылады (X-Signature: дененің HMAC-SHA256 мәні). Операторлар тек өз құрылғылары мен ойнатқыштарының ескертулерін алады.',
-  'alerts.webhooksNone': 'Ескерту вебхуктері жоқ.',
-  'alerts.webhookAdd': 'Ескерту вебхугін қосу',
-  'alerts.webhookAddButton': 'Вебхукті қосу',
-  'alerts.webhookSecret':
-    'Қолтаңба құпиясы (міндетті емес: бос қалса, платформа оны жасап, бір рет көрсетеді)',
-  'alerts.typeOpened': 'Ескерту ашылды',
-  'alerts.typeResolved': 'Ескерту жабылды',
   // Есептер мен графиктер (issue 17, 4-тармақ): мәлімделгенмен салыстырылған көрсетілімдер, науқан есептері, жабдық күйі.
   'reports.nav': 'Есептер',
   'reports.title': 'Науқандар бойынша есептер',

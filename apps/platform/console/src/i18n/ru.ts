@@ -473,6 +473,10 @@ export const ru: Dictionary = {
   'seal.notSealed': 'Печати нет.',
   'seal.allOk': 'Все проверки пройдены.',
   'seal.notAllOk': 'Не все проверки пройдены.',
+  'seal.ledgerPending': 'Подпись и содержимое верны; реестр ещё не готов (день ещё не занесён в блок).',
+  'seal.incomplete': 'Ни одна проверка не провалена, но не все удалось выполнить.',
+  'seal.receiveDay':
+    'Печать охватывает пакеты, полученные в её день (по времени Алматы), поэтому число записей может отличаться от показов этого дня на странице «Подтверждение показов», где показы считаются по дню, когда они шли на экране.',
   'seal.block': 'блок {height} за {day}',
   'seal.manual': 'Проверьте сами с помощью OpenSSL',
   'seal.manualHint':
@@ -564,6 +568,39 @@ export const ru: Dictionary = {
   'apiKeys.issueButton': 'Выдать ключ',
   'apiKeys.issued': 'Новый ключ, показан один раз (сохраните его сейчас):',
 
+  // Оповещения (apps/platform/docs/alerts.md)
+  'alerts.title': 'Оповещения',
+  'alerts.caption': 'Открытые оповещения (сначала новые)',
+  'alerts.none':
+    'Открытых оповещений нет: все устройства и плееры CMS, которые уже присылали данные, в пределах нормы.',
+  'alerts.openCount': 'Открытых оповещений: {count}. Каждое закрывается само, когда его причина исчезает.',
+  'alerts.kind': 'Оповещение',
+  'alerts.subject': 'Устройство или плеер',
+  'alerts.since': 'Начало',
+  'alerts.lastSeen': 'Последний сигнал',
+  'alerts.detail': 'Причина',
+  'alerts.device': 'Устройство',
+  'alerts.cmsPlayer': 'Плеер CMS',
+  'alerts.kind.device_silent': 'Молчит',
+  'alerts.kind.screen_off': 'Экран выключен',
+  'alerts.kind.queue_lag': 'Отставание очереди',
+  'alerts.kind.cms_player_no_plays': 'Нет показов',
+  'alerts.detail.device_silent': 'Нет пакетов {minutes} мин или дольше',
+  'alerts.detail.queue_lag': 'Последний пакет отставал на {lag} (предел {minutes} мин)',
+  'alerts.detail.screen_off': 'Экран выключен в часы работы ({hours})',
+  'alerts.detail.cms_player_no_plays':
+    'CMS присылает пакеты, но показов этого плеера нет {minutes} мин или дольше',
+  'alerts.webhooks': 'Вебхуки оповещений',
+  'alerts.webhooksLead':
+    'Каждое оповещение отправляется один раз при открытии и один раз при закрытии, с подписью секретом подписки (X-Signature: HMAC-SHA256 тела). Операторы получают оповещения только о своих устройствах и плеерах.',
+  'alerts.webhooksNone': 'Вебхуков оповещений нет.',
+  'alerts.webhookAdd': 'Добавить вебхук оповещений',
+  'alerts.webhookAddButton': 'Добавить вебхук',
+  'alerts.webhookSecret':
+    'Секрет подписи (необязательно: если оставить пустым, платформа создаст его и покажет один раз)',
+  'alerts.typeOpened': 'Оповещение открыто',
+  'alerts.typeResolved': 'Оповещение закрыто',
+
   // Реестр конструкций и импорт CSV (pages/structures.tsx), первый день (first-admin.tsx, enrol-device.tsx).
   'structures.nav': 'Конструкции',
   'structures.title': 'Конструкции',
@@ -647,39 +684,6 @@ export const ru: Dictionary = {
     'Сохраните корневой сертификат уполномоченного органа как {file}: по нему плеер проверяет каждый конверт одобрения.',
   'dayone.downloadAuthorityRoot': 'Скачать корень уполномоченного органа',
   'dayone.runStep': 'Проверьте плеер, затем запустите его:',
-
-  // Оповещения (apps/platform/docs/alerts.md)
-  'alerts.title': 'Оповещения',
-  'alerts.caption': 'Открытые оповещения (сначала новые)',
-  'alerts.none':
-    'Открытых оповещений нет: все устройства и плееры CMS, которые уже присылали данные, в пределах нормы.',
-  'alerts.openCount': 'Открытых оповещений: {count}. Каждое закрывается само, когда его причина исчезает.',
-  'alerts.kind': 'Оповещение',
-  'alerts.subject': 'Устройство или плеер',
-  'alerts.since': 'Начало',
-  'alerts.lastSeen': 'Последний сигнал',
-  'alerts.detail': 'Причина',
-  'alerts.device': 'Устройство',
-  'alerts.cmsPlayer': 'Плеер CMS',
-  'alerts.kind.device_silent': 'Молчит',
-  'alerts.kind.screen_off': 'Экран выключен',
-  'alerts.kind.queue_lag': 'Отставание очереди',
-  'alerts.kind.cms_player_no_plays': 'Нет показов',
-  'alerts.detail.device_silent': 'Нет пакетов {minutes} мин или дольше',
-  'alerts.detail.queue_lag': 'Последний пакет отставал на {lag} (предел {minutes} мин)',
-  'alerts.detail.screen_off': 'Экран выключен в часы работы ({hours})',
-  'alerts.detail.cms_player_no_plays':
-    'CMS присылает пакеты, но показов этого плеера нет {minutes} мин или дольше',
-  'alerts.webhooks': 'Вебхуки оповещений',
-  'alerts.webhooksLead':
-    'Каждое оповещение отправляется один раз при открытии и один раз при закрытии, с подписью секретом подписки (X-Signature: HMAC-SHA256 тела). Операторы получают оповещения только о своих устройствах и плеерах.',
-  'alerts.webhooksNone': 'Вебхуков оповещений нет.',
-  'alerts.webhookAdd': 'Добавить вебхук оповещений',
-  'alerts.webhookAddButton': 'Добавить вебхук',
-  'alerts.webhookSecret':
-    'Секрет подписи (необязательно: если оставить пустым, платформа создаст его и покажет один раз)',
-  'alerts.typeOpened': 'Оповещение открыто',
-  'alerts.typeResolved': 'Оповещение закрыто',
   // Отчёты и графики (issue 17, пункт 4): показы против заявленных, отчёты по кампаниям, состояние оборудования.
   'reports.nav': 'Отчёты',
   'reports.title': 'Отчёты по кампаниям',

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, put, verifyGet, verifyUrl } from '../api/client.js';
 import type { OpenDataConsole, OpenDataDictionary, OpenDataRelease } from '../api/types.js';
 import { DataTable, TableFrame } from '../components/table.js';
@@ -7,7 +7,7 @@ import { type MessageKey, useI18n } from '../i18n/index.js';
 import { can, useSession } from '../lib/session.js';
 import { almatyDate } from '../lib/working-hours.js';
 import { sha256Hex } from '../verify/bytes.js';
-import { type Check, type StatsSeal, verifySeal } from '../verify/seal.js';
+import { type Check, type StatsSeal, verdictOf, verifySeal } from '../verify/seal.js';
 import { type Certificate, parsePem } from '../verify/x509.js';
 
 const DAY_MS = 86_400_000;
@@ -79,11 +79,20 @@ function CheckList(props: { checks: Check[] }) {
   );
 }
 
+const VERDICT_TEXT: Record<ReturnType<typeof verdictOf>, MessageKey> = {
+  ok: 'seal.allOk',
+  ledger_pending: 'seal.ledgerPending',
+  incomplete: 'seal.incomplete',
+  failed: 'seal.notAllOk',
+};
+
 function SealRow(props: {
   day: string;
   seal: StatsSeal | null;
   previous: () => Promise<StatsSeal | null>;
   root: Root | null;
+  /** The newest sealed day shown: verified as soon as the page opens. */
+  open?: boolean;
 }) {
   const { t, number, dateTime, date } = useI18n();
   const [checks, setChecks] = useState<Check[] | null>(null);
@@ -103,9 +112,13 @@ function SealRow(props: {
       setBusy(false);
     }
   };
-  const allOk = checks?.every((c) => c.state === 'ok');
+  // Verified once, when the root and the seal are there.
+  useEffect(() => {
+    if (props.open && seal && props.root && !checks && !busy) void verify();
+  }, [props.open, seal, props.root]);
+  const verdict = checks ? verdictOf(checks) : null;
   return (
-    <tr data-day={props.day}>
+    <tr data-day={props.day} class={props.open ? 'seal-latest' : undefined}>
       <th scope="row">{date(props.day)}</th>
       {seal ? (
         <>
@@ -123,9 +136,11 @@ function SealRow(props: {
             <button type="button" class="button button-small" onClick={verify} disabled={busy || !props.root}>
               {busy ? t('seal.verifying') : t('seal.verify')}
             </button>
-            {checks ? (
-              <output class={allOk ? 'verdict verdict-ok' : 'verdict verdict-bad'}>
-                {allOk ? t('seal.allOk') : t('seal.notAllOk')}
+            {verdict ? (
+              <output
+                class={`verdict ${verdict === 'ok' ? 'verdict-ok' : verdict === 'failed' ? 'verdict-bad' : 'verdict-pending'}`}
+              >
+                {t(VERDICT_TEXT[verdict])}
               </output>
             ) : null}
             {checks ? <CheckList checks={checks} /> : null}
@@ -155,6 +170,7 @@ function Seals() {
   const previousOf = (day: string) => async () =>
     seals.data?.get(addDays(day, -1)) ?? fetchSeal(addDays(day, -1));
   const example = days.find((d) => seals.data?.get(d)) ?? shownUntil;
+  const latestSealed = days.find((d) => seals.data?.get(d));
 
   return (
     <div class="panel">
@@ -209,10 +225,12 @@ function Seals() {
               seal={seals.data!.get(d) ?? null}
               previous={previousOf(d)}
               root={root.data}
+              open={d === latestSealed}
             />
           ))}
         </TableFrame>
       ) : null}
+      <p class="hint">{t('seal.receiveDay')}</p>
       <details>
         <summary>{t('seal.manual')}</summary>
         <p class="hint">{t('seal.manualHint')}</p>

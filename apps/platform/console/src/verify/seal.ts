@@ -99,6 +99,17 @@ export async function verifySeal(
   return checks;
 }
 
+/**
+ * What the checks add up to: every one passed; none failed but the ledger has not digested the day yet (amber: the
+ * signature and content are valid, as `ooh-verify` says ok); none failed but one could not be made; or one failed.
+ */
+export function verdictOf(checks: Check[]): 'ok' | 'ledger_pending' | 'incomplete' | 'failed' {
+  if (checks.some((c) => c.state === 'failed')) return 'failed';
+  if (checks.every((c) => c.state === 'ok')) return 'ok';
+  const open = checks.filter((c) => c.state !== 'ok');
+  return open.every((c) => c.name === 'ledger' && c.state === 'pending') ? 'ledger_pending' : 'incomplete';
+}
+
 async function verifyLedger(seal: StatsSeal, bodySha: string): Promise<Check> {
   const ledger = seal.ledger;
   if (!ledger) return { name: 'ledger', state: 'pending', reason: 'not_digested' };
