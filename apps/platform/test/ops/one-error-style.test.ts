@@ -265,6 +265,8 @@ describe('npm start', () => {
     process.kill(-child.pid!, 'SIGINT');
     expect(await exited, output).toBe(0);
     expect(output).toMatch(/stopping \.\.\.\n$/);
+    // Stopped during the enrolment, not after it.
+    expect(output).not.toContain('players playing and shipping');
     expect(output).not.toMatch(/did not start|keeps running alone|fetch failed/);
     expect(output).not.toMatch(NO_STACK);
   }, 120_000);
