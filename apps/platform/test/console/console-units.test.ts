@@ -3,7 +3,7 @@ import { createCsr, exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypt
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { en } from '../../console/src/i18n/en.js';
-import { intlKnowsKazakh, kazakhFormats } from '../../console/src/i18n/index.js';
+import { intlKnowsKazakh, kazakhFormats } from '../../console/src/i18n/formats.js';
 import { type Check, verdictOf } from '../../console/src/verify/seal.js';
 import { kk } from '../../console/src/i18n/kk.js';
 import { ru } from '../../console/src/i18n/ru.js';

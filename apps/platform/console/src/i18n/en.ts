@@ -762,13 +762,17 @@ export const en = {
   'reports.howToCheck': 'How to check the seals yourself',
   'reports.stepRoot': 'Get the authority’s root certificate (better: from the city itself) from',
   'reports.rootFingerprint': 'and compare its SHA-256 fingerprint with:',
-  'reports.stepSeal': 'Check a day’s seal with OpenSSL: it prints “CMS Verification successful” only for a seal signed by the authority.',
-  'reports.stepChain': 'Check that the next day’s seal names this one (its prev_seal_sha256 equals the sha256sum above):',
-  'reports.stepTool': 'Or check everything (signature, chain of seals, public ledger) with the project’s verifier:',
+  'reports.stepSeal':
+    'Check a day’s seal with OpenSSL: it prints “CMS Verification successful” only for a seal signed by the authority.',
+  'reports.stepChain':
+    'Check that the next day’s seal names this one (its prev_seal_sha256 equals the sha256sum above):',
+  'reports.stepTool':
+    'Or check everything (signature, chain of seals, public ledger) with the project’s verifier:',
   'reports.stepApproval': 'The approval itself is in the public ledger:',
   'reports.sealsNote': '{sealed} of {days} receive days sealed, from {first}.',
   'reports.rootDiffers': 'The root certificate served differs from the one this report names.',
-  'reports.consistent': 'The {count} plays of this report are the platform’s running counts, checked against its play records.',
+  'reports.consistent':
+    'The {count} plays of this report are the platform’s running counts, checked against its play records.',
   'reports.inconsistent':
     'The running counts ({counted}) differ from the play records ({recorded}): tell the authority before using this report.',
   'reports.healthTitle': 'Fleet health',
@@ -799,7 +803,8 @@ export const en = {
   'reports.lagMax': 'Largest',
   'reports.noLag': 'No batch with a timed record in this period.',
   'reports.screenOffTitle': 'Screens reported off',
-  'reports.screenOffHint': 'Share of the devices that reported in which at least one play was shown with the screen off.',
+  'reports.screenOffHint':
+    'Share of the devices that reported in which at least one play was shown with the screen off.',
   'reports.screenOffShare': 'Devices with the screen off',
   'reports.noScreenOff': 'No device reported its screen off in this period.',
   'reports.underWay': 'under way',

@@ -2,6 +2,7 @@ import { createContext } from 'preact';
 import { useContext } from 'preact/hooks';
 import { en, type MessageKey } from './en.js';
 import { kk } from './kk.js';
+import { intlFormats, intlKnowsKazakh, kazakhFormats } from './formats.js';
 import { ru } from './ru.js';
 
 /** The console's languages (issue "The console": en, ru and kk, switchable, every string translated). */
@@ -12,8 +13,7 @@ export const DICTIONARIES: Record<Language, Record<MessageKey, string>> = { en, 
 
 /** Intl locales: dates, times and numbers in each language's own format. */
 const LOCALES: Record<Language, string> = { en: 'en-GB', ru: 'ru-RU', kk: 'kk-KZ' };
-/** Every date and time is shown in Almaty time (DESIGN.md section 8). */
-export const TIME_ZONE = 'Asia/Almaty';
+export { TIME_ZONE } from './formats.js';
 
 const STORAGE_KEY = 'ooh-console-language';
 
@@ -44,99 +44,6 @@ export interface I18n {
   number(value: number | null | undefined): string;
   /** A length of time (milliseconds) as hours and minutes. */
   hours(ms: number): string;
-}
-
-/** How dates, instants and numbers are written in one language. */
-export interface Formats {
-  /** An instant, in Almaty time. */
-  dateTime(instant: Date): string;
-  /** A calendar date, given as the UTC midnight of that date. */
-  date(utcMidnight: Date): string;
-  number(value: number): string;
-}
-
-function intlFormats(locale: string): Formats {
-  const dateTimeFormat = new Intl.DateTimeFormat(locale, {
-    timeZone: TIME_ZONE,
-    year: 'numeric',
-    month: 'short',
-    day: 'numeric',
-    hour: '2-digit',
-    minute: '2-digit',
-  });
-  // A calendar date is not an instant: formatted as the UTC midnight of that date, so no zone can shift it.
-  const dateFormat = new Intl.DateTimeFormat(locale, {
-    timeZone: 'UTC',
-    year: 'numeric',
-    month: 'short',
-    day: 'numeric',
-  });
-  const numberFormat = new Intl.NumberFormat(locale);
-  return {
-    dateTime: (instant) => dateTimeFormat.format(instant),
-    date: (utcMidnight) => dateFormat.format(utcMidnight),
-    number: (value) => numberFormat.format(value),
-  };
-}
-
-/** CLDR's abbreviated Kazakh month names (format context). */
-const KK_MONTHS = [
-  'қаң.',
-  'ақп.',
-  'нау.',
-  'сәу.',
-  'мам.',
-  'мау.',
-  'шіл.',
-  'там.',
-  'қыр.',
-  'қаз.',
-  'қар.',
-  'жел.',
-];
-
-/**
- * Kazakh written by hand, as CLDR writes it ("2026 ж. 24 қар.", "2026 ж. 24 қар., 14:05", "1 540,5"), for browsers
- * whose Intl has no Kazakh data: Chromium built without it prints "2026 M11 24" and "1,540", which read wrong.
- */
-export function kazakhFormats(): Formats {
-  const almaty = new Intl.DateTimeFormat('en-GB', {
-    timeZone: TIME_ZONE,
-    year: 'numeric',
-    month: 'numeric',
-    day: 'numeric',
-    hour: '2-digit',
-    minute: '2-digit',
-    hourCycle: 'h23',
-  });
-  const digits = new Intl.NumberFormat('en-US', { maximumFractionDigits: 3 });
-  const ymd = (year: number, month: number, day: number) => `${year} ж. ${day} ${KK_MONTHS[month - 1]}`;
-  return {
-    dateTime: (instant) => {
-      const part = (type: string) => almaty.formatToParts(instant).find((p) => p.type === type)?.value ?? '';
-      return `${ymd(Number(part('year')), Number(part('month')), Number(part('day')))}, ${part('hour')}:${part('minute')}`;
-    },
-    date: (utcMidnight) =>
-      ymd(utcMidnight.getUTCFullYear(), utcMidnight.getUTCMonth() + 1, utcMidnight.getUTCDate()),
-    number: (value) =>
-      digits
-        .formatToParts(value)
-        .map((p) => (p.type === 'group' ? '\u00a0' : p.type === 'decimal' ? ',' : p.value))
-        .join(''),
-  };
-}
-
-/** Whether this browser's Intl writes Kazakh dates and numbers (a month name in Kazakh; no comma grouping). */
-export function intlKnowsKazakh(locale = LOCALES.kk): boolean {
-  try {
-    const month = new Intl.DateTimeFormat(locale, { timeZone: 'UTC', month: 'short' }).format(
-      new Date(Date.UTC(2026, 10, 15)),
-    );
-    const number = new Intl.NumberFormat(locale).format(1540);
-    return month.toLowerCase().startsWith('қар') && !number.includes(',');
-  } catch {
-    return false;
-  }
 }
 
 export function makeI18n(language: Language, setLanguage: (language: Language) => void): I18n {
