@@ -423,7 +423,14 @@ export interface PlaysPerDay {
   to: string;
   time_zone: 'Asia/Almaty';
   days: string[];
-  totals: { plays: number; flagged: number; attested: number; slot: number; declared: number; plays_compared: number };
+  totals: {
+    plays: number;
+    flagged: number;
+    attested: number;
+    slot: number;
+    declared: number;
+    plays_compared: number;
+  };
   structures: ({ structure_id: string; code: string; slot: number[] } & PlaysSeries)[];
   campaigns: ({
     submission_id: string;
