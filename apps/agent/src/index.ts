@@ -21,6 +21,15 @@ export type { MediaItem, MediaKind } from './media/library.js';
 export type { Display, PlayReport, PlayRequest } from './playback/display.js';
 export type { DisplayMode } from './playback/mode.js';
 export type { RenewalCheck } from './renewal/renewal.js';
+export {
+  type DiskReport,
+  type DiskState,
+  DiskWatch,
+  type FreeSpace,
+  systemFreeSpace,
+  type VolumeSpace,
+} from './storage/disk.js';
+export type { LastPrune, StorageStatus } from './storage/maintenance.js';
 export type {
   SendOutcome,
   SetAsideStatus,

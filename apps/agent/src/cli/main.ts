@@ -234,7 +234,7 @@ function storageLines(status: AgentStatus): string[] {
       '                 DISK FULL: only authority slot content plays until space is back (apps/agent/README.md, "Retention and disk space")',
     );
   } else if (disk.state === 'low') {
-    lines.push('                 disk space LOW: acknowledged history is given up early; free some space');
+    lines.push('                 disk space LOW: answered history is kept one day only; free some space');
   }
   if (disk.write_failure) lines.push(`                 a write failed: ${disk.write_failure}`);
   lines.push(
@@ -246,7 +246,7 @@ function storageLines(status: AgentStatus): string[] {
   const last = retention.last_prune;
   lines.push(
     last
-      ? `                 last pass ${last.at}: ${last.records} records in ${last.batches} batches removed, ${formatBytes(last.bytes_freed)} given back${last.under_pressure ? ' (disk pressure: everything acknowledged)' : ''}`
+      ? `                 last pass ${last.at}: ${last.records} records in ${last.batches} batches removed, ${formatBytes(last.bytes_freed)} given back${last.under_pressure ? ' (disk pressure: answered history kept one day only)' : ''}`
       : '                 no retention pass yet',
   );
   return lines;

@@ -15,11 +15,19 @@ export interface LastPrune {
   records: number;
   /** Bytes given back to the file system by incremental vacuum. */
   bytes_freed: number;
-  /** The disk was low or full: everything acknowledged went, whatever its age. */
+  /** The disk was low or full: answered history went after a day, not after keep_acknowledged_ms. */
   under_pressure: boolean;
 }
 
 export const LAST_PRUNE_KEY = 'retention.last_prune';
+
+/**
+ * Under disk pressure answered history is kept this long only (unless retention keeps less anyway): the platform holds
+ * it, and the space is wanted for plays not yet proven. A day of it stays for `hardware-sim check` and a technician
+ * (what the platform last answered), and it spares the file the churn of removing every batch the moment it is
+ * answered.
+ */
+export const PRESSURE_KEEP_ACKNOWLEDGED_MS = 86_400_000;
 
 /** The play log's file, the disk and what retention keeps, for `agent status` (snake_case like the rest of it). */
 export interface StorageStatus {
@@ -117,16 +125,19 @@ export class StorageMaintenance {
 
   /**
    * One retention pass: removes what is due in small transactions, yielding between them, then gives the freed pages
-   * back (incremental vacuum, a step at a time) and checkpoints the WAL. Under disk pressure everything acknowledged
-   * goes, whatever its age: the platform holds it, and the space is needed for plays not yet proven.
+   * back (incremental vacuum, a step at a time) and checkpoints the WAL. Under disk pressure answered history goes
+   * once a day old ({@link PRESSURE_KEEP_ACKNOWLEDGED_MS}).
    */
   async prunePass(signal?: AbortSignal): Promise<LastPrune> {
     const { disk, settings, clock, logger, state } = this.options;
     const retention = this.retention;
     const now = clock.now();
     const pressure = disk.state !== 'ok';
+    const keepMs = pressure
+      ? Math.min(settings.retention.keepAcknowledgedMs, PRESSURE_KEEP_ACKNOWLEDGED_MS)
+      : settings.retention.keepAcknowledgedMs;
     const policy = {
-      acknowledgedBefore: new Date(now.getTime() - (pressure ? 0 : settings.retention.keepAcknowledgedMs)),
+      acknowledgedBefore: new Date(now.getTime() - keepMs),
       setAsideBefore: new Date(now.getTime() - settings.retention.keepSetAsideMs),
     };
     let batches = 0;

@@ -170,24 +170,27 @@ describe('retention of the play log', () => {
     expect(b9.prevSha256).toBe(b8.bodySha256);
   });
 
-  it('gives every acknowledged batch up under disk pressure, whatever its age, and still nothing unanswered', async () => {
+  it('under disk pressure keeps answered history one day only, and still nothing unanswered', async () => {
     logPlays(log, 30, clock.now());
-    const answered = cut()!;
-    batches.storeAnswer(answered.batchSeq, '{}', clock.now());
+    batches.storeAnswer(cut()!.batchSeq, '{}', clock.now());
+    clock.advance(DAY + 60_000);
+    logPlays(log, 20, clock.now());
+    batches.storeAnswer(cut()!.batchSeq, '{}', clock.now());
     logPlays(log, 5, clock.now());
     const pending = cut()!;
     logPlays(log, 5, clock.now());
     clock.advance(60_000);
     const storage = maintenance();
     await storage.prunePass();
-    expect(new Retention(db).kept()).toEqual({ records: 40, batches: 2 });
+    expect(new Retention(db).kept()).toEqual({ records: 60, batches: 3 });
     freeBytes = settings.disk.warnFreeBytes - 1;
     await storage.checkDisk();
     const pass = await storage.prunePass();
+    // The batch answered more than a day ago goes; the one answered a minute ago stays.
     expect(pass).toMatchObject({ batches: 1, records: 30, under_pressure: true });
-    expect(new Retention(db).kept()).toEqual({ records: 10, batches: 1 });
+    expect(new Retention(db).kept()).toEqual({ records: 30, batches: 2 });
     expect(batches.pending()!.batchSeq).toBe(pending.batchSeq);
-    expect(new Retention(db).oldestUnacknowledged()).toMatchObject({ seq: 31 });
+    expect(new Retention(db).oldestUnacknowledged()).toMatchObject({ seq: 51 });
   });
 
   it('gives the space back to the file system a step at a time, and the WAL stays small', async () => {
