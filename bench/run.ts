@@ -14,6 +14,7 @@ const BENCHES: { name: string; file: string }[] = [
   { name: 'seal', file: 'apps/platform/bench/seal.bench.ts' },
   { name: 'agent', file: 'apps/agent/bench/agent.bench.ts' },
   { name: 'fleet', file: 'hardware-sim/bench/fleet.bench.ts' },
+  { name: 'years', file: 'hardware-sim/bench/years.bench.ts' },
 ];
 
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));

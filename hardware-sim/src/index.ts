@@ -29,6 +29,7 @@ export {
   type PlayerSpec,
   SimPlayer,
 } from './fleet/sim-player.js';
+export { SimDisk, type SimDiskState } from './hardware/sim-disk.js';
 export { type DisplayedPlay, SimDisplay } from './hardware/sim-display.js';
 export { SimHardware, type SimHardwareOptions } from './hardware/sim-hardware.js';
 export { type DropRule, type LinkName, NetworkSegment, type SegmentOptions } from './network/segment.js';
@@ -43,7 +44,11 @@ export {
 export { pngCreative } from './platform/creatives.js';
 export { type SpawnedPlatform, type SpawnOptions, spawnPlatform } from './platform/spawn.js';
 export { loadScenario, parseDuration, parseScenario, ScenarioError, selectPlayers } from './scenario/load.js';
+export { answeredPlaysSince, LogArchive } from './scenario/log-archive.js';
 export {
+  type DatabaseReport,
+  type DatabaseSample,
+  formatDatabaseReport,
   type PlatformAccess,
   type ScenarioProgress,
   type ScenarioResult,

@@ -11,7 +11,7 @@ import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '
 import { ConsoleClient, type PlatformUrls } from '../platform/console-client.js';
 import { spawnPlatform } from '../platform/spawn.js';
 import { loadScenario, ScenarioError } from '../scenario/load.js';
-import { type PlatformAccess, runScenario } from '../scenario/run.js';
+import { formatDatabaseReport, type PlatformAccess, runScenario } from '../scenario/run.js';
 import { Scenario } from '../scenario/schema.js';
 import { readAgentLog } from '../truth/agent-log.js';
 import { formatReconciliation } from '../truth/reconcile.js';
@@ -281,6 +281,9 @@ async function runCommand(
     ];
     const width = Math.max(...rows.map(([k]) => k.length));
     io.out(`\n${rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`).join('\n')}\n\n`);
+    // The play logs over the run (scenarios with report.database_every; the largest file always).
+    const database = formatDatabaseReport(result.database);
+    if (database) io.out(`${database}\n`);
     io.out(formatReconciliation(result.reconciliation));
     return result.ok ? 0 : 1;
   } finally {

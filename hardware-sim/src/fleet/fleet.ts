@@ -536,13 +536,22 @@ export class Fleet {
     return readAgentLog(join(this.player(id).dataDir, 'agent.sqlite'));
   }
 
-  /** Reads every player's log and the platform's counts, and reconciles them with the ground truth. */
-  async reconcile(options: { allowedRefusals?: number } = {}): Promise<Reconciliation> {
+  /**
+   * Reads every player's log and the platform's counts, and reconciles them with the ground truth. `completeLog` puts
+   * back what the agent's retention removed from a log (scenario/log-archive.ts).
+   */
+  async reconcile(
+    options: {
+      allowedRefusals?: number;
+      completeLog?: (id: string, log: AgentLogSummary) => AgentLogSummary;
+    } = {},
+  ): Promise<Reconciliation> {
     const logs = new Map<string, AgentLogSummary>();
     this.options.progress?.phase("reading the players' logs", { total: this.players.size, unit: 'players' });
     for (const player of this.players.values()) {
       try {
-        logs.set(player.id, this.readLog(player.id));
+        const log = this.readLog(player.id);
+        logs.set(player.id, options.completeLog ? options.completeLog(player.id, log) : log);
       } catch (error) {
         this.onWarning(`${player.id}: ${(error as Error).message}`);
       }

@@ -61,6 +61,9 @@ export interface AgentSettings {
   media_recheck_ms: number;
   offline_after_ms: number;
   max_clock_correction_ms?: number;
+  /** apps/agent/README.md "Retention and disk space" (the agent's defaults when absent). */
+  retention?: { keep_acknowledged_ms?: number; keep_set_aside_ms?: number; prune_interval_ms?: number };
+  disk?: { warn_free_bytes?: number; hard_free_bytes?: number; check_interval_ms?: number };
 }
 
 export const DEFAULT_AGENT_SETTINGS: AgentSettings = {

@@ -8,8 +8,10 @@ import {
   jsonLogger,
   loadConfig,
   type ScreenPower,
+  systemFreeSpace,
   type TamperState,
 } from '@ooh/agent';
+import { SimDisk, type SimDiskState } from '../hardware/sim-disk.js';
 import type { DisplayedPlay } from '../hardware/sim-display.js';
 import { SimDisplay } from '../hardware/sim-display.js';
 import { SimHardware } from '../hardware/sim-hardware.js';
@@ -42,6 +44,8 @@ export interface HardwareState {
   skewMs?: number;
   screen?: ScreenPower;
   tamper?: TamperState;
+  /** A small simulated volume under the player's folder (SimDisk); the host's real disk when absent. */
+  disk?: SimDiskState;
 }
 
 export interface HardwareOp extends HardwareState {
@@ -53,6 +57,7 @@ export interface HardwareOp extends HardwareState {
 export class SimPlayer {
   readonly hardware: SimHardware;
   readonly display: SimDisplay;
+  private disk: SimDisk | null = null;
   private core: AgentCore | null = null;
   private log: WriteStream | null = null;
 
@@ -72,6 +77,12 @@ export class SimPlayer {
       onPlayed,
     });
     if (spec.halted) this.halt();
+    if (spec.hardware?.disk) this.disk = this.newDisk(spec.hardware.disk);
+  }
+
+  private newDisk(state: SimDiskState): SimDisk {
+    const config = loadConfig(this.spec.configFile);
+    return new SimDisk([config.dataDir, config.mediaDir], state);
   }
 
   get agent(): AgentCore | null {
@@ -95,6 +106,8 @@ export class SimPlayer {
       display: this.display,
       sleep: this.time.sleepFor(this.spec.id),
       random: seededRandom(this.spec.seed),
+      // The simulated volume when there is one (set now or later by a hardware op), else the host's.
+      freeSpace: (path) => (this.disk ? this.disk.freeSpace(path) : systemFreeSpace(path)),
       // The simulated instant is added to each line, beside the machine time jsonLogger writes.
       logger: jsonLogger((line) => stream.write(`${line.slice(0, -2)},"sim_time":"${trueNow()}"}\n`)),
     });
@@ -127,6 +140,11 @@ export class SimPlayer {
     if (op.jumpMs !== undefined) this.hardware.jump(op.jumpMs);
     if (op.screen !== undefined) this.hardware.setScreenPower(op.screen);
     if (op.tamper !== undefined) this.hardware.setTamper(op.tamper);
+    if (op.disk !== undefined) {
+      // The agent reads the volume at its next disk check (AgentOptions.freeSpace).
+      if (this.disk) this.disk.set(op.disk);
+      else this.disk = this.newDisk(op.disk);
+    }
   }
 
   hardwareState(): HardwareState {
@@ -134,6 +152,7 @@ export class SimPlayer {
       skewMs: this.hardware.skewMs,
       screen: this.hardware.screenPower(),
       tamper: this.hardware.tamper(),
+      ...(this.disk ? { disk: this.disk.current } : {}),
     };
   }
 

@@ -1,9 +1,15 @@
+import { rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { addDays, almatyDate } from '@ooh/protocol';
 import { Fleet, type FleetProgress, type Placement } from '../fleet/fleet.js';
+import { placeCreative } from '../fleet/provision.js';
+import type { SimDiskState } from '../hardware/sim-disk.js';
 import type { PlatformUrls } from '../platform/console-client.js';
 import type { PlatformClock } from '../time/driver.js';
+import type { GroundTruth } from '../truth/ground-truth.js';
 import type { Reconciliation } from '../truth/reconcile.js';
 import { parseDuration, selectPlayers } from './load.js';
+import { LogArchive } from './log-archive.js';
 import type { Scenario, ScenarioStep } from './schema.js';
 
 export interface PlatformAccess {
@@ -24,8 +30,39 @@ export interface ScenarioProgress {
   step: string | null;
 }
 
+/** One player's play log and disk at one instant of the run (`report.database_every`). */
+export interface DatabaseSample {
+  at: string;
+  player: string;
+  /** The SQLite file and its WAL. */
+  fileBytes: number;
+  walBytes: number;
+  /** Rows the file holds, and of them records the platform has not answered yet. */
+  recordsKept: number;
+  unacknowledged: number;
+  /** The least free space of its data and media volumes, and the agent's disk state then. */
+  freeBytes: number | null;
+  disk: string;
+  mode: string;
+}
+
+/** The play logs over the run: samples, and the largest file seen at any archive read. */
+export interface DatabaseReport {
+  samples: DatabaseSample[];
+  /** Largest file + WAL of any player at any read (every few virtual hours), and when. */
+  largest: { bytes: number; at: string; player: string } | null;
+  /** Plays read from the logs before retention removed them (scenario/log-archive.ts). */
+  archivedPlays: number;
+}
+
+/** How often the logs are read into the archive: well inside the day the agent keeps answered batches under pressure. */
+const ARCHIVE_EVERY_MS = 6 * 3_600_000;
+
 export interface ScenarioResult {
   reconciliation: Reconciliation;
+  database: DatabaseReport;
+  /** Every play the simulated screens showed. */
+  groundTruth: GroundTruth;
   drained: boolean;
   realSeconds: number;
   steps: number;
@@ -98,8 +135,58 @@ export async function runScenario(
       validUntil: addDays(day, Math.ceil(duration / 86_400_000) + 2),
       certificates: (i) => (i + 1) / scenario.fleet.players <= share + 1e-9,
     });
-    await fleet.startAll();
     const ids = fleet.ids();
+    // Authority content: in media/gov/, where the agent plays it as a slot (never billed).
+    for (const spec of scenario.creatives.filter((c) => c.slot === 'gov')) {
+      const creative = fleet.creatives.find((c) => c.name === spec.name)!;
+      for (const id of ids) {
+        const mediaDir = fleet.player(id).mediaDir;
+        rmSync(join(mediaDir, creative.fileName), { force: true });
+        rmSync(join(mediaDir, `${creative.fileName}.envelope.json`), { force: true });
+        placeCreative(mediaDir, creative, 'gov');
+      }
+    }
+    if (scenario.fleet.disk) {
+      const disk: SimDiskState = {
+        capacityBytes: scenario.fleet.disk.capacity_mb * MB,
+        otherBytes: (scenario.fleet.disk.other_mb ?? 0) * MB,
+      };
+      for (const id of ids) await fleet.hardware(id, { disk });
+    }
+    await fleet.startAll();
+    const archive = new LogArchive();
+    const database: DatabaseReport = { samples: [], largest: null, archivedPlays: 0 };
+    const sampleEvery = scenario.report?.database_every
+      ? parseDuration(scenario.report.database_every)
+      : null;
+    let nextArchive = startMs + ARCHIVE_EVERY_MS;
+    let nextSample = sampleEvery === null ? Number.POSITIVE_INFINITY : startMs;
+    const archiveNow = () => {
+      archive.take(ids.map((id) => ({ id, databaseFile: databaseFileOf(fleet, id) })));
+      for (const id of ids) {
+        const bytes = fileBytes(databaseFileOf(fleet, id)) + fileBytes(`${databaseFileOf(fleet, id)}-wal`);
+        if (!database.largest || bytes > database.largest.bytes) {
+          database.largest = { bytes, at: new Date(fleet.now()).toISOString(), player: id };
+        }
+      }
+    };
+    const sampleNow = async () => {
+      for (const id of ids) {
+        const status = await fleet.status(id);
+        if (!status) continue;
+        database.samples.push({
+          at: new Date(fleet.now()).toISOString(),
+          player: id,
+          fileBytes: status.storage.database.file_bytes,
+          walBytes: status.storage.database.wal_bytes,
+          recordsKept: status.storage.retention.kept.records,
+          unacknowledged: status.queue.depth,
+          freeBytes: status.storage.disk.free_bytes,
+          disk: status.storage.disk.state,
+          mode: status.mode,
+        });
+      }
+    };
     const steps = [...(scenario.steps ?? [])].sort((a, b) => parseDuration(a.at) - parseDuration(b.at));
     const report = (label: string | null) =>
       args.onProgress?.({
@@ -109,8 +196,20 @@ export async function runScenario(
         step: label,
       });
     const until = async (at: number) => {
-      if (virtual) await fleet.runUntil(at, () => report(null));
-      else {
+      if (virtual) {
+        // In stretches between archive reads and samples: retention must not remove a play before it is archived.
+        while (fleet.now() < at) {
+          if (fleet.now() >= nextSample) {
+            await sampleNow();
+            nextSample += sampleEvery!;
+          }
+          await fleet.runUntil(Math.min(at, nextArchive, nextSample), () => report(null));
+          if (fleet.now() >= nextArchive) {
+            archiveNow();
+            nextArchive += ARCHIVE_EVERY_MS;
+          }
+        }
+      } else {
         while (Date.now() < at) {
           await new Promise((resolve) => setTimeout(resolve, Math.min(1000, at - Date.now())));
           report(null);
@@ -123,10 +222,18 @@ export async function runScenario(
       await applyStep(fleet, step, ids, args.platform);
     }
     await until(startMs + duration);
+    if (sampleEvery !== null) await sampleNow();
     const drained = virtual ? await fleet.drain() : true;
-    const reconciliation = await fleet.reconcile({ allowedRefusals: scenario.expect?.refused ?? 0 });
+    archiveNow();
+    database.archivedPlays = ids.reduce((sum, id) => sum + archive.count(id), 0);
+    const reconciliation = await fleet.reconcile({
+      allowedRefusals: scenario.expect?.refused ?? 0,
+      completeLog: (id, log) => archive.merged(id, log),
+    });
     return {
       reconciliation,
+      database,
+      groundTruth: fleet.groundTruth,
       drained,
       realSeconds: (performance.now() - began) / 1000,
       steps: fleet.driver?.stats.steps ?? 0,
@@ -139,6 +246,52 @@ export async function runScenario(
   } finally {
     await fleet.close();
   }
+}
+
+const MB = 1024 * 1024;
+
+function databaseFileOf(fleet: Fleet, id: string): string {
+  return join(fleet.player(id).dataDir, 'agent.sqlite');
+}
+
+function fileBytes(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** The database report as a text table: each sample, and the largest file seen. */
+export function formatDatabaseReport(report: DatabaseReport): string {
+  const lines: string[] = [];
+  const mb = (bytes: number | null) => (bytes === null ? '-' : (bytes / MB).toFixed(1));
+  if (report.samples.length > 0) {
+    lines.push('database size over time (MB; free: the least free space of the data and media volumes)');
+    lines.push(
+      `  ${'at'.padEnd(20)}${'player'.padEnd(18)}${['file', 'wal', 'records', 'unacked', 'free'].map((c) => c.padStart(10)).join('')}  disk  mode`,
+    );
+    for (const s of report.samples) {
+      lines.push(
+        `  ${s.at.slice(0, 16).replace('T', ' ').padEnd(20)}${s.player.slice(0, 17).padEnd(18)}${[
+          mb(s.fileBytes),
+          mb(s.walBytes),
+          String(s.recordsKept),
+          String(s.unacknowledged),
+          mb(s.freeBytes),
+        ]
+          .map((c) => c.padStart(10))
+          .join('')}  ${s.disk.padEnd(4)}  ${s.mode}`,
+      );
+    }
+  }
+  if (report.largest) {
+    lines.push(
+      `largest database: ${mb(report.largest.bytes)} MB (file + wal) at ${report.largest.at} (${report.largest.player}); ` +
+        `${report.archivedPlays} answered plays kept by the simulator (the player's retention removes them)`,
+    );
+  }
+  return lines.length > 0 ? `${lines.join('\n')}\n` : '';
 }
 
 async function applyStep(
@@ -201,6 +354,17 @@ async function applyStep(
         creative(step.creative).approvalNumber,
         step.reason ?? 'revoked in a scenario',
       );
+      return;
+    case 'disk':
+      for (const id of chosen(step.players)) {
+        const current = fleet.player(id).hardware.disk ?? { capacityBytes: 4096 * MB, otherBytes: 0 };
+        await fleet.hardware(id, {
+          disk: {
+            capacityBytes: step.capacity_mb !== undefined ? step.capacity_mb * MB : current.capacityBytes,
+            otherBytes: step.other_mb !== undefined ? step.other_mb * MB : current.otherBytes,
+          },
+        });
+      }
       return;
     case 'platform_restart':
       if (!platform.restart)

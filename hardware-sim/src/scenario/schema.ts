@@ -89,6 +89,15 @@ export const ScenarioStep = Type.Union([
     'the authority revokes an approval',
   ),
   step(
+    'disk',
+    {
+      players: Players,
+      capacity_mb: Type.Optional(Type.Number({ minimum: 1 })),
+      other_mb: Type.Optional(Type.Number({ minimum: 0 })),
+    },
+    "the players' simulated volume: its size, and what other software takes of it (fleet.disk)",
+  ),
+  step(
     'platform_restart',
     { down: Type.Optional(Duration) },
     'restart the platform (only a platform the simulator started)',
@@ -137,6 +146,19 @@ export const Scenario = Type.Object(
             description: 'direct (no proxy), a proxy tunnelling the devices TLS, or terminating it',
           }),
         ),
+        disk: Type.Optional(
+          Type.Object(
+            {
+              capacity_mb: Type.Number({ minimum: 1 }),
+              other_mb: Type.Optional(Type.Number({ minimum: 0 })),
+            },
+            {
+              additionalProperties: false,
+              description:
+                "a small simulated volume for each player's data and media (its free space is what the agent sees); the host's disk when absent",
+            },
+          ),
+        ),
       },
       { additionalProperties: false },
     ),
@@ -146,6 +168,12 @@ export const Scenario = Type.Object(
           name: Type.String({ minLength: 1 }),
           valid_days: Type.Optional(
             Type.Integer({ minimum: 1, description: 'approval length from the start day' }),
+          ),
+          slot: Type.Optional(
+            Type.Literal('gov', {
+              description:
+                "authority content: placed in the players' media/gov/, played as a slot, never billed",
+            }),
           ),
         },
         { additionalProperties: false },
@@ -160,6 +188,26 @@ export const Scenario = Type.Object(
           renewal_check_ms: Type.Optional(Type.Integer({ minimum: 1000, maximum: 3_600_000 })),
           media_recheck_ms: Type.Optional(Type.Integer({ minimum: 100 })),
           offline_after_ms: Type.Optional(Type.Integer({ minimum: 0 })),
+          retention: Type.Optional(
+            Type.Object(
+              {
+                keep_acknowledged_ms: Type.Optional(Type.Integer({ minimum: 0 })),
+                keep_set_aside_ms: Type.Optional(Type.Integer({ minimum: 0 })),
+                prune_interval_ms: Type.Optional(Type.Integer({ minimum: 1000 })),
+              },
+              { additionalProperties: false },
+            ),
+          ),
+          disk: Type.Optional(
+            Type.Object(
+              {
+                warn_free_bytes: Type.Optional(Type.Integer({ minimum: 0 })),
+                hard_free_bytes: Type.Optional(Type.Integer({ minimum: 0 })),
+                check_interval_ms: Type.Optional(Type.Integer({ minimum: 1000 })),
+              },
+              { additionalProperties: false },
+            ),
+          ),
           shipping: Type.Optional(
             Type.Object(
               {
@@ -176,6 +224,16 @@ export const Scenario = Type.Object(
       ),
     ),
     steps: Type.Optional(Type.Array(ScenarioStep)),
+    report: Type.Optional(
+      Type.Object(
+        { database_every: Type.Optional(Duration) },
+        {
+          additionalProperties: false,
+          description:
+            'database_every: the players\' database size, free space and queue, this often (e.g. "30d")',
+        },
+      ),
+    ),
     expect: Type.Optional(
       Type.Object(
         {
