@@ -184,6 +184,25 @@ describe('hardware-sim check', () => {
     );
   });
 
+  test('shows the database, the disk and the oldest unacknowledged record; a full disk is a problem', async () => {
+    const configFile = await player({
+      device_id: '6f1c3a52-0d5e-4c1b-9a57-3c1f0f3e2b11',
+      // Every real volume is below a threshold this high: full.
+      disk: { warn_free_bytes: 2 ** 52, hard_free_bytes: 2 ** 52 },
+    });
+    const db = openAgentDatabase(join(dirname(configFile), 'data', 'agent.sqlite'));
+    new PlayLog(db).appendStatus({ kind: 'tamper', at: new Date('2026-11-20T06:00:00.000Z') });
+    db.close();
+    const text = await run(['check', dir]);
+    expect(text.code).toBe(1);
+    expect(text.out).toMatch(
+      /^storage {9}database \d+\.\d MiB \+ wal \d+\.\d MiB; disk full, \d+\.\d MiB free \(warning below 4294967296\.0 MiB, hard below 4294967296\.0 MiB\); oldest unacknowledged seq 1, logged \S+; 1 records kept$/m,
+    );
+    expect(text.out).toMatch(
+      /^PROBLEM {9}the disk is full \(\d+ bytes free, hard threshold 4503599627370496\): only slot content plays$/m,
+    );
+  });
+
   test('shows the unknown config keys as warnings, without failing the check', async () => {
     const configFile = await player({ shiping: { min_interval_ms: 1000 } });
     const text = await run(['check', dir]);

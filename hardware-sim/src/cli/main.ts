@@ -439,6 +439,8 @@ function findConfig(target: string): string {
   throw new UsageError(`check: no agent.json in ${path} or beside it`);
 }
 
+const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+
 async function checkCommand(target: string, json: boolean, io: CliIo): Promise<number> {
   const configFile = findConfig(target);
   let config: AgentConfig;
@@ -470,6 +472,12 @@ async function checkCommand(target: string, json: boolean, io: CliIo): Promise<n
     problems.push(
       `batch ${stuck.batch_seq} stuck since ${stuck.since}: ${stuck.failures} failed sends, last ${stuck.last_answer ?? 'unknown'}`,
     );
+  // apps/agent/README.md "Retention and disk space": below the hard threshold only slot content plays.
+  const storage = status.storage;
+  if (storage.disk.state === 'full')
+    problems.push(
+      `the disk is full (${storage.disk.free_bytes ?? '?'} bytes free, hard threshold ${storage.disk.hard_free_bytes}): only slot content plays`,
+    );
   if (json) {
     io.out(
       `${JSON.stringify({ config: configFile, config_warnings: config.warnings, status, log: { ...log, plays: undefined, answered: undefined }, unsent, refused, flagged, problems }, null, 2)}\n`,
@@ -489,6 +497,7 @@ async function checkCommand(target: string, json: boolean, io: CliIo): Promise<n
     `answers         ${log.batches.received} received, ${log.batches.accepted} accepted, ${log.batches.duplicates} duplicates, ${log.batches.refused} refused, ${log.batches.flagged} flagged`,
     `last send       ${status.shipping.lastSend ? `${status.shipping.lastSend.at} (batch ${status.shipping.lastSend.batch_seq})` : 'never'}`,
     `revocations     ${status.revocation_list_version === null ? 'no list yet' : `version ${status.revocation_list_version}`}`,
+    `storage         database ${mib(storage.database.file_bytes)} + wal ${mib(storage.database.wal_bytes)}; disk ${storage.disk.state}, ${storage.disk.free_bytes === null ? '?' : mib(storage.disk.free_bytes)} free (warning below ${mib(storage.disk.warn_free_bytes)}, hard below ${mib(storage.disk.hard_free_bytes)}); oldest unacknowledged ${storage.oldest_unacknowledged ? `seq ${storage.oldest_unacknowledged.seq}, logged ${storage.oldest_unacknowledged.logged_at}` : 'none'}; ${storage.retention.kept.records} records kept`,
   ];
   if (refused.length > 0) {
     const reasons = new Map<string, number>();
