@@ -125,6 +125,7 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
     agentKeyPem: '',
     cmsPrivateKey: generateEs256KeyPair().privateKey,
     cmsPublicKey: '',
+    cmsSourceId: '',
     submissionNumber: '',
     approvalNumber: '',
   };
@@ -473,6 +474,9 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
     await card.getByLabel(t('fleet.structure'), { exact: true }).selectOption({ label: 'ALM-0003' });
     await card.getByRole('button', { name: t('fleet.map') }).click();
     await card.getByRole('row', { name: /screen-17.*ALM-0003/ }).waitFor();
+    // What the CMS must send as X-Service-Source and source_id is read off the page, as its engineer would.
+    state.cmsSourceId = ((await card.getByTestId('cms-source-id').locator('code').textContent()) ?? '').trim();
+    expect(state.cmsSourceId).toMatch(/^[0-9a-f-]{36}$/);
     await look(page, 'fleet-cms');
     expect(errors.get(page)).toEqual([]);
   }, 60_000);
@@ -568,11 +572,10 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
     });
     expect(fromDevice.json(), fromDevice.body).toMatchObject({ accepted: 5, refused: 0, flagged: 0 });
     // The CMS, with the key the authority issued in the console (spec: POST {base_url}/api/v1/pop/batches).
-    const installation = (await call('GET', '/api/v1/console/cms-installations')).items[0];
     const cmsBody = Buffer.from(
       JSON.stringify({
         schema: 'service.pop/1',
-        source_id: installation.id,
+        source_id: state.cmsSourceId,
         batch_seq: 0,
         prev_sha256: '',
         records: [1, 2, 3].map((seq) => ({
@@ -588,7 +591,7 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
       headers: {
         authorization: `Bearer ${state.cmsKey}`,
         'content-type': 'application/json',
-        'x-service-source': installation.id,
+        'x-service-source': state.cmsSourceId,
         'x-service-signature': es256Sign(state.cmsPrivateKey, cmsBody),
       },
       payload: cmsBody,

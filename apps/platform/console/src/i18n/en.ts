@@ -310,6 +310,7 @@ export const en = {
   'fleet.publicKeyHint': 'ECDSA P-256, base64 of the SubjectPublicKeyInfo.',
   'fleet.registerButton': 'Register',
   'fleet.keys': 'Signing keys',
+  'fleet.sourceId': 'Installation id (the CMS sends it as X-Service-Source and as source_id):',
   'fleet.keyRegistered': 'registered {at}',
   'fleet.keyCurrent': 'Current',
   'fleet.keyAcceptedUntil': 'accepted until {at}',

@@ -309,6 +309,7 @@ export const kk: Dictionary = {
   'fleet.publicKeyHint': 'ECDSA P-256, SubjectPublicKeyInfo құрылымының base64 түрі.',
   'fleet.registerButton': 'Тіркеу',
   'fleet.keys': 'Қол қою кілттері',
+  'fleet.sourceId': 'Орнату идентификаторы (CMS оны X-Service-Source және source_id ретінде жібереді):',
   'fleet.keyRegistered': '{at} тіркелген',
   'fleet.keyCurrent': 'Ағымдағы',
   'fleet.keyAcceptedUntil': '{at} дейін қабылданады',

@@ -311,6 +311,7 @@ export const ru: Dictionary = {
   'fleet.publicKeyHint': 'ECDSA P-256, base64 структуры SubjectPublicKeyInfo.',
   'fleet.registerButton': 'Зарегистрировать',
   'fleet.keys': 'Ключи подписи',
+  'fleet.sourceId': 'Идентификатор установки (CMS передаёт его в X-Service-Source и в source_id):',
   'fleet.keyRegistered': 'зарегистрирован {at}',
   'fleet.keyCurrent': 'Текущий',
   'fleet.keyAcceptedUntil': 'принимается до {at}',

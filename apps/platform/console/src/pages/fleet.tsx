@@ -548,6 +548,9 @@ function InstallationCard(props: { id: string; structures: Structure[] | null; a
       <h3>
         {inst.name} <small class="muted">{inst.kind}</small>
       </h3>
+      <p class="hint" data-testid="cms-source-id">
+        {t('fleet.sourceId')} <code class="hash hash-full">{inst.id}</code>
+      </p>
       <ErrorNotice error={error} />
       {message ? <Notice kind="success">{message}</Notice> : null}
       <h4>{t('fleet.keys')}</h4>
