@@ -475,7 +475,9 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
     await card.getByRole('button', { name: t('fleet.map') }).click();
     await card.getByRole('row', { name: /screen-17.*ALM-0003/ }).waitFor();
     // What the CMS must send as X-Service-Source and source_id is read off the page, as its engineer would.
-    state.cmsSourceId = ((await card.getByTestId('cms-source-id').locator('code').textContent()) ?? '').trim();
+    state.cmsSourceId = (
+      (await card.getByTestId('cms-source-id').locator('code').textContent()) ?? ''
+    ).trim();
     expect(state.cmsSourceId).toMatch(/^[0-9a-f-]{36}$/);
     await look(page, 'fleet-cms');
     expect(errors.get(page)).toEqual([]);
