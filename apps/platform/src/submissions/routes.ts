@@ -18,6 +18,7 @@ import {
   submissionView,
   updateDraft,
 } from './repository.js';
+import { registerDecidedRoute } from './register.js';
 import { validateSubmission } from './validate.js';
 
 const CREATE: RouteAuth = {
@@ -66,6 +67,9 @@ function mergeDraft(
 export const submissionsFeature: Feature = {
   name: 'submissions',
   api(app, ctx) {
+    // The authority's register of decided submissions (issue 25 item 3; register.ts).
+    registerDecidedRoute(app, ctx);
+
     // spec: POST {base_url}/api/v1/submissions — create a draft.
     app.post(
       '/api/v1/submissions',
