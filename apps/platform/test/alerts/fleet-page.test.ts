@@ -77,7 +77,10 @@ beforeAll(async () => {
   await evaluateAlerts(p.ctx);
   const t = p.clock.now();
   await sendBatch(p, silent, [play(silent, new Date(t.getTime() - MINUTE))]);
-  await sendBatch(p, screen, [modeChange(screen, new Date(t.getTime() - MINUTE), 'normal', 'screen_off')]);
+  // Its agent also reports a disk running low (mode_change detail.storage, apps/agent/README.md).
+  const screenOff = modeChange(screen, new Date(t.getTime() - MINUTE), 'normal', 'screen_off');
+  (screenOff['detail'] as Record<string, unknown>)['storage'] = { state: 'low', free_bytes: 300 * 1_048_576 };
+  await sendBatch(p, screen, [screenOff]);
   await sendCms(p, cms, [cmsPlay(cms, 'hall-7', new Date(t.getTime() - MINUTE))]);
   for (let m = 5; m <= 65; m += 5) {
     p.clock.set(new Date(t.getTime() + m * MINUTE));
@@ -134,6 +137,14 @@ describe('alerts on the fleet page', () => {
         .locator('.alert-badges')
         .count(),
     ).toBe(0);
+    // The disk its agent reported: low, with what is free; nothing on the others.
+    expect(
+      await devices
+        .getByRole('row', { name: /PAGE-0002/ })
+        .getByTestId('disk-state')
+        .textContent(),
+    ).toMatch(/^Disk low 300 MiB free, since 20 Nov 2026, \d\d:\d\d$/);
+    expect(await devices.getByTestId('disk-state').count()).toBe(1);
     const players = page.getByRole('table', { name: 'Player mappings' });
     await players.waitFor();
     expect(

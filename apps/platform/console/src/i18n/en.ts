@@ -274,6 +274,10 @@ export const en = {
   'fleet.revoke': 'Revoke',
   'fleet.revoked': 'Revoked',
   'fleet.stuck': 'Stuck',
+  'fleet.diskLow': 'Disk low',
+  'fleet.diskFull': 'Disk full: advertising stopped, only city content plays',
+  'fleet.diskDetail': '{free} free, since {at}',
+  'fleet.mib': '{n} MiB',
   'fleet.stuckDetail': 'since {since}: {count} answers “{reason}” to batch {seq}',
   'fleet.stuckNotice':
     '{count} device(s) are stuck: the platform could not take their batches; they send them again. Tell the platform’s operators.',

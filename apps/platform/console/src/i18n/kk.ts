@@ -273,6 +273,10 @@ export const kk: Dictionary = {
   'fleet.revoke': 'Кері қайтару',
   'fleet.revoked': 'Кері қайтарылды',
   'fleet.stuck': 'Тоқтап қалды',
+  'fleet.diskLow': 'Дискіде орын аз',
+  'fleet.diskFull': 'Диск толы: жарнама тоқтатылды, тек қалалық материалдар көрсетіледі',
+  'fleet.diskDetail': 'бос орын {free}, {at} бастап',
+  'fleet.mib': '{n} МиБ',
   'fleet.stuckDetail': '{since} бастап: {seq} топтамасына «{reason}» жауабы {count} рет',
   'fleet.stuckNotice':
     'Тоқтап қалған құрылғылар: {count}. Платформа олардың топтамаларын қабылдай алмады; олар қайта жібереді. Платформа операторларына хабарлаңыз.',

@@ -275,6 +275,10 @@ export const ru: Dictionary = {
   'fleet.revoke': 'Отозвать',
   'fleet.revoked': 'Отозвано',
   'fleet.stuck': 'Застрял',
+  'fleet.diskLow': 'Мало места на диске',
+  'fleet.diskFull': 'Диск заполнен: реклама остановлена, идут только городские материалы',
+  'fleet.diskDetail': 'свободно {free}, с {at}',
+  'fleet.mib': '{n} МиБ',
   'fleet.stuckDetail': 'с {since}: {count} ответ(ов) «{reason}» на пакет {seq}',
   'fleet.stuckNotice':
     'Устройств, которые застряли: {count}. Платформа не смогла принять их пакеты; они отправят их снова. Сообщите операторам платформы.',

@@ -105,6 +105,28 @@ function AlertBadges(props: { alerts: Alert[] }) {
   );
 }
 
+/**
+ * The player's disk as its agent last reported it (a mode_change's `detail.storage`, apps/agent/README.md "Retention
+ * and disk space"): low, or full (advertising stopped, only the authority's slot content plays). Nothing when fine.
+ */
+function DiskBadge(props: { storage: Device['storage'] }) {
+  const { t, number, dateTime } = useI18n();
+  const s = props.storage;
+  if (!s || s.state === 'ok') return null;
+  const params = {
+    free: s.free_bytes === null ? '—' : t('fleet.mib', { n: number(Math.floor(s.free_bytes / 1_048_576)) }),
+    at: s.at ? dateTime(s.at) : '—',
+  };
+  return (
+    <small class="block" data-testid="disk-state">
+      <Badge tone={s.state === 'full' ? 'bad' : 'warn'}>
+        {t(s.state === 'full' ? 'fleet.diskFull' : 'fleet.diskLow')}
+      </Badge>{' '}
+      {t('fleet.diskDetail', params)}
+    </small>
+  );
+}
+
 /** What an alert is about, in words: its threshold and what was measured. */
 function alertDetail(i18n: I18n, alert: Alert): string {
   const { t, number } = i18n;
@@ -251,6 +273,7 @@ function Devices(props: { fleet: FleetState }) {
                     </small>
                   ) : null}
                   <AlertBadges alerts={alertsOf(d)} />
+                  <DiskBadge storage={d.storage} />
                   {d.handshake_refusals_24h ? (
                     <small class="block">
                       <Badge tone="warn">
