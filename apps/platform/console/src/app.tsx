@@ -17,6 +17,7 @@ import { ModerationDetailPage, ModerationPage } from './pages/moderation.js';
 import { NotFoundPage } from './pages/not-found.js';
 import { OrganisationsPage } from './pages/organisations.js';
 import { PlaysPage } from './pages/plays.js';
+import { RegisterPage } from './pages/register.js';
 import { CampaignReportPage, ReportsPage } from './pages/report.js';
 import { StructuresPage } from './pages/structures.js';
 import {
@@ -154,6 +155,8 @@ const ROUTES: PageRoute[] = [
     allowed: can.readQueue,
     render: (p) => <ModerationDetailPage id={p['id']!} />,
   },
+  // The authority's register of decided submissions (pages/register.tsx).
+  { pattern: '/register', allowed: can.readQueue, render: () => <RegisterPage /> },
   { pattern: '/check', allowed: can.check, render: () => <CheckPage /> },
   { pattern: '/fleet', allowed: can.fleet, render: () => <FleetPage /> },
   // Proof of play and campaign reports: the authority everything, the others what is theirs (src/reports).

@@ -464,3 +464,39 @@ export interface FleetHealth {
   devices_never_reported: number;
   items: FleetHealthBucket[];
 }
+
+/** GET /api/v1/console/submissions/decided: the authority's register of decided submissions (src/submissions/register.ts). */
+export interface RegisterItem {
+  submission_id: string;
+  number: string;
+  state: 'approved' | 'rejected' | 'revoked';
+  advertiser_name: string;
+  advertiser_bin: string | null;
+  organisation: { id: string; name: string; kind: OrganisationKind };
+  period_from: string | null;
+  period_to: string | null;
+  decided_at: string | null;
+  approval: {
+    number: string;
+    valid_from: string;
+    valid_until: string;
+    issued_at: string;
+    revoked_at: string | null;
+    revoke_reason: string | null;
+  } | null;
+  reject_reason: string | null;
+  history: {
+    event: 'created' | 'sent' | 'approved' | 'rejected' | 'revoked';
+    at: string;
+    by: { kind: 'organisation' | 'api_key' | 'console_user' | 'console_session'; name: string } | null;
+    approval_number?: string;
+    reason?: string;
+  }[];
+}
+
+export interface RegisterPage {
+  items: RegisterItem[];
+  total: number;
+  limit: number;
+  offset: number;
+}

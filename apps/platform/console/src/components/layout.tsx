@@ -55,6 +55,7 @@ export function Layout(props: { onSignOut: () => void; children: ComponentChildr
   const items: { href: string; key: MessageKey; show: boolean }[] = [
     { href: '/submissions', key: 'nav.submissions', show: can.submit(session) },
     { href: '/moderation', key: 'nav.moderation', show: can.readQueue(session) },
+    { href: '/register', key: 'register.nav', show: can.readQueue(session) },
     { href: '/check', key: 'nav.check', show: can.check(session) },
     { href: '/fleet', key: 'nav.fleet', show: can.fleet(session) },
     { href: '/plays', key: 'nav.plays', show: can.plays(session) || can.submit(session) },

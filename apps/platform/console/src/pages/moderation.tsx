@@ -9,7 +9,7 @@ import { useI18n } from '../i18n/index.js';
 import { navigate, useRoute } from '../lib/router.js';
 import { can, useSession } from '../lib/session.js';
 import { toggled } from '../lib/sets.js';
-import { Deadline, SubmissionFacts, useSubmissionColumns } from './submissions.js';
+import { Deadline, MediaPreview, SubmissionFacts, useSubmissionColumns } from './submissions.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -138,31 +138,6 @@ function RevokeForm(props: { initial: string }) {
         {t('moderation.revoke')}
       </button>
     </form>
-  );
-}
-
-/** Media preview: the submission's file as the owner uploaded it (GET /api/v1/submissions/{id}/media). */
-function MediaPreview(props: { submission: Submission }) {
-  const { t } = useI18n();
-  const [failed, setFailed] = useState(false);
-  const src = `/api/v1/submissions/${props.submission.id}/media`;
-  const video = props.submission.media?.media_type === 'video/mp4';
-  if (failed) return <Notice kind="warning">{t('moderation.previewFailed')}</Notice>;
-  return (
-    <figure class="preview">
-      {video ? (
-        <video src={src} controls muted preload="metadata" onError={() => setFailed(true)}>
-          <track kind="captions" />
-        </video>
-      ) : (
-        <img
-          src={src}
-          alt={t('moderation.previewAlt', { number: props.submission.number })}
-          onError={() => setFailed(true)}
-        />
-      )}
-      <figcaption>{t('moderation.previewCaption')}</figcaption>
-    </figure>
   );
 }
 

@@ -1,7 +1,14 @@
 import { useMemo, useState } from 'preact/hooks';
 import { loadCategories, loadStructureSets, loadStructures } from '../api/catalogue.js';
 import { ApiError, get, patch, post, uploadFile } from '../api/client.js';
-import type { Category, MediaFacts, Structure, StructureSet, Submission } from '../api/types.js';
+import type {
+  CampaignListItem,
+  Category,
+  MediaFacts,
+  Structure,
+  StructureSet,
+  Submission,
+} from '../api/types.js';
 import { CategoryPicker } from '../components/category-picker.js';
 import { WorkingHoursLeft } from '../components/countdown.js';
 import { DropZone } from '../components/dropzone.js';
@@ -658,7 +665,15 @@ export function SubmissionDetailPage(props: { id: string }) {
       {query.get('saved') && draft && !sent ? (
         <Notice kind="success">{t('submissionDetail.saved')}</Notice>
       ) : null}
-      <SubmissionFacts submission={s} structures={structureMap} />
+      {!draft && s.media ? (
+        <div class="two-columns">
+          <SubmissionFacts submission={s} structures={structureMap} />
+          <MediaPreview submission={s} />
+        </div>
+      ) : (
+        <SubmissionFacts submission={s} structures={structureMap} />
+      )}
+      {s.approval_number ? <ApprovedCreative submission={s} approvalNumber={s.approval_number} /> : null}
 
       {draft ? (
         <div class="panel">
@@ -686,5 +701,130 @@ export function SubmissionDetailPage(props: { id: string }) {
         </div>
       ) : null}
     </section>
+  );
+}
+
+/** Media preview: the submission's file as the owner uploaded it (GET /api/v1/submissions/{id}/media). */
+export function MediaPreview(props: { submission: Submission }) {
+  const { t } = useI18n();
+  const [failed, setFailed] = useState(false);
+  const src = `/api/v1/submissions/${props.submission.id}/media`;
+  const video = props.submission.media?.media_type === 'video/mp4';
+  if (failed) return <Notice kind="warning">{t('moderation.previewFailed')}</Notice>;
+  return (
+    <figure class="preview">
+      {video ? (
+        <video src={src} controls muted preload="metadata" onError={() => setFailed(true)}>
+          <track kind="captions" />
+        </video>
+      ) : (
+        <img
+          src={src}
+          alt={t('moderation.previewAlt', { number: props.submission.number })}
+          onError={() => setFailed(true)}
+        />
+      )}
+      <figcaption>{t('moderation.previewCaption')}</figcaption>
+    </figure>
+  );
+}
+
+/** The body of an approval envelope (packages/protocol ApprovalManifest), as far as the page shows it. */
+interface EnvelopeBody {
+  approval_number: string;
+  media_sha256: string;
+  structures: string[];
+  valid_from: string;
+  valid_until: string;
+  issued_at: string;
+}
+
+/**
+ * For the submitter of an approved submission (issue 25 item 3): what the authority signed (the envelope, read and
+ * downloadable: GET /api/v1/approvals/{number}/envelope) and the plays counted under it so far, with the way to its
+ * proof-of-play report.
+ */
+function ApprovedCreative(props: { submission: Submission; approvalNumber: string }) {
+  const { t, number, dateTime, dateRange } = useI18n();
+  const href = `/api/v1/approvals/${encodeURIComponent(props.approvalNumber)}/envelope`;
+  const envelope = useAsync(() => get<{ body: EnvelopeBody; signature: string }>(href), [href]);
+  const campaign = useAsync(
+    () =>
+      get<{ items: CampaignListItem[] }>('/api/v1/console/reports/campaigns').then(
+        (r) => r.items.find((c) => c.submission_id === props.submission.id) ?? null,
+      ),
+    [props.submission.id],
+  );
+  const body = envelope.data?.body;
+  return (
+    <div class="two-columns">
+      <div class="panel" data-testid="approval-envelope">
+        <h2>{t('submissions.envelopeTitle')}</h2>
+        <p class="hint">{t('submissions.envelopeHint')}</p>
+        {envelope.loading && !envelope.data ? <Loading /> : null}
+        {envelope.error ? <Notice kind="warning">{t('submissions.envelopeFailed')}</Notice> : null}
+        {body ? (
+          <dl class="facts">
+            <dt>{t('creative.approval')}</dt>
+            <dd>
+              {body.approval_number}
+              {props.submission.approval_revoked_at ? (
+                <>
+                  {' '}
+                  <StateBadge state="revoked" prefix="status" />
+                </>
+              ) : null}
+            </dd>
+            <dt>{t('submissions.envelopeValid')}</dt>
+            <dd>{dateRange(body.valid_from, body.valid_until)}</dd>
+            <dt>{t('submissions.envelopeStructures')}</dt>
+            <dd>
+              <ul class="chips">
+                {body.structures.map((c) => (
+                  <li key={c}>{c}</li>
+                ))}
+              </ul>
+            </dd>
+            <dt>{t('submissions.envelopeMedia')}</dt>
+            <dd>
+              <Hash value={body.media_sha256} full />
+            </dd>
+            <dt>{t('submissions.envelopeIssued')}</dt>
+            <dd>{dateTime(body.issued_at)}</dd>
+          </dl>
+        ) : null}
+        <p>
+          <a class="button" href={href} download={`${props.approvalNumber}.envelope.json`}>
+            {t('submissions.envelopeDownload')}
+          </a>
+        </p>
+      </div>
+      <div class="panel" data-testid="approval-plays">
+        <h2>{t('submissions.playsTitle')}</h2>
+        {campaign.loading && !campaign.data ? <Loading /> : null}
+        <ErrorNotice error={campaign.error} />
+        {campaign.data ? (
+          <dl class="stats">
+            <div>
+              <dt>{t('plays.total')}</dt>
+              <dd data-testid="approval-plays-total">{number(campaign.data.plays)}</dd>
+            </div>
+            <div>
+              <dt>{t('plays.flagged')}</dt>
+              <dd>{number(campaign.data.flagged)}</dd>
+            </div>
+          </dl>
+        ) : null}
+        {!campaign.loading && !campaign.error && campaign.data === null ? (
+          <p>{t('submissions.playsNone')}</p>
+        ) : null}
+        <p class="hint">{t('submissions.playsHint')}</p>
+        <p>
+          <Link class="button button-primary" href={`/reports/${props.submission.id}`}>
+            {t('submissions.openReport')}
+          </Link>
+        </p>
+      </div>
+    </div>
   );
 }
