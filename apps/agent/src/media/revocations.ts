@@ -18,6 +18,8 @@ export type RevocationRefresh =
   | 'older_refused'
   | 'invalid'
   | 'unreachable'
+  /** The verify host answered 404: no approval has been revoked yet, so there is no list (a fresh platform). */
+  | 'none_published'
   /** Fetched but not judged: the clock cannot be trusted yet (its signature is checked at a date). */
   | 'deferred';
 
@@ -72,6 +74,8 @@ export class RevocationStore implements RevocationIndex {
   private body: RevocationListBody | null = null;
   private revokedAt = new Map<string, number>();
   private readonly listeners = new Set<() => void>();
+  /** The 404 of a platform without a list is said once (at info), not every refresh. */
+  private noneNoted = false;
 
   constructor(private readonly options: RevocationStoreOptions) {}
 
@@ -113,10 +117,20 @@ export class RevocationStore implements RevocationIndex {
     let text: string;
     try {
       const response = await http.get(`${verifyUrl.replace(/\/+$/, '')}/v1/revocations.json`);
+      if (response.status === 404) {
+        // spec: GET /v1/revocations.json is 404 until the first approval is revoked. Nothing is wrong: the agent
+        // holds no list and none exists. Said once; after a list was served, a 404 is said once more.
+        if (!this.noneNoted) {
+          logger.info({}, 'no revocation list published yet (nothing revoked); looking again every refresh');
+          this.noneNoted = true;
+        }
+        return 'none_published';
+      }
       if (response.status !== 200) {
         logger.warn({ status: response.status }, 'revocation list not fetched');
         return 'unreachable';
       }
+      this.noneNoted = false;
       text = response.body.toString('utf8');
     } catch (error) {
       logger.warn({ err: error }, 'revocation list not fetched');

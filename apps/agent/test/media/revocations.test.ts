@@ -87,8 +87,35 @@ describe('revocation list', () => {
     expect(revocations.version).toBe(5);
   });
 
-  it('reports an unreachable list without throwing', async () => {
+  it('takes a 404 (a fresh platform: nothing revoked yet) as no list, said once at info, never a warning', async () => {
     platform.revocationList = null;
-    expect(await store().refresh()).toBe('unreachable');
+    const logger = memoryLogger();
+    const revocations = new RevocationStore({
+      cachePath: join(dir.path, 'revocations.json'),
+      trustedRootsPem: [pki.authorityRootPem],
+      clock: systemClock,
+      logger,
+      http,
+      verifyUrl: platform.verifyUrl,
+    });
+    for (let i = 0; i < 3; i++) expect(await revocations.refresh()).toBe('none_published');
+    expect(logger.lines.map((line) => `${line.level} ${line.message}`)).toEqual([
+      'info no revocation list published yet (nothing revoked); looking again every refresh',
+    ]);
+    expect(revocations.version).toBeNull();
+  });
+
+  it('reports an unreachable list as a warning without throwing', async () => {
+    const logger = memoryLogger();
+    const offline = new RevocationStore({
+      cachePath: join(dir.path, 'revocations.json'),
+      trustedRootsPem: [pki.authorityRootPem],
+      clock: systemClock,
+      logger,
+      http,
+      verifyUrl: 'http://127.0.0.1:9',
+    });
+    expect(await offline.refresh()).toBe('unreachable');
+    expect(logger.lines.map((line) => line.level)).toEqual(['warn']);
   });
 });
