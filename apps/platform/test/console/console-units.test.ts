@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { en } from '../../console/src/i18n/en.js';
 import { intlKnowsKazakh, kazakhFormats } from '../../console/src/i18n/formats.js';
+import { groupSeries } from '../../console/src/lib/series.js';
 import { type Check, verdictOf } from '../../console/src/verify/seal.js';
 import { kk } from '../../console/src/i18n/kk.js';
 import { ru } from '../../console/src/i18n/ru.js';
@@ -89,6 +90,49 @@ describe('the verdict of a seal checked in the browser', () => {
         { name: 'ledger', state: 'pending', reason: 'not_digested' },
       ]),
     ).toBe('failed');
+  });
+});
+
+describe('which structures a stacked chart names, and which it groups as Other', () => {
+  const other = (count: number) => `Other (${count})`;
+  const flat = (n: number, plays: number) =>
+    Array.from({ length: n }, (_, i) => ({
+      name: `S-${String(i).padStart(2, '0')}`,
+      values: [plays, plays],
+    }));
+
+  test('a few large structures: the seven largest named, the small rest grouped', () => {
+    const items = [{ name: 'NONE', values: [0, 0] }, { name: 'BIG', values: [500, 500] }, ...flat(8, 10)];
+    const series = groupSeries(items, { length: 2, other });
+    expect(series.map((s) => s.name)).toEqual([
+      'BIG',
+      'S-00',
+      'S-01',
+      'S-02',
+      'S-03',
+      'S-04',
+      'S-05',
+      'Other (2)',
+    ]);
+    expect(series.at(-1)).toEqual({ name: 'Other (2)', values: [20, 20], other: true });
+  });
+
+  test('many equal structures: more are named until Other is no larger than the largest, up to twelve', () => {
+    // 14 equal structures: with seven named, the seven grouped would be the largest segment.
+    const fourteen = groupSeries(flat(14, 10), { length: 2, other });
+    expect(fourteen).toHaveLength(13);
+    expect(fourteen.at(-1)?.name).toBe('Other (2)');
+    // 200 equal structures: twelve at most are named, and Other says how many it holds.
+    const many = groupSeries(flat(200, 1), { length: 2, other });
+    expect(many).toHaveLength(13);
+    expect(many.at(-1)).toEqual({ name: 'Other (188)', values: [188, 188], other: true });
+  });
+
+  test('a rest of one is named, nothing with no plays is shown, and missing days count as 0', () => {
+    expect(groupSeries(flat(8, 5), { length: 2, other }).map((s) => s.name)).not.toContain('Other (1)');
+    expect(groupSeries([{ name: 'A', values: [null, 3] }, ...flat(2, 0)], { length: 3, other })).toEqual([
+      { name: 'A', values: [0, 3, 0] },
+    ]);
   });
 });
 

@@ -372,7 +372,7 @@ export const en = {
   'plays.byApproval': 'Plays per day by approval',
   'plays.perApproval': 'Plays per approval',
   'plays.flaggedNote': 'flagged: {count}',
-  'plays.other': 'Other',
+  'plays.otherCount': 'Other ({count} structures)',
   'plays.asTable': 'Show the numbers as a table',
   'plays.day': 'Day',
   'plays.channel': 'Source',

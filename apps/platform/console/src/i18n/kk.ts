@@ -372,7 +372,7 @@ export const kk: Dictionary = {
   'plays.byApproval': 'Мақұлдаулар бойынша күндік көрсетілімдер',
   'plays.perApproval': 'Мақұлдаулар бойынша көрсетілімдер',
   'plays.flaggedNote': 'белгіленгендер: {count}',
-  'plays.other': 'Басқалары',
+  'plays.otherCount': 'Басқалары ({count} конструкция)',
   'plays.asTable': 'Сандарды кесте түрінде көрсету',
   'plays.day': 'Күн',
   'plays.channel': 'Дереккөз',

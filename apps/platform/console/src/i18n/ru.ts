@@ -374,7 +374,7 @@ export const ru: Dictionary = {
   'plays.byApproval': 'Показы в день по одобрениям',
   'plays.perApproval': 'Показы по одобрениям',
   'plays.flaggedNote': 'с отметками: {count}',
-  'plays.other': 'Прочие',
+  'plays.otherCount': 'Прочие ({count} конструкций)',
   'plays.asTable': 'Показать числа таблицей',
   'plays.day': 'День',
   'plays.channel': 'Источник',

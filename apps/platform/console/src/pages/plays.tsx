@@ -8,6 +8,7 @@ import { Link } from '../components/layout.js';
 import { DataTable } from '../components/table.js';
 import { ErrorNotice, Field, knownKey, Loading, useAsync } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
+import { groupSeries } from '../lib/series.js';
 import { can, useSession } from '../lib/session.js';
 import { almatyDate } from '../lib/working-hours.js';
 import { EventSettings } from './city-events.js';
@@ -39,21 +40,13 @@ interface CityEvent {
 }
 
 /** Series of the largest structures by plays, the rest folded into one. */
-function structureSeries(data: PlaysPerDay, other: string): Series[] {
-  const ranked = [...data.structures]
-    .map((s) => ({ s, total: s.plays.reduce((a, b) => a + b, 0) }))
-    .filter((x) => x.total > 0)
-    .sort((a, b) => b.total - a.total);
-  const kept: Series[] = ranked.slice(0, MAX_SERIES).map((x) => ({ name: x.s.code, values: x.s.plays }));
-  const rest = ranked.slice(MAX_SERIES);
-  if (rest.length > 0) {
-    kept.push({
-      name: other,
-      values: data.days.map((_, i) => rest.reduce((n, x) => n + (x.s.plays[i] ?? 0), 0)),
-      color: '#7a8494',
-    });
-  }
-  return kept;
+function structureSeries(data: PlaysPerDay, other: (count: number) => string): Series[] {
+  return groupSeries(
+    data.structures.map((s) => ({ name: s.code, values: s.plays })),
+    { length: data.days.length, least: MAX_SERIES, other },
+  ).map((g) =>
+    g.other ? { name: g.name, values: g.values, color: '#7a8494' } : { name: g.name, values: g.values },
+  );
 }
 
 function sumOf(values: readonly (number | null)[]): number {
@@ -106,7 +99,10 @@ export function PlaysPage() {
   );
   const data = plays.data;
   const dayLabel = (d: string) => shortDay(language, d);
-  const bySeries = useMemo(() => (data ? structureSeries(data, t('plays.other')) : []), [data, t]);
+  const bySeries = useMemo(
+    () => (data ? structureSeries(data, (count) => t('plays.otherCount', { count })) : []),
+    [data, t],
+  );
   const declaredPerDay = useMemo(() => {
     if (!data) return [];
     return data.days.map((_, i) => {
