@@ -7,6 +7,10 @@ export type AgentErrorCode =
   | 'identity_missing'
   | 'identity_invalid'
   | 'key_exists'
+  /** `agent install`: a file missing or not the console's; the command line is wrong (exit 2). */
+  | 'install_invalid'
+  /** `agent install`: a check failed (another key, expired, wrong chain, other device id); nothing written (exit 1). */
+  | 'install_refused'
   | 'unsupported_board'
   | 'record_invalid'
   | 'batch_invalid'

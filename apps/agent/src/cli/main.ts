@@ -1,25 +1,51 @@
 #!/usr/bin/env node
-import { resolve } from 'node:path';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type AgentStatus, createAgent, readStatus } from '../agent.js';
-import { loadConfig } from '../config/config.js';
+import { type AgentConfig, configTemplate, loadConfig } from '../config/config.js';
 import { AgentError } from '../errors.js';
 import { prepareEnrolment } from '../identity/enrolment.js';
+import { findInstallFiles, installEnrolment } from '../identity/install.js';
 import { jsonLogger } from '../logger.js';
 
 const USAGE = `usage: agent <command> [--config <file>]
 
 commands:
   init     create the device key (P-256, mode 0600) if there is none and print what to enter in the console
+           --write-config --structure <code> --agents-url <url> --devices-url <url> --verify-url <url> [--force]
+             first write a complete config file (every setting at its default); an existing one is kept
+             unless --force
+  install <folder-or-files...> [--force]
+           install what the console gave at enrolment (device-cert.pem, device-chain.pem, server-ca.pem,
+           authority-root.pem, or the folder they were downloaded to): checks the certificate is for this
+           player's key and issued by the chain, then writes the files to the config's paths and the device id
+           (from the certificate) into the config; nothing is written when a check fails (exit 1). --force
+           replaces a different device_id (the player was enrolled anew)
   status   show identity, certificate expiry, queue depth, last successful send, clock offset, a stuck batch,
-           records set aside, database size, free space and retention  [--json]; exit 1 when the player cannot work
-           as it is (certificate, shipping stopped or stuck, disk below its hard threshold)
-  run      run the agent until interrupted
+           records set aside, database size, free space and retention, times in local time  [--json: UTC];
+           exit 1 when the player cannot work as it is (certificate, shipping stopped or stuck, disk below its
+           hard threshold), exit 3 when it is not enrolled (no device_id)
+  run      run the agent until interrupted; logs one start-up summary line first
 
-The config file defaults to $AGENT_CONFIG, else ./agent.json.
+The config file defaults to $AGENT_CONFIG, else agent.json. It and relative paths given on the command line are
+taken from $INIT_CWD when set (the folder \`npm run agent -- ...\` was typed in), else the current folder.
+Exit codes: 0 ok, 1 the player cannot work or a check refused, 2 bad arguments or config, 3 not enrolled.
 `;
 
-const COMMANDS = ['init', 'status', 'run'];
+const COMMANDS = ['init', 'install', 'status', 'run'];
+
+/** `agent status` when the config holds no device_id: the player was never enrolled (or not installed yet). */
+export const EXIT_NOT_ENROLLED = 3;
+
+/**
+ * Where the user is: npm runs scripts from the package root but sets INIT_CWD to the folder it was typed in, so
+ * `npm run agent -- init` in /srv/player finds /srv/player/agent.json, not the repository's.
+ */
+function userDir(): string {
+  const initCwd = process.env['INIT_CWD'];
+  return initCwd && initCwd.length > 0 ? initCwd : process.cwd();
+}
 
 function parseCommandLine(argv: string[]) {
   return parseArgs({
@@ -29,6 +55,12 @@ function parseCommandLine(argv: string[]) {
       config: { type: 'string', short: 'c' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
+      force: { type: 'boolean', default: false },
+      'write-config': { type: 'boolean', default: false },
+      structure: { type: 'string' },
+      'agents-url': { type: 'string' },
+      'devices-url': { type: 'string' },
+      'verify-url': { type: 'string' },
     },
   });
 }
@@ -54,8 +86,36 @@ export async function main(
   }
   if (!command) return usage(err, 'no command given');
   if (!COMMANDS.includes(command)) return usage(err, `unknown command "${command}"`);
-  if (extra.length > 0) return usage(err, `${command} takes no arguments (got "${extra.join(' ')}")`);
-  const configPath = resolve(values.config ?? process.env['AGENT_CONFIG'] ?? 'agent.json');
+  if (command === 'install') {
+    if (extra.length === 0) return usage(err, 'install needs the files the console gave, or their folder');
+  } else if (extra.length > 0) {
+    return usage(err, `${command} takes no arguments (got "${extra.join(' ')}")`);
+  }
+  const here = userDir();
+  const configPath = resolve(here, values.config ?? (process.env['AGENT_CONFIG'] || 'agent.json'));
+  if (values['write-config']) {
+    if (command !== 'init') return usage(err, '--write-config goes with init');
+    const missing = ['structure', 'agents-url', 'devices-url', 'verify-url'].filter(
+      (name) => !values[name as 'structure'],
+    );
+    if (missing.length > 0) {
+      return usage(err, `init --write-config needs ${missing.map((name) => `--${name}`).join(', ')}`);
+    }
+    if (existsSync(configPath) && !values.force) {
+      err(`agent: ${configPath} exists; it was kept (--force to replace it)
+`);
+      return 1;
+    }
+    const template = configTemplate({
+      structure: values.structure!,
+      agentsUrl: values['agents-url']!,
+      devicesUrl: values['devices-url']!,
+      verifyUrl: values['verify-url']!,
+    });
+    mkdirSync(dirname(configPath), { recursive: true });
+    writeFileSync(configPath, `${JSON.stringify(template, null, 2)}\n`);
+    out(`Wrote ${configPath} (every setting at its default).\n`);
+  }
   const config = loadConfig(configPath);
   // `run` logs them at start (createAgent); here the technician who just edited the file sees them at once.
   if (command !== 'run') {
@@ -81,13 +141,55 @@ export async function main(
           '',
           config.deviceId
             ? `device_id is set (${config.deviceId}).`
-            : 'Then write the device id the console shows into "device_id" in the config file.',
+            : 'Then download the files the console gives (certificate, chain, server CA, authority root) and run\n' +
+              '  agent install <the folder they are in>\n' +
+              'which checks them, puts them in place and writes the device id into the config file.',
+          '',
+        ].join('\n'),
+      );
+      return 0;
+    }
+    case 'install': {
+      const files = findInstallFiles(extra.map((path) => resolve(here, path)));
+      let result: ReturnType<typeof installEnrolment>;
+      try {
+        result = installEnrolment(config, files, { now: new Date(), force: values.force });
+      } catch (error) {
+        if (error instanceof AgentError && error.code === 'install_refused') {
+          err(`agent: refused, nothing was written: ${error.message}\n`);
+          return 1;
+        }
+        throw error;
+      }
+      out(
+        [
+          `Installed device ${result.deviceId}: certificate serial ${result.certificate.serialHex}, expires ${formatLocalTime(result.certificate.notAfter)}.`,
+          ...result.written.map((path) => `  wrote ${path}`),
+          ...(files.chain ? [] : ['  (no chain given: the one in place was kept)']),
+          'Next: agent status, then agent run.',
           '',
         ].join('\n'),
       );
       return 0;
     }
     case 'status': {
+      if (!config.deviceId) {
+        // Before `agent install` the authority root and the certificate are not there yet: nothing else to read.
+        const text = [
+          'device:          (not enrolled: device_id not set)',
+          `structure:       ${config.structure}`,
+          existsSync(config.keyFile)
+            ? 'next:            enrol the key `agent init` printed in the console, then `agent install <the downloaded files>`'
+            : 'next:            `agent init` (creates the device key), enrol it in the console, then `agent install`',
+          '',
+        ].join('\n');
+        out(
+          values.json
+            ? `${JSON.stringify({ device_id: null, structure: config.structure, enrolled: false }, null, 2)}\n`
+            : text,
+        );
+        return EXIT_NOT_ENROLLED;
+      }
       const status = await readStatus(config);
       out(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
       // Non-zero whenever the player cannot work as it is: a technician's script checks the exit status. A stuck
@@ -103,8 +205,10 @@ export async function main(
         : 0;
     }
     case 'run': {
-      const agent = await createAgent({ config, logger: jsonLogger() });
+      const logger = jsonLogger();
+      const agent = await createAgent({ config, logger });
       await agent.start();
+      logger.info(startupSummary(agent.status(), config), 'agent started');
       await new Promise<void>((resolveStop) => {
         const stop = () => resolveStop();
         process.once('SIGINT', stop);
@@ -123,14 +227,51 @@ function usage(err: (text: string) => void, problem: string): number {
   return 2;
 }
 
+/**
+ * A time as the technician's clock shows it, with the zone: `2026-11-20 11:01:00 +05:00`. The player's own time
+ * zone (TZ, else the system's); --json keeps UTC ISO strings for scripts.
+ */
+export function formatLocalTime(at: Date | string): string {
+  const date = typeof at === 'string' ? new Date(at) : at;
+  if (Number.isNaN(date.getTime())) return String(at);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  const offset = -date.getTimezoneOffset();
+  const zone = `${offset < 0 ? '-' : '+'}${pad(Math.floor(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`;
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())} ${zone}`;
+}
+
+/** The one line `agent run` logs once started: what a technician checks first in a log. */
+export function startupSummary(status: AgentStatus, config: AgentConfig): Record<string, unknown> {
+  const certificate = status.identity.certificate;
+  return {
+    device_id: status.device_id,
+    structure: status.structure,
+    agents_url: config.agentsUrl,
+    devices_url: config.devicesUrl,
+    verify_url: config.verifyUrl,
+    // Certificate channel (mTLS to the devices host) while the certificate is usable, else the signed channel.
+    channel:
+      certificate && (certificate.state === 'valid' || certificate.state === 'renewal_due')
+        ? 'certificate'
+        : 'signed',
+    queue_depth: status.queue.depth,
+    media: status.media,
+    certificate_not_after: certificate?.not_after ?? null,
+    certificate_days_left: certificate?.days_left ?? null,
+    revocation_list_version: status.revocation_list_version,
+    mode: status.mode,
+  };
+}
+
 export function formatStatus(status: AgentStatus): string {
+  const t = formatLocalTime;
   const certificate = status.identity.certificate;
   const lines = [
     `device:          ${status.device_id ?? '(not enrolled: device_id not set)'}`,
     `structure:       ${status.structure}`,
     `public key:      sha256 ${status.identity.public_key_sha256}`,
     certificate
-      ? `certificate:     ${certificate.state.toUpperCase()} serial ${certificate.serial}, expires ${certificate.not_after} (${certificate.days_left} days)`
+      ? `certificate:     ${certificate.state.toUpperCase()} serial ${certificate.serial}, expires ${t(certificate.not_after)} (${certificate.days_left} days)`
       : 'certificate:     none (signed channel only)',
   ];
   if (certificate?.state === 'expired') {
@@ -143,17 +284,17 @@ export function formatStatus(status: AgentStatus): string {
   if (status.identity.renewal) lines.push(`renewal:         ${status.identity.renewal.state}`);
   lines.push(
     `queue:           ${status.queue.depth} records not yet acknowledged (last seq ${status.queue.last_seq})`,
-    `last send:       ${status.shipping.lastSend ? `${status.shipping.lastSend.at} (batch ${status.shipping.lastSend.batch_seq})` : 'never'}`,
+    `last send:       ${status.shipping.lastSend ? `${t(status.shipping.lastSend.at)} (batch ${status.shipping.lastSend.batch_seq})` : 'never'}`,
   );
   if (status.shipping.alert) {
     lines.push(
-      `SHIPPING STOPPED: ${status.shipping.alert.status} ${status.shipping.alert.code} on batch ${status.shipping.alert.batch_seq} at ${status.shipping.alert.at}`,
+      `SHIPPING STOPPED: ${status.shipping.alert.status} ${status.shipping.alert.code} on batch ${status.shipping.alert.batch_seq} at ${t(status.shipping.alert.at)}`,
     );
   }
   const stuck = status.shipping.stuck;
   if (stuck) {
     lines.push(
-      `STUCK:           batch ${stuck.batch_seq} (${stuck.records} records) failing since ${stuck.since}: ${stuck.attempts} sends, ${stuck.failures} failed (${stuck.server_errors} answered 5xx); last: ${stuck.last_answer ?? 'unknown'}`,
+      `STUCK:           batch ${stuck.batch_seq} (${stuck.records} records) failing since ${t(stuck.since)}: ${stuck.attempts} sends, ${stuck.failures} failed (${stuck.server_errors} answered 5xx); last: ${stuck.last_answer ?? 'unknown'}`,
       '                 the records behind it wait; it is resent with backoff (see apps/agent/README.md, "Nothing resent forever")',
     );
   }
@@ -164,7 +305,7 @@ export function formatStatus(status: AgentStatus): string {
     );
     for (const record of setAside.newest) {
       lines.push(
-        `                 seq ${record.seq} ${record.kind} logged ${record.logged_at}, set aside ${record.set_aside_at}: ${record.reason}`,
+        `                 seq ${record.seq} ${record.kind} logged ${t(record.logged_at)}, set aside ${t(record.set_aside_at)}: ${record.reason}`,
       );
     }
   }
@@ -239,14 +380,14 @@ function storageLines(status: AgentStatus): string[] {
   if (disk.write_failure) lines.push(`                 a write failed: ${disk.write_failure}`);
   lines.push(
     oldest
-      ? `oldest unacked:  seq ${oldest.seq}, logged ${oldest.logged_at} (${formatAge(oldest.age_seconds)} ago)`
+      ? `oldest unacked:  seq ${oldest.seq}, logged ${formatLocalTime(oldest.logged_at)} (${formatAge(oldest.age_seconds)} ago)`
       : 'oldest unacked:  none (every record answered by the platform)',
     `retention:       answered batches kept ${days(retention.keep_acknowledged_ms)}, records set aside ${days(retention.keep_set_aside_ms)}; ${retention.kept.records} records in ${retention.kept.batches} batches kept`,
   );
   const last = retention.last_prune;
   lines.push(
     last
-      ? `                 last pass ${last.at}: ${last.records} records in ${last.batches} batches removed, ${formatBytes(last.bytes_freed)} given back${last.under_pressure ? ' (disk pressure: answered history kept one day only)' : ''}`
+      ? `                 last pass ${formatLocalTime(last.at)}: ${last.records} records in ${last.batches} batches removed, ${formatBytes(last.bytes_freed)} given back${last.under_pressure ? ' (disk pressure: answered history kept one day only)' : ''}`
       : '                 no retention pass yet',
   );
   return lines;

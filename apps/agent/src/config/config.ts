@@ -419,3 +419,55 @@ function asObject(value: unknown, path: string, problems: string[]): Record<stri
   problems.push(`${path || 'config'} must be an object`);
   return {};
 }
+
+/**
+ * `agent init --write-config`: a complete agent.json with every setting at its default (so a technician sees what
+ * can be set, with the spelling the parser reads) and the platform addresses given. `device_id` stays null until
+ * `agent install` takes it from the certificate the console issued; `server_ca_file` stays null (system roots) until
+ * `agent install` is given the console's server-ca.pem.
+ */
+export function configTemplate(args: {
+  structure: string;
+  agentsUrl: string;
+  devicesUrl: string;
+  verifyUrl: string;
+}): Record<string, unknown> {
+  const d = CONFIG_DEFAULTS;
+  return {
+    device_id: null,
+    structure: args.structure,
+    platform: { agents_url: args.agentsUrl, devices_url: args.devicesUrl, verify_url: args.verifyUrl },
+    data_dir: 'data',
+    media_dir: 'media',
+    authority_root_file: 'authority-root.pem',
+    server_ca_file: null,
+    key_file: 'data/device-key.pem',
+    certificate_file: 'data/device-cert.pem',
+    ca_chain_file: 'data/device-chain.pem',
+    board: 'none',
+    image_duration_ms: d.imageDurationMs,
+    shipping: {
+      min_interval_ms: d.shipping.minIntervalMs,
+      idle_interval_ms: d.shipping.idleIntervalMs,
+      backoff_base_ms: d.shipping.backoffBaseMs,
+      backoff_cap_ms: d.shipping.backoffCapMs,
+    },
+    revocation_refresh_ms: d.revocationRefreshMs,
+    renewal_check_ms: d.renewalCheckMs,
+    media_recheck_ms: d.mediaRecheckMs,
+    offline_after_ms: d.offlineAfterMs,
+    max_clock_correction_ms: d.maxClockCorrectionMs,
+    media_stability_ms: d.mediaStabilityMs,
+    sidecar_grace_ms: d.sidecarGraceMs,
+    retention: {
+      keep_acknowledged_ms: d.retention.keepAcknowledgedMs,
+      keep_set_aside_ms: d.retention.keepSetAsideMs,
+      prune_interval_ms: d.retention.pruneIntervalMs,
+    },
+    disk: {
+      warn_free_bytes: d.disk.warnFreeBytes,
+      hard_free_bytes: d.disk.hardFreeBytes,
+      check_interval_ms: d.disk.checkIntervalMs,
+    },
+  };
+}
