@@ -26,7 +26,7 @@ commands:
            records set aside, database size, free space and retention, times in local time  [--json: UTC];
            exit 1 when the player cannot work as it is (certificate, shipping stopped or stuck, disk below its
            hard threshold), exit 3 when it is not enrolled (no device_id)
-  run      run the agent until interrupted; logs one start-up summary line first
+  run      run the agent until interrupted; logs one start-up summary line once started
 
 The config file defaults to $AGENT_CONFIG, else agent.json. It and relative paths given on the command line are
 taken from $INIT_CWD when set (the folder \`npm run agent -- ...\` was typed in), else the current folder.
