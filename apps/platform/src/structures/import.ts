@@ -3,7 +3,13 @@ import type { PlatformContext } from '../context.js';
 import { type Db, type DbClient, withTransaction } from '../db/pool.js';
 import { validationFailed } from '../http/problem.js';
 import { STRUCTURE_COLUMNS, type StructureRow } from './repository.js';
-import { coordinateErrors, type StructureFields, StructureRow as StructureRowSchema } from './schema.js';
+import { SCREEN_ID_FIELDS, screenIdViolation } from './identifiers.js';
+import {
+  coordinateErrors,
+  type StructureFields,
+  StructureRow as StructureRowSchema,
+  venueTypeErrors,
+} from './schema.js';
 
 /** Structures belong to operators: the organisation must exist and be one. `path` names the field in the body. */
 export async function operatorErrors(
@@ -37,9 +43,18 @@ export interface ImportAnswer {
   items: ImportItem[];
 }
 
-/** A row as stored: what an existing structure must equal for the row to be "unchanged". */
+/**
+ * A row as stored: what an existing structure must equal for the row to be "unchanged". The venue type and screen
+ * identifiers are compared only where the row gives them: a file without those columns says nothing about them (they
+ * may have been set since in the console), and an import never changes a stored structure.
+ */
 function sameStructure(existing: StructureRow, organisationId: string, row: StructureFields): boolean {
+  const given = <K extends 'venue_type_id' | 'openooh_screen_id' | 'geopath_spot_id'>(k: K) =>
+    row[k] === undefined || existing[k] === row[k];
   return (
+    given('venue_type_id') &&
+    given('openooh_screen_id') &&
+    given('geopath_spot_id') &&
     existing.organisation_id === organisationId &&
     existing.district === row.district &&
     existing.format === row.format &&
@@ -71,7 +86,10 @@ export async function importStructures(
       ...e,
       path: `${prefix}${e.path}`,
     }));
-    if (found.length === 0) found.push(...coordinateErrors(raw as StructureFields, prefix));
+    if (found.length === 0) {
+      found.push(...coordinateErrors(raw as StructureFields, prefix));
+      found.push(...venueTypeErrors((raw as StructureFields).venue_type_id, prefix));
+    }
     errors.push(...found);
     return found.length === 0 ? (raw as StructureFields) : null;
   });
@@ -90,6 +108,38 @@ export async function importStructures(
       });
     }
   });
+
+  // A screen identifier twice in the file, or held by an active structure other than the row's own: one screen is
+  // one structure.
+  for (const field of SCREEN_ID_FIELDS) {
+    const firstRowOfId = new Map<string, number>();
+    rows.forEach((row, index) => {
+      const value = row?.[field];
+      if (value === undefined) return;
+      const first = firstRowOfId.get(value);
+      if (first === undefined) firstRowOfId.set(value, index);
+      else {
+        errors.push({
+          path: `/structures/${index}/${field}`,
+          code: 'duplicate',
+          message: `${field} ${value} is also in row ${first}`,
+        });
+      }
+    });
+    const { rows: holders } = await ctx.db.query<{ code: string; value: string }>(
+      `SELECT code, ${field} AS value FROM structures WHERE ${field} = ANY($1::text[]) AND retired_at IS NULL`,
+      [[...firstRowOfId.keys()]],
+    );
+    for (const holder of holders) {
+      const index = firstRowOfId.get(holder.value)!;
+      if (rows[index]!.code === holder.code) continue;
+      errors.push({
+        path: `/structures/${index}/${field}`,
+        code: 'duplicate',
+        message: `${field} ${holder.value} is held by structure ${holder.code}`,
+      });
+    }
+  }
 
   const codes = [...firstRowOfCode.keys()];
   const { rows: existingRows } = await ctx.db.query<StructureRow>(
@@ -141,24 +191,37 @@ export async function importStructures(
 
   const toStore = created.map((i) => rows[i.index]!);
   const stored = await withTransaction(ctx.db, async (client) => {
-    const { rows: inserted } = await client.query<{ id: string; code: string }>(
-      `INSERT INTO structures (organisation_id, code, district, format, address, lat, lon, created_at)
-       SELECT $1, r.code, r.district, r.format, r.address, r.lat, r.lon, $8
-         FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::float8[])
-              AS r(code, district, format, address, lat, lon)
+    const { rows: inserted } = await client
+      .query<{ id: string; code: string }>(
+        `INSERT INTO structures (organisation_id, code, district, format, address, lat, lon, created_at,
+                               venue_type_id, openooh_screen_id, geopath_spot_id)
+       SELECT $1, r.code, r.district, r.format, r.address, r.lat, r.lon, $8, r.venue, r.screen, r.spot
+         FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::float8[], $9::int[],
+                     $10::text[], $11::text[])
+              AS r(code, district, format, address, lat, lon, venue, screen, spot)
        ON CONFLICT (code) DO NOTHING
        RETURNING id, code`,
-      [
-        organisationId,
-        toStore.map((r) => r.code),
-        toStore.map((r) => r.district),
-        toStore.map((r) => r.format),
-        toStore.map((r) => r.address ?? null),
-        toStore.map((r) => r.lat ?? null),
-        toStore.map((r) => r.lon ?? null),
-        ctx.clock.now(),
-      ],
-    );
+        [
+          organisationId,
+          toStore.map((r) => r.code),
+          toStore.map((r) => r.district),
+          toStore.map((r) => r.format),
+          toStore.map((r) => r.address ?? null),
+          toStore.map((r) => r.lat ?? null),
+          toStore.map((r) => r.lon ?? null),
+          ctx.clock.now(),
+          toStore.map((r) => r.venue_type_id ?? null),
+          toStore.map((r) => r.openooh_screen_id ?? null),
+          toStore.map((r) => r.geopath_spot_id ?? null),
+        ],
+      )
+      .catch((error: unknown) => {
+        // A screen identifier taken meanwhile by another request: the file's fault to correct, nothing stored.
+        const fieldError = screenIdViolation(error);
+        if (fieldError)
+          throw validationFailed([fieldError], 'a screen identifier was taken meanwhile; nothing was stored');
+        throw error;
+      });
     const ids = new Map(inserted.map((r) => [r.code, r.id]));
     const missing = created.filter((i) => !ids.has(i.code));
     if (missing.length === 0) return { ids, meanwhile: new Set<string>() };

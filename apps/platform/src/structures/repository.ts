@@ -10,9 +10,14 @@ export interface StructureRow {
   lat: number | null;
   lon: number | null;
   retired_at: Date | null;
+  venue_type_id: number | null;
+  openooh_screen_id: string | null;
+  geopath_spot_id: string | null;
 }
 
-export const STRUCTURE_COLUMNS = 'id, organisation_id, code, district, format, address, lat, lon, retired_at';
+export const STRUCTURE_COLUMNS =
+  'id, organisation_id, code, district, format, address, lat, lon, retired_at, venue_type_id, openooh_screen_id, ' +
+  'geopath_spot_id';
 
 export async function structuresByIds(
   db: Db | DbClient,
@@ -62,5 +67,9 @@ export function structureView(row: StructureRow) {
     lat: row.lat,
     lon: row.lon,
     retired_at: row.retired_at ? row.retired_at.toISOString() : null,
+    // issue 20 item 3: the OpenOOH venue type (1.2 enumeration id) and the screen's ids in other systems, or null.
+    venue_type_id: row.venue_type_id,
+    openooh_screen_id: row.openooh_screen_id,
+    geopath_spot_id: row.geopath_spot_id,
   };
 }

@@ -6,14 +6,18 @@ import type { Feature } from '../features.js';
 import { validationFailed } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { isUuid, notFound, pathUuid } from '../shared/ids.js';
+import { patchIdentifiers, screenIdErrors, screenIdViolation } from './identifiers.js';
 import { importStructures, operatorErrors } from './import.js';
 import { STRUCTURE_COLUMNS, type StructureRow, structuresByIds, structureView } from './repository.js';
 import {
   coordinateErrors,
   StructureBody,
   STRUCTURE_IMPORT_MAX_BYTES,
+  StructureIdentifiersPatch,
   StructureImportBody,
+  venueTypeErrors,
 } from './schema.js';
+import { venueTaxonomy } from './venue-taxonomy.js';
 
 const SetBody = Type.Object(
   {
@@ -40,6 +44,9 @@ const SUBMITTER_READ = {
 export const structuresFeature: Feature = {
   name: 'structures',
   api(app, ctx) {
+    // Read at startup, as a missing or broken taxonomy file is a fault of the installation, not of a request.
+    venueTaxonomy();
+
     app.post<{ Body: StructureBody }>(
       '/api/v1/console/structures',
       { config: { auth: AUTHORITY_ADMIN }, schema: { body: StructureBody } },
@@ -48,12 +55,15 @@ export const structuresFeature: Feature = {
         const errors: FieldError[] = [
           ...(await operatorErrors(ctx.db, b.organisation_id)),
           ...coordinateErrors(b),
+          ...venueTypeErrors(b.venue_type_id),
+          ...(await screenIdErrors(ctx.db, b)),
         ];
         if (errors.length > 0) throw validationFailed(errors);
         try {
           const { rows } = await ctx.db.query<StructureRow>(
-            `INSERT INTO structures (organisation_id, code, district, format, address, lat, lon, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${STRUCTURE_COLUMNS}`,
+            `INSERT INTO structures (organisation_id, code, district, format, address, lat, lon, created_at,
+                                     venue_type_id, openooh_screen_id, geopath_spot_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING ${STRUCTURE_COLUMNS}`,
             [
               b.organisation_id,
               b.code,
@@ -63,10 +73,15 @@ export const structuresFeature: Feature = {
               b.lat ?? null,
               b.lon ?? null,
               ctx.clock.now(),
+              b.venue_type_id ?? null,
+              b.openooh_screen_id ?? null,
+              b.geopath_spot_id ?? null,
             ],
           );
           return reply.code(201).send(structureView(rows[0]!));
         } catch (error) {
+          const screenId = screenIdViolation(error);
+          if (screenId) throw validationFailed([screenId]);
           if (isUniqueViolation(error)) {
             throw validationFailed([
               { path: '/code', code: 'duplicate', message: `structure code ${b.code} is taken` },
@@ -87,6 +102,13 @@ export const structuresFeature: Feature = {
         schema: { body: StructureImportBody },
       },
       async (request) => importStructures(ctx, request.body),
+    );
+
+    // The venue type and screen identifiers of one structure (identifiers.ts says what may change and when).
+    app.patch<{ Params: { id: string }; Body: StructureIdentifiersPatch }>(
+      '/api/v1/console/structures/:id',
+      { config: { auth: AUTHORITY_ADMIN }, schema: { body: StructureIdentifiersPatch } },
+      async (request) => patchIdentifiers(ctx, pathUuid(request.params.id, 'structure'), request.body),
     );
 
     app.post<{ Params: { id: string } }>(

@@ -81,6 +81,9 @@ describe('importing structures', () => {
       lat: 43.2,
       lon: 76.9,
       retired_at: null,
+      venue_type_id: null,
+      openooh_screen_id: null,
+      geopath_spot_id: null,
     });
     expect(byCode.get('IMP-0002')).toMatchObject({ address: null, lat: null, lon: null });
 
