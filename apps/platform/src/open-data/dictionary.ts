@@ -1,9 +1,10 @@
+import { Type } from '@sinclair/typebox';
 import {
   DAYPARTS,
-  type DictionaryCode,
+  DictionaryCode,
   type DictionaryEntry,
   type LocalizedText,
-  type OpenDataDictionary,
+  OpenDataDictionary,
 } from '@ooh/protocol';
 import type { DisclosureRules } from './disclosure.js';
 
@@ -173,9 +174,15 @@ const COLUMN_TEXTS: Record<(typeof COLUMNS)[number], LocalizedText> = {
     'Аудан коды (codes.district бөлімін қараңыз); барлық аудандар бойынша қорытындыда бос.',
   ),
   format: text(
-    'Structure format code (see codes.format); empty in a total over all formats.',
-    'Код формата конструкции (см. codes.format); пуст в итоге по всем форматам.',
-    'Құрылым форматының коды (codes.format бөлімін қараңыз); барлық форматтар бойынша қорытындыда бос.',
+    'Structure format code (see codes.format); empty in a total over all formats. Each entry of codes.format ' +
+      'gives openooh_venue_type_id: the OpenOOH Venue Taxonomy 1.2 venue type the format is (for example 301 ' +
+      'Billboard, 302 Urban Panel, 304 Spectacular), or null where the format does not say where a screen stands.',
+    'Код формата конструкции (см. codes.format); пуст в итоге по всем форматам. Каждая запись codes.format ' +
+      'содержит openooh_venue_type_id: тип места по OpenOOH Venue Taxonomy 1.2, которому соответствует формат ' +
+      '(например, 301 Billboard, 302 Urban Panel, 304 Spectacular), или null, если формат не говорит, где стоит экран.',
+    'Құрылым форматының коды (codes.format бөлімін қараңыз); барлық форматтар бойынша қорытындыда бос. ' +
+      'codes.format әр жазбасында openooh_venue_type_id бар: форматқа сәйкес OpenOOH Venue Taxonomy 1.2 орын түрі ' +
+      '(мысалы, 301 Billboard, 302 Urban Panel, 304 Spectacular) немесе формат экранның қайда тұрғанын айтпаса, null.',
   ),
   daypart: text(
     'Daypart code (see codes.daypart): the part of the day, Almaty local time, in which the play started.',
@@ -273,6 +280,46 @@ const FORMAT_NAMES: Record<string, LocalizedText> = {
   supersite: text('Supersite', 'Суперсайт', 'Суперсайт'),
 };
 
+/**
+ * Our format codes as OpenOOH Venue Taxonomy 1.2 venue types (issue 20 item 3), published on each codes.format entry
+ * as `openooh_venue_type_id` (a field added to the spec's entry, nothing of it changed): a billboard is 301
+ * Billboard; a supersite and a media facade are large screens at prime places, 304 Spectacular; a city light and a
+ * lightbox are pedestrian panels of the street, 302 Urban Panel. `digital` and `led` say how a screen shows, not
+ * where it stands, and OpenOOH assigns no screen to the parent 3 Outdoor alone: they, and any other code, are null,
+ * and the structure's own venue_type_id is what classifies it.
+ */
+export const FORMAT_VENUE_TYPES: Readonly<Record<string, number>> = {
+  billboard: 301,
+  supersite: 304,
+  mediafacade: 304,
+  citylight: 302,
+  lightbox: 302,
+};
+
+/** A format code of the dictionary, with its OpenOOH venue type or null. */
+export type FormatCode = DictionaryCode & { openooh_venue_type_id: number | null };
+
+/**
+ * The dictionary as served: the spec's OpenDataDictionary with `openooh_venue_type_id` on codes.format entries (the
+ * response schema keeps what it names, so the added field is named here).
+ */
+export const PublishedDictionary = Type.Object({
+  ...OpenDataDictionary.properties,
+  codes: Type.Object({
+    ...OpenDataDictionary.properties.codes.properties,
+    format: Type.Array(
+      Type.Object({
+        ...DictionaryCode.properties,
+        openooh_venue_type_id: Type.Union([Type.Integer(), Type.Null()]),
+      }),
+    ),
+  }),
+});
+
+export function formatCode(code: string): FormatCode {
+  return { ...named(code, FORMAT_NAMES), openooh_venue_type_id: FORMAT_VENUE_TYPES[code] ?? null };
+}
+
 function named(code: string, names: Record<string, LocalizedText>): DictionaryCode {
   return { code, name: names[code] ?? text(code, code, code) };
 }
@@ -338,7 +385,7 @@ export function buildDictionary(input: DictionaryInput): OpenDataDictionary {
     statuses: STATUSES.map((code) => ({ code, description: STATUS_TEXTS[code] })),
     codes: {
       district: input.districts.map((code) => named(code, DISTRICT_NAMES)),
-      format: input.formats.map((code) => named(code, FORMAT_NAMES)),
+      format: input.formats.map(formatCode),
       daypart: daypartCodes(),
     },
     disclosure: {

@@ -1,4 +1,4 @@
-import { isCalendarMonth, OpenDataDictionary, formatAlmaty } from '@ooh/protocol';
+import { isCalendarMonth, formatAlmaty } from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RouteAuth } from '../auth/principal.js';
@@ -6,7 +6,7 @@ import type { PlatformContext } from '../context.js';
 import type { Feature } from '../features.js';
 import { ProblemError } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
-import { buildDictionary } from './dictionary.js';
+import { buildDictionary, PublishedDictionary } from './dictionary.js';
 import { buildDueReleases } from './release.js';
 import {
   listReleases,
@@ -127,7 +127,8 @@ export function createOpenDataFeature(options: OpenDataFeatureOptions = {}): Fea
       // spec: GET {verify_url}/v1/open/dictionary.json — "Public, no credentials. Response 200: OpenDataDictionary".
       app.get(
         '/v1/open/dictionary.json',
-        { schema: { response: { 200: OpenDataDictionary } } },
+        // The spec's OpenDataDictionary, with the OpenOOH venue type of each format code added (issue 20 item 3).
+        { schema: { response: { 200: PublishedDictionary } } },
         async (_request, reply) => {
           const settings = await readSettings(ctx.db);
           if (!settings.published)
