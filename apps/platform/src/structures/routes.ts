@@ -43,6 +43,24 @@ const SUBMITTER_READ = {
 
 export const structuresFeature: Feature = {
   name: 'structures',
+  // The OpenOOH Venue Taxonomy shipped with the platform: public reference data, as the IAB categories are.
+  apiPublic(app) {
+    app.get('/api/v1/venue-types', async (_request, reply) => {
+      const taxonomy = venueTaxonomy();
+      reply.header('cache-control', 'public, max-age=3600');
+      return {
+        taxonomy: 'OpenOOH Venue Taxonomy',
+        version: taxonomy.version,
+        source: taxonomy.source,
+        items: taxonomy.all.map((v) => ({
+          id: v.id,
+          parent_id: v.parent_id,
+          name: v.name,
+          deprecated: v.deprecated,
+        })),
+      };
+    });
+  },
   api(app, ctx) {
     // Read at startup, as a missing or broken taxonomy file is a fault of the installation, not of a request.
     venueTaxonomy();

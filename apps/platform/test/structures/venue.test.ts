@@ -357,3 +357,19 @@ describe('migration 075_structure_venue', () => {
     }
   });
 });
+
+describe('GET /api/v1/venue-types', () => {
+  test('the shipped taxonomy, public reference data', async () => {
+    const res = await p.servers.api.inject({ method: 'GET', url: '/api/v1/venue-types' });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body).toMatchObject({ taxonomy: 'OpenOOH Venue Taxonomy', version: '1.2.1' });
+    expect(body.items).toContainEqual({ id: 301, parent_id: 3, name: 'Billboard', deprecated: false });
+    expect(body.items).toContainEqual({
+      id: 104,
+      parent_id: 1,
+      name: 'Taxi & Rideshare Top',
+      deprecated: true,
+    });
+  });
+});
