@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { PlatformContext } from './context.js';
+import { adManagementFeature } from './ad-management/routes.js';
 import { alertsFeature } from './alerts/routes.js';
 import { approvalsFeature } from './approvals/routes.js';
 import { authorityFeature } from './authority/routes.js';
@@ -51,6 +52,7 @@ export const FEATURES: Feature[] = [
   openDataFeature,
   cityEventsFeature,
   alertsFeature,
+  adManagementFeature,
   reportsFeature,
   sessionsFeature,
   consoleWebFeature,

@@ -6,6 +6,8 @@ export const SCOPES = [
   'write:submissions',
   'read:submissions',
   'read:creatives',
+  // Ad Management API view of the organisation's own programmatic submissions (src/ad-management/README.md).
+  'read:ads',
   'write:plays',
   'console:admin',
   'console:fleet',

@@ -3,9 +3,15 @@ import { type Db, type DbClient, withTransaction } from '../db/pool.js';
 
 /**
  * Event types the platform raises (spec Events: "A city event named declared_vs_actual ..."; fleet alerts, issue "A
- * newcomer's two commands ... and an operator's first day", item 5: docs/alerts.md).
+ * newcomer's two commands ... and an operator's first day", item 5: docs/alerts.md; ad_audit_changed, the Ad
+ * Management API webhook of an exchange partner's own programmatic submissions: src/ad-management/README.md).
  */
-export const EVENT_TYPES = ['declared_vs_actual', 'alert_opened', 'alert_resolved'] as const;
+export const EVENT_TYPES = [
+  'declared_vs_actual',
+  'alert_opened',
+  'alert_resolved',
+  'ad_audit_changed',
+] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /**
@@ -13,6 +19,12 @@ export type EventType = (typeof EVENT_TYPES)[number];
  * city-wide ones (declared_vs_actual, about submissions of advertisers) stay the authority's.
  */
 export const OPERATOR_EVENT_TYPES: readonly EventType[] = ['alert_opened', 'alert_resolved'];
+
+/**
+ * The types an exchange partner (scope read:ads) subscribes to through /api/v1/ads/webhooks: the audit changes of
+ * its own programmatic submissions, delivered to it only.
+ */
+export const PARTNER_EVENT_TYPES: readonly EventType[] = ['ad_audit_changed'];
 
 // ---------------------------------------------------------------------------------------------------------
 // Settings
