@@ -1,5 +1,5 @@
 import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
-import { mkdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { es256Sign, exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypto';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -11,7 +11,7 @@ import { AUTHORITY_NAME, bootstrap } from '../../src/bootstrap.js';
 import { runSealScheduler } from '../../src/seals/index.js';
 import { png } from '../approvals/media-fixtures.js';
 import { apiCall } from '../support/platform.js';
-import { agentInit } from './agent-init.js';
+import { agentCommand, agentInit } from './agent-init.js';
 import {
   ARTIFACTS,
   type ConsolePlatform,
@@ -48,12 +48,15 @@ const MEDIA_SHA256 = createHash('sha256').update(MEDIA).digest('hex');
 const CSV_ROWS = 300;
 
 let browser: Browser;
+/** The players' folders `agent init` made, removed at the end. */
+const onTheBench: string[] = [];
 
 beforeAll(async () => {
   browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
+  for (const dir of onTheBench) await rm(dir, { recursive: true, force: true });
 });
 
 /** The console's text of `key` in `language`, as the page shows it (numbers in the language's format). */
@@ -408,8 +411,9 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
     await signIn(page, operatorEmail);
     await page.getByRole('heading', { name: t('submissions.title'), level: 1 }).waitFor();
     await nav(page, 'nav.fleet', 'fleet.title');
-    const init = await agentInit('ALM-0002');
+    const init = await agentInit('ALM-0002', { keep: true });
     state.agentKeyPem = init.keyPem;
+    onTheBench.push(init.dir!);
     const output = await page.evaluateHandle(`(() => {
       const transfer = new DataTransfer();
       transfer.items.add(new File([${JSON.stringify(init.output)}], 'agent-init.txt', { type: 'text/plain' }));
@@ -450,6 +454,19 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
     const certificate = await download('enrol.downloadCertificate');
     expect(certificate.name).toBe('device-cert.pem');
     expect(new X509Certificate(certificate.text).subject).toContain(state.deviceId);
+
+    // On the player: the four files into one folder, then the one install step the page shows.
+    expect(await page.getByTestId('enrol-install-command').textContent()).toContain(
+      'npm run agent -- install',
+    );
+    const downloads = path.join(init.dir!, 'downloads');
+    await mkdir(downloads);
+    for (const file of [root, serverCa, chain, certificate])
+      await writeFile(path.join(downloads, file.name), file.text);
+    const installed = await agentCommand(['install', downloads, '--config', init.config!]);
+    expect(installed.code, installed.stderr).toBe(0);
+    const agentJson = JSON.parse(await readFile(init.config!, 'utf8')) as { device_id?: string };
+    expect(agentJson.device_id).toBe(state.deviceId);
     await look(page, 'fleet-enrolled');
     expect(errors.get(page)).toEqual([]);
   }, 90_000);

@@ -350,8 +350,7 @@ export const en = {
   'enrol.validUntil': 'valid until {at}',
   'enrol.noCertificate': 'None issued (no CSR was given)',
   'enrol.nextStep': 'Write the device id into “device_id” in the agent’s configuration file.',
-  'enrol.certificateStep':
-    'Put the certificate and the chain into the agent’s data folder as device-cert.pem and device-chain.pem.',
+  'enrol.certificateStep': 'Save the certificate and its chain as device-cert.pem and device-chain.pem.',
   'enrol.downloadCertificate': 'Download the certificate',
   'enrol.downloadChain': 'Download the chain',
   'enrol.showCertificate': 'Show the certificate',
@@ -703,6 +702,11 @@ export const en = {
   'reports.declaredOver': 'Declared (days over)',
   'reports.playsCompared': 'Plays on those days',
   'reports.deviation': 'Difference from declared',
+  'dayone.filesStep': 'Save these files into one folder on the player:',
+  'dayone.installStep': 'Install them in one step, from the player’s folder (with its agent.json):',
+  'dayone.installHint':
+    'It checks that the certificate is for this player’s key and comes from the chain, writes the device id into agent.json and puts each file where the agent reads it; nothing is written when a check fails.',
+  'dayone.byHand': 'Or by hand: the lines of agent.json',
   'reports.slotPlays': 'Authority content',
   'reports.byStructureHint':
     'Each bar is a day; its parts are structures. The dark mark is the sum of the plays declared for that day.',

@@ -349,8 +349,7 @@ export const kk: Dictionary = {
   'enrol.validUntil': '{at} дейін жарамды',
   'enrol.noCertificate': 'Шығарылмады (CSR берілмеді)',
   'enrol.nextStep': 'Құрылғы идентификаторын агенттің баптау файлындағы «device_id» өрісіне жазыңыз.',
-  'enrol.certificateStep':
-    'Сертификат пен тізбекті агенттің деректер қалтасына device-cert.pem және device-chain.pem ретінде салыңыз.',
+  'enrol.certificateStep': 'Сертификат пен тізбекті device-cert.pem және device-chain.pem ретінде сақтаңыз.',
   'enrol.downloadCertificate': 'Сертификатты жүктеп алу',
   'enrol.downloadChain': 'Тізбекті жүктеп алу',
   'enrol.showCertificate': 'Сертификатты көрсету',
@@ -706,6 +705,11 @@ export const kk: Dictionary = {
   'reports.declaredOver': 'Мәлімделген (өткен күндер)',
   'reports.playsCompared': 'Сол күндердегі көрсетілімдер',
   'reports.deviation': 'Мәлімделгеннен ауытқу',
+  'dayone.filesStep': 'Осы файлдарды ойнатқыштағы бір қалтаға сақтаңыз:',
+  'dayone.installStep': 'Оларды ойнатқыш қалтасынан (agent.json жатқан жерден) бір командамен орнатыңыз:',
+  'dayone.installHint':
+    'Команда сертификаттың осы ойнатқыштың кілтіне және тізбекпен берілгенін тексереді, құрылғы идентификаторын agent.json-ға жазады және файлдарды агент оқитын орындарға қояды; тексеру өтпесе, ештеңе жазылмайды.',
+  'dayone.byHand': 'Немесе қолмен: agent.json жолдары',
   'reports.slotPlays': 'Орган материалдары',
   'reports.byStructureHint':
     'Әр баған — бір күн, оның бөліктері — конструкциялар. Қою сызық — сол күнге мәлімделген көрсетілімдердің қосындысы.',

@@ -351,8 +351,7 @@ export const ru: Dictionary = {
   'enrol.validUntil': 'действует до {at}',
   'enrol.noCertificate': 'Не выпущен (CSR не указан)',
   'enrol.nextStep': 'Впишите идентификатор устройства в поле «device_id» файла настроек агента.',
-  'enrol.certificateStep':
-    'Положите сертификат и цепочку в папку данных агента как device-cert.pem и device-chain.pem.',
+  'enrol.certificateStep': 'Сохраните сертификат и цепочку как device-cert.pem и device-chain.pem.',
   'enrol.downloadCertificate': 'Скачать сертификат',
   'enrol.downloadChain': 'Скачать цепочку',
   'enrol.showCertificate': 'Показать сертификат',
@@ -709,6 +708,11 @@ export const ru: Dictionary = {
   'reports.declaredOver': 'Заявлено (прошедшие дни)',
   'reports.playsCompared': 'Показы в эти дни',
   'reports.deviation': 'Отклонение от заявленного',
+  'dayone.filesStep': 'Сохраните эти файлы в одну папку на плеере:',
+  'dayone.installStep': 'Установите их одной командой из папки плеера (где лежит его agent.json):',
+  'dayone.installHint':
+    'Команда проверит, что сертификат выдан для ключа этого плеера и цепочкой, запишет идентификатор устройства в agent.json и разложит файлы туда, где их читает агент; если проверка не пройдена, ничего не записывается.',
+  'dayone.byHand': 'Или вручную: строки agent.json',
   'reports.slotPlays': 'Материалы органа',
   'reports.byStructureHint':
     'Каждый столбец — день, его части — конструкции. Тёмная черта — сумма показов, заявленных на этот день.',

@@ -195,14 +195,8 @@ function EnrolResult(props: { answer: EnrolAnswer }) {
         </dd>
       </dl>
       <h4>{t('dayone.onThePlayer')}</h4>
+      <p>{t('dayone.filesStep')}</p>
       <ol class="steps" data-testid="enrol-player-steps">
-        <li>
-          <p>{t('enrol.nextStep')}</p>
-          <pre class="code" data-testid="enrol-agent-config">
-            {agentConfigSnippet(a)}
-          </pre>
-          <p class="hint">{t('dayone.configHint')}</p>
-        </li>
         {a.certificate_pem && a.chain_pem ? (
           <li>
             <p>{t('enrol.certificateStep')}</p>
@@ -241,6 +235,21 @@ function EnrolResult(props: { answer: EnrolAnswer }) {
           ) : (
             <ErrorNotice error={authorityRoot.error} />
           )}
+        </li>
+        <li>
+          <p>{t('dayone.installStep')}</p>
+          <pre class="code" data-testid="enrol-install-command">
+            {'npm run agent -- install <folder> --config agent.json'}
+          </pre>
+          <p class="hint">{t('dayone.installHint')}</p>
+          <details>
+            <summary>{t('dayone.byHand')}</summary>
+            <p>{t('enrol.nextStep')}</p>
+            <pre class="code" data-testid="enrol-agent-config">
+              {agentConfigSnippet(a)}
+            </pre>
+            <p class="hint">{t('dayone.configHint')}</p>
+          </details>
         </li>
         <li>
           <p>{t('dayone.runStep')}</p>
