@@ -182,7 +182,7 @@ export class AgentCore {
       logger: this.logger,
       sleep: this.sleep,
     });
-    const authorityRoots = splitPemChain(readFileSync(config.authorityRootFile, 'utf8'));
+    const authorityRoots = splitPemChain(readAuthorityRoot(config.authorityRootFile));
     this.http = observeServerDates(
       createHttpClient({
         ...(config.serverCaFile ? { serverCaPem: readFileSync(config.serverCaFile, 'utf8') } : {}),
@@ -574,7 +574,7 @@ export async function readStatus(
     }).check();
     const revocations = new RevocationStore({
       cachePath: join(config.dataDir, 'revocations.json'),
-      trustedRootsPem: splitPemChain(readFileSync(config.authorityRootFile, 'utf8')),
+      trustedRootsPem: splitPemChain(readAuthorityRoot(config.authorityRootFile)),
       clock: { now: () => now },
       logger: { info() {}, warn() {}, error() {} },
     });
@@ -614,5 +614,23 @@ export async function readStatus(
     });
   } finally {
     db.close();
+  }
+}
+
+/**
+ * The authority's root certificate(s), which every approval envelope and the revocation list are checked against.
+ * A missing or unreadable file is a configuration problem, said in one line with what to do, not a stack trace.
+ */
+function readAuthorityRoot(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (cause) {
+    const why = (cause as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new AgentError(
+      'config_invalid',
+      `authority_root_file ${path} cannot be read (${why}): save authority-root.pem from the console's enrolment ` +
+        "page (or the verify host's /v1/authority-root.pem) and run 'agent install <folder>', or fix the path",
+      { cause },
+    );
   }
 }

@@ -106,6 +106,19 @@ describe('player setup: init --write-config, install, status, run', () => {
     expect(help.stdout).toContain('exit 3 when it is not enrolled');
   });
 
+  it('status with the authority root missing says so in one line, exit 2, no stack trace', () => {
+    expect(writeConfig(dir.path).code).toBe(0);
+    const configPath = join(dir.path, 'agent.json');
+    const raw = JSON.parse(readFileSync(configPath, 'utf8'));
+    writeFileSync(configPath, JSON.stringify({ ...raw, device_id: '7d2b4c1e-9a3f-4e8b-b1c2-3d4e5f6a7b8c' }));
+    const status = agent(['status'], dir.path);
+    expect(status.code).toBe(2);
+    expect(status.stderr).toMatch(
+      /^agent: config_invalid: authority_root_file \S+authority-root\.pem cannot be read \(ENOENT\): save authority-root\.pem .*agent install <folder>.*\n$/,
+    );
+    expect(status.stderr.split('\n')).toHaveLength(2);
+  });
+
   it('status on a player not enrolled yet exits 3 and says so; install takes the console files and enrols it', async () => {
     expect(writeConfig(dir.path).code).toBe(0);
     const configPath = join(dir.path, 'agent.json');
