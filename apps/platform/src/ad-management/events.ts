@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { insertEvent } from '../city-events/repository.js';
 import type { PlatformContext } from '../context.js';
 import { withTransaction } from '../db/pool.js';
-import { type AdRow, programmaticOrganisations, queryAds } from './repository.js';
+import { type AdRow, queryAds, subscribedOrganisations } from './repository.js';
 import { adOf } from './view.js';
 
 /*
@@ -15,7 +15,10 @@ import { adOf } from './view.js';
  *
  * Changes are found by looking, not by hooks in the review code: a status can change with no write at all (an
  * approval expires at midnight). The subject of an event is ad id + audit status + audit lastmod, so each change is
- * stored, and so delivered, once however often it is seen.
+ * stored, and so delivered, once however often it is seen. Only the ads of organisations someone receives are looked
+ * at (a subscription of the organisation, or the authority's to the type): a new subscriber receives the changes
+ * from its subscription on (and, the first time anyone subscribes, each ad's present status once); what came before
+ * is read with GET /api/v1/ads.
  */
 
 export const AD_EVENT_TYPE = 'ad_audit_changed';
@@ -50,7 +53,7 @@ export async function raiseAdAuditEvents(
   const since = newest ? new Date(newest.getTime() - RESCAN_MS) : null;
   const today = almatyDate(now);
   let raised = 0;
-  for (const organisationId of await programmaticOrganisations(ctx.db)) {
+  for (const organisationId of await subscribedOrganisations(ctx.db, AD_EVENT_TYPE)) {
     let auditStart = since;
     let afterId: string | null = null;
     for (;;) {

@@ -124,10 +124,22 @@ export async function queryAds(db: Db | DbClient, q: AdQuery): Promise<AdRow[]> 
   return rows;
 }
 
-/** Organisations with programmatic submissions that were sent (those whose ads can change status). */
-export async function programmaticOrganisations(db: Db | DbClient): Promise<string[]> {
-  const { rows } = await db.query<{ organisation_id: string }>(
-    `SELECT DISTINCT organisation_id FROM submissions WHERE channel = 'programmatic' AND state <> 'draft'`,
+/**
+ * The organisations whose ad changes someone receives: those with a live ad_audit_changed subscription of their own,
+ * or every organisation with a sent programmatic submission when the authority subscribed to the type. Nobody
+ * subscribed: none, and the look costs one small query.
+ */
+export async function subscribedOrganisations(db: Db | DbClient, type: string): Promise<string[]> {
+  const { rows } = await db.query<{ organisation_id: string | null }>(
+    `SELECT DISTINCT organisation_id FROM webhook_subscriptions WHERE deleted_at IS NULL AND $1 = ANY (types)`,
+    [type],
   );
-  return rows.map((r) => r.organisation_id);
+  if (rows.length === 0) return [];
+  if (rows.some((r) => r.organisation_id === null)) {
+    const all = await db.query<{ organisation_id: string }>(
+      `SELECT DISTINCT organisation_id FROM submissions WHERE channel = 'programmatic' AND state <> 'draft'`,
+    );
+    return all.rows.map((r) => r.organisation_id);
+  }
+  return rows.map((r) => r.organisation_id!);
 }

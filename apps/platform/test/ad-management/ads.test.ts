@@ -368,6 +368,8 @@ describe('webhooks: each change delivered once, signed, to its partner only', ()
   };
 
   test('subscribing: validated, own organisation only', async () => {
+    // Nobody subscribed yet: nothing is raised.
+    expect(await raiseAdAuditEvents(p.ctx)).toBe(0);
     for (const body of [
       { url: 'ftp://example.org/x' },
       { url: `${base}/x`, secret: 'short' },
