@@ -121,7 +121,7 @@ export const reportsFeature: Feature = {
     app.get('/api/v1/console/reports/plays', { config: { auth: READ_REPORTS } }, async (request, reply) => {
       const q = parsePlaysQuery(request.query as Record<string, unknown>, ctx.clock.now());
       reply.headers(noStore);
-      return playsReport(ctx.db, viewerOf(principalOf(request)), q, ctx.clock.now());
+      return playsReport(ctx.db, viewerOf(principalOf(request)), q, ctx.clock.now(), gate);
     });
 
     app.get(
