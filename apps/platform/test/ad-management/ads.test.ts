@@ -441,6 +441,33 @@ describe('webhooks: each change delivered once, signed, to its partner only', ()
     expect(verified(mine()[7]!, SECRET).ads[0]).toMatchObject({ id: ad['current'], audit: { status: 6 } });
     expect(theirs()).toHaveLength(1);
   });
+  test("the authority may subscribe to the type and receives every partner's changes; an operator may not", async () => {
+    const operator = await createOrganisation(p, 'operator', ['console:fleet']);
+    const refused = await apiCall(p.servers.api, operator.key, 'POST', '/api/v1/console/webhooks', {
+      url: `${base}/hooks/operator`,
+      types: ['ad_audit_changed'],
+    });
+    expect(refused.statusCode).toBe(422);
+    const authority = await apiCall(p.servers.api, p.adminKey, 'POST', '/api/v1/console/webhooks', {
+      url: `${base}/hooks/authority`,
+      secret: SECRET,
+      types: ['ad_audit_changed'],
+    });
+    expect(authority.statusCode, authority.body).toBe(201);
+    later();
+    expect((await revoke(p, approvalNumber['future']!, 'withdrawn by the advertiser')).statusCode).toBe(200);
+    expect(await raiseAdAuditEvents(p.ctx)).toBe(1);
+    await deliverDueWebhooks(p.ctx);
+    expect(mine()).toHaveLength(9);
+    expect(verified(mine()[8]!, SECRET).ads[0]).toMatchObject({
+      id: ad['future'],
+      audit: { status: 4, feedback: ['withdrawn by the advertiser'] },
+    });
+    const toAuthority = received.filter((r) => r.path === '/hooks/authority');
+    expect(toAuthority).toHaveLength(1);
+    expect(toAuthority[0]!.body).toBe(mine()[8]!.body);
+    expect(theirs()).toHaveLength(1);
+  });
 });
 
 describe('the IAB examples and our answers read with the same schema', () => {
