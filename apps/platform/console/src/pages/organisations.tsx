@@ -220,6 +220,7 @@ const SCOPES = [
   'write:submissions',
   'read:submissions',
   'read:creatives',
+  'read:ads',
   'write:plays',
   'console:fleet',
   'console:read',
