@@ -69,6 +69,18 @@ export interface Structure {
   retired_at?: string | null;
   lat?: number | null;
   lon?: number | null;
+  /** OpenOOH Venue Taxonomy 1.2 id, the screen's OpenOOH and Geopath ids (issue 20 item 3). */
+  venue_type_id?: number | null;
+  openooh_screen_id?: string | null;
+  geopath_spot_id?: string | null;
+}
+
+/** GET /api/v1/venue-types: the OpenOOH Venue Taxonomy shipped with the platform. */
+export interface VenueType {
+  id: number;
+  parent_id: number | null;
+  name: string;
+  deprecated: boolean;
 }
 
 /** POST /api/v1/console/structures/import (apps/platform/src/structures/import.ts). */
@@ -419,10 +431,14 @@ export interface PlaysSeries {
 }
 
 export interface PlaysPerDay {
+  /** day (series per day) or hour (series per hour of `hours`; declared null in each). */
+  bucket: 'day' | 'hour';
   from: string;
   to: string;
   time_zone: 'Asia/Almaty';
   days: string[];
+  /** bucket=hour: the first instant of each Almaty hour (RFC 3339, +05:00). */
+  hours?: string[];
   totals: {
     plays: number;
     flagged: number;

@@ -662,6 +662,27 @@ export const en = {
   'structures.lon': 'Longitude (optional)',
   'structures.createButton': 'Register the structure',
   'structures.createdOne': 'Structure {code} is registered.',
+  // issue 20 item 3: OpenOOH venue type and screen identifiers (h17)
+  'structures.importColumnsVenue':
+    'Optional too: venue_type_id (an OpenOOH Venue Taxonomy 1.2 id, such as 301 for a billboard), openooh_screen_id and geopath_spot_id.',
+  'structures.venueType': 'Venue type (OpenOOH)',
+  'structures.venueTypeOptional': 'Venue type, OpenOOH 1.2 (optional)',
+  'structures.venueTypeNone': 'Not set',
+  'structures.venueTypeUnknown': 'unknown venue type {id}',
+  'structures.venueTypeHint':
+    'Set once: it can be corrected only until a submission or approval names the structure.',
+  'structures.screenIds': 'Screen ids',
+  'structures.openoohScreenId': 'OpenOOH screen id (optional)',
+  'structures.openoohScreenIdHint':
+    'As the operator names the screen, e.g. kz.operator.scr-0001: up to 128 characters, no spaces.',
+  'structures.geopathSpotId': 'Geopath spot id (optional)',
+  'structures.geopathSpotIdHint': 'Digits only.',
+  'structures.editIdentifiers': 'Identifiers',
+  'structures.editTitle': 'Venue type and screen ids of {code}',
+  'structures.saveIdentifiers': 'Save',
+  'structures.identifiersSaved': 'Venue type and screen ids of {code} are saved.',
+  'structures.venueImmutable':
+    'The venue type of {code} is fixed: a submission or approval already names the structure. A structure of another venue type is retired and registered again.',
   'dayone.firstAdminTitle': 'First administrator',
   'dayone.firstAdminLead':
     'Once, after the platform is installed: platform bootstrap (or npm start) prints an admin key on its last line. Enter it with the email address and password of the authority’s first administrator, who then creates every other organisation and user in this console. The key is used for this request only and is not kept.',

@@ -665,6 +665,27 @@ export const kk: Dictionary = {
   'structures.lon': 'Бойлық (міндетті емес)',
   'structures.createButton': 'Конструкцияны тіркеу',
   'structures.createdOne': '{code} конструкциясы тіркелді.',
+  // issue 20 item 3: OpenOOH орын түрі және экран идентификаторлары (h17)
+  'structures.importColumnsVenue':
+    'Сондай-ақ міндетті емес: venue_type_id (OpenOOH Venue Taxonomy 1.2 идентификаторы, мысалы билборд үшін 301), openooh_screen_id және geopath_spot_id.',
+  'structures.venueType': 'Орын түрі (OpenOOH)',
+  'structures.venueTypeOptional': 'Орын түрі, OpenOOH 1.2 (міндетті емес)',
+  'structures.venueTypeNone': 'Берілмеген',
+  'structures.venueTypeUnknown': 'белгісіз орын түрі {id}',
+  'structures.venueTypeHint':
+    'Бір рет беріледі: конструкция ешбір өтінімде немесе рұқсатта аталмайынша ғана түзетуге болады.',
+  'structures.screenIds': 'Экран идентификаторлары',
+  'structures.openoohScreenId': 'OpenOOH экран идентификаторы (міндетті емес)',
+  'structures.openoohScreenIdHint':
+    'Оператор экранды қалай атайды, мысалы kz.operator.scr-0001: 128 таңбаға дейін, бос орынсыз.',
+  'structures.geopathSpotId': 'Geopath идентификаторы (міндетті емес)',
+  'structures.geopathSpotIdHint': 'Тек цифрлар.',
+  'structures.editIdentifiers': 'Идентификаторлар',
+  'structures.editTitle': '{code} орын түрі және экран идентификаторлары',
+  'structures.saveIdentifiers': 'Сақтау',
+  'structures.identifiersSaved': '{code} орын түрі және экран идентификаторлары сақталды.',
+  'structures.venueImmutable':
+    '{code} конструкциясының орын түрі бекітілген: ол өтінімде немесе рұқсатта аталған. Басқа орын түріндегі конструкция тізілімнен шығарылып, қайта тіркеледі.',
   'dayone.firstAdminTitle': 'Бірінші әкімші',
   'dayone.firstAdminLead':
     'Платформа орнатылғаннан кейін бір рет: platform bootstrap (немесе npm start) соңғы жолында әкімші кілтін басып шығарады. Оны уәкілетті органның бірінші әкімшісінің электрондық пошта мекенжайымен және құпиясөзімен бірге енгізіңіз; содан кейін ол осы консольде қалған барлық ұйымдар мен пайдаланушыларды жасайды. Кілт тек осы сұрау үшін пайдаланылады және сақталмайды.',

@@ -668,6 +668,27 @@ export const ru: Dictionary = {
   'structures.lon': 'Долгота (необязательно)',
   'structures.createButton': 'Зарегистрировать конструкцию',
   'structures.createdOne': 'Конструкция {code} зарегистрирована.',
+  // issue 20 item 3: тип места OpenOOH и идентификаторы экрана (h17)
+  'structures.importColumnsVenue':
+    'Также необязательные: venue_type_id (идентификатор OpenOOH Venue Taxonomy 1.2, например 301 для билборда), openooh_screen_id и geopath_spot_id.',
+  'structures.venueType': 'Тип места (OpenOOH)',
+  'structures.venueTypeOptional': 'Тип места, OpenOOH 1.2 (необязательно)',
+  'structures.venueTypeNone': 'Не задан',
+  'structures.venueTypeUnknown': 'неизвестный тип места {id}',
+  'structures.venueTypeHint':
+    'Задаётся один раз: исправить его можно, только пока конструкция не указана ни в одной заявке или разрешении.',
+  'structures.screenIds': 'Идентификаторы экрана',
+  'structures.openoohScreenId': 'Идентификатор экрана OpenOOH (необязательно)',
+  'structures.openoohScreenIdHint':
+    'Как оператор называет экран, например kz.operator.scr-0001: до 128 символов, без пробелов.',
+  'structures.geopathSpotId': 'Идентификатор Geopath (необязательно)',
+  'structures.geopathSpotIdHint': 'Только цифры.',
+  'structures.editIdentifiers': 'Идентификаторы',
+  'structures.editTitle': 'Тип места и идентификаторы экрана {code}',
+  'structures.saveIdentifiers': 'Сохранить',
+  'structures.identifiersSaved': 'Тип места и идентификаторы экрана {code} сохранены.',
+  'structures.venueImmutable':
+    'Тип места конструкции {code} закреплён: она уже указана в заявке или разрешении. Конструкцию другого типа места выводят из реестра и регистрируют заново.',
   'dayone.firstAdminTitle': 'Первый администратор',
   'dayone.firstAdminLead':
     'Один раз после установки платформы: platform bootstrap (или npm start) печатает ключ администратора в последней строке. Введите его вместе с адресом электронной почты и паролем первого администратора уполномоченного органа; затем он создаёт в этой консоли все остальные организации и пользователей. Ключ используется только для этого запроса и не сохраняется.',

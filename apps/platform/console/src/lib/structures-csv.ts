@@ -1,13 +1,24 @@
 /**
  * A CSV file of structures for POST /api/v1/console/structures/import: a header row naming the columns (code,
- * district, format, address, lat, lon; any order, any case), then one structure a line. Fields follow RFC 4180
+ * district, format, address, lat, lon, and the optional venue_type_id, openooh_screen_id, geopath_spot_id; any order,
+ * any case), then one structure a line. Fields follow RFC 4180
  * (quotes around a field with the separator, a quote or a line break; "" for a quote inside). The separator is the
  * header's: comma, semicolon (what spreadsheets write in Russian and Kazakh locales) or tab. In a file separated by
  * semicolons or tabs a decimal comma is read as a point (43,238). Nothing else is changed: the platform judges every
  * value by the rules of a single structure, and its field errors come back by row, shown here by line.
  */
 
-export const STRUCTURE_COLUMNS = ['code', 'district', 'format', 'address', 'lat', 'lon'] as const;
+export const STRUCTURE_COLUMNS = [
+  'code',
+  'district',
+  'format',
+  'address',
+  'lat',
+  'lon',
+  'venue_type_id',
+  'openooh_screen_id',
+  'geopath_spot_id',
+] as const;
 export type StructureColumn = (typeof STRUCTURE_COLUMNS)[number];
 const REQUIRED: readonly StructureColumn[] = ['code', 'district', 'format'];
 /** The platform's limit of one import (STRUCTURE_IMPORT_MAX_ROWS). */
@@ -20,6 +31,9 @@ export interface ImportRow {
   address?: string;
   lat?: number;
   lon?: number;
+  venue_type_id?: number;
+  openooh_screen_id?: string;
+  geopath_spot_id?: string;
 }
 
 /** A fault of the file itself, found before anything is sent. `line` counts from 1 (the header). */
@@ -154,6 +168,10 @@ export function parseStructuresCsv(input: string): ParsedCsv {
         const n = /^-?\d+(\.\d+)?$/.test(normal) ? Number(normal) : Number.NaN;
         if (Number.isNaN(n)) problems.push({ line: record.line, column, code: 'not_a_number' });
         else row[column] = n;
+      } else if (column === 'venue_type_id') {
+        // A whole number; anything else is the file's fault, said by line. The platform checks it is a venue type.
+        if (/^\d{1,9}$/.test(value)) row.venue_type_id = Number(value);
+        else problems.push({ line: record.line, column, code: 'not_a_number' });
       } else {
         row[column] = value;
       }

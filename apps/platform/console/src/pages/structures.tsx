@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { ApiError, get, post } from '../api/client.js';
-import type { Organisation, Structure, StructureImportAnswer } from '../api/types.js';
+import { ApiError, get, patch, post } from '../api/client.js';
+import type { Organisation, Structure, StructureImportAnswer, VenueType } from '../api/types.js';
 import { DropZone } from '../components/dropzone.js';
 import { DataTable } from '../components/table.js';
 import { Badge, ErrorNotice, Field, fieldErrorText, Loading, Notice, useAsync } from '../components/ui.js';
@@ -33,20 +33,91 @@ export function StructuresPage() {
     () => get<{ items: Structure[] }>('/api/v1/console/structures').then((r) => r.items),
     [],
   );
+  // The OpenOOH Venue Taxonomy shipped with the platform (public reference data; names are OpenOOH's, in English).
+  const venueTypes = useAsync(
+    () => get<{ items: VenueType[] }>('/api/v1/venue-types').then((r) => r.items),
+    [],
+  );
+  const venues = venueTypes.data ?? [];
   const operators = (organisations.data ?? []).filter((o) => o.kind === 'operator');
   return (
     <section>
       <h1>{t('structures.title')}</h1>
       <p class="lead">{t('structures.lead')}</p>
-      <ErrorNotice error={organisations.error} />
-      <ImportFile operators={operators} onImported={structures.reload} />
-      <CreateOne operators={operators} onCreated={structures.reload} />
-      <Register structures={structures} operators={operators} />
+      <ErrorNotice error={organisations.error ?? venueTypes.error} />
+      <ImportFile operators={operators} venues={venues} onImported={structures.reload} />
+      <CreateOne operators={operators} venues={venues} onCreated={structures.reload} />
+      <Register structures={structures} operators={operators} venues={venues} />
     </section>
   );
 }
 
 type Loaded<T> = ReturnType<typeof useAsync<T>>;
+
+/** A venue type as OpenOOH names it, with its tiers: "10101 Airport › Arrival Hall" (the top tier left out). */
+function venueName(venues: readonly VenueType[], id: number): string | null {
+  const byId = new Map(venues.map((v) => [v.id, v]));
+  const names: string[] = [];
+  for (let v = byId.get(id); v && v.parent_id !== null; v = byId.get(v.parent_id)) names.unshift(v.name);
+  return byId.has(id) ? `${id} ${names.join(' › ') || byId.get(id)!.name}` : null;
+}
+
+function VenueLabel(props: { venues: readonly VenueType[]; id: number | null | undefined }) {
+  const { t } = useI18n();
+  if (props.id === null || props.id === undefined) return <>—</>;
+  return <>{venueName(props.venues, props.id) ?? t('structures.venueTypeUnknown', { id: props.id })}</>;
+}
+
+/**
+ * The venue types a structure can be given: the child and grandchild tiers (OpenOOH assigns no screen to a parent
+ * alone), grouped by parent, without the deprecated ones unless the structure already has one.
+ */
+function VenueSelect(props: {
+  id: string;
+  venues: readonly VenueType[];
+  value: string;
+  onChange: (value: string) => void;
+  describedBy?: string;
+}) {
+  const { t } = useI18n();
+  const parents = props.venues.filter((v) => v.parent_id === null);
+  const topOf = (v: VenueType): number =>
+    v.parent_id !== null && v.parent_id >= 100 ? Math.floor(v.parent_id / 100) : (v.parent_id ?? v.id);
+  return (
+    <select
+      id={props.id}
+      value={props.value}
+      aria-describedby={props.describedBy}
+      onChange={(e) => props.onChange((e.target as HTMLSelectElement).value)}
+    >
+      <option value="">{t('structures.venueTypeNone')}</option>
+      {parents.map((parent) => (
+        <optgroup key={parent.id} label={parent.name}>
+          {props.venues
+            .filter(
+              (v) =>
+                v.parent_id !== null &&
+                topOf(v) === parent.id &&
+                (!v.deprecated || String(v.id) === props.value),
+            )
+            .map((v) => (
+              <option key={v.id} value={String(v.id)}>
+                {venueName(props.venues, v.id)}
+              </option>
+            ))}
+        </optgroup>
+      ))}
+    </select>
+  );
+}
+
+function screenIdsText(s: Pick<Structure, 'openooh_screen_id' | 'geopath_spot_id'>): string {
+  const ids = [
+    s.openooh_screen_id ? `OpenOOH ${s.openooh_screen_id}` : null,
+    s.geopath_spot_id ? `Geopath ${s.geopath_spot_id}` : null,
+  ].filter((v) => v !== null);
+  return ids.length > 0 ? ids.join(' · ') : '—';
+}
 
 /** A position as given, in the language's digits: up to six decimals (about 0.1 m), never rounded to three. */
 function position(language: string, lat: number | null | undefined, lon: number | null | undefined): string {
@@ -55,7 +126,11 @@ function position(language: string, lat: number | null | undefined, lon: number 
   return `${format.format(lat)}, ${format.format(lon)}`;
 }
 
-function Register(props: { structures: Loaded<Structure[]>; operators: Organisation[] }) {
+function Register(props: {
+  structures: Loaded<Structure[]>;
+  operators: Organisation[];
+  venues: readonly VenueType[];
+}) {
   const { t, language } = useI18n();
   const [operator, setOperator] = useState('');
   const [query, setQuery] = useState('');
@@ -63,6 +138,7 @@ function Register(props: { structures: Loaded<Structure[]>; operators: Organisat
   const [page, setPage] = useState(0);
   const [error, setError] = useState<unknown>(null);
   const [message, setMessage] = useState<string | null>(null);
+  const [editing, setEditing] = useState<Structure | null>(null);
   const names = new Map(props.operators.map((o) => [o.id, o.name]));
   const all = props.structures.data ?? [];
   const q = query.trim().toLowerCase();
@@ -70,7 +146,15 @@ function Register(props: { structures: Loaded<Structure[]>; operators: Organisat
     (s) =>
       (showRetired || !s.retired_at) &&
       (operator === '' || s.organisation_id === operator) &&
-      (q === '' || [s.code, s.district, s.format, s.address ?? ''].some((v) => v.toLowerCase().includes(q))),
+      (q === '' ||
+        [
+          s.code,
+          s.district,
+          s.format,
+          s.address ?? '',
+          s.openooh_screen_id ?? '',
+          s.geopath_spot_id ?? '',
+        ].some((v) => v.toLowerCase().includes(q))),
   );
   const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
   const current = Math.min(page, pages - 1);
@@ -157,6 +241,11 @@ function Register(props: { structures: Loaded<Structure[]>; operators: Organisat
             { header: t('structures.address'), cell: (s) => s.address || '—' },
             { header: t('structures.position'), cell: (s) => position(language, s.lat, s.lon) },
             {
+              header: t('structures.venueType'),
+              cell: (s) => <VenueLabel venues={props.venues} id={s.venue_type_id} />,
+            },
+            { header: t('structures.screenIds'), cell: (s) => screenIdsText(s) },
+            {
               header: t('structures.state'),
               cell: (s) =>
                 s.retired_at ? (
@@ -169,16 +258,42 @@ function Register(props: { structures: Loaded<Structure[]>; operators: Organisat
               header: t('common.actions'),
               cell: (s) =>
                 s.retired_at ? null : (
-                  <button
-                    type="button"
-                    class="button button-small button-danger"
-                    onClick={() => void retire(s)}
-                  >
-                    {t('structures.retire')}
-                  </button>
+                  <span class="actions">
+                    <button
+                      type="button"
+                      class="button button-small"
+                      aria-expanded={editing?.id === s.id}
+                      onClick={() => {
+                        setMessage(null);
+                        setEditing(editing?.id === s.id ? null : s);
+                      }}
+                    >
+                      {t('structures.editIdentifiers')}
+                    </button>
+                    <button
+                      type="button"
+                      class="button button-small button-danger"
+                      onClick={() => void retire(s)}
+                    >
+                      {t('structures.retire')}
+                    </button>
+                  </span>
                 ),
             },
           ]}
+        />
+      ) : null}
+      {editing ? (
+        <EditIdentifiers
+          key={editing.id}
+          structure={editing}
+          venues={props.venues}
+          onCancel={() => setEditing(null)}
+          onSaved={(saved) => {
+            setEditing(null);
+            setMessage(t('structures.identifiersSaved', { code: saved.code }));
+            props.structures.reload();
+          }}
         />
       ) : null}
       {pages > 1 ? (
@@ -203,6 +318,118 @@ function Register(props: { structures: Loaded<Structure[]>; operators: Organisat
         </nav>
       ) : null}
     </div>
+  );
+}
+
+/**
+ * The venue type and screen ids of one structure (PATCH /api/v1/console/structures/{id}): only what changed is sent;
+ * an emptied field clears it. The platform refuses a change of a venue type that a submission or approval already
+ * relies on, and says so here in words.
+ */
+function EditIdentifiers(props: {
+  structure: Structure;
+  venues: readonly VenueType[];
+  onCancel: () => void;
+  onSaved: (saved: Structure) => void;
+}) {
+  const { t } = useI18n();
+  const s = props.structure;
+  const [venue, setVenue] = useState(s.venue_type_id ? String(s.venue_type_id) : '');
+  const [screen, setScreen] = useState(s.openooh_screen_id ?? '');
+  const [spot, setSpot] = useState(s.geopath_spot_id ?? '');
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const immutable =
+    error instanceof ApiError &&
+    error.errors.some((e) => e.path === '/venue_type_id' && e.code === 'immutable');
+  const text = (set: (v: string) => void) => (e: Event) => set((e.target as HTMLInputElement).value);
+  return (
+    <form
+      class="panel structures-edit"
+      aria-label={t('structures.editTitle', { code: s.code })}
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setError(null);
+        const body: Record<string, number | string | null> = {};
+        const nextVenue = venue === '' ? null : Number(venue);
+        if (nextVenue !== (s.venue_type_id ?? null)) body.venue_type_id = nextVenue;
+        const nextScreen = screen.trim() === '' ? null : screen.trim();
+        if (nextScreen !== (s.openooh_screen_id ?? null)) body.openooh_screen_id = nextScreen;
+        const nextSpot = spot.trim() === '' ? null : spot.trim();
+        if (nextSpot !== (s.geopath_spot_id ?? null)) body.geopath_spot_id = nextSpot;
+        if (Object.keys(body).length === 0) {
+          props.onCancel();
+          return;
+        }
+        setBusy(true);
+        try {
+          props.onSaved(await patch<Structure>(`/api/v1/console/structures/${s.id}`, body));
+        } catch (err) {
+          setError(err);
+        } finally {
+          setBusy(false);
+        }
+      }}
+    >
+      <h3>{t('structures.editTitle', { code: s.code })}</h3>
+      {immutable ? (
+        <Notice kind="error">{t('structures.venueImmutable', { code: s.code })}</Notice>
+      ) : (
+        <ErrorNotice error={error} />
+      )}
+      <div class="form-grid">
+        <Field
+          id="edit-venue-type"
+          label={t('structures.venueTypeOptional')}
+          hint={t('structures.venueTypeHint')}
+        >
+          <VenueSelect
+            id="edit-venue-type"
+            venues={props.venues}
+            value={venue}
+            onChange={setVenue}
+            describedBy="edit-venue-type-hint"
+          />
+        </Field>
+        <Field
+          id="edit-openooh-screen-id"
+          label={t('structures.openoohScreenId')}
+          hint={t('structures.openoohScreenIdHint')}
+        >
+          <input
+            id="edit-openooh-screen-id"
+            maxLength={128}
+            pattern="[A-Za-z0-9][A-Za-z0-9._:\/\-]*"
+            aria-describedby="edit-openooh-screen-id-hint"
+            value={screen}
+            onInput={text(setScreen)}
+          />
+        </Field>
+        <Field
+          id="edit-geopath-spot-id"
+          label={t('structures.geopathSpotId')}
+          hint={t('structures.geopathSpotIdHint')}
+        >
+          <input
+            id="edit-geopath-spot-id"
+            inputMode="numeric"
+            maxLength={18}
+            pattern="[0-9]+"
+            aria-describedby="edit-geopath-spot-id-hint"
+            value={spot}
+            onInput={text(setSpot)}
+          />
+        </Field>
+      </div>
+      <div class="actions">
+        <button type="submit" class="button button-primary" disabled={busy}>
+          {t('structures.saveIdentifiers')}
+        </button>
+        <button type="button" class="button button-quiet" onClick={props.onCancel}>
+          {t('common.cancel')}
+        </button>
+      </div>
+    </form>
   );
 }
 
@@ -243,7 +470,11 @@ function csvProblemText(t: ReturnType<typeof useI18n>['t'], p: CsvProblem): stri
  * the register: the operator corrects the file and chooses it again. Importing a file again is safe: lines already
  * registered with the same fields are counted as such, not added twice.
  */
-function ImportFile(props: { operators: Organisation[]; onImported: () => void }) {
+function ImportFile(props: {
+  operators: Organisation[];
+  venues: readonly VenueType[];
+  onImported: () => void;
+}) {
   const { t, language } = useI18n();
   const [operator, setOperator] = useState('');
   const [file, setFile] = useState<{ name: string; parsed: ParsedCsv } | null>(null);
@@ -312,11 +543,12 @@ function ImportFile(props: { operators: Organisation[]; onImported: () => void }
     <details class="panel structures-tool">
       <summary>{t('structures.importTitle')}</summary>
       <p class="lead">{t('structures.importLead')}</p>
-      <p class="hint">{t('structures.importColumns')}</p>
+      <p class="hint">
+        {t('structures.importColumns')} {t('structures.importColumnsVenue')}
+      </p>
       <pre class="code">
-        {
-          'code,district,format,address,lat,lon\nALM-0001,almaly,billboard,"Abay Ave 10, Almaty",43.2389,76.8897'
-        }
+        {'code,district,format,address,lat,lon,venue_type_id,openooh_screen_id,geopath_spot_id\n' +
+          'ALM-0001,almaly,billboard,"Abay Ave 10, Almaty",43.2389,76.8897,301,kz.operator.scr-0001,'}
       </pre>
       {done ? (
         <Notice kind="success">
@@ -396,6 +628,11 @@ function ImportFile(props: { operators: Organisation[]; onImported: () => void }
               { header: t('structures.address'), cell: (r) => r.row.address ?? '—' },
               { header: t('structures.position'), cell: (r) => position(language, r.row.lat, r.row.lon) },
               {
+                header: t('structures.venueType'),
+                cell: (r) => <VenueLabel venues={props.venues} id={r.row.venue_type_id} />,
+              },
+              { header: t('structures.screenIds'), cell: (r) => screenIdsText(r.row) },
+              {
                 header: t('structures.state'),
                 cell: (r) =>
                   statusOf.get(r.index) === 'unchanged' ? (
@@ -430,7 +667,11 @@ function ImportFile(props: { operators: Organisation[]; onImported: () => void }
   );
 }
 
-function CreateOne(props: { operators: Organisation[]; onCreated: () => void }) {
+function CreateOne(props: {
+  operators: Organisation[];
+  venues: readonly VenueType[];
+  onCreated: () => void;
+}) {
   const { t } = useI18n();
   const [operator, setOperator] = useState('');
   const [code, setCode] = useState('');
@@ -439,8 +680,12 @@ function CreateOne(props: { operators: Organisation[]; onCreated: () => void }) 
   const [address, setAddress] = useState('');
   const [lat, setLat] = useState('');
   const [lon, setLon] = useState('');
+  const [venue, setVenue] = useState('');
+  const [screen, setScreen] = useState('');
+  const [spot, setSpot] = useState('');
   const [error, setError] = useState<unknown>(null);
-  const [message, setMessage] = useState<string | null>(null);
+  // The code of the structure just registered: its message is worded at each render, in the language chosen then.
+  const [createdCode, setCreatedCode] = useState<string | null>(null);
   const text = (set: (v: string) => void) => (e: Event) => set((e.target as HTMLInputElement).value);
   return (
     <details class="panel structures-tool">
@@ -449,7 +694,7 @@ function CreateOne(props: { operators: Organisation[]; onCreated: () => void }) 
         onSubmit={async (e) => {
           e.preventDefault();
           setError(null);
-          setMessage(null);
+          setCreatedCode(null);
           try {
             const created = await post<Structure>('/api/v1/console/structures', {
               organisation_id: operator,
@@ -459,12 +704,17 @@ function CreateOne(props: { operators: Organisation[]; onCreated: () => void }) 
               ...(address.trim() ? { address: address.trim() } : {}),
               ...(lat.trim() ? { lat: Number(lat) } : {}),
               ...(lon.trim() ? { lon: Number(lon) } : {}),
+              ...(venue ? { venue_type_id: Number(venue) } : {}),
+              ...(screen.trim() ? { openooh_screen_id: screen.trim() } : {}),
+              ...(spot.trim() ? { geopath_spot_id: spot.trim() } : {}),
             });
-            setMessage(t('structures.createdOne', { code: created.code }));
+            setCreatedCode(created.code);
             setCode('');
             setAddress('');
             setLat('');
             setLon('');
+            setScreen('');
+            setSpot('');
             props.onCreated();
           } catch (err) {
             setError(err);
@@ -472,7 +722,9 @@ function CreateOne(props: { operators: Organisation[]; onCreated: () => void }) 
         }}
       >
         <ErrorNotice error={error} />
-        {message ? <Notice kind="success">{message}</Notice> : null}
+        {createdCode ? (
+          <Notice kind="success">{t('structures.createdOne', { code: createdCode })}</Notice>
+        ) : null}
         <div class="form-grid">
           <OperatorSelect
             id="structure-operator"
@@ -535,6 +787,48 @@ function CreateOne(props: { operators: Organisation[]; onCreated: () => void }) 
               required={lat.trim() !== ''}
               value={lon}
               onInput={text(setLon)}
+            />
+          </Field>
+          <Field
+            id="structure-venue-type"
+            label={t('structures.venueTypeOptional')}
+            hint={t('structures.venueTypeHint')}
+          >
+            <VenueSelect
+              id="structure-venue-type"
+              venues={props.venues}
+              value={venue}
+              onChange={setVenue}
+              describedBy="structure-venue-type-hint"
+            />
+          </Field>
+          <Field
+            id="structure-openooh-screen-id"
+            label={t('structures.openoohScreenId')}
+            hint={t('structures.openoohScreenIdHint')}
+          >
+            <input
+              id="structure-openooh-screen-id"
+              maxLength={128}
+              pattern="[A-Za-z0-9][A-Za-z0-9._:\/\-]*"
+              aria-describedby="structure-openooh-screen-id-hint"
+              value={screen}
+              onInput={text(setScreen)}
+            />
+          </Field>
+          <Field
+            id="structure-geopath-spot-id"
+            label={t('structures.geopathSpotId')}
+            hint={t('structures.geopathSpotIdHint')}
+          >
+            <input
+              id="structure-geopath-spot-id"
+              inputMode="numeric"
+              maxLength={18}
+              pattern="[0-9]+"
+              aria-describedby="structure-geopath-spot-id-hint"
+              value={spot}
+              onInput={text(setSpot)}
             />
           </Field>
         </div>
