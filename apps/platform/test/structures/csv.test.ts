@@ -94,4 +94,33 @@ describe('reading a structures CSV file', () => {
     expect(lineOfFieldError('/structures/0', parsed.rows)).toEqual({ line: 2, column: null });
     expect(lineOfFieldError('/organisation_id', parsed.rows)).toEqual({ line: null, column: null });
   });
+
+  test('the optional venue_type_id, openooh_screen_id and geopath_spot_id columns (issue 20 item 3)', () => {
+    const text =
+      'code;district;format;Venue_Type_Id;openooh_screen_id;geopath_spot_id\n' +
+      'ALM-0001;almaly;billboard;301;kz.op.scr-0001;0030045678\n' +
+      'ALM-0002;almaly;led;;;\n' +
+      'ALM-0003;almaly;led;301.5;;\n' +
+      'ALM-0004;almaly;led;Billboard;;\n';
+    const parsed = parseStructuresCsv(text);
+    expect(parsed.rows.slice(0, 2)).toEqual([
+      {
+        line: 2,
+        row: {
+          code: 'ALM-0001',
+          district: 'almaly',
+          format: 'billboard',
+          venue_type_id: 301,
+          openooh_screen_id: 'kz.op.scr-0001',
+          // Kept as text: a leading zero is the identifier's own.
+          geopath_spot_id: '0030045678',
+        },
+      },
+      { line: 3, row: { code: 'ALM-0002', district: 'almaly', format: 'led' } },
+    ]);
+    expect(parsed.problems).toEqual([
+      { line: 4, column: 'venue_type_id', code: 'not_a_number' },
+      { line: 5, column: 'venue_type_id', code: 'not_a_number' },
+    ]);
+  });
 });
