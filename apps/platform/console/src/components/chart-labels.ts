@@ -1,12 +1,38 @@
+import { intlKnowsKazakh } from '../i18n/formats.js';
 import type { Language } from '../i18n/index.js';
 
 /** The locale of a console language, for Intl formats of the charts. */
 const LOCALES: Record<Language, string> = { en: 'en-GB', ru: 'ru-RU', kk: 'kk-KZ' };
 
+/** CLDR's abbreviated Kazakh months, for a browser whose Intl has no Kazakh data (it would write "20 M11"). */
+const KK_MONTHS = [
+  'қаң.',
+  'ақп.',
+  'нау.',
+  'сәу.',
+  'мам.',
+  'мау.',
+  'шіл.',
+  'там.',
+  'қыр.',
+  'қаз.',
+  'қар.',
+  'жел.',
+];
+
+/** Kazakh written by hand ("20 қар."), as CLDR's "d MMM", where the browser cannot. */
+function kazakhByHand(language: Language): boolean {
+  if (language !== 'kk') return false;
+  kazakhKnown ??= intlKnowsKazakh(LOCALES.kk);
+  return !kazakhKnown;
+}
+let kazakhKnown: boolean | undefined;
+
 /** A calendar date 'YYYY-MM-DD' as a short tick label ("20 Nov"), never shifted by a time zone. */
 export function shortDay(language: Language, day: string): string {
   const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(day);
   if (!m) return day;
+  if (kazakhByHand(language)) return `${Number(m[3])} ${KK_MONTHS[Number(m[2]) - 1]}`;
   return new Intl.DateTimeFormat(LOCALES[language], {
     timeZone: 'UTC',
     day: 'numeric',
@@ -26,6 +52,18 @@ export function shortHour(language: Language, instant: string, timeZone = 'Asia/
 
 /** An instant's date and hour in a time zone ("20 Nov, 14:00"). */
 export function dayAndHour(language: Language, instant: string, timeZone = 'Asia/Almaty'): string {
+  if (kazakhByHand(language)) {
+    const parts = new Intl.DateTimeFormat('en-GB', {
+      timeZone,
+      month: 'numeric',
+      day: 'numeric',
+      hour: '2-digit',
+      minute: '2-digit',
+      hourCycle: 'h23',
+    }).formatToParts(new Date(instant));
+    const part = (type: string) => parts.find((p) => p.type === type)?.value ?? '';
+    return `${Number(part('day'))} ${KK_MONTHS[Number(part('month')) - 1]}, ${part('hour')}:${part('minute')}`;
+  }
   return new Intl.DateTimeFormat(LOCALES[language], {
     timeZone,
     day: 'numeric',

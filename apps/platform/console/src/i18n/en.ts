@@ -734,7 +734,16 @@ export const en = {
   'reports.byCampaign': 'Plays per day by campaign, against the declared plays',
   'reports.byCampaignHint':
     'Flagged plays are hatched. The dark mark is the declared plays of days on which the campaign ran all day.',
-  'reports.campaignChart': 'Plays per day of campaign {number}',
+  'reports.campaignChart': 'Plays per day of campaign {number} ({advertiser})',
+  // h18: plays per hour (issue 25 item 4)
+  'reports.campaignChartHours': 'Plays per hour of campaign {number} ({advertiser})',
+  'plays.bucket': 'Bars',
+  'plays.bucketDay': 'Per day',
+  'plays.bucketHour': 'Per hour',
+  'plays.byStructureHours': 'Plays per hour by structure',
+  'reports.byCampaignHours': 'Plays per hour by campaign',
+  'plays.hoursHint':
+    'Hours in Almaty time from {from} to {to}: at most the last 3 days of the period. Declared plays are per day and are not drawn per hour.',
   'reports.openReport': 'Open the report',
   'reports.unflagged': 'Not flagged',
   'reports.apart': 'Plays that belong to no campaign',

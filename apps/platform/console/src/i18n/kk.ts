@@ -737,7 +737,16 @@ export const kk: Dictionary = {
   'reports.byCampaign': 'Науқандар бойынша күндік көрсетілімдер мәлімделгенмен салыстырғанда',
   'reports.byCampaignHint':
     'Белгіленген көрсетілімдер штрихталған. Қою сызық — науқан күні бойы жүрген күндердегі мәлімделген көрсетілімдер.',
-  'reports.campaignChart': '{number} науқанының күндік көрсетілімдері',
+  'reports.campaignChart': '{number} ({advertiser}) науқанының күндік көрсетілімдері',
+  // h18: сағат бойынша көрсетілімдер (issue 25 item 4)
+  'reports.campaignChartHours': '{number} ({advertiser}) науқанының сағаттық көрсетілімдері',
+  'plays.bucket': 'Бағандар',
+  'plays.bucketDay': 'Күндер бойынша',
+  'plays.bucketHour': 'Сағаттар бойынша',
+  'plays.byStructureHours': 'Конструкциялар бойынша сағаттық көрсетілімдер',
+  'reports.byCampaignHours': 'Науқандар бойынша сағаттық көрсетілімдер',
+  'plays.hoursHint':
+    'Алматы уақыты бойынша {from} – {to} аралығындағы сағаттар: кезеңнің соңғы үш күнінен аспайды. Мәлімделген көрсетілімдер күнге беріледі, сағат бойынша салынбайды.',
   'reports.openReport': 'Есепті ашу',
   'reports.unflagged': 'Белгісіз',
   'reports.apart': 'Ешбір науқанға жатпайтын көрсетілімдер',

@@ -740,7 +740,16 @@ export const ru: Dictionary = {
   'reports.byCampaign': 'Показы по дням по кампаниям в сравнении с заявленными',
   'reports.byCampaignHint':
     'Показы с отметками заштрихованы. Тёмная черта — заявленные показы в дни, когда кампания шла весь день.',
-  'reports.campaignChart': 'Показы по дням кампании {number}',
+  'reports.campaignChart': 'Показы по дням кампании {number} ({advertiser})',
+  // h18: показы по часам (issue 25 item 4)
+  'reports.campaignChartHours': 'Показы по часам кампании {number} ({advertiser})',
+  'plays.bucket': 'Столбцы',
+  'plays.bucketDay': 'По дням',
+  'plays.bucketHour': 'По часам',
+  'plays.byStructureHours': 'Показы по часам по конструкциям',
+  'reports.byCampaignHours': 'Показы по часам по кампаниям',
+  'plays.hoursHint':
+    'Часы по времени Алматы с {from} по {to}: не больше трёх последних дней периода. Заявленные показы задаются на день и по часам не рисуются.',
   'reports.openReport': 'Открыть отчёт',
   'reports.unflagged': 'Без отметок',
   'reports.apart': 'Показы вне кампаний',

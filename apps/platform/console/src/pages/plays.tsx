@@ -3,7 +3,7 @@ import { loadStructures } from '../api/catalogue.js';
 import { get } from '../api/client.js';
 import type { CampaignListItem, PlaysPerDay } from '../api/types.js';
 import { BarChart, HorizontalBars, PALETTE, type Series } from '../components/bar-chart.js';
-import { addDays, percent, shortDay } from '../components/chart-labels.js';
+import { addDays, dayAndHour, percent, shortDay, shortHour } from '../components/chart-labels.js';
 import { Link } from '../components/layout.js';
 import { DataTable } from '../components/table.js';
 import { ErrorNotice, Field, knownKey, Loading, useAsync } from '../components/ui.js';
@@ -39,11 +39,21 @@ interface CityEvent {
   };
 }
 
+/** Hours drawn at most: the API answers at most 3 days per hour. */
+const HOUR_DAYS = 3;
+
+type Bucket = 'day' | 'hour';
+
+/** The bars of an answer: its days, or its hours for bucket=hour. */
+function categoriesOf(data: PlaysPerDay): string[] {
+  return data.bucket === 'hour' && data.hours ? data.hours : data.days;
+}
+
 /** Series of the largest structures by plays, the rest folded into one. */
 function structureSeries(data: PlaysPerDay, other: (count: number) => string): Series[] {
   return groupSeries(
     data.structures.map((s) => ({ name: s.code, values: s.plays })),
-    { length: data.days.length, least: MAX_SERIES, other },
+    { length: categoriesOf(data).length, least: MAX_SERIES, other },
   ).map((g) =>
     g.other ? { name: g.name, values: g.values, color: '#7a8494' } : { name: g.name, values: g.values },
   );
@@ -68,6 +78,7 @@ export function PlaysPage() {
   const [structure, setStructure] = useState('');
   const [campaign, setCampaign] = useState('');
   const [applied, setApplied] = useState({ from, to, structure, campaign });
+  const [bucket, setBucket] = useState<Bucket>('day');
   const structures = useAsync(() => loadStructures(authority), []);
   const campaigns = useAsync(
     () => get<{ items: CampaignListItem[] }>('/api/v1/console/reports/campaigns').then((r) => r.items),
@@ -79,6 +90,16 @@ export function PlaysPage() {
     if (applied.campaign) q.set('submission_id', applied.campaign);
     return get<PlaysPerDay>(`/api/v1/console/reports/plays?${q}`);
   }, [applied]);
+  // Hours of the last days of the period (at most HOUR_DAYS), fetched when the switch asks for them.
+  const hourFrom =
+    applied.from > addDays(applied.to, 1 - HOUR_DAYS) ? applied.from : addDays(applied.to, 1 - HOUR_DAYS);
+  const hourly = useAsync(() => {
+    if (bucket !== 'hour') return Promise.resolve(null);
+    const q = new URLSearchParams({ bucket: 'hour', from: hourFrom, to: applied.to });
+    if (applied.structure) q.set('structure_id', applied.structure);
+    if (applied.campaign) q.set('submission_id', applied.campaign);
+    return get<PlaysPerDay>(`/api/v1/console/reports/plays?${q}`);
+  }, [applied, bucket]);
   const quality = useAsync(
     () =>
       authority
@@ -98,18 +119,36 @@ export function PlaysPage() {
     [authority],
   );
   const data = plays.data;
-  const dayLabel = (d: string) => shortDay(language, d);
+  // The charts draw days, or hours when the switch says so; the figures and tables stay the period's days.
+  const chart = bucket === 'hour' ? (hourly.data ?? null) : (data ?? null);
+  const hours = chart?.bucket === 'hour';
+  const categories = chart ? categoriesOf(chart) : [];
+  const categoryLabel = hours
+    ? (h: string) => {
+        const hour = shortHour(language, h);
+        return hour === '00:00' ? shortDay(language, h.slice(0, 10)) : hour;
+      }
+    : (d: string) => shortDay(language, d);
+  const categoryName = hours ? (h: string) => dayAndHour(language, h) : (d: string) => date(d);
+  const xLabel = t(hours ? 'charts.axisHour' : 'charts.axisDay');
   const bySeries = useMemo(
-    () => (data ? structureSeries(data, (count) => t('plays.otherCount', { count })) : []),
-    [data, t],
+    () => (chart ? structureSeries(chart, (count) => t('plays.otherCount', { count })) : []),
+    [chart, t],
   );
   const declaredPerDay = useMemo(() => {
-    if (!data) return [];
-    return data.days.map((_, i) => {
-      const values = data.structures.map((s) => s.declared[i]).filter((v): v is number => v !== null);
+    if (!chart) return [];
+    return categoriesOf(chart).map((_, i) => {
+      const values = chart.structures.map((s) => s.declared[i]).filter((v): v is number => v !== null);
       return values.length === 0 ? null : values.reduce((a, b) => a + b, 0);
     });
-  }, [data]);
+  }, [chart]);
+  const chartCampaigns = useMemo(
+    () =>
+      (chart?.campaigns ?? [])
+        .slice()
+        .sort((a, b) => b.totals.plays - a.totals.plays || b.totals.declared - a.totals.declared),
+    [chart],
+  );
   const hasDeclared = declaredPerDay.some((v) => v !== null);
   const campaignRows = useMemo(
     () =>
@@ -189,6 +228,21 @@ export function PlaysPage() {
       <p class="hint">
         <Link href="/reports">{t('reports.toReports')}</Link>
       </p>
+      <fieldset class="segmented">
+        <legend>{t('plays.bucket')}</legend>
+        {(['day', 'hour'] as const).map((b) => (
+          <label key={b}>
+            <input
+              type="radio"
+              name="plays-bucket"
+              value={b}
+              checked={bucket === b}
+              onChange={() => setBucket(b)}
+            />
+            {t(b === 'day' ? 'plays.bucketDay' : 'plays.bucketHour')}
+          </label>
+        ))}
+      </fieldset>
 
       {plays.loading && !data ? <Loading /> : null}
       <ErrorNotice error={plays.error} />
@@ -224,37 +278,49 @@ export function PlaysPage() {
           </dl>
 
           <div class="panel">
-            <h2>{t('plays.byStructure')}</h2>
+            <h2>{t(bucket === 'hour' ? 'plays.byStructureHours' : 'plays.byStructure')}</h2>
             <p class="hint">{t('reports.byStructureHint')}</p>
-            <BarChart
-              title={t('plays.byStructure')}
-              titleHidden
-              categories={data.days}
-              categoryLabel={dayLabel}
-              categoryName={(d) => date(d)}
-              series={bySeries}
-              reference={hasDeclared ? { name: t('charts.declared'), values: declaredPerDay } : undefined}
-              xLabel={t('charts.axisDay')}
-              yLabel={t('charts.axisPlays')}
-              emptyText={t('plays.none')}
-            />
+            {bucket === 'hour' ? (
+              <p class="hint" data-testid="plays-hours-hint">
+                {t('plays.hoursHint', { from: date(hourFrom), to: date(applied.to) })}
+              </p>
+            ) : null}
+            {bucket === 'hour' && hourly.loading && !hourly.data ? <Loading /> : null}
+            <ErrorNotice error={bucket === 'hour' ? hourly.error : null} />
+            {chart ? (
+              <BarChart
+                title={t(hours ? 'plays.byStructureHours' : 'plays.byStructure')}
+                titleHidden
+                categories={categories}
+                categoryLabel={categoryLabel}
+                categoryName={categoryName}
+                series={bySeries}
+                reference={hasDeclared ? { name: t('charts.declared'), values: declaredPerDay } : undefined}
+                xLabel={xLabel}
+                yLabel={t('charts.axisPlays')}
+                emptyText={t('plays.none')}
+              />
+            ) : null}
           </div>
 
           <div class="panel">
-            <h2>{t('reports.byCampaign')}</h2>
+            <h2>{t(bucket === 'hour' ? 'reports.byCampaignHours' : 'reports.byCampaign')}</h2>
             <p class="hint">{t('reports.byCampaignHint')}</p>
             {campaignRows.length === 0 ? <p>{t('reports.noCampaigns')}</p> : null}
             <div class="chart-grid-small">
-              {campaignRows.slice(0, MAX_CAMPAIGN_CHARTS).map((c) => (
+              {chartCampaigns.slice(0, MAX_CAMPAIGN_CHARTS).map((c) => (
                 <div key={c.submission_id} class="small-chart">
                   <h3>
                     {c.submission_number} · {c.advertiser_name}
                   </h3>
                   <BarChart
-                    title={t('reports.campaignChart', { number: c.submission_number })}
-                    categories={data.days}
-                    categoryLabel={dayLabel}
-                    categoryName={(d) => date(d)}
+                    title={t(hours ? 'reports.campaignChartHours' : 'reports.campaignChart', {
+                      number: c.submission_number,
+                      advertiser: c.advertiser_name,
+                    })}
+                    categories={categories}
+                    categoryLabel={categoryLabel}
+                    categoryName={categoryName}
                     series={[
                       {
                         name: t('reports.unflagged'),
@@ -263,8 +329,8 @@ export function PlaysPage() {
                       },
                       { name: t('plays.flagged'), values: c.flagged, color: PALETTE[1], hatched: true },
                     ]}
-                    reference={{ name: t('charts.declared'), values: c.declared }}
-                    xLabel={t('charts.axisDay')}
+                    reference={hours ? undefined : { name: t('charts.declared'), values: c.declared }}
+                    xLabel={xLabel}
                     yLabel={t('charts.axisPlays')}
                     emptyText={t('plays.none')}
                     height={220}
