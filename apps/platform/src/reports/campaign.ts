@@ -256,6 +256,9 @@ export interface CampaignReport {
     totals: ReportTotals;
   }[];
   days: ({ day: string; live_hours: number } & ReportTotals)[];
+  /** The hours (in the zone) that hold plays, in order: the first instant, its day and hour of day, the plays and
+   * the flagged ones among them. Hours without plays are left out. */
+  hours: { start: string; day: string; hour: number; plays: number; flagged: number }[];
   cells: ReportCell[];
   totals: ReportTotals;
   flags: { flag: string; plays: number }[];
@@ -282,6 +285,9 @@ export interface CampaignReport {
 
 interface RecordGroup {
   cell: boolean;
+  by_hour: boolean;
+  hour: string | null;
+  flagged: string;
   structure_id: string | null;
   day: string | null;
   attested: boolean | null;
@@ -291,15 +297,20 @@ interface RecordGroup {
 }
 
 /**
- * The campaign's play records, grouped twice in one pass: by structure, day (in the zone), source and flags; and by
- * receive day (the seals that cover them). Partition pruning keeps it to the months the plays can have been received
+ * The campaign's play records, grouped three times in one pass: by structure, day (in the zone), source and flags; by
+ * receive day (the seals that cover them); and by hour of the play's start (of its batch's receipt when it has none,
+ * as its day), an epoch hour: Almaty's offset and UTC's are whole hours. Partition pruning keeps it to the months the plays can have been received
  * in: a play is received at most 300 s before its start and, to be counted, within 90 days after it (DESIGN.md
  * section 5), so its receive day lies in [day - 1, day + 92].
  */
 const RECORDS_SQL = `
-  SELECT GROUPING(x.receive_day) = 1 AS cell, x.structure_id, x.day, x.attested, x.flags,
-         to_char(x.receive_day, 'YYYY-MM-DD') AS receive_day, count(*)::bigint AS plays
+  SELECT GROUPING(x.receive_day, x.hour) = 3 AS cell, GROUPING(x.hour) = 0 AS by_hour, x.hour::text AS hour,
+         x.structure_id, x.day, x.attested, x.flags,
+         to_char(x.receive_day, 'YYYY-MM-DD') AS receive_day, count(*)::bigint AS plays,
+         count(*) FILTER (WHERE cardinality(x.flags) > 0)::bigint AS flagged
     FROM (SELECT r.structure_id, r.attested, r.flags, r.receive_day,
+                 floor(extract(epoch FROM coalesce(r.start_at,
+                       (SELECT b.received_at FROM pop_batches b WHERE b.id = r.batch_id))) / 3600)::bigint AS hour,
                  CASE WHEN $3::boolean
                       THEN to_char((coalesce(r.start_at, (SELECT b.received_at FROM pop_batches b WHERE b.id = r.batch_id))
                                     AT TIME ZONE 'UTC')::date, 'YYYY-MM-DD')
@@ -309,7 +320,7 @@ const RECORDS_SQL = `
              AND ($2::uuid IS NULL OR r.structure_id IN (SELECT st.id FROM structures st WHERE st.organisation_id = $2))
              AND r.day BETWEEN $4::date AND $5::date
              AND r.receive_day BETWEEN $4::date - 1 AND $5::date + 92) x
-   GROUP BY GROUPING SETS ((x.structure_id, x.day, x.attested, x.flags), (x.receive_day))`;
+   GROUP BY GROUPING SETS ((x.structure_id, x.day, x.attested, x.flags), (x.receive_day), (x.hour))`;
 
 const emptyTotals = (): ReportTotals => ({
   plays: 0,
@@ -401,8 +412,24 @@ export async function campaignReport(
   const flagCounts = new Map<string, number>();
   const received = new Map<string, number>();
   let recorded = 0;
+  const hours: { epochHour: number; entry: CampaignReport['hours'][number] }[] = [];
   for (const g of groups) {
     const n = Number(g.plays);
+    if (g.by_hour) {
+      const epochHour = Number(g.hour);
+      const start = formatInstant(zone, new Date(epochHour * 3_600_000));
+      hours.push({
+        epochHour,
+        entry: {
+          start,
+          day: start.slice(0, 10),
+          hour: Number(start.slice(11, 13)),
+          plays: n,
+          flagged: Number(g.flagged),
+        },
+      });
+      continue;
+    }
     if (!g.cell) {
       if (g.receive_day !== null) received.set(g.receive_day, (received.get(g.receive_day) ?? 0) + n);
       continue;
@@ -526,6 +553,7 @@ export async function campaignReport(
       const { live_hours, ...rest } = d;
       return { day, live_hours, ...finish(rest, bandPct) };
     }),
+    hours: hours.sort((a, b) => a.epochHour - b.epochHour).map((h) => h.entry),
     cells,
     totals: finish(total, bandPct),
     flags: [...flagCounts.entries()]

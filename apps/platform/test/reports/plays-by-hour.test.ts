@@ -161,3 +161,44 @@ describe('plays per Almaty hour', () => {
     expect(three.hours).toHaveLength(72);
   });
 });
+
+describe("a campaign report's hours", () => {
+  const reportUrl = (tz: string) => `/api/v1/console/reports/campaigns/${f.submissionId}?tz=${tz}`;
+
+  test('the hours that hold plays, in Almaty time or UTC, adding up to the report; an operator its own structures', async () => {
+    const almaty = (await get(f.keys.agency, reportUrl('almaty'))).json();
+    expect(almaty.hours).toEqual([
+      { start: '2026-11-19T14:00:00+05:00', day: '2026-11-19', hour: 14, plays: 2, flagged: 0 },
+      { start: '2026-11-20T01:00:00+05:00', day: '2026-11-20', hour: 1, plays: 1, flagged: 0 },
+      { start: '2026-11-20T02:00:00+05:00', day: '2026-11-20', hour: 2, plays: 1, flagged: 0 },
+      { start: '2026-11-20T04:00:00+05:00', day: '2026-11-20', hour: 4, plays: 2, flagged: 1 },
+      { start: '2026-11-20T08:00:00+05:00', day: '2026-11-20', hour: 8, plays: 1, flagged: 0 },
+      { start: '2026-11-20T09:00:00+05:00', day: '2026-11-20', hour: 9, plays: 3, flagged: 0 },
+      { start: '2026-11-20T10:00:00+05:00', day: '2026-11-20', hour: 10, plays: 4, flagged: 1 },
+    ]);
+    const sum = (hours: { plays: number }[]) => hours.reduce((n, h) => n + h.plays, 0);
+    expect(sum(almaty.hours)).toBe(almaty.totals.plays);
+    expect(almaty.consistency.agree).toBe(true);
+
+    const utc = (await get(f.keys.agency, reportUrl('utc'))).json();
+    expect(utc.hours.map((h: { start: string; plays: number }) => [h.start, h.plays])).toEqual([
+      ['2026-11-19T09:00:00Z', 2],
+      ['2026-11-19T20:00:00Z', 1],
+      ['2026-11-19T21:00:00Z', 1],
+      ['2026-11-19T23:00:00Z', 2],
+      ['2026-11-20T03:00:00Z', 1],
+      ['2026-11-20T04:00:00Z', 3],
+      ['2026-11-20T05:00:00Z', 4],
+    ]);
+    // Across the day boundary: 23:00Z on the 19th in UTC is 04:00 on the 20th in Almaty.
+    expect(utc.hours[3]).toMatchObject({ day: '2026-11-19', hour: 23, flagged: 1 });
+
+    // Operator B sees its own structure (S3) of another organisation's campaign, and only its hours.
+    const b = (await get(f.keys.operatorB, reportUrl('almaty'))).json();
+    expect(b.report.scope).toBe('own_structures');
+    expect(b.hours).toEqual([
+      { start: '2026-11-20T10:00:00+05:00', day: '2026-11-20', hour: 10, plays: 3, flagged: 0 },
+    ]);
+    problemOf(await get(f.keys.foreignAgency, reportUrl('almaty')), 404, 'not_found');
+  });
+});
