@@ -173,4 +173,50 @@ describe('proof of play per hour in Chromium', () => {
     await setLanguage('en');
     expect(errors).toEqual([]);
   }, 180_000);
+
+  test("a campaign's report per hour: the 24 hours of a day in Almaty time or UTC, en/ru/kk", async () => {
+    await page.goto(url(`/reports/${f.submissionId}`));
+    await page.getByRole('heading', { name: `${ADVERTISER} · ${f.submissionNumber}` }).waitFor();
+    await page.getByRole('radio', { name: 'Per hour' }).check();
+    await page.getByRole('heading', { name: 'Plays per hour', exact: true }).waitFor();
+    // The last day with plays first.
+    expect(await page.locator('#report-hour-day').inputValue()).toBe('2026-11-20');
+    const chart = page.getByRole('img', { name: /^Plays per hour on 20 Nov 2026\./ });
+    const entries = ((await chart.getAttribute('aria-label')) ?? '').split('. ')[1]!.split('; ');
+    expect(entries).toHaveLength(24);
+    expect(entries[4]).toBe('20 Nov 2026, 04:00: 2');
+    expect(entries[10]).toBe('20 Nov 2026, 10:00: 4');
+    const rows = await numberRows();
+    expect(rows).toHaveLength(24);
+    // Not flagged, flagged, total.
+    expect(rows[10]).toEqual(['20 Nov 2026, 10:00', '3', '1', '4']);
+    expect(await page.locator('figure.chart').first().locator('.chart-axis-title').allTextContents()).toEqual(
+      ['Plays', 'Hour (Almaty time)'],
+    );
+    await page.locator('#report-hour-day').selectOption('2026-11-19');
+    await expect.poll(async () => (await numberRows())[14]).toEqual(['19 Nov 2026, 14:00', '2', '0', '2']);
+    await screenshot(page, 'plays-hours-report-en');
+    await expectAccessible(page, 'campaign report per hour (en)');
+
+    // UTC: the plays of 23:30Z and 23:40Z on the 19th are in its hour 23.
+    await page.getByRole('radio', { name: 'UTC' }).check();
+    await page.getByText('Days and times in UTC.').waitFor();
+    await expect.poll(async () => (await numberRows())[23]).toEqual(['19 Nov 2026, 23:00', '1', '1', '2']);
+    expect(await page.locator('figure.chart').first().locator('.chart-axis-title').allTextContents()).toEqual(
+      ['Plays', 'Hour (UTC)'],
+    );
+
+    for (const language of ['ru', 'kk'] as const) {
+      await setLanguage(language);
+      await page.waitForLoadState('networkidle');
+      await expect.poll(async () => (await numberRows()).length).toBe(24);
+      await expectNoEnglish(page, `campaign report per hour (${language})`);
+      await expectAccessible(page, `campaign report per hour (${language})`);
+      await screenshot(page, `plays-hours-report-${language}`);
+    }
+    await setLanguage('en');
+    await page.getByRole('radio', { name: 'Per day' }).check();
+    await page.getByRole('img', { name: /^Plays per day\./ }).waitFor();
+    expect(errors).toEqual([]);
+  }, 180_000);
 });

@@ -384,6 +384,8 @@ export interface CampaignReport {
     totals: ReportTotals;
   }[];
   days: ({ day: string; live_hours: number } & ReportTotals)[];
+  /** The hours (in the report's zone) that hold plays, in order. */
+  hours: { start: string; day: string; hour: number; plays: number; flagged: number }[];
   cells: ReportCell[];
   totals: ReportTotals;
   flags: { flag: string; plays: number }[];

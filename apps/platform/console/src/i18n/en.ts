@@ -742,6 +742,10 @@ export const en = {
   'plays.bucketHour': 'Per hour',
   'plays.byStructureHours': 'Plays per hour by structure',
   'reports.byCampaignHours': 'Plays per hour by campaign',
+  'reports.perHour': 'Plays per hour',
+  'reports.perHourOn': 'Plays per hour on {day}',
+  'reports.hourDay': 'Day',
+  'reports.axisHourUtc': 'Hour (UTC)',
   'plays.hoursHint':
     'Hours in Almaty time from {from} to {to}: at most the last 3 days of the period. Declared plays are per day and are not drawn per hour.',
   'reports.openReport': 'Open the report',

@@ -745,6 +745,10 @@ export const kk: Dictionary = {
   'plays.bucketHour': 'Сағаттар бойынша',
   'plays.byStructureHours': 'Конструкциялар бойынша сағаттық көрсетілімдер',
   'reports.byCampaignHours': 'Науқандар бойынша сағаттық көрсетілімдер',
+  'reports.perHour': 'Сағаттық көрсетілімдер',
+  'reports.perHourOn': '{day} күнгі сағаттық көрсетілімдер',
+  'reports.hourDay': 'Күн',
+  'reports.axisHourUtc': 'Сағат (UTC, әлемдік уақыт)',
   'plays.hoursHint':
     'Алматы уақыты бойынша {from} – {to} аралығындағы сағаттар: кезеңнің соңғы үш күнінен аспайды. Мәлімделген көрсетілімдер күнге беріледі, сағат бойынша салынбайды.',
   'reports.openReport': 'Есепті ашу',

@@ -748,6 +748,10 @@ export const ru: Dictionary = {
   'plays.bucketHour': 'По часам',
   'plays.byStructureHours': 'Показы по часам по конструкциям',
   'reports.byCampaignHours': 'Показы по часам по кампаниям',
+  'reports.perHour': 'Показы по часам',
+  'reports.perHourOn': 'Показы по часам за {day}',
+  'reports.hourDay': 'День',
+  'reports.axisHourUtc': 'Час (UTC, всемирное время)',
   'plays.hoursHint':
     'Часы по времени Алматы с {from} по {to}: не больше трёх последних дней периода. Заявленные показы задаются на день и по часам не рисуются.',
   'reports.openReport': 'Открыть отчёт',

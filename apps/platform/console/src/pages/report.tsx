@@ -5,7 +5,7 @@ import { BarChart, PALETTE } from '../components/bar-chart.js';
 import { addDays, percent, shortDay } from '../components/chart-labels.js';
 import { Link } from '../components/layout.js';
 import { DataTable, TableFrame } from '../components/table.js';
-import { Badge, ErrorNotice, Hash, knownKey, Loading, Notice, useAsync } from '../components/ui.js';
+import { Badge, ErrorNotice, Field, Hash, knownKey, Loading, Notice, useAsync } from '../components/ui.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';
 import { sha256Hex } from '../verify/bytes.js';
 import { type Check, type StatsSeal, verifySeal } from '../verify/seal.js';
@@ -157,6 +157,12 @@ function ReportDocument(props: { report: CampaignReport }) {
     return cells.length === 0 ? null : cells.reduce((n, c) => n + (c.declared ?? 0), 0);
   });
   const [showCells, setShowCells] = useState(r.cells.length <= 60);
+  // Per hour: the 24 hours of one day (in the report's zone), the last day with plays at first.
+  const [bucket, setBucket] = useState<'day' | 'hour'>('day');
+  const [hourDay, setHourDay] = useState(r.hours.at(-1)?.day ?? r.days.at(-1)?.day ?? '');
+  const hourKeys = Array.from({ length: 24 }, (_, h) => `${hourDay}|${h}`);
+  const hourOf = new Map(r.hours.filter((h) => h.day === hourDay).map((h) => [`${h.day}|${h.hour}`, h]));
+  const hh = (key: string) => `${key.split('|')[1]!.padStart(2, '0')}:00`;
   return (
     <article class="report-document" aria-labelledby="report-title">
       <header class="report-head">
@@ -232,27 +238,89 @@ function ReportDocument(props: { report: CampaignReport }) {
       </section>
 
       <section class="report-section">
-        <h2>{t('reports.perDay')}</h2>
-        <BarChart
-          title={t('reports.perDay')}
-          titleHidden
-          categories={r.days.map((d) => d.day)}
-          categoryLabel={(d) => shortDay(language, d)}
-          categoryName={dayName}
-          series={[
-            { name: t('reports.unflagged'), values: r.days.map((d) => d.unflagged), color: PALETTE[0] },
-            {
-              name: t('plays.flagged'),
-              values: r.days.map((d) => d.flagged),
-              color: PALETTE[1],
-              hatched: true,
-            },
-          ]}
-          reference={{ name: t('charts.declared'), values: declaredPerDay }}
-          xLabel={t(utc ? 'charts.axisDayUtc' : 'charts.axisDay')}
-          yLabel={t('charts.axisPlays')}
-          emptyText={t('plays.none')}
-        />
+        <h2>{t(bucket === 'hour' ? 'reports.perHour' : 'reports.perDay')}</h2>
+        <div class="report-toolbar no-print">
+          <fieldset class="segmented">
+            <legend>{t('plays.bucket')}</legend>
+            {(['day', 'hour'] as const).map((b) => (
+              <label key={b}>
+                <input
+                  type="radio"
+                  name="report-bucket"
+                  value={b}
+                  checked={bucket === b}
+                  onChange={() => setBucket(b)}
+                />
+                {t(b === 'day' ? 'plays.bucketDay' : 'plays.bucketHour')}
+              </label>
+            ))}
+          </fieldset>
+          {bucket === 'hour' ? (
+            <Field id="report-hour-day" label={t('reports.hourDay')}>
+              <select
+                id="report-hour-day"
+                value={hourDay}
+                onChange={(e) => setHourDay((e.target as HTMLSelectElement).value)}
+              >
+                {r.days.map((d) => (
+                  <option key={d.day} value={d.day}>
+                    {date(d.day)}
+                  </option>
+                ))}
+              </select>
+            </Field>
+          ) : null}
+        </div>
+        {bucket === 'hour' ? (
+          <BarChart
+            title={t('reports.perHourOn', { day: date(hourDay) })}
+            titleHidden
+            categories={hourKeys}
+            categoryLabel={hh}
+            categoryName={(key) => `${date(hourDay)}, ${hh(key)}`}
+            series={[
+              {
+                name: t('reports.unflagged'),
+                values: hourKeys.map((k) => {
+                  const h = hourOf.get(k);
+                  return h ? h.plays - h.flagged : 0;
+                }),
+                color: PALETTE[0],
+              },
+              {
+                name: t('plays.flagged'),
+                values: hourKeys.map((k) => hourOf.get(k)?.flagged ?? 0),
+                color: PALETTE[1],
+                hatched: true,
+              },
+            ]}
+            xLabel={t(utc ? 'reports.axisHourUtc' : 'charts.axisHour')}
+            yLabel={t('charts.axisPlays')}
+            emptyText={t('plays.none')}
+          />
+        ) : null}
+        {bucket === 'day' ? (
+          <BarChart
+            title={t('reports.perDay')}
+            titleHidden
+            categories={r.days.map((d) => d.day)}
+            categoryLabel={(d) => shortDay(language, d)}
+            categoryName={dayName}
+            series={[
+              { name: t('reports.unflagged'), values: r.days.map((d) => d.unflagged), color: PALETTE[0] },
+              {
+                name: t('plays.flagged'),
+                values: r.days.map((d) => d.flagged),
+                color: PALETTE[1],
+                hatched: true,
+              },
+            ]}
+            reference={{ name: t('charts.declared'), values: declaredPerDay }}
+            xLabel={t(utc ? 'charts.axisDayUtc' : 'charts.axisDay')}
+            yLabel={t('charts.axisPlays')}
+            emptyText={t('plays.none')}
+          />
+        ) : null}
         <TableFrame
           caption={t('reports.perDay')}
           class="report-days"
