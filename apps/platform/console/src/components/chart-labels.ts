@@ -74,6 +74,27 @@ export function dayAndHour(language: Language, instant: string, timeZone = 'Asia
   }).format(new Date(instant));
 }
 
+/** An instant's date and time in a time zone ("20 Nov 2026, 14:00"; in Kazakh as CLDR writes it, "2026 ж. 20 қар., 14:00"). */
+export function dateTimeInZone(language: Language, instant: string, timeZone: string): string {
+  const options: Intl.DateTimeFormatOptions = {
+    timeZone,
+    year: 'numeric',
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    hourCycle: 'h23',
+  };
+  if (kazakhByHand(language)) {
+    const parts = new Intl.DateTimeFormat('en-GB', { ...options, month: 'numeric' }).formatToParts(
+      new Date(instant),
+    );
+    const part = (type: string) => parts.find((p) => p.type === type)?.value ?? '';
+    return `${part('year')} ж. ${Number(part('day'))} ${KK_MONTHS[Number(part('month')) - 1]}, ${part('hour')}:${part('minute')}`;
+  }
+  return new Intl.DateTimeFormat(LOCALES[language], options).format(new Date(instant));
+}
+
 /** Calendar arithmetic on 'YYYY-MM-DD'. */
 export function addDays(day: string, days: number): string {
   const [y, m, d] = day.split('-').map(Number) as [number, number, number];

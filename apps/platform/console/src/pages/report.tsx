@@ -2,11 +2,11 @@ import { useState } from 'preact/hooks';
 import { ApiError, get, verifyGet } from '../api/client.js';
 import type { CampaignListItem, CampaignReport, ReportCell, ReportTotals } from '../api/types.js';
 import { BarChart, PALETTE } from '../components/bar-chart.js';
-import { addDays, percent, shortDay } from '../components/chart-labels.js';
+import { addDays, dateTimeInZone, percent, shortDay } from '../components/chart-labels.js';
 import { Link } from '../components/layout.js';
 import { DataTable, TableFrame } from '../components/table.js';
 import { Badge, ErrorNotice, Field, Hash, knownKey, Loading, Notice, useAsync } from '../components/ui.js';
-import { type MessageKey, useI18n } from '../i18n/index.js';
+import { type Language, type MessageKey, useI18n } from '../i18n/index.js';
 import { sha256Hex } from '../verify/bytes.js';
 import { type Check, type StatsSeal, verifySeal } from '../verify/seal.js';
 import { parsePem } from '../verify/x509.js';
@@ -239,7 +239,7 @@ function ReportDocument(props: { report: CampaignReport }) {
 
       <section class="report-section">
         <h2>{t(bucket === 'hour' ? 'reports.perHour' : 'reports.perDay')}</h2>
-        <div class="report-toolbar no-print">
+        <div class="chart-switch no-print">
           <fieldset class="segmented">
             <legend>{t('plays.bucket')}</legend>
             {(['day', 'hour'] as const).map((b) => (
@@ -730,16 +730,7 @@ function SealRow(props: { seal: CampaignReport['seals'][number]; utc: boolean; r
 }
 
 /** An RFC 3339 instant in the report's zone: Almaty, or UTC. */
-function formatInZone(language: string, value: string, utc: boolean): string {
-  const locale = language === 'ru' ? 'ru-RU' : language === 'kk' ? 'kk-KZ' : 'en-GB';
-  const text = new Intl.DateTimeFormat(locale, {
-    timeZone: utc ? 'UTC' : 'Asia/Almaty',
-    year: 'numeric',
-    month: 'short',
-    day: 'numeric',
-    hour: '2-digit',
-    minute: '2-digit',
-    hourCycle: 'h23',
-  }).format(new Date(value));
+function formatInZone(language: Language, value: string, utc: boolean): string {
+  const text = dateTimeInZone(language, value, utc ? 'UTC' : 'Asia/Almaty');
   return utc ? `${text} UTC` : text;
 }
