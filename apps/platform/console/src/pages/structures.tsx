@@ -535,6 +535,9 @@ function ImportFile(props: {
   };
 
   const rows = file?.parsed.rows ?? [];
+  const withIdentifiers = rows.some(
+    (r) => r.row.venue_type_id !== undefined || r.row.openooh_screen_id || r.row.geopath_spot_id,
+  );
   const fieldErrors = check?.error instanceof ApiError ? check.error.errors : [];
   const rowErrors = fieldErrors.filter((e) => e.path.startsWith('/structures/'));
   const statusOf = new Map((check?.answer?.items ?? []).map((i) => [i.index, i.status]));
@@ -627,11 +630,21 @@ function ImportFile(props: {
               { header: t('structures.format'), cell: (r) => r.row.format },
               { header: t('structures.address'), cell: (r) => r.row.address ?? '—' },
               { header: t('structures.position'), cell: (r) => position(language, r.row.lat, r.row.lon) },
-              {
-                header: t('structures.venueType'),
-                cell: (r) => <VenueLabel venues={props.venues} id={r.row.venue_type_id} />,
-              },
-              { header: t('structures.screenIds'), cell: (r) => screenIdsText(r.row) },
+              // The venue type and screen ids only when the file has them: the preview stays as narrow as its file.
+              ...(withIdentifiers
+                ? [
+                    {
+                      header: t('structures.venueType'),
+                      cell: (r: (typeof rows)[number]) => (
+                        <VenueLabel venues={props.venues} id={r.row.venue_type_id} />
+                      ),
+                    },
+                    {
+                      header: t('structures.screenIds'),
+                      cell: (r: (typeof rows)[number]) => screenIdsText(r.row),
+                    },
+                  ]
+                : []),
               {
                 header: t('structures.state'),
                 cell: (r) =>
