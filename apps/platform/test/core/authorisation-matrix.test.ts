@@ -119,13 +119,14 @@ describe('authorisation matrix of the api host', () => {
     expect(failures).toEqual([]);
   });
 
-  test('the only api routes without credentials are health, categories, the console page and signing in', () => {
+  // The two published taxonomies (IAB Ad Product categories, OpenOOH venue types) are reference data anyone may read.
+  test('the only api routes without credentials are health, the taxonomies, the console page and signing in', () => {
     const publicRoutes = registeredRoutes(p.servers.api)
       .filter((r) => !r.auth)
       .map((r) => `${r.method} ${r.url}`);
     for (const r of publicRoutes) {
       expect(r).toMatch(
-        /^(GET \/(healthz|readyz|api\/v1\/categories|console)|(GET|POST|DELETE) \/api\/v1\/console\/session$)/,
+        /^(GET \/(healthz|readyz|api\/v1\/(categories|venue-types)|console)|(GET|POST|DELETE) \/api\/v1\/console\/session$)/,
       );
     }
   });
