@@ -703,6 +703,11 @@ export const en = {
     'Save the authority’s root certificate as {file}: the player checks every approval envelope against it.',
   'dayone.downloadAuthorityRoot': 'Download the authority root',
   'dayone.runStep': 'Check the player, then start it:',
+  'dayone.filesStep': 'Save these files into one folder on the player:',
+  'dayone.installStep': 'Install them in one step, from the player’s folder (with its agent.json):',
+  'dayone.installHint':
+    'It checks that the certificate is for this player’s key and comes from the chain, writes the device id into agent.json and puts each file where the agent reads it; nothing is written when a check fails.',
+  'dayone.byHand': 'Or by hand: the lines of agent.json',
   // Reports and charts (issue 17 item 4): plays against the declared plays, campaign reports, fleet health.
   'reports.nav': 'Reports',
   'reports.title': 'Campaign reports',
@@ -723,11 +728,6 @@ export const en = {
   'reports.declaredOver': 'Declared (days over)',
   'reports.playsCompared': 'Plays on those days',
   'reports.deviation': 'Difference from declared',
-  'dayone.filesStep': 'Save these files into one folder on the player:',
-  'dayone.installStep': 'Install them in one step, from the player’s folder (with its agent.json):',
-  'dayone.installHint':
-    'It checks that the certificate is for this player’s key and comes from the chain, writes the device id into agent.json and puts each file where the agent reads it; nothing is written when a check fails.',
-  'dayone.byHand': 'Or by hand: the lines of agent.json',
   'reports.slotPlays': 'Authority content',
   'reports.byStructureHint':
     'Each bar is a day; its parts are structures. The dark mark is the sum of the plays declared for that day.',
