@@ -173,6 +173,22 @@ describe('alerts on the fleet page', () => {
     await screenshot(page, 'fleet-alert-webhook');
   });
 
+  test('on a narrow screen a table wider than the page scrolls by keyboard too, and only then takes focus', async () => {
+    await page.setViewportSize({ width: 700, height: 900 });
+    try {
+      await page.goto(url('/fleet'));
+      const devices = page.locator('.table-wrap', { has: page.getByRole('table', { name: 'Devices' }) });
+      await devices.waitFor();
+      await expect.poll(() => devices.getAttribute('tabindex')).toBe('0');
+      expect(await devices.getAttribute('aria-label')).toBe('Devices');
+      await expectAccessible(page, 'fleet, narrow');
+      await page.setViewportSize({ width: 2400, height: 900 });
+      await expect.poll(() => devices.getAttribute('tabindex')).toBeNull();
+    } finally {
+      await page.setViewportSize({ width: 1366, height: 768 });
+    }
+  });
+
   test('in Russian and Kazakh, with no English left', async () => {
     for (const language of ['ru', 'kk'] as const) {
       await page.locator('#language').selectOption(language);

@@ -1,4 +1,5 @@
 import type { ComponentChildren, JSX } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
 
 /** A column of a table: its header, and how a row fills its cell. */
 export interface Column<T> {
@@ -22,8 +23,27 @@ export function TableFrame(props: {
   class?: string;
   children: ComponentChildren;
 }) {
+  // A table wider than the page scrolls inside its frame; a keyboard must be able to scroll it too, so the frame
+  // takes focus (named by the caption) exactly while it overflows (WCAG 2.1.1; axe "scrollable-region-focusable").
+  const frame = useRef<HTMLDivElement>(null);
+  const [overflows, setOverflows] = useState(false);
+  useEffect(() => {
+    const element = frame.current;
+    if (!element) return;
+    const measure = () => setOverflows(element.scrollWidth > element.clientWidth + 1);
+    measure();
+    const observer = new ResizeObserver(measure);
+    observer.observe(element);
+    const table = element.firstElementChild;
+    if (table) observer.observe(table);
+    return () => observer.disconnect();
+  }, []);
   return (
-    <div class="table-wrap">
+    <div
+      class="table-wrap"
+      ref={frame}
+      {...(overflows ? { tabIndex: 0, role: 'group', 'aria-label': props.caption } : {})}
+    >
       <table class={props.class}>
         <caption class="visually-hidden">{props.caption}</caption>
         <thead>
