@@ -90,9 +90,11 @@ Outdoor advertising approval and proof-of-play platform is running (data in ${co
   devices  ${platform.urls.devices}/d/v1    (mutual TLS: telemetry, certificate renewal)
   verify   ${platform.urls.verify}/v1      (public: seals, ledger, open data)
 
+  console  ${platform.urls.api}/console/
   admin API key (console:admin): ${key}
 
-Try:  curl -s -H "Authorization: Bearer ${key}" ${platform.urls.api}/api/v1/console/organisations
+First time: open ${platform.urls.api}/console/first-admin and paste the key to make the first console administrator.
+Or:   curl -s -H "Authorization: Bearer ${key}" ${platform.urls.api}/api/v1/console/organisations
 Ctrl-C stops the platform${values['no-fleet'] || players === 0 ? '' : ', the demo fleet'} and its database.
 `);
 
