@@ -8,7 +8,7 @@ import {
   listSubscriptions,
   PARTNER_EVENT_TYPES,
 } from '../city-events/repository.js';
-import { resolveTarget, targetPolicy } from '../city-events/targets.js';
+import { subscriptionUrl } from '../city-events/subscription-url.js';
 import { generateSecret } from '../city-events/webhooks.js';
 import type { Feature } from '../features.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
@@ -171,23 +171,7 @@ export function createAdManagementFeature(options: { tickMs?: number } = {}): Fe
         { config: { auth: READ_ADS }, schema: { body: WebhookBody } },
         async (request, reply) => {
           const owner = principalOf(request).organisation.id;
-          let url: URL;
-          try {
-            url = new URL(request.body.url);
-          } catch {
-            throw validationFailed([{ path: '/url', code: 'format', message: 'not a URL' }]);
-          }
-          if (url.username || url.password) {
-            throw validationFailed([
-              { path: '/url', code: 'not_allowed', message: 'no credentials in the URL' },
-            ]);
-          }
-          // The same target rules as every webhook (src/city-events/targets.ts): public addresses only unless
-          // WEBHOOK_ALLOWED_TARGETS names the target; every delivery checks again.
-          const target = await resolveTarget(url, targetPolicy(ctx.config.settings));
-          if (!target.ok && target.why !== 'unresolvable') {
-            throw validationFailed([{ path: '/url', code: 'not_allowed', message: target.reason }]);
-          }
+          const url = await subscriptionUrl(request.body.url, ctx.config.settings);
           const generated = request.body.secret === undefined ? generateSecret() : null;
           const row = await insertOperatorSubscription(
             ctx.db,

@@ -21,7 +21,7 @@ import {
   readBandPct,
   setBandPct,
 } from './repository.js';
-import { resolveTarget, targetPolicy } from './targets.js';
+import { subscriptionUrl } from './subscription-url.js';
 import { deliverDueWebhooks, generateSecret } from './webhooks.js';
 
 const CONSOLE_READ: RouteAuth = {
@@ -183,23 +183,7 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
               );
             }
           }
-          let url: URL;
-          try {
-            url = new URL(b.url);
-          } catch {
-            throw validationFailed([{ path: '/url', code: 'format', message: 'not a URL' }]);
-          }
-          if (url.username || url.password) {
-            throw validationFailed([
-              { path: '/url', code: 'not_allowed', message: 'no credentials in the URL' },
-            ]);
-          }
-          // Loopback, private, link-local and other non-public targets only when WEBHOOK_ALLOWED_TARGETS names
-          // them. A name that does not resolve from here yet is taken: every delivery checks again.
-          const target = await resolveTarget(url, targetPolicy(ctx.config.settings));
-          if (!target.ok && target.why !== 'unresolvable') {
-            throw validationFailed([{ path: '/url', code: 'not_allowed', message: target.reason }]);
-          }
+          const url = await subscriptionUrl(b.url, ctx.config.settings);
           const generated = b.secret === undefined ? generateSecret() : null;
           const fields = { url: url.toString(), secret: b.secret ?? generated!, types: [...b.types] };
           const row =
