@@ -2,6 +2,7 @@ import {
   closeSync,
   existsSync,
   fsyncSync,
+  linkSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -120,16 +121,26 @@ export function storedToCounters(stored: StateFile['imports'][number]['start']):
   };
 }
 
-/** Writes `bytes` to `file` through a temporary file, synced, then renamed over it. */
+/** Writes every byte: one writeSync may write fewer than it was given. */
+function writeAll(fd: number, data: Buffer | string): void {
+  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+  let offset = 0;
+  while (offset < bytes.length) offset += writeSync(fd, bytes, offset, bytes.length - offset);
+}
+
+/** Writes `bytes` to `file` through a temporary file, synced, then renamed over it (removed if anything fails). */
 function writeAtomically(file: string, bytes: Buffer | string): void {
   const temporary = `${file}.tmp`;
   const fd = openSync(temporary, 'w', 0o600);
   try {
-    writeSync(fd, typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes);
+    writeAll(fd, bytes);
     fsyncSync(fd);
-  } finally {
+  } catch (error) {
     closeSync(fd);
+    rmSync(temporary, { force: true });
+    throw error;
   }
+  closeSync(fd);
   renameSync(temporary, file);
   syncFolder(path.dirname(file));
 }
@@ -242,24 +253,52 @@ export class ImportState {
 
   private static lock(folder: string): void {
     const file = path.join(folder, 'lock');
-    for (let attempt = 0; attempt < 2; attempt += 1) {
+    const holder = (lockFile: string) => Number(readFileSync(lockFile, 'utf8').trim());
+    const alive = (pid: number) =>
+      Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid);
+    for (let attempt = 0; attempt < 4; attempt += 1) {
       try {
-        const fd = openSync(file, 'wx', 0o600);
-        writeSync(fd, String(process.pid));
-        closeSync(fd);
-        return;
+        // The lock is written whole under a name of this run's own, then linked into place: link() fails when a
+        // lock is there, so two runs can never both hold it, and nobody reads a lock half written.
+        const mine = path.join(folder, `lock.${process.pid}.${attempt}`);
+        writeAtomically(mine, String(process.pid));
+        try {
+          linkSync(mine, file);
+          return;
+        } finally {
+          rmSync(mine, { force: true });
+        }
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-        const pid = Number(readFileSync(file, 'utf8').trim());
-        if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
+        let pid: number;
+        try {
+          pid = holder(file);
+        } catch {
+          continue; // released meanwhile
+        }
+        if (alive(pid)) {
           throw new StateError(
             'locked',
             `another import (pid ${pid}) is using ${folder}; wait for it to end (two at once would number the ` +
               'same plays twice)',
           );
         }
-        // Left by a run that crashed: take it over.
-        rmSync(file, { force: true });
+        // Left by a run that crashed: moved aside under a name of this run's own (only one mover succeeds), and
+        // removed only if it is still that dead run's lock; a live run's lock taken by mistake is put back.
+        const aside = path.join(folder, `lock.stale.${process.pid}.${attempt}`);
+        try {
+          renameSync(file, aside);
+        } catch {
+          continue;
+        }
+        if (alive(holder(aside))) {
+          try {
+            linkSync(aside, file);
+          } catch {
+            // Another lock is in place already: the next attempt reads it.
+          }
+        }
+        rmSync(aside, { force: true });
       }
     }
     throw new StateError('locked', `cannot take the lock of ${folder}`);
@@ -405,7 +444,7 @@ export class ImportState {
     if (batch.answer === null) {
       const fd = openSync(this.journalFile, 'a', 0o600);
       try {
-        writeSync(fd, `${JSON.stringify({ batch_seq: batchSeq, answer })}\n`);
+        writeAll(fd, `${JSON.stringify({ batch_seq: batchSeq, answer })}\n`);
         fsyncSync(fd);
       } finally {
         closeSync(fd);
