@@ -40,10 +40,21 @@ export function formatInstant(zone: ReportZone, instant: Date): string {
   return zone === 'UTC' ? `${instant.toISOString().slice(0, 19)}Z` : formatAlmaty(instant);
 }
 
-/** Every calendar day from `from` to `to`, both included. */
+/** How many calendar days from `from` to `to`, both included (0 when `to` is before `from`), by arithmetic. */
+export function daySpan(from: string, to: string): number {
+  const ms = Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`);
+  return Number.isFinite(ms) && ms >= 0 ? ms / 86_400_000 + 1 : 0;
+}
+
+/** Every calendar day from `from` to `to`, both included (callers bound the span first). */
 export function daysFromTo(from: string, to: string): string[] {
+  const span = daySpan(from, to);
   const out: string[] = [];
-  for (let day = from; day <= to; day = addDays(day, 1)) out.push(day);
+  let day = from;
+  for (let i = 0; i < span; i += 1) {
+    out.push(day);
+    if (i + 1 < span) day = addDays(day, 1);
+  }
   return out;
 }
 

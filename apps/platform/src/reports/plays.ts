@@ -1,9 +1,16 @@
-import { almatyDate, almatyDayEnd, almatyDayStart, formatAlmaty } from '@ooh/protocol';
+import {
+  addDays,
+  almatyDate,
+  almatyDayEnd,
+  almatyDayStart,
+  formatAlmaty,
+  isCalendarDate,
+} from '@ooh/protocol';
 import type { Db } from '../db/pool.js';
 import { validationFailed } from '../http/problem.js';
 import { scopeOf, type Viewer } from './access.js';
 import type { Gate } from './campaign.js';
-import { type LiveInterval, daysFromTo, declaredMap, declaredOnDay, liveInterval } from './days.js';
+import { type LiveInterval, daysFromTo, daySpan, declaredMap, declaredOnDay, liveInterval } from './days.js';
 
 /*
  * Plays per Almaty day by structure and by campaign, against the declared plays (GET /api/v1/console/reports/plays):
@@ -27,13 +34,14 @@ export interface PlaysQuery {
   submissionId: string | null;
 }
 
-const DATE = /^(?!0000)\d{4}-\d{2}-\d{2}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/**
+ * A calendar date the reports can count with: plays are later than 1970, and a range's arithmetic must never step
+ * past year 9999 (`to=9999-12-31` once made the day after unwritable: a 500).
+ */
 function isDate(value: string): boolean {
-  if (!DATE.test(value)) return false;
-  const d = new Date(`${value}T00:00:00Z`);
-  return !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === value;
+  return isCalendarDate(value) && value >= '1970-01-01' && value <= '9000-12-31';
 }
 
 /**
@@ -63,13 +71,20 @@ export function parsePlaysQuery(query: Record<string, unknown>, today: Date): Pl
     errors.push({ path: 'querystring:/bucket', code: 'not_allowed', message: 'day or hour' });
   const maxDays = bucket === 'hour' ? MAX_HOUR_RANGE_DAYS : MAX_RANGE_DAYS;
   const to = text('to') ?? almatyDate(today);
-  const from = text('from') ?? addDaysUtc(to, bucket === 'hour' ? 0 : -13);
-  if (!isDate(from)) errors.push({ path: 'querystring:/from', code: 'format', message: 'a date YYYY-MM-DD' });
-  if (!isDate(to)) errors.push({ path: 'querystring:/to', code: 'format', message: 'a date YYYY-MM-DD' });
-  if (isDate(from) && isDate(to)) {
+  // Without a from, the period ends at to: only a from that was given can be wrong.
+  const from = text('from') ?? (isDate(to) ? addDays(to, bucket === 'hour' ? 0 : -13) : null);
+  if (from !== null && !isDate(from))
+    errors.push({
+      path: 'querystring:/from',
+      code: 'format',
+      message: 'a date YYYY-MM-DD from 1970 to 9000',
+    });
+  if (!isDate(to))
+    errors.push({ path: 'querystring:/to', code: 'format', message: 'a date YYYY-MM-DD from 1970 to 9000' });
+  if (from !== null && isDate(from) && isDate(to)) {
     if (from > to)
       errors.push({ path: 'querystring:/to', code: 'not_allowed', message: 'to is before from' });
-    else if (daysFromTo(from, to).length > maxDays)
+    else if (daySpan(from, to) > maxDays)
       errors.push({
         path: 'querystring:/to',
         code: 'not_allowed',
@@ -88,12 +103,8 @@ export function parsePlaysQuery(query: Record<string, unknown>, today: Date): Pl
   const structureId = uuid('structure_id');
   const submissionId = uuid('submission_id');
   if (errors.length > 0) throw validationFailed(errors);
-  return { bucket, from, to, structureId, submissionId };
-}
-
-function addDaysUtc(day: string, days: number): string {
-  if (!isDate(day)) return day;
-  return new Date(new Date(`${day}T00:00:00Z`).getTime() + days * 86_400_000).toISOString().slice(0, 10);
+  // from is null only when to is not a date, which is an error above.
+  return { bucket, from: from ?? to, to, structureId, submissionId };
 }
 
 export interface PlaysSeries {

@@ -471,6 +471,11 @@ describe('plays per day (the console charts)', () => {
       ['from=2026-01-01&to=2026-12-31', 'querystring:/to'],
       ['from=2026-02-30&to=2026-03-01', 'querystring:/from'],
       ['from=0000-01-01&to=2026-03-01', 'querystring:/from'],
+      // The year's edge once made the day after unwritable (a 500), and a span of millennia was listed day by day
+      // before it was refused: both are refused at once now.
+      ['from=9999-12-31&to=9999-12-31', 'querystring:/from'],
+      ['to=9999-12-31', 'querystring:/to'],
+      ['from=1970-01-01&to=9000-12-31', 'querystring:/to'],
       ['from=2026-11-01&to=2026-11-02&structure_id=x', 'querystring:/structure_id'],
     ] as const) {
       const res = await get(f.keys.agency, `/api/v1/console/reports/plays?${query}`);
