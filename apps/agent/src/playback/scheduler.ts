@@ -323,10 +323,14 @@ export class PlaybackScheduler {
         this.plays++;
       } catch (error) {
         if (!(error instanceof AgentError && error.code === 'record_invalid')) return;
+        // Never writable (say, its play_id was logged already): dropped, and nothing was written, so the disk's
+        // write failure is not cleared by it.
         this.options.logger.error(
           { err: error, play_id: pending.input.playId },
           'a kept play record is invalid',
         );
+        this.unlogged.shift();
+        continue;
       }
       this.unlogged.shift();
       this.options.logger.info(

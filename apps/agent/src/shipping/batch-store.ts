@@ -1,3 +1,4 @@
+import { AgentState } from '../log/agent-state.js';
 import { sha256Hex } from '@ooh/crypto';
 import { LIMITS } from '@ooh/protocol';
 import type { Database } from 'better-sqlite3';
@@ -384,12 +385,13 @@ export interface ChainHead {
 }
 
 export function chainHead(db: Database): ChainHead | null {
-  const row = db
-    .prepare<[string], { value: string }>('SELECT value FROM agent_state WHERE key = ?')
-    .get(CHAIN_HEAD_KEY);
-  if (!row) return null;
-  const value = JSON.parse(row.value) as { batch_seq: number; body_sha256: string };
-  return { batchSeq: value.batch_seq, bodySha256: value.body_sha256 };
+  const value = new AgentState(db).get<{ batch_seq: number; body_sha256: string }>(CHAIN_HEAD_KEY);
+  return value ? { batchSeq: value.batch_seq, bodySha256: value.body_sha256 } : null;
+}
+
+/** Keeps the hash of the newest answered batch before its row goes (retention), so prev_sha256 still chains. */
+export function keepChainHead(db: Database, head: ChainHead): void {
+  new AgentState(db).set(CHAIN_HEAD_KEY, { batch_seq: head.batchSeq, body_sha256: head.bodySha256 });
 }
 
 function toBatch(row: BatchRow): StoredBatch {

@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { rfc3339 } from '../log/records.js';
-import { CHAIN_HEAD_KEY, type ChainHead, chainHead } from '../shipping/batch-store.js';
+import { chainHead, keepChainHead } from '../shipping/batch-store.js';
 
 /**
  * Retention of the play log (README "Retention and disk space"). What may go, and what never does:
@@ -15,7 +15,7 @@ import { CHAIN_HEAD_KEY, type ChainHead, chainHead } from '../shipping/batch-sto
  * - Never: a record not yet cut into a batch, a batch still to be answered (whatever its age, its sends or its
  *   terminal alert), and anything numbering depends on: `seq` and `batch_seq` come from `counters`, never from the
  *   rows, and the next batch's `prev_sha256` (the body hash of the newest answered batch) is kept in agent_state
- *   (CHAIN_HEAD_KEY) before that batch goes.
+ *   (keepChainHead) before that batch goes.
  * - play_id: the scheduler makes each one with randomUUID() when the play starts and a record is logged once, at the
  *   end of its play, so a removed record's play_id is never logged again (UNIQUE on records.play_id only guards the
  *   rows kept). The platform's own horizon (plays more than 90 days old are too_old) needs nothing from the player.
@@ -100,12 +100,7 @@ export class Retention {
       if (newest && chosen.some((c) => c.batch_seq === newest.batch_seq)) {
         const kept = chainHead(this.db);
         if (!kept || kept.batchSeq < newest.batch_seq) {
-          const head: ChainHead = { batchSeq: newest.batch_seq, bodySha256: newest.body_sha256 };
-          this.db
-            .prepare(
-              'INSERT INTO agent_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
-            )
-            .run(CHAIN_HEAD_KEY, JSON.stringify({ batch_seq: head.batchSeq, body_sha256: head.bodySha256 }));
+          keepChainHead(this.db, { batchSeq: newest.batch_seq, bodySha256: newest.body_sha256 });
         }
       }
 
