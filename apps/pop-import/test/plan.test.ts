@@ -1,8 +1,16 @@
 import { sha256Hex } from '@ooh/crypto';
 import { checkPopRecord, CmsBatch, collectFieldErrors, LIMITS } from '@ooh/protocol';
 import { describe, expect, test } from 'vitest';
-import type { MediaTarget } from '../src/mapping.js';
-import { BODY_MAX_BYTES, type Counters, fingerprintOf, type MappedPlay, planBatches } from '../src/plan.js';
+import type { SourcePlay } from '../src/formats/source.js';
+import type { MappingFile, MediaTarget } from '../src/mapping.js';
+import {
+  BODY_MAX_BYTES,
+  type Counters,
+  fingerprintOf,
+  type MappedPlay,
+  mapPlays,
+  planBatches,
+} from '../src/plan.js';
 
 const SOURCE = '6a0f4f5e-2c1b-4d7a-9b3e-0c5d8e9f1a2b';
 const TEA: MediaTarget = { approval_number: 'APR-2026-000101', media_sha256: 'a'.repeat(64) };
@@ -57,17 +65,30 @@ describe('planning batches: the same plays make the same bytes', () => {
   });
 
   test('the order of the rows in the export does not matter', () => {
-    const list = plays(50);
-    const shuffled = [...list].reverse();
-    const sorted = (ps: MappedPlay[]) =>
-      [...ps].sort(
-        (a, b) => a.startMs - b.startMs || (a.player < b.player ? -1 : a.player > b.player ? 1 : 0),
-      );
-    const a = planBatches(sorted(list), SOURCE, FRESH, { maxRecords: 20 });
-    const b = planBatches(sorted(shuffled), SOURCE, FRESH, { maxRecords: 20 });
-    expect(b.batches.map((x) => x.sha256)).toEqual(a.batches.map((x) => x.sha256));
-    expect(fingerprintOf(sorted(shuffled))).toBe(fingerprintOf(sorted(list)));
-    expect(fingerprintOf(list.slice(1))).not.toBe(fingerprintOf(list));
+    // Rows as an export gives them, with equal start times across screens (ties the sort must break the same way).
+    const rows: SourcePlay[] = Array.from({ length: 50 }, (_, i) => ({
+      line: i + 2,
+      display: `screen-${i % 3}`,
+      media: 'tea.mp4',
+      startMs: T + Math.floor(i / 3) * 15_000,
+      endMs: T + Math.floor(i / 3) * 15_000 + 15_000,
+      durationMs: 15_000,
+      playId: `row-${i}`,
+    }));
+    const mapping: MappingFile = {
+      players: { 'screen-0': 'p1', 'screen-1': 'p2', 'screen-2': 'p3' },
+      media: { 'tea.mp4': TEA },
+    };
+    // The same rows in another order (and other line numbers, as another export file would give them).
+    const reordered = [...rows].reverse().map((row, i) => ({ ...row, line: i + 2 }));
+    const a = mapPlays(rows, mapping).plays;
+    const b = mapPlays(reordered, mapping).plays;
+    const first = planBatches(a, SOURCE, FRESH, { maxRecords: 20 });
+    const second = planBatches(b, SOURCE, FRESH, { maxRecords: 20 });
+    expect(first.batches).toHaveLength(3);
+    expect(second.batches.map((x) => x.sha256)).toEqual(first.batches.map((x) => x.sha256));
+    expect(fingerprintOf(b)).toBe(fingerprintOf(a));
+    expect(fingerprintOf(a.slice(1))).not.toBe(fingerprintOf(a));
   });
 
   test('batches are cut at the record limit and chained by prev_sha256', () => {
