@@ -167,6 +167,9 @@ describe('the platform command', () => {
         WHERE datname = current_database() AND application_name = 'ooh-platform'`,
     );
     expect(rows[0]!.n).toBeGreaterThan(1);
+    // The pool hears of it asynchronously: wait for the line (a busy machine may take a while), then a moment for
+    // any further line the other connections might still write.
+    await expect.poll(() => p.output().slice(before), { timeout: 10_000 }).toContain('"code":"57P01"');
     await new Promise((resolve) => setTimeout(resolve, 500));
     const said = p.output().slice(before);
     const lines = said.trim().split('\n');
@@ -260,7 +263,7 @@ describe('npm start', () => {
       child.stderr.on('data', take);
     });
     await enrolling;
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // SIGINT at once: 40 players take seconds to enrol, so this lands in the middle of it on any machine.
     // SIGINT to the whole process group, as the terminal sends it.
     process.kill(-child.pid!, 'SIGINT');
     expect(await exited, output).toBe(0);
