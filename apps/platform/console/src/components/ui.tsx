@@ -141,3 +141,30 @@ export function Hash(props: { value: string; full?: boolean }) {
     </code>
   );
 }
+
+/** A choice of a few values shown as radio buttons in a row (day or hour, Almaty or UTC). */
+export function Segmented<T extends string>(props: {
+  legend: string;
+  name: string;
+  options: readonly { value: T; label: string }[];
+  value: T;
+  onChange: (value: T) => void;
+}) {
+  return (
+    <fieldset class="segmented">
+      <legend>{props.legend}</legend>
+      {props.options.map((o) => (
+        <label key={o.value}>
+          <input
+            type="radio"
+            name={props.name}
+            value={o.value}
+            checked={props.value === o.value}
+            onChange={() => props.onChange(o.value)}
+          />
+          {o.label}
+        </label>
+      ))}
+    </fieldset>
+  );
+}

@@ -6,7 +6,7 @@ import { BarChart, HorizontalBars, PALETTE, type Series } from '../components/ba
 import { addDays, dayAndHour, percent, shortDay, shortHour } from '../components/chart-labels.js';
 import { Link } from '../components/layout.js';
 import { DataTable } from '../components/table.js';
-import { ErrorNotice, Field, knownKey, Loading, useAsync } from '../components/ui.js';
+import { ErrorNotice, Field, knownKey, Loading, Segmented, useAsync } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { groupSeries } from '../lib/series.js';
 import { can, useSession } from '../lib/session.js';
@@ -228,21 +228,16 @@ export function PlaysPage() {
       <p class="hint">
         <Link href="/reports">{t('reports.toReports')}</Link>
       </p>
-      <fieldset class="segmented">
-        <legend>{t('plays.bucket')}</legend>
-        {(['day', 'hour'] as const).map((b) => (
-          <label key={b}>
-            <input
-              type="radio"
-              name="plays-bucket"
-              value={b}
-              checked={bucket === b}
-              onChange={() => setBucket(b)}
-            />
-            {t(b === 'day' ? 'plays.bucketDay' : 'plays.bucketHour')}
-          </label>
-        ))}
-      </fieldset>
+      <Segmented
+        legend={t('plays.bucket')}
+        name="plays-bucket"
+        options={[
+          { value: 'day' as const, label: t('plays.bucketDay') },
+          { value: 'hour' as const, label: t('plays.bucketHour') },
+        ]}
+        value={bucket}
+        onChange={setBucket}
+      />
 
       {plays.loading && !data ? <Loading /> : null}
       <ErrorNotice error={plays.error} />

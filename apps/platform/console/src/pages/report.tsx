@@ -5,7 +5,17 @@ import { BarChart, PALETTE } from '../components/bar-chart.js';
 import { addDays, dateTimeInZone, percent, shortDay } from '../components/chart-labels.js';
 import { Link } from '../components/layout.js';
 import { DataTable, TableFrame } from '../components/table.js';
-import { Badge, ErrorNotice, Field, Hash, knownKey, Loading, Notice, useAsync } from '../components/ui.js';
+import {
+  Badge,
+  ErrorNotice,
+  Field,
+  Hash,
+  knownKey,
+  Loading,
+  Notice,
+  Segmented,
+  useAsync,
+} from '../components/ui.js';
 import { type Language, type MessageKey, useI18n } from '../i18n/index.js';
 import { sha256Hex } from '../verify/bytes.js';
 import { type Check, type StatsSeal, verifySeal } from '../verify/seal.js';
@@ -110,21 +120,16 @@ export function CampaignReportPage(props: { id: string }) {
     <section class="report">
       <div class="report-toolbar no-print">
         <Link href="/reports">{t('reports.back')}</Link>
-        <fieldset class="segmented">
-          <legend>{t('reports.timeZone')}</legend>
-          {(['almaty', 'utc'] as const).map((z) => (
-            <label key={z}>
-              <input
-                type="radio"
-                name="report-zone"
-                value={z}
-                checked={zone === z}
-                onChange={() => setZone(z)}
-              />
-              {t(z === 'almaty' ? 'reports.zoneAlmaty' : 'reports.zoneUtc')}
-            </label>
-          ))}
-        </fieldset>
+        <Segmented
+          legend={t('reports.timeZone')}
+          name="report-zone"
+          options={[
+            { value: 'almaty' as const, label: t('reports.zoneAlmaty') },
+            { value: 'utc' as const, label: t('reports.zoneUtc') },
+          ]}
+          value={zone}
+          onChange={setZone}
+        />
         <button type="button" class="button" onClick={() => window.print()} disabled={!report.data}>
           {t('reports.print')}
         </button>
@@ -240,21 +245,16 @@ function ReportDocument(props: { report: CampaignReport }) {
       <section class="report-section">
         <h2>{t(bucket === 'hour' ? 'reports.perHour' : 'reports.perDay')}</h2>
         <div class="chart-switch no-print">
-          <fieldset class="segmented">
-            <legend>{t('plays.bucket')}</legend>
-            {(['day', 'hour'] as const).map((b) => (
-              <label key={b}>
-                <input
-                  type="radio"
-                  name="report-bucket"
-                  value={b}
-                  checked={bucket === b}
-                  onChange={() => setBucket(b)}
-                />
-                {t(b === 'day' ? 'plays.bucketDay' : 'plays.bucketHour')}
-              </label>
-            ))}
-          </fieldset>
+          <Segmented
+            legend={t('plays.bucket')}
+            name="report-bucket"
+            options={[
+              { value: 'day' as const, label: t('plays.bucketDay') },
+              { value: 'hour' as const, label: t('plays.bucketHour') },
+            ]}
+            value={bucket}
+            onChange={setBucket}
+          />
           {bucket === 'hour' ? (
             <Field id="report-hour-day" label={t('reports.hourDay')}>
               <select
