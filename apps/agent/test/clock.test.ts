@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CorrectedClock } from '../src/clock.js';
-import { backoffDelayMs, retryAfterMs } from '../src/shipping/backoff.js';
+import { backoffDelayMs, retryAfterMs } from '@ooh/protocol';
 import { ManualClock } from './helpers/temp.js';
 
 describe('corrected clock (Date header)', () => {

@@ -1,7 +1,13 @@
 import type { KeyObject } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { es256Sign } from '@ooh/crypto';
-import { compiledCheck, LIMITS, PopAnswer } from '@ooh/protocol';
+import {
+  backoffDelayMs,
+  compiledCheck,
+  LIMITS,
+  PopAnswer,
+  retryAfterMs as retryAfterHeaderMs,
+} from '@ooh/protocol';
 
 /*
  * Shipping one batch to POST {base_url}/api/v1/pop/batches (spec "CMS batch for many players"): the API key, the
@@ -98,22 +104,13 @@ export type SendResult =
   /** A final refusal (or giving up): nothing more is sent this run. */
   | { kind: 'stopped'; status: number | null; code: string; detail: string };
 
-const BACKOFF_BASE_MS = 1000;
-const BACKOFF_CAP_MS = 60_000;
-
-/** Exponential backoff with "equal jitter" (half fixed, half random), as the agent's shipper does. */
-function backoffMs(failures: number, random: () => number): number {
-  const window = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.min(Math.max(failures - 1, 0), 30));
-  return Math.round(window / 2 + random() * (window / 2));
-}
+/** The agent shipper's backoff (@ooh/protocol backoffDelayMs): "equal jitter", 1 s doubling up to a minute. */
+const BACKOFF = { baseMs: 1000, capMs: 60_000 };
+const backoffMs = (failures: number, random: () => number) => backoffDelayMs(BACKOFF, failures, random);
 
 /** Retry-After as seconds or an HTTP date (RFC 9110 section 10.2.3); null when absent or unreadable. */
 export function retryAfterMs(header: string | null, now: number): number | null {
-  if (header === null) return null;
-  const text = header.trim();
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const at = Date.parse(text);
-  return Number.isFinite(at) ? Math.max(0, at - now) : null;
+  return retryAfterHeaderMs(header ?? undefined, new Date(now));
 }
 
 /**

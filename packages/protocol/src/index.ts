@@ -1,3 +1,4 @@
+export { type BackoffPolicy, backoffDelayMs, retryAfterMs } from './backoff.js';
 /**
  * @ooh/protocol: the wire types of the interface specification, problem codes, the proof-of-play vocabulary,
  * limits, and the Almaty calendar. No I/O.

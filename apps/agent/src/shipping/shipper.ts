@@ -1,5 +1,5 @@
 import { es256Sign } from '@ooh/crypto';
-import { compiledCheck, PopAnswer } from '@ooh/protocol';
+import { compiledCheck, PopAnswer, type BackoffPolicy, backoffDelayMs, retryAfterMs } from '@ooh/protocol';
 import type { CorrectedClock, Sleep } from '../clock.js';
 import { realSleep } from '../clock.js';
 import type { DeviceCredentials } from '../identity/device-credentials.js';
@@ -9,7 +9,7 @@ import { rfc3339 } from '../log/records.js';
 import type { Logger } from '../logger.js';
 import type { HttpClient, HttpResponse, TlsIdentity } from '../net/http-client.js';
 import { problemCode } from '../net/http-client.js';
-import { type BackoffPolicy, backoffDelayMs, retryAfterMs } from './backoff.js';
+
 import type { BatchStore, StoredBatch } from './batch-store.js';
 
 export type Channel = 'signed' | 'certificate';

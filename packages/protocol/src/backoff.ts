@@ -1,5 +1,6 @@
 /**
- * Exponential backoff with jitter and a cap (DESIGN.md §9). "Equal jitter": half the window is fixed, half
+ * Exponential backoff with jitter and a cap (DESIGN.md §9), for every sender of the project: the agent's shipper and
+ * `pop import`. "Equal jitter": half the window is fixed, half
  * random, so a fleet that lost the platform together does not come back in lockstep, yet no retry is
  * immediate.
  */
