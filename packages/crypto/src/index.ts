@@ -37,6 +37,16 @@ export {
   verifyInclusion,
 } from './merkle.js';
 export {
+  createTimeStampRequest,
+  parseTimeStampResponse,
+  type TimeStampInfo,
+  type TimeStampRequest,
+  type TimeStampResponse,
+  type TimeStampVerifyResult,
+  timeStampReply,
+  verifyTimeStampToken,
+} from './tsp.js';
+export {
   type CertificateInfo,
   type CertificateUsage,
   type ChainResult,
