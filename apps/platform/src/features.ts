@@ -15,6 +15,7 @@ import { openDataFeature } from './open-data/routes.js';
 import { ledgerFeature } from './ledger/routes.js';
 import { popFeature } from './pop/routes.js';
 import { reportsFeature } from './reports/routes.js';
+import { publicPageFeature } from './public-page/routes.js';
 import { sealsFeature } from './seals/routes.js';
 import { sessionsFeature } from './sessions/routes.js';
 import { structuresFeature } from './structures/routes.js';
@@ -57,3 +58,4 @@ export const FEATURES: Feature[] = [
   sessionsFeature,
   consoleWebFeature,
 ];
+  publicPageFeature,
