@@ -14,8 +14,8 @@ import { identityFeature } from './identity/routes.js';
 import { openDataFeature } from './open-data/routes.js';
 import { ledgerFeature } from './ledger/routes.js';
 import { popFeature } from './pop/routes.js';
-import { reportsFeature } from './reports/routes.js';
 import { publicPageFeature } from './public-page/routes.js';
+import { reportsFeature } from './reports/routes.js';
 import { sealsFeature } from './seals/routes.js';
 import { sessionsFeature } from './sessions/routes.js';
 import { structuresFeature } from './structures/routes.js';
@@ -57,5 +57,5 @@ export const FEATURES: Feature[] = [
   reportsFeature,
   sessionsFeature,
   consoleWebFeature,
-];
   publicPageFeature,
+];
