@@ -11,10 +11,13 @@ import { isPlayerReport, RendererDisplay } from './renderer-display.js';
 
 const logger = jsonLogger();
 
+/** The kiosk package's player folder (electron/kiosk, README.md): the config when no --config or AGENT_CONFIG says. */
+const PACKAGED_CONFIG = '/var/lib/ooh-player/agent.json';
+
 async function start(): Promise<void> {
   const configIndex = process.argv.indexOf('--config');
   const configPath = configIndex >= 0 ? process.argv[configIndex + 1] : process.env['AGENT_CONFIG'];
-  const config = loadConfig(configPath ?? 'agent.json');
+  const config = loadConfig(configPath ?? (app.isPackaged ? PACKAGED_CONFIG : 'agent.json'));
 
   app.commandLine.appendSwitch('autoplay-policy', 'no-user-gesture-required');
   await app.whenReady();
