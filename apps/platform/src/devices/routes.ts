@@ -4,10 +4,12 @@ import type { PlatformContext } from '../context.js';
 import type { Feature } from '../features.js';
 import { ProblemError } from '../http/problem.js';
 import { FLEET_ADMIN } from '../shared/auth-grants.js';
-import { pathUuid } from '../shared/ids.js';
+import { notFound, pathUuid } from '../shared/ids.js';
+import { alertSettings } from '../alerts/index.js';
+import type { Principal } from '../auth/principal.js';
 import { DeviceRefusal, deviceFromClientCertificate } from './authenticate.js';
 import { enrolDevice, reEnrolDevice, visibleDevice } from './enrol.js';
-import { FleetList, fleetList } from './fleet.js';
+import { DeviceActivityAnswer, deviceActivity, FleetList, fleetItem, fleetList } from './fleet.js';
 import { parseDeviceCsr } from './keys.js';
 import { checkBodySignature, renewCertificate } from './renew.js';
 import {
@@ -23,7 +25,9 @@ import {
   DeviceView,
   EnrolAnswer,
   EnrolBody,
+  FleetQuerystring,
   ForceGrantAnswer,
+  fleetQueryOf,
   ReEnrolBody,
   WhoAmIAnswer,
   type DeviceView as DeviceViewType,
@@ -34,13 +38,17 @@ import { normaliseAddress } from './settings.js';
 import { certificateState } from './state.js';
 import { guardDevicesListener } from './tls.js';
 
-export { FLEET_LIST_SQL } from './fleet.js';
+export { fleetListStatement } from './fleet.js';
 
 const HOUR_MS = 3_600_000;
 /** The renew body holds one CSR and a flag. */
 const RENEW_BODY_LIMIT = 64 * 1024;
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+
+/** The organisation whose devices the caller sees; null for the authority (every device). */
+const organisationScope = (principal: Principal): string | null =>
+  principal.organisation.kind === 'authority' ? null : principal.organisation.id;
 
 async function deviceView(ctx: PlatformContext, device: DeviceRow): Promise<DeviceViewType> {
   const now = ctx.clock.now();
@@ -95,17 +103,42 @@ export const devicesFeature: Feature = {
         reply.code(201).send(await enrolDevice(ctx, principalOf(request), request.body)),
     );
 
-    // The fleet list (fleet.ts): devices, the stuck ones, refused client certificates.
-    app.get(
+    // The fleet list (fleet.ts): one page of devices, searched, filtered and sorted, the whole fleet counted by state,
+    // refused client certificates and open alerts. An operator sees its own devices only.
+    app.get<{ Querystring: FleetQuerystring }>(
       '/api/v1/console/devices',
-      { config: { auth: FLEET_ADMIN }, schema: { response: { 200: FleetList } } },
+      {
+        config: { auth: FLEET_ADMIN },
+        schema: { querystring: FleetQuerystring, response: { 200: FleetList } },
+      },
+      async (request) =>
+        fleetList(ctx.db, {
+          organisationId: organisationScope(principalOf(request)),
+          now: ctx.clock.now(),
+          silentAfterMs: alertSettings(ctx.config.settings).silentAfterMs,
+          query: fleetQueryOf(request.query),
+        }),
+    );
+
+    // The device page (issue 22, item 2): its fleet row, newest batches and their answers, clock offset, rejects and
+    // refused handshakes. Someone else's device is 404, as on every route of a device.
+    app.get<{ Params: { id: string } }>(
+      '/api/v1/console/devices/:id/activity',
+      { config: { auth: FLEET_ADMIN }, schema: { response: { 200: DeviceActivityAnswer } } },
       async (request) => {
         const principal = principalOf(request);
-        return fleetList(
-          ctx.db,
-          principal.organisation.kind === 'authority' ? null : principal.organisation.id,
-          ctx.clock.now(),
-        );
+        const device = await visibleDevice(ctx, principal, pathUuid(request.params.id, 'device'));
+        const [item, activity] = await Promise.all([
+          fleetItem(ctx.db, {
+            organisationId: organisationScope(principal),
+            now: ctx.clock.now(),
+            silentAfterMs: alertSettings(ctx.config.settings).silentAfterMs,
+            deviceId: device.id,
+          }),
+          deviceActivity(ctx.db, device.id),
+        ]);
+        if (!item) throw notFound('device', device.id);
+        return { device: item, ...activity };
       },
     );
 

@@ -38,13 +38,21 @@ const STATES = new Set(['ok', 'low', 'full']);
 export async function deviceStorageOf(
   db: Db,
   organisationId: string | null,
+  /** Only these devices (a page of the fleet list); absent: every device. */
+  deviceIds?: readonly string[],
 ): Promise<Map<string, DeviceStorage>> {
+  if (deviceIds?.length === 0) return new Map();
   const { rows } = await db.query<{
     device_id: string;
     state: string | null;
     free_bytes: string | null;
     at: Date | null;
-  }>(FLEET_STORAGE_SQL, [organisationId]);
+  }>(
+    deviceIds
+      ? `SELECT * FROM (${FLEET_STORAGE_SQL}) page WHERE page.device_id = ANY ($2::uuid[])`
+      : FLEET_STORAGE_SQL,
+    deviceIds ? [organisationId, deviceIds] : [organisationId],
+  );
   const out = new Map<string, DeviceStorage>();
   for (const row of rows) {
     if (row.state === null || !STATES.has(row.state)) continue;
