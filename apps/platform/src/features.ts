@@ -13,6 +13,7 @@ import { devicesFeature } from './devices/routes.js';
 import { identityFeature } from './identity/routes.js';
 import { openDataFeature } from './open-data/routes.js';
 import { ledgerFeature } from './ledger/routes.js';
+import { ledgerTimestampFeature } from './ledger/timestamp-routes.js';
 import { popFeature } from './pop/routes.js';
 import { publicPageFeature } from './public-page/routes.js';
 import { reportsFeature } from './reports/routes.js';
@@ -50,6 +51,7 @@ export const FEATURES: Feature[] = [
   popFeature,
   sealsFeature,
   ledgerFeature,
+  ledgerTimestampFeature,
   openDataFeature,
   cityEventsFeature,
   alertsFeature,

@@ -4,6 +4,7 @@ import { authoritySource } from './authority/pki.js';
 import { targetPolicy } from './city-events/targets.js';
 import { ConfigError, type PlatformConfig } from './config.js';
 import { DeviceSettingsError, loadDeviceIdentitySettings } from './devices/settings.js';
+import { tsaSettings } from './ledger/timestamp.js';
 import { sessionSettings } from './sessions/settings.js';
 
 /**
@@ -27,6 +28,7 @@ export function checkFeatureSettings(config: PlatformConfig): void {
   check(() => targetPolicy(config.settings));
   check(() => alertSettings(config.settings));
   check(() => authoritySource(config.dataDir, config.settings));
+  check(() => tsaSettings(config));
   check(() =>
     loadDeviceIdentitySettings(
       { dataDir: config.dataDir, publicDevicesUrl: config.publicUrls.devices },

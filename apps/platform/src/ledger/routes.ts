@@ -7,6 +7,7 @@ import { DEFAULT_PUBLIC_RATE_LIMIT, type PublicRateLimit, PublicRateLimiter } fr
 import { blockLeaves, ledgerInfoOfLeaf } from './digest.js';
 import { type BlockRow, findBlock, lastBlock, leafIdsOfApproval } from './repository.js';
 import { type ApprovalPublicState, ApprovalPublicStatus, LedgerBlock, LedgerBlockHead } from './schema.js';
+import { blockTimestampField } from './timestamp.js';
 
 export interface LedgerOptions {
   /** Public rate limit of the ledger routes, per client address and instance. */
@@ -105,8 +106,9 @@ export function createLedgerFeature(options: LedgerOptions = {}): Feature {
           const block = await findBlock(ctx.db, day);
           if (!block) throw new ProblemError('not_found', `the ledger block of ${day} is not digested`);
           const { leaves } = await blockLeaves(ctx.db, day);
+          const timestamp = await blockTimestampField(ctx, day);
           reply.header('cache-control', 'public, max-age=3600');
-          return { ...headOf(block), leaves };
+          return { ...headOf(block), leaves, ...(timestamp ? { timestamp } : {}) };
         },
       );
 

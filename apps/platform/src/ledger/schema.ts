@@ -28,6 +28,14 @@ export const LedgerBlock = Type.Object({
   leaves: Type.Array(
     Type.Object({ index: Type.Integer({ minimum: 0 }), leaf: LedgerLeaf, leaf_sha256: Sha256Hex }),
   ),
+  // Issue 23: the block's RFC 3161 timestamp once it has one (src/ledger/timestamp.ts); `url` serves the token.
+  timestamp: Type.Optional(
+    Type.Object({
+      gen_time: Type.String({ format: 'date-time' }),
+      tsa: Type.Union([Type.String(), Type.Null()]),
+      url: Type.String(),
+    }),
+  ),
 });
 export type LedgerBlock = Static<typeof LedgerBlock>;
 

@@ -5,6 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createProgress, type Env, PROGRESS_FLAGS, type ProgressStream, progressMode } from '@ooh/progress';
 import { isCalendarDate } from '@ooh/protocol';
+import { type TimestampChecker, timestampChecker, tsaPemProblem } from '../ledger/timestamp-check.js';
 import { httpSource, SourceError } from './source.js';
 import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
 
@@ -32,6 +33,8 @@ const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authori
   --batches         the day's batches exported by the authority (NDJSON): recompute root and record_count
   --depth           follow at most n previous seals back (default: all, to the first seal)
   --require-ledger  fail when the seal's ledger proof is not published yet
+  --tsa-cert        the time-stamping authority's certificate, or the CA that issued it, that you trust (PEM):
+                    every ledger block checked must carry an RFC 3161 timestamp that verifies against it
   --progress        draw progress on stderr even where no terminal is seen; --no-progress: never (default: only
                     on a terminal, not in CI; OOH_PROGRESS=1 or 0 does the same). The checks go to stdout.
 `;
@@ -49,6 +52,7 @@ function parseCli(args: string[]) {
       batches: { type: 'string' },
       depth: { type: 'string' },
       'require-ledger': { type: 'boolean' },
+      'tsa-cert': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       ...PROGRESS_FLAGS,
     },
@@ -148,6 +152,24 @@ export async function main(
       rootPem = root.body.toString('utf8');
       out(line('note', `authority root: fetched from ${source.origin} (not pinned: pass --root to pin it)`));
     }
+    let tsa: TimestampChecker | null = null;
+    if (values['tsa-cert']) {
+      const read = await readArgumentFile(
+        '--tsa-cert',
+        values['tsa-cert'],
+        "the time-stamping authority's certificate (PEM), or the CA that issued it, obtained from the TSA",
+      );
+      if ('problem' in read) {
+        err(read.problem);
+        return 2;
+      }
+      const problem = tsaPemProblem(read.text);
+      if (problem !== null) {
+        err(`ooh-verify: --tsa-cert ${values['tsa-cert']}: ${problem}`);
+        return 2;
+      }
+      tsa = timestampChecker(source, read.text);
+    }
     let batchesNdjson: string | undefined;
     if (values.batches) {
       progress.phase('reading the batch export');
@@ -173,6 +195,7 @@ export async function main(
     const report = await verifySeal({
       day,
       source,
+      ...(tsa ? { source: tsa.source } : {}),
       rootPem,
       rootOrigin: values.root ? 'pinned' : 'fetched',
       ...(batchesNdjson === undefined ? {} : { batchesNdjson }),
@@ -181,6 +204,7 @@ export async function main(
       progress,
     });
     progress.done();
+    if (tsa) await tsa.check(report);
     for (const check of report.checks) out(line(check.kind, `${check.subject}: ${check.message}`));
     const failed = report.checks.filter((c) => c.kind === 'fail').length;
     out(report.ok ? `seal ${day}: every check passed` : `seal ${day}: ${failed} check(s) FAILED`);
