@@ -15,10 +15,12 @@ export interface BlockRow {
   digest: string;
   status: LedgerStatus;
   digested_at: Date;
+  /** The checkpoint size whose quorum of cosignatures anchored the block (migration 077); null while digested. */
+  anchored_by?: number | null;
 }
 
 const BLOCK_COLUMNS = `to_char(day, 'YYYY-MM-DD') AS day, to_char(prev_day, 'YYYY-MM-DD') AS prev_day,
-  block_height, leaf_count, merkle_root, anchor_sha256, digest, status, digested_at`;
+  block_height, leaf_count, merkle_root, anchor_sha256, digest, status, digested_at, anchored_by`;
 
 const LEAF_COLUMNS = `l.id, l.recorded_at, to_char(l.day, 'YYYY-MM-DD') AS day, l.kind, l.approval_number,
   l.manifest_sha256, l.signed_at, l.revoked_at`;
@@ -106,7 +108,8 @@ export async function blockOfLeaf(
 ): Promise<{ block: BlockRow; position: number } | null> {
   const { rows } = await db.query<BlockRow & { position: number }>(
     `SELECT to_char(k.day, 'YYYY-MM-DD') AS day, to_char(k.prev_day, 'YYYY-MM-DD') AS prev_day, k.block_height,
-            k.leaf_count, k.merkle_root, k.anchor_sha256, k.digest, k.status, k.digested_at, b.position
+            k.leaf_count, k.merkle_root, k.anchor_sha256, k.digest, k.status, k.digested_at, k.anchored_by,
+            b.position
        FROM ledger_block_leaves b JOIN ledger_blocks k ON k.day = b.day WHERE b.leaf_id = $1`,
     [leafId],
   );

@@ -4,15 +4,36 @@ import type { Db } from '../db/pool.js';
 import type { Feature } from '../features.js';
 import { ProblemError } from '../http/problem.js';
 import { DEFAULT_PUBLIC_RATE_LIMIT, type PublicRateLimit, PublicRateLimiter } from '../seals/rate-limit.js';
+import { cosignaturesOf, findCheckpoint, newestCheckpoint, publishedNote } from './checkpoint.js';
 import { blockLeaves, ledgerInfoOfLeaf } from './digest.js';
+import { loadLedgerKey, ledgerVkey } from './key.js';
 import { type BlockRow, findBlock, lastBlock, leafIdsOfApproval } from './repository.js';
-import { type ApprovalPublicState, ApprovalPublicStatus, LedgerBlock, LedgerBlockHead } from './schema.js';
+import {
+  type ApprovalPublicState,
+  ApprovalPublicStatus,
+  LedgerBlock,
+  LedgerBlockHead,
+  LedgerWitnesses,
+} from './schema.js';
+import { ledgerSettings } from './settings.js';
 import { blockTimestampField } from './timestamp.js';
+import { startWitnessJob, type WitnessTransport, witnessRows } from './witnesses.js';
 
 export interface LedgerOptions {
   /** Public rate limit of the ledger routes, per client address and instance. */
   rateLimit?: PublicRateLimit;
+  /** Interval of the witness job; null: no job (tests that drive it themselves). */
+  witnessIntervalMs?: number | null;
+  transport?: WitnessTransport;
 }
+
+/** A checkpoint size in a path: a whole number from 1, else nothing is there. */
+function sizeParam(text: string): number | null {
+  return /^[1-9][0-9]{0,8}$/.test(text) ? Number(text) : null;
+}
+
+/** c2sp.org/tlog-checkpoint: a signed note; served as text, as tlog-tiles serves its checkpoint. */
+const NOTE_TYPE = 'text/plain; charset=utf-8';
 
 function headOf(block: BlockRow): LedgerBlockHead {
   return {
@@ -24,6 +45,7 @@ function headOf(block: BlockRow): LedgerBlockHead {
     anchor_sha256: block.anchor_sha256,
     digest: block.digest,
     digested_at: formatAlmaty(block.digested_at),
+    anchored_by: block.anchored_by ?? null,
   };
 }
 
@@ -112,6 +134,72 @@ export function createLedgerFeature(options: LedgerOptions = {}): Feature {
         },
       );
 
+      // Issue 23: the newest checkpoint of the ledger head with every cosignature collected so far.
+      app.get('/v1/ledger/checkpoint', async (request, reply) => {
+        limiter.take(request.ip);
+        const checkpoint = await newestCheckpoint(ctx.db);
+        if (!checkpoint) throw new ProblemError('not_found', 'no ledger checkpoint has been made yet');
+        const cosignatures = await cosignaturesOf(ctx.db, checkpoint.size);
+        return reply
+          .type(NOTE_TYPE)
+          .header('cache-control', 'public, max-age=60')
+          .send(publishedNote(checkpoint, cosignatures));
+      });
+
+      // Every earlier checkpoint stays here; cosignatures may still be added to it (a witness that was down).
+      app.get<{ Params: { size: string } }>('/v1/ledger/checkpoints/:size', async (request, reply) => {
+        limiter.take(request.ip);
+        const size = sizeParam(request.params.size);
+        const checkpoint = size === null ? null : await findCheckpoint(ctx.db, size);
+        if (!checkpoint)
+          throw new ProblemError('not_found', `no ledger checkpoint of size ${request.params.size}`);
+        const cosignatures = await cosignaturesOf(ctx.db, checkpoint.size);
+        return reply
+          .type(NOTE_TYPE)
+          .header('cache-control', 'public, max-age=60')
+          .send(publishedNote(checkpoint, cosignatures));
+      });
+
+      app.get(
+        '/v1/ledger/witnesses',
+        { schema: { response: { 200: LedgerWitnesses } } },
+        async (request, reply): Promise<LedgerWitnesses> => {
+          limiter.take(request.ip);
+          const settings = ledgerSettings(ctx.config);
+          const key = await loadLedgerKey(ctx);
+          const newest = await newestCheckpoint(ctx.db);
+          const { rows } = await ctx.db.query<{ anchored: number | null }>(
+            `SELECT max(block_height) AS anchored FROM ledger_blocks WHERE status = 'anchored'`,
+          );
+          const known = new Map((await witnessRows(ctx.db)).map((w) => [w.vkey, w]));
+          reply.header('cache-control', 'public, max-age=60');
+          return {
+            origin: settings.origin,
+            ledger_vkey: ledgerVkey(settings.origin, key),
+            quorum: settings.quorum,
+            checkpoint: newest
+              ? {
+                  size: newest.size,
+                  anchored_size: rows[0]?.anchored ?? null,
+                  url: `${ctx.config.publicUrls.verify}/v1/ledger/checkpoints/${newest.size}`,
+                }
+              : null,
+            witnesses: settings.witnesses.map((w) => {
+              const row = known.get(w.vkey.text);
+              const cosigned = row?.cosigned_size ?? 0;
+              return {
+                name: w.vkey.name,
+                vkey: w.vkey.text,
+                url: w.url,
+                cosigned_size: cosigned,
+                last_cosigned_at: row?.last_cosigned_at ? formatAlmaty(row.last_cosigned_at) : null,
+                state: row?.last_error ? 'failing' : newest && cosigned < newest.size ? 'behind' : 'ok',
+              };
+            }),
+          };
+        },
+      );
+
       app.get<{ Params: { number: string } }>(
         '/v1/approvals/:number',
         { schema: { response: { 200: ApprovalPublicStatus } } },
@@ -143,6 +231,17 @@ export function createLedgerFeature(options: LedgerOptions = {}): Feature {
           };
         },
       );
+    },
+
+    // The ledger key is made at start like the authority's others, so a broken AUTHORITY_LEDGER_KEY stops the start;
+    // then checkpoints and witness submissions run in the background.
+    async start(ctx) {
+      await loadLedgerKey(ctx);
+      if (options.witnessIntervalMs === null) return async () => {};
+      return startWitnessJob(ctx, {
+        ...(options.witnessIntervalMs === undefined ? {} : { intervalMs: options.witnessIntervalMs }),
+        ...(options.transport ? { transport: options.transport } : {}),
+      });
     },
   };
 }

@@ -19,6 +19,9 @@ export const LedgerBlockHead = Type.Object({
   anchor_sha256: Sha256Hex,
   digest: Sha256Hex,
   digested_at: Type.String({ format: 'date-time' }),
+  // Issue 23: the checkpoint (GET /v1/ledger/checkpoints/{size}) whose witness quorum anchored the block; null while
+  // the block is only digested. A hint where to look: verifiers check the cosignatures themselves.
+  anchored_by: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()])),
 });
 export type LedgerBlockHead = Static<typeof LedgerBlockHead>;
 
@@ -64,3 +67,32 @@ export const ApprovalPublicStatus = Type.Object({
   }),
 });
 export type ApprovalPublicStatus = Static<typeof ApprovalPublicStatus>;
+
+/** GET /v1/ledger/witnesses: the ledger's checkpoint key, the witnesses it submits to and how far each has cosigned. */
+export const LedgerWitnesses = Type.Object({
+  origin: Type.String(),
+  /** The ledger key as a C2SP vkey (type 0x01): it signs every checkpoint. */
+  ledger_vkey: Type.String(),
+  quorum: Type.Integer({ minimum: 0 }),
+  checkpoint: Type.Union([
+    Type.Object({
+      size: Type.Integer({ minimum: 1 }),
+      /** The newest anchored block height, or null. */
+      anchored_size: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+      url: Type.String(),
+    }),
+    Type.Null(),
+  ]),
+  witnesses: Type.Array(
+    Type.Object({
+      name: Type.String(),
+      vkey: Type.String(),
+      url: Type.String(),
+      cosigned_size: Type.Integer({ minimum: 0 }),
+      last_cosigned_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+      /** ok: cosigned the newest checkpoint; behind: not yet; failing: its last submission failed. */
+      state: Type.Union([Type.Literal('ok'), Type.Literal('behind'), Type.Literal('failing')]),
+    }),
+  ),
+});
+export type LedgerWitnesses = Static<typeof LedgerWitnesses>;

@@ -5,6 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createProgress, type Env, PROGRESS_FLAGS, type ProgressStream, progressMode } from '@ooh/progress';
 import { isCalendarDate } from '@ooh/protocol';
+import { NoteError, parseVkey, SIG_COSIGNATURE_V1, type Vkey } from '../ledger/note.js';
 import { type TimestampChecker, timestampChecker, tsaPemProblem } from '../ledger/timestamp-check.js';
 import { httpSource, SourceError } from './source.js';
 import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
@@ -13,7 +14,8 @@ import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
  * ooh-verify: checks a daily stats seal from public data only.
  *
  *   ooh-verify seal <day> --from <verify_url> [--root authority-root.pem] [--batches export.ndjson]
- *                         [--depth n] [--require-ledger] [--progress | --no-progress]
+ *                         [--depth n] [--require-ledger] [--witness <vkey>]... [--require-anchored n]
+ *                         [--progress | --no-progress]
  *
  * Checks go to stdout, one a line, as they always have; progress (reading a day's export, walking the chains) is
  * drawn on stderr only when it is a terminal (@ooh/progress).
@@ -24,7 +26,8 @@ import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
  */
 
 const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authority-root.pem>] [--batches <export.ndjson>]
-                         [--depth <n>] [--require-ledger] [--progress | --no-progress]
+                         [--depth <n>] [--require-ledger] [--witness <vkey>]... [--require-anchored <n>]
+                         [--progress | --no-progress]
 
   <day>             the Asia/Almaty day of the seal, YYYY-MM-DD
   --from            the public verify URL, e.g. https://verify.example.kz
@@ -35,6 +38,10 @@ const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authori
   --require-ledger  fail when the seal's ledger proof is not published yet
   --tsa-cert        the time-stamping authority's certificate, or the CA that issued it, that you trust (PEM):
                     every ledger block checked must carry an RFC 3161 timestamp that verifies against it
+  --witness         a witness you trust, as its cosignature key (vkey, e.g. witness.example/w1+1a2b3c4d+BA...),
+                    or name=vkey; repeatable. Its cosignatures on the ledger checkpoint are checked.
+  --require-anchored
+                    fail unless at least n pinned witnesses cosigned a checkpoint at or above the seal's block
   --progress        draw progress on stderr even where no terminal is seen; --no-progress: never (default: only
                     on a terminal, not in CI; OOH_PROGRESS=1 or 0 does the same). The checks go to stdout.
 `;
@@ -53,6 +60,8 @@ function parseCli(args: string[]) {
       depth: { type: 'string' },
       'require-ledger': { type: 'boolean' },
       'tsa-cert': { type: 'string' },
+      witness: { type: 'string', multiple: true },
+      'require-anchored': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       ...PROGRESS_FLAGS,
     },
@@ -111,6 +120,40 @@ export async function main(
     depth = Number(values.depth);
     if (!Number.isInteger(depth) || depth < 0) {
       io.err(`--depth must be a whole number, not ${values.depth}`);
+      return 2;
+    }
+  }
+  const witnesses: Vkey[] = [];
+  for (const given of values.witness ?? []) {
+    // name=vkey or the vkey alone: the vkey names the witness itself.
+    // A vkey's "=" can only be the base64 padding after the second "+": one before the first "+" ends a name.
+    const eq = given.indexOf('=');
+    const plus = given.indexOf('+');
+    const [name, text] =
+      eq > 0 && (plus < 0 || eq < plus) ? [given.slice(0, eq), given.slice(eq + 1)] : [null, given];
+    try {
+      const vkey = parseVkey(text);
+      if (vkey.type !== SIG_COSIGNATURE_V1)
+        throw new NoteError('malformed_vkey', 'not a cosignature key (type 0x04)');
+      if (name !== null && name !== vkey.name)
+        throw new NoteError('malformed_vkey', `the vkey names ${vkey.name}, not ${name}`);
+      witnesses.push(vkey);
+    } catch (error) {
+      io.err(
+        `ooh-verify: --witness ${given}: ${(error as Error).message} (a witness vkey: <name>+<key ID>+<base64 key>)`,
+      );
+      return 2;
+    }
+  }
+  let requireAnchored: number | undefined;
+  if (values['require-anchored'] !== undefined) {
+    requireAnchored = Number(values['require-anchored']);
+    if (!Number.isInteger(requireAnchored) || requireAnchored < 1 || requireAnchored > witnesses.length) {
+      io.err(
+        witnesses.length === 0
+          ? 'ooh-verify: --require-anchored needs the witnesses you trust: --witness <vkey> (repeatable)'
+          : `ooh-verify: --require-anchored must be a whole number from 1 to the ${witnesses.length} pinned witness(es), not ${values['require-anchored']}`,
+      );
       return 2;
     }
   }
@@ -201,6 +244,8 @@ export async function main(
       ...(batchesNdjson === undefined ? {} : { batchesNdjson }),
       ...(depth === undefined ? {} : { chainDepth: depth }),
       requireLedger: values['require-ledger'] === true,
+      witnesses,
+      ...(requireAnchored === undefined ? {} : { requireAnchored }),
       progress,
     });
     progress.done();

@@ -7,3 +7,4 @@ export {
   type VerifySealOptions,
   verifySeal,
 } from './verify-seal.js';
+export { checkCosignedCheckpoint, type CosignedCheckpoint } from './anchoring.js';

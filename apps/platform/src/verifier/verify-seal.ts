@@ -18,6 +18,8 @@ import {
 } from '@ooh/protocol';
 import { Value } from '@sinclair/typebox/value';
 import { type LedgerBlock, LedgerBlock as LedgerBlockSchema, LedgerBlockHead } from '../ledger/schema.js';
+import type { Vkey } from '../ledger/note.js';
+import { checkCosignedCheckpoint } from './anchoring.js';
 import type { PublicSource } from './source.js';
 
 /*
@@ -63,6 +65,13 @@ export interface VerifySealOptions {
   requireLedger?: boolean;
   /** Where the long steps report how far they are (the command line's progress line). */
   progress?: VerifyProgress;
+  /**
+   * Witness cosignature keys the reader pins (c2sp.org/signed-note vkeys of type 0x04; issue 23). Their
+   * cosignatures on a checkpoint at or above the seal's block are checked.
+   */
+  witnesses?: Vkey[];
+  /** Fail unless at least this many pinned witnesses cosigned such a checkpoint (default: a note, not a failure). */
+  requireAnchored?: number;
 }
 
 export type VerifyProgress = Pick<Progress, 'phase' | 'tick'>;
@@ -365,34 +374,110 @@ async function checkLedger(seal: StatsSeal, options: VerifySealOptions, checks: 
     `holds the seal's leaf at index ${proof.index}; height, root, anchor and digest match the proof`,
     "the published block disagrees with the seal's proof (height, root, anchor, digest or the leaf at the index)",
   );
-  await checkBlockChain(block, options, checks);
+  const digests = await checkBlockChain(block, options, checks);
+  await checkAnchoring(block, digests, options, checks);
 }
 
+/**
+ * Issue 23: the seal's block is anchored for this reader when a checkpoint at or above it (the one that anchored it,
+ * its own, or the newest) carries cosignatures of at least the required number of pinned witnesses, and that
+ * checkpoint's root is the digest of the block at its size on the chain just walked (which runs through the seal's
+ * block). Cosignatures from keys the reader did not pin are ignored; one from a pinned key that does not verify fails.
+ */
+async function checkAnchoring(
+  block: LedgerBlock,
+  digests: Map<number, string> | null,
+  options: VerifySealOptions,
+  checks: Checks,
+): Promise<void> {
+  const witnesses = options.witnesses ?? [];
+  const required = options.requireAnchored ?? 0;
+  const subject = `ledger anchoring of block ${block.day}`;
+  if (witnesses.length === 0) {
+    checks.note(
+      subject,
+      `status ${block.status}; no witness key pinned (--witness), so no cosignature was checked`,
+    );
+    return;
+  }
+  if (!digests) {
+    checks.fail(subject, 'the chain of block digests does not hold, so no checkpoint can be matched to it');
+    return;
+  }
+  const candidates = [
+    ...(block.anchored_by ? [`/v1/ledger/checkpoints/${block.anchored_by}`] : []),
+    `/v1/ledger/checkpoints/${block.block_height}`,
+    '/v1/ledger/checkpoint',
+  ];
+  let best: { size: number; names: string[] } | null = null;
+  for (const path of new Set(candidates)) {
+    const { status, body } = await options.source.get(path);
+    if (status !== 200) continue;
+    const result = checkCosignedCheckpoint(body.toString('utf8'), witnesses);
+    if ('error' in result) {
+      checks.fail(subject, `${path}: ${result.error}`);
+      continue;
+    }
+    for (const bad of result.invalid)
+      checks.fail(subject, `${path}: the cosignature of ${bad.name} does not verify (${bad.reason})`);
+    if (result.invalid.length > 0) continue;
+    const size = result.checkpoint.size;
+    const digest = digests.get(size);
+    if (size < block.block_height || digest === undefined) continue;
+    if (digest !== result.checkpoint.rootHash.toString('hex')) {
+      checks.fail(
+        subject,
+        `${path}: the checkpoint of size ${size} has root ${result.checkpoint.rootHash.toString('hex')}, not the digest of block ${size} on the chain (${digest})`,
+      );
+      continue;
+    }
+    if (!best || result.cosigned.length > best.names.length) best = { size, names: result.cosigned };
+    if (result.cosigned.length >= Math.max(required, 1)) break;
+  }
+  const count = best?.names.length ?? 0;
+  const quorum = Math.max(required, 1);
+  if (best && count >= quorum) {
+    checks.ok(
+      subject,
+      `checkpoint ${best.size} (root = digest of block ${best.size}, at or above height ${block.block_height}) is cosigned by ${count} pinned witness(es): ${best.names.join(', ')}`,
+    );
+    return;
+  }
+  const message = `no checkpoint at or above height ${block.block_height} carries ${quorum} cosignature(s) of the pinned witnesses (best: ${count})`;
+  if (required > 0) checks.fail(subject, message);
+  else checks.note(subject, `${message}; --require-anchored makes this a failure`);
+}
+
+/**
+ * Walks the chain of block digests from the head down to the first block. Returns the digest of every block by
+ * height when the chain holds, else null (the failure is recorded).
+ */
 async function checkBlockChain(
   sealBlock: LedgerBlock,
   options: VerifySealOptions,
   checks: Checks,
-): Promise<void> {
+): Promise<Map<number, string> | null> {
   const { status, value } = await getJson(options.source, '/v1/ledger/head');
   if (status !== 200 || !Value.Check(LedgerBlockHead, value)) {
     checks.fail('ledger head', status === 200 ? 'not a ledger head document' : `answered HTTP ${status}`);
-    return;
+    return null;
   }
   if (value.block_height < sealBlock.block_height) {
     checks.fail(
       'ledger head',
       `head height ${value.block_height} is below the seal's block height ${sealBlock.block_height}`,
     );
-    return;
+    return null;
   }
   // Walk from the head down to the first block: each block's anchor is the digest of the one before it.
   let upper: LedgerBlock | null =
     value.day === sealBlock.day ? sealBlock : await fetchBlock(options.source, value.day, checks);
-  if (!upper) return;
+  if (!upper) return null;
   if (upper.digest !== value.digest) {
     checks.fail('ledger head', `head digest ${value.digest} differs from block ${value.day}`);
-    return;
+    return null;
   }
+  const digests = new Map<number, string>([[upper.block_height, upper.digest]]);
   let passedSealBlock = upper.day === sealBlock.day;
   let walked = 1;
   if (upper !== sealBlock) checkBlock(upper, checks);
@@ -402,7 +487,7 @@ async function checkBlockChain(
   while (upper.block_height > 1) {
     const day = addDays(upper.day, -1);
     const lower = day === sealBlock.day ? sealBlock : await fetchBlock(options.source, day, checks);
-    if (!lower) return;
+    if (!lower) return null;
     if (lower !== sealBlock) checkBlock(lower, checks);
     if (lower.day === sealBlock.day) {
       passedSealBlock = true;
@@ -414,22 +499,25 @@ async function checkBlockChain(
         `anchor_sha256 ${upper.anchor_sha256} (height ${upper.block_height}) is not the digest of block ${day} ` +
           `(${lower.digest}, height ${lower.block_height})`,
       );
-      return;
+      return null;
     }
     upper = lower;
+    digests.set(upper.block_height, upper.digest);
     walked += 1;
     progress.tick();
   }
   if (upper.anchor_sha256 !== ZERO_SHA256) {
     checks.fail(`ledger block ${upper.day}`, 'the first block does not anchor to 64 zeros');
-    return;
+    return null;
   }
-  checks.expect(
+  return checks.expect(
     passedSealBlock,
     'ledger chain',
     `${walked} block digest(s) chain from the head (${value.day}, height ${value.block_height}) down to the first block, through the seal's block ${sealBlock.day}`,
     `the seal's block ${sealBlock.day} is not on the chain from the head`,
-  );
+  )
+    ? digests
+    : null;
 }
 
 interface ExportLine {

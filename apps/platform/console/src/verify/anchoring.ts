@@ -1,0 +1,118 @@
+import { sha256Hex, utf8 } from './bytes.js';
+import { canonicalize } from './jcs.js';
+import { checkCosignedCheckpoint, rootIs, type Vkey } from './note.js';
+
+/*
+ * Issue 23, in the browser: is the block holding a seal anchored for this reader? Like `ooh-verify --witness ...
+ * --require-anchored n`: a checkpoint at or above the block (the one that anchored it, its own, or the newest) must
+ * carry cosignatures of at least `quorum` of the witnesses the reader pins, and its root must be the digest of the
+ * block at its size, which must chain down to the seal's block through each block's anchor_sha256.
+ */
+
+/** The block of a seal, as its ledger proof and block document give it. */
+export interface AnchorTarget {
+  day: string;
+  block_height: number;
+  digest: string;
+  /** GET /v1/ledger/blocks/{day} says which checkpoint anchored it; a hint only. */
+  anchored_by?: number | null;
+}
+
+/** The fields of a block document the walk needs (GET /v1/ledger/blocks/{day}). */
+export interface BlockFields {
+  day: string;
+  block_height: number;
+  leaf_count: number;
+  merkle_root: string;
+  anchor_sha256: string;
+  digest: string;
+}
+
+export interface AnchorSource {
+  /** The text of a published checkpoint path (/v1/ledger/checkpoint, /v1/ledger/checkpoints/{size}); null on 404. */
+  checkpoint(path: string): Promise<string | null>;
+  /** A digested block by day; null when there is none. */
+  block(day: string): Promise<BlockFields | null>;
+}
+
+export type AnchorState = 'ok' | 'failed' | 'unknown';
+
+export interface AnchorCheck {
+  state: AnchorState;
+  /** A machine word the page translates: anchored, not_anchored, no_witnesses, cosignature_invalid, root_differs. */
+  reason: string;
+  /** The checkpoint size that carries the quorum, and who cosigned it. */
+  size?: number;
+  witnesses?: string[];
+}
+
+function nextDay(day: string): string {
+  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
+  return new Date(Date.UTC(y, m - 1, d + 1)).toISOString().slice(0, 10);
+}
+
+/** DESIGN.md section 6: digest = SHA-256 of the canonical JSON of {v:1, day, block_height, leaf_count, merkle_root, prev_digest}. */
+async function digestOf(block: BlockFields): Promise<string> {
+  return sha256Hex(
+    utf8(
+      canonicalize({
+        v: 1,
+        day: block.day,
+        block_height: block.block_height,
+        leaf_count: block.leaf_count,
+        merkle_root: block.merkle_root,
+        prev_digest: block.anchor_sha256,
+      }),
+    ),
+  );
+}
+
+/** The digest of the block at `size`, reached from `target` block by block; null when the chain breaks. */
+async function digestAt(target: AnchorTarget, size: number, source: AnchorSource): Promise<string | null> {
+  let digest = target.digest;
+  let day = target.day;
+  for (let height = target.block_height + 1; height <= size; height += 1) {
+    day = nextDay(day);
+    const block = await source.block(day);
+    if (!block || block.block_height !== height || block.anchor_sha256 !== digest) return null;
+    const recomputed = await digestOf(block);
+    if (recomputed !== block.digest) return null;
+    digest = recomputed;
+  }
+  return digest;
+}
+
+export async function verifyAnchoring(
+  target: AnchorTarget,
+  witnesses: readonly Vkey[],
+  quorum: number,
+  source: AnchorSource,
+): Promise<AnchorCheck> {
+  if (witnesses.length === 0 || quorum < 1) return { state: 'unknown', reason: 'no_witnesses' };
+  const paths = [
+    ...(target.anchored_by ? [`/v1/ledger/checkpoints/${target.anchored_by}`] : []),
+    `/v1/ledger/checkpoints/${target.block_height}`,
+    '/v1/ledger/checkpoint',
+  ];
+  let failure: AnchorCheck | null = null;
+  for (const path of new Set(paths)) {
+    const text = await source.checkpoint(path);
+    if (text === null) continue;
+    const result = await checkCosignedCheckpoint(text, witnesses);
+    if (!result) continue;
+    if (result.invalid.length > 0) {
+      failure = { state: 'failed', reason: 'cosignature_invalid', witnesses: result.invalid };
+      continue;
+    }
+    const { size } = result.checkpoint;
+    if (size < target.block_height || result.cosigned.length < quorum) continue;
+    const digest = size === target.block_height ? target.digest : await digestAt(target, size, source);
+    if (digest === null || !rootIs(result.checkpoint, digest)) {
+      failure = { state: 'failed', reason: 'root_differs', size };
+      continue;
+    }
+    return { state: 'ok', reason: 'anchored', size, witnesses: result.cosigned.map((c) => c.name) };
+  }
+  // The reader pinned witnesses and asked for a quorum: without it the seal is refused, as --require-anchored does.
+  return failure ?? { state: 'failed', reason: 'not_anchored' };
+}

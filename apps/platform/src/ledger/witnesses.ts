@@ -1,0 +1,281 @@
+import { randomInt } from 'node:crypto';
+import { type BackoffPolicy, backoffDelayMs } from '@ooh/protocol';
+import type { PlatformContext } from '../context.js';
+import type { Db } from '../db/pool.js';
+import { startTicker } from '../shared/ticker.js';
+import {
+  blockHeaders,
+  type CheckpointRow,
+  findCheckpoint,
+  makeCheckpoints,
+  markAnchored,
+  newestCheckpoint,
+  proofLine,
+  storeCosignature,
+} from './checkpoint.js';
+import { checkSignature, parseNote, parseSignatureLines, type Vkey } from './note.js';
+import { type LedgerSettings, ledgerSettings, type WitnessConfig } from './settings.js';
+
+/*
+ * Submitting checkpoints to witnesses (c2sp.org/tlog-witness "add-checkpoint"), in the background: a witness that is
+ * down delays `anchored` and nothing else. Sealing and intake never wait for it (they run in their own features and
+ * transactions); this job only reads blocks and writes checkpoints, cosignatures and witness state.
+ */
+
+/** tlog-witness: "The client MUST NOT send more than 63 consistency proof lines." A witness further behind is
+ * brought up in steps of 63 blocks, through the checkpoints kept for every block. */
+export const MAX_PROOF_LINES = 63;
+/** One lock for the submitting job across instances (a witness must see sizes in order). */
+const WITNESS_LOCK = 0x05ea1_0003;
+export const WITNESS_BACKOFF: BackoffPolicy = { baseMs: 10_000, capMs: 3_600_000 };
+const REQUEST_TIMEOUT_MS = 10_000;
+/** How many 409 answers one pass follows (each names the size the witness holds). */
+const MAX_RESYNCS = 3;
+export const DEFAULT_WITNESS_INTERVAL_MS = 5000;
+
+export interface WitnessRow {
+  vkey: string;
+  name: string;
+  url: string;
+  cosigned_size: number;
+  last_cosigned_at: Date | null;
+  failures: number;
+  next_attempt_at: Date | null;
+  last_error: string | null;
+}
+
+export async function witnessRows(db: Db): Promise<WitnessRow[]> {
+  const { rows } = await db.query<WitnessRow>(
+    `SELECT vkey, name, url, cosigned_size, last_cosigned_at, failures, next_attempt_at, last_error
+       FROM ledger_witnesses ORDER BY name`,
+  );
+  return rows;
+}
+
+export type Submission =
+  | { outcome: 'cosigned'; size: number }
+  | { outcome: 'up_to_date'; size: number }
+  | { outcome: 'failed'; error: string };
+
+export interface WitnessTransport {
+  post(url: string, body: string): Promise<{ status: number; contentType: string; body: string }>;
+}
+
+export const fetchTransport: WitnessTransport = {
+  async post(url, body) {
+    const response = await fetch(url, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'text/plain; charset=utf-8' },
+      redirect: 'error',
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+    return {
+      status: response.status,
+      contentType: response.headers.get('content-type') ?? '',
+      body: (await response.text()).slice(0, 64 * 1024),
+    };
+  },
+};
+
+/** tlog-witness add-checkpoint body: "old <m>", the proof lines, an empty line, the checkpoint. */
+export function addCheckpointBody(oldSize: number, proof: string[], checkpointNote: string): string {
+  return `old ${oldSize}\n${proof.map((l) => `${l}\n`).join('')}\n${checkpointNote}`;
+}
+
+/**
+ * Brings one witness up to the newest checkpoint: submits the checkpoint min(newest, cosigned + 63) with the block
+ * preimages in between, follows a 409 to the size the witness says it holds, and keeps each cosignature that verifies
+ * against the witness's configured key. Never throws for the witness's sake: an error is the outcome.
+ */
+export async function submitToWitness(
+  ctx: Pick<PlatformContext, 'db' | 'clock'>,
+  witness: WitnessConfig,
+  transport: WitnessTransport = fetchTransport,
+): Promise<Submission> {
+  const newest = await newestCheckpoint(ctx.db);
+  if (!newest) return { outcome: 'up_to_date', size: 0 };
+  let resyncs = 0;
+  let last: Submission = { outcome: 'up_to_date', size: 0 };
+  for (;;) {
+    const { rows } = await ctx.db.query<{ cosigned_size: number }>(
+      'SELECT cosigned_size FROM ledger_witnesses WHERE vkey = $1',
+      [witness.vkey.text],
+    );
+    const oldSize = rows[0]?.cosigned_size ?? 0;
+    if (oldSize >= newest.size) {
+      return last.outcome === 'cosigned' ? last : { outcome: 'up_to_date', size: oldSize };
+    }
+    // A witness that never cosigned gets the newest checkpoint with old size 0 and no proof (tlog-witness: "If the
+    // old size is zero, the consistency proof MUST be empty"); one behind gets at most 63 blocks at a time.
+    const target = oldSize === 0 ? newest.size : Math.min(newest.size, oldSize + MAX_PROOF_LINES);
+    const checkpoint: CheckpointRow | null =
+      target === newest.size ? newest : await findCheckpoint(ctx.db, target);
+    if (!checkpoint) return { outcome: 'failed', error: `no checkpoint of size ${target}` };
+    const proof = oldSize === 0 ? [] : (await blockHeaders(ctx.db, oldSize, target)).map(proofLine);
+    let answer: Awaited<ReturnType<WitnessTransport['post']>>;
+    try {
+      answer = await transport.post(
+        `${witness.url}/add-checkpoint`,
+        addCheckpointBody(oldSize, proof, checkpoint.note),
+      );
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string } }).cause?.code;
+      return { outcome: 'failed', error: `unreachable: ${cause ?? (error as Error).message}` };
+    }
+    if (answer.status === 409) {
+      // tlog-witness: "The response body MUST consist of the tree size of the latest cosigned checkpoint in decimal,
+      // followed by a newline ... Content-Type of text/x.tlog.size."
+      const match = /^(0|[1-9][0-9]*)\n$/.exec(answer.body);
+      const size = match ? Number(match[1]) : Number.NaN;
+      if (!answer.contentType.startsWith('text/x.tlog.size') || !Number.isSafeInteger(size)) {
+        return { outcome: 'failed', error: 'HTTP 409 without a text/x.tlog.size body' };
+      }
+      if (size === oldSize || resyncs >= MAX_RESYNCS)
+        return { outcome: 'failed', error: `HTTP 409: witness at ${size}` };
+      if (size > newest.size) {
+        return {
+          outcome: 'failed',
+          error: `witness holds size ${size}, beyond this ledger's ${newest.size}`,
+        };
+      }
+      resyncs += 1;
+      await ctx.db.query('UPDATE ledger_witnesses SET cosigned_size = $2 WHERE vkey = $1', [
+        witness.vkey.text,
+        size,
+      ]);
+      continue;
+    }
+    if (answer.status !== 200) {
+      return { outcome: 'failed', error: `HTTP ${answer.status}: ${answer.body.trim().slice(0, 200)}` };
+    }
+    const cosigned = acceptCosignature(checkpoint, answer.body, witness.vkey);
+    if ('error' in cosigned) return { outcome: 'failed', error: cosigned.error };
+    const now = ctx.clock.now();
+    await storeCosignature(ctx.db, checkpoint.size, cosigned.line, cosigned.at, now);
+    await ctx.db.query(
+      `UPDATE ledger_witnesses SET cosigned_size = $2, last_cosigned_at = $3, failures = 0, next_attempt_at = NULL,
+              last_error = NULL
+        WHERE vkey = $1`,
+      [witness.vkey.text, checkpoint.size, now],
+    );
+    last = { outcome: 'cosigned', size: checkpoint.size };
+  }
+}
+
+/**
+ * tlog-witness: "The client MUST ignore any cosignatures from unknown keys. To parse the response, the client MAY
+ * concatenate it to the checkpoint, and use a note verification function configured with the witness keys it trusts."
+ */
+function acceptCosignature(
+  checkpoint: CheckpointRow,
+  body: string,
+  vkey: Vkey,
+): { line: string; at: Date } | { error: string } {
+  let lines: ReturnType<typeof parseSignatureLines>;
+  try {
+    lines = parseSignatureLines(body);
+    parseNote(checkpoint.note + body);
+  } catch (error) {
+    return { error: `the answer is not signature lines: ${(error as Error).message}` };
+  }
+  const text = parseNote(checkpoint.note).text;
+  for (const sig of lines) {
+    const check = checkSignature(text, sig, [vkey]);
+    if (check.state === 'invalid')
+      return { error: `a cosignature of ${vkey.name} does not verify: ${check.reason}` };
+    if (check.state === 'valid' && check.timestamp !== null) {
+      return { line: sig.line, at: new Date(Number(check.timestamp) * 1000) };
+    }
+  }
+  return { error: `no cosignature of ${vkey.name} in the answer` };
+}
+
+async function withWitnessLock<T>(db: Db, work: () => Promise<T>): Promise<T | 'busy'> {
+  const client = await db.connect();
+  try {
+    const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [
+      WITNESS_LOCK,
+    ]);
+    if (!rows[0]?.ok) return 'busy';
+    try {
+      return await work();
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [WITNESS_LOCK]);
+    }
+  } finally {
+    client.release();
+  }
+}
+
+export interface WitnessRun {
+  checkpoints: number[];
+  submissions: { witness: string; result: Submission }[];
+  anchored: number[];
+}
+
+/**
+ * One pass: makes the missing checkpoints, records the configured witnesses, submits to each witness that is due
+ * (never before its backoff ends), then marks the blocks a quorum has cosigned `anchored`. `force`: ignore backoff.
+ */
+export async function runWitnessJob(
+  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config'>,
+  options: { transport?: WitnessTransport; force?: boolean; random?: () => number } = {},
+): Promise<WitnessRun | 'busy'> {
+  const settings: LedgerSettings = ledgerSettings(ctx.config);
+  return withWitnessLock(ctx.db, async () => {
+    const checkpoints = await makeCheckpoints(ctx);
+    const submissions: WitnessRun['submissions'] = [];
+    for (const witness of settings.witnesses) {
+      const { rows } = await ctx.db.query<WitnessRow>(
+        `INSERT INTO ledger_witnesses (vkey, name, url) VALUES ($1, $2, $3)
+         ON CONFLICT (vkey) DO UPDATE SET url = EXCLUDED.url
+         RETURNING vkey, name, url, cosigned_size, last_cosigned_at, failures, next_attempt_at, last_error`,
+        [witness.vkey.text, witness.vkey.name, witness.url],
+      );
+      const row = rows[0]!;
+      const now = ctx.clock.now();
+      if (!options.force && row.next_attempt_at && row.next_attempt_at.getTime() > now.getTime()) continue;
+      const result = await submitToWitness(ctx, witness, options.transport);
+      if (result.outcome === 'failed') {
+        const failures = row.failures + 1;
+        const delay = backoffDelayMs(
+          WITNESS_BACKOFF,
+          failures,
+          options.random ?? (() => randomInt(1_000_000) / 1_000_000),
+        );
+        await ctx.db.query(
+          `UPDATE ledger_witnesses SET failures = $2, next_attempt_at = $3, last_error = $4 WHERE vkey = $1`,
+          [witness.vkey.text, failures, new Date(ctx.clock.now().getTime() + delay), result.error],
+        );
+      }
+      submissions.push({ witness: witness.vkey.name, result });
+    }
+    const anchored = await markAnchored(
+      ctx.db,
+      settings.witnesses.map((w) => ({ name: w.vkey.name, keyId: w.vkey.id.toString('hex') })),
+      settings.quorum,
+    );
+    return { checkpoints, submissions, anchored };
+  });
+}
+
+/** The job on a chain of short timers (src/shared/ticker.ts), beside the seal scheduler, never inside it. */
+export function startWitnessJob(
+  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'log'>,
+  options: { intervalMs?: number; transport?: WitnessTransport } = {},
+): () => Promise<void> {
+  return startTicker(ctx, 'ledger-witnesses', options.intervalMs ?? DEFAULT_WITNESS_INTERVAL_MS, async () => {
+    const run = await runWitnessJob(ctx, options.transport ? { transport: options.transport } : {});
+    if (run === 'busy') return;
+    for (const size of run.checkpoints) ctx.log.info({ size }, 'ledger checkpoint made');
+    for (const { witness, result } of run.submissions) {
+      if (result.outcome === 'cosigned')
+        ctx.log.info({ witness, size: result.size }, 'ledger checkpoint cosigned');
+      // A 422 means the witness holds another history than ours: loud, someone must look.
+      else if (result.outcome === 'failed')
+        ctx.log.warn({ witness, error: result.error }, 'ledger witness refused or down');
+    }
+    if (run.anchored.length > 0) ctx.log.info({ blocks: run.anchored }, 'ledger blocks anchored');
+  });
+}
