@@ -9,6 +9,7 @@ import {
   type WirePlayRecord,
   type WireStatusRecord,
 } from './records.js';
+import { inTransaction, prepared } from './statements.js';
 
 /** Details are facts, not payloads: bound them so one record can never push a batch over 1 MB. */
 const DETAIL_MAX_BYTES = 4096;
@@ -80,7 +81,7 @@ export class PlayLog {
   /** Logs a play the display reported as really started and ended. */
   appendPlay(input: PlayInput, loggedAt: Date = input.end): LoggedRecord {
     validatePlay(input);
-    return this.db.transaction(() => {
+    return inTransaction(this.db, () => {
       const seq = this.takeSeq();
       // spec record table order; approval_number or slot, never both.
       const record: WirePlayRecord = {
@@ -107,12 +108,12 @@ export class PlayLog {
         throw cause;
       }
       return { seq, record, json };
-    })();
+    });
   }
 
   /** Logs a reject, mode_change or tamper record. */
   appendStatus(input: StatusInput, loggedAt: Date = input.at): LoggedRecord {
-    return this.db.transaction(() => this.appendStatusInTransaction(input, loggedAt))();
+    return inTransaction(this.db, () => this.appendStatusInTransaction(input, loggedAt));
   }
 
   /**
@@ -121,29 +122,28 @@ export class PlayLog {
    */
   appendRejectOnce(fileKey: string, input: StatusInput & { kind: 'reject' }): LoggedRecord | null {
     const code = input.code ?? '';
-    return this.db.transaction(() => {
+    return inTransaction(this.db, () => {
       if (this.findReject.get(fileKey, code)) return null;
       const logged = this.appendStatusInTransaction(input, input.at);
       this.insertReject.run(fileKey, code, logged.seq);
       return logged;
-    })();
+    });
   }
 
   /** Runs `work` in one transaction: the appends inside commit together (bulk imports, tests). */
   inTransaction<T>(work: () => T): T {
-    return this.db.transaction(work)();
+    return inTransaction(this.db, work);
   }
 
   stats(): QueueStats {
-    const row = this.db
-      .prepare<[], { last_seq: number; unbatched: number; in_flight: number; unsettled: number }>(
-        `SELECT (SELECT value FROM counters WHERE name = 'record_seq') AS last_seq,
+    const row = prepared<[], { last_seq: number; unbatched: number; in_flight: number; unsettled: number }>(
+      this.db,
+      `SELECT (SELECT value FROM counters WHERE name = 'record_seq') AS last_seq,
                 (SELECT count(*) FROM records WHERE batch_seq IS NULL) AS unbatched,
                 (SELECT coalesce(sum(event_count), 0) FROM batches
                   WHERE answer IS NULL AND abandoned_at IS NULL AND kind = 'records') AS in_flight,
                 (SELECT count(*) FROM records WHERE clock_run IS NOT NULL AND batch_seq IS NULL) AS unsettled`,
-      )
-      .get()!;
+    ).get()!;
     return {
       lastSeq: row.last_seq,
       unbatched: row.unbatched,
@@ -154,12 +154,11 @@ export class PlayLog {
 
   /** Unbatched records whose times wait for the clock: of the run `run`, and of earlier runs. */
   unsettled(run: string): { thisRun: number; otherRuns: number } {
-    const rows = this.db
-      .prepare<[string], { mine: number; n: number }>(
-        `SELECT clock_run = ? AS mine, count(*) AS n FROM records
+    const rows = prepared<[string], { mine: number; n: number }>(
+      this.db,
+      `SELECT clock_run = ? AS mine, count(*) AS n FROM records
           WHERE clock_run IS NOT NULL AND batch_seq IS NULL GROUP BY 1`,
-      )
-      .all(run);
+    ).all(run);
     return {
       thisRun: rows.find((row) => row.mine === 1)?.n ?? 0,
       otherRuns: rows.find((row) => row.mine === 0)?.n ?? 0,
@@ -178,20 +177,21 @@ export class PlayLog {
     trueMs: ((steadyMs: number) => number) | null,
   ): { corrected: number; unchanged: number; asStamped: number } {
     const result = { corrected: 0, unchanged: 0, asStamped: 0 };
-    this.db.transaction(() => {
-      const rows = this.db
-        .prepare<
-          [],
-          { seq: number; event: string; clock_run: string; clock_steady_ms: number; clock_read_ms: number }
-        >(
-          `SELECT seq, event, clock_run, clock_steady_ms, clock_read_ms FROM records
+    inTransaction(this.db, () => {
+      const rows = prepared<
+        [],
+        { seq: number; event: string; clock_run: string; clock_steady_ms: number; clock_read_ms: number }
+      >(
+        this.db,
+        `SELECT seq, event, clock_run, clock_steady_ms, clock_read_ms FROM records
             WHERE clock_run IS NOT NULL AND batch_seq IS NULL ORDER BY seq`,
-        )
-        .all();
-      const rewrite = this.db.prepare<[string, number]>(
+      ).all();
+      const rewrite = prepared<[string, number]>(
+        this.db,
         'UPDATE records SET event = ? WHERE seq = ? AND batch_seq IS NULL',
       );
-      const clear = this.db.prepare<[number]>(
+      const clear = prepared<[number]>(
+        this.db,
         `UPDATE records SET clock_run = NULL, clock_steady_ms = NULL, clock_read_ms = NULL
           WHERE seq = ? AND batch_seq IS NULL`,
       );
@@ -209,16 +209,16 @@ export class PlayLog {
         }
         clear.run(row.seq);
       }
-    })();
+    });
     return result;
   }
 
   /** Records in seq order from `afterSeq` (exclusive), for inspection and tests. */
   records(afterSeq = 0, limit = 1000): LoggedRecord[] {
-    return this.db
-      .prepare<[number, number], { seq: number; event: string }>(
-        'SELECT seq, event FROM records WHERE seq > ? ORDER BY seq LIMIT ?',
-      )
+    return prepared<[number, number], { seq: number; event: string }>(
+      this.db,
+      'SELECT seq, event FROM records WHERE seq > ? ORDER BY seq LIMIT ?',
+    )
       .all(afterSeq, limit)
       .map((row) => ({ seq: row.seq, json: row.event, record: JSON.parse(row.event) }));
   }

@@ -5,6 +5,7 @@ import type { Database } from 'better-sqlite3';
 import { AgentError } from '../errors.js';
 import { rfc3339 } from '../log/records.js';
 import { type BatchHeader, batchBodyParts, batchOverheadBytes, buildBatchBody } from './batch-body.js';
+import { inTransaction, prepared } from '../log/statements.js';
 
 export interface StoredBatch {
   batchSeq: number;
@@ -78,15 +79,25 @@ export class BatchStore {
 
   /** The oldest batch of records without a stored answer that was not given up, if any. */
   pending(): StoredBatch | null {
-    const row = this.db
-      .prepare<[], BatchRow>(`SELECT * FROM batches WHERE ${PENDING} ORDER BY batch_seq LIMIT 1`)
-      .get();
+    const row = prepared<[], BatchRow>(
+      this.db,
+      `SELECT * FROM batches WHERE ${PENDING} ORDER BY batch_seq LIMIT 1`,
+    ).get();
     return row ? toBatch(row) : null;
+  }
+
+  /**
+   * Runs `work` in one transaction (nested in one already open: a savepoint). The shipper writes what belongs together
+   * at once (the cut and its first attempt; the answer and the state it moves): one commit, one sync, instead of one
+   * per statement.
+   */
+  inTransaction<T>(work: () => T): T {
+    return inTransaction(this.db, work);
   }
 
   /** The pending batch, or a new one cut from unsent records; null when there is nothing to send. */
   pendingOrCut(options: CutOptions): StoredBatch | null {
-    return this.db.transaction(() => this.pending() ?? this.cutInTransaction(options))();
+    return inTransaction(this.db, () => this.pending() ?? this.cutInTransaction(options));
   }
 
   /**
@@ -94,29 +105,34 @@ export class BatchStore {
    * (DESIGN.md §5: "nothing was stored, so nothing conflicts"). The new bytes replace the old ones.
    */
   refreshTs(batchSeq: number, deviceId: string, ts: Date): StoredBatch {
-    return this.db.transaction(() => {
-      const row = this.db
-        .prepare<[number], BatchRow>(`SELECT * FROM batches WHERE batch_seq = ? AND ${PENDING}`)
-        .get(batchSeq);
+    return inTransaction(this.db, () => {
+      const row = prepared<[number], BatchRow>(
+        this.db,
+        `SELECT * FROM batches WHERE batch_seq = ? AND ${PENDING}`,
+      ).get(batchSeq);
       if (!row) throw new AgentError('batch_invalid', `batch ${batchSeq} is not pending`);
       const body = this.bodyFromRecords(
         { deviceId, ts, batchSeq, prevSha256: row.prev_sha256, sentAt: new Date(row.sent_at) },
         'batch_seq = ?',
         batchSeq,
       );
-      this.db
-        .prepare('UPDATE batches SET body = ?, body_sha256 = ?, ts = ? WHERE batch_seq = ?')
-        .run(body, sha256Hex(body), rfc3339(ts), batchSeq);
-      return toBatch(
-        this.db.prepare<[number], BatchRow>('SELECT * FROM batches WHERE batch_seq = ?').get(batchSeq)!,
+      prepared(this.db, 'UPDATE batches SET body = ?, body_sha256 = ?, ts = ? WHERE batch_seq = ?').run(
+        body,
+        sha256Hex(body),
+        rfc3339(ts),
+        batchSeq,
       );
-    })();
+      return toBatch(
+        prepared<[number], BatchRow>(this.db, 'SELECT * FROM batches WHERE batch_seq = ?').get(batchSeq)!,
+      );
+    });
   }
 
   noteAttempt(batchSeq: number, channel: string): void {
-    this.db
-      .prepare('UPDATE batches SET attempts = attempts + 1, channel = ? WHERE batch_seq = ?')
-      .run(channel, batchSeq);
+    prepared(this.db, 'UPDATE batches SET attempts = attempts + 1, channel = ? WHERE batch_seq = ?').run(
+      channel,
+      batchSeq,
+    );
   }
 
   /**
@@ -124,29 +140,27 @@ export class BatchStore {
    * sent only after the answer is stored).
    */
   storeAnswer(batchSeq: number, answerJson: string, at: Date): void {
-    const result = this.db
-      .prepare(
-        `UPDATE batches SET answer = ?, answered_at = ?, terminal_code = NULL
+    const result = prepared(
+      this.db,
+      `UPDATE batches SET answer = ?, answered_at = ?, terminal_code = NULL
           WHERE batch_seq = ? AND answer IS NULL AND abandoned_at IS NULL`,
-      )
-      .run(answerJson, rfc3339(at), batchSeq);
+    ).run(answerJson, rfc3339(at), batchSeq);
     if (result.changes !== 1) throw new AgentError('batch_invalid', `batch ${batchSeq} is not pending`);
   }
 
   markTerminal(batchSeq: number, code: string): void {
-    this.db.prepare('UPDATE batches SET terminal_code = ? WHERE batch_seq = ?').run(code, batchSeq);
+    prepared(this.db, 'UPDATE batches SET terminal_code = ? WHERE batch_seq = ?').run(code, batchSeq);
   }
 
   /** A send of the batch failed: no answer, or an answer other than 200 (`serverError`: a 5xx). */
   noteFailure(batchSeq: number, failure: { at: Date; serverError: boolean; what: string }): StoredBatch {
     const at = rfc3339(failure.at);
-    this.db
-      .prepare(
-        `UPDATE batches SET failures = failures + 1, server_errors = server_errors + ?,
+    prepared(
+      this.db,
+      `UPDATE batches SET failures = failures + 1, server_errors = server_errors + ?,
                 first_failed_at = coalesce(first_failed_at, ?), last_failed_at = ?, last_failure = ?
           WHERE batch_seq = ?`,
-      )
-      .run(failure.serverError ? 1 : 0, at, at, failure.what.slice(0, 300), batchSeq);
+    ).run(failure.serverError ? 1 : 0, at, at, failure.what.slice(0, 300), batchSeq);
     return this.get(batchSeq)!;
   }
 
@@ -157,24 +171,26 @@ export class BatchStore {
    * player's high-water mark and are answered as duplicates, not counted again.
    */
   abandonForRecut(batchSeq: number, at: Date): void {
-    this.db.transaction(() => {
+    inTransaction(this.db, () => {
       this.abandon(batchSeq, at, 'recut');
-      this.db.prepare('UPDATE records SET batch_seq = NULL WHERE batch_seq = ?').run(batchSeq);
-    })();
+      prepared(this.db, 'UPDATE records SET batch_seq = NULL WHERE batch_seq = ?').run(batchSeq);
+    });
   }
 
   /** Sets aside the one record of a batch the platform cannot take (the batch is given up with it). */
   setAside(batchSeq: number, at: Date, reason: string): void {
-    this.db.transaction(() => {
+    inTransaction(this.db, () => {
       const batch = this.get(batchSeq);
       if (!batch || batch.eventCount !== 1) {
         throw new AgentError('batch_invalid', `batch ${batchSeq} does not hold exactly one record`);
       }
       this.abandon(batchSeq, at, 'set_aside');
-      this.db
-        .prepare('UPDATE records SET set_aside_at = ?, set_aside_reason = ? WHERE batch_seq = ?')
-        .run(rfc3339(at), reason.slice(0, 300), batchSeq);
-    })();
+      prepared(this.db, 'UPDATE records SET set_aside_at = ?, set_aside_reason = ? WHERE batch_seq = ?').run(
+        rfc3339(at),
+        reason.slice(0, 300),
+        batchSeq,
+      );
+    });
   }
 
   /**
@@ -182,13 +198,13 @@ export class BatchStore {
    * nothing counted and no record's seq moved. Never pending: answered (storeAnswer) or given up (abandonProbe).
    */
   cutProbe(deviceId: string, now: Date): StoredBatch {
-    return this.db.transaction(() => {
+    return inTransaction(this.db, () => {
       const batchSeq = this.takeBatchSeq();
       const header = { deviceId, ts: now, batchSeq, prevSha256: this.previousSha256(), sentAt: now };
       const body = buildBatchBody(header, []);
       this.insertBatch(header, { firstSeq: 0, lastSeq: 0, count: 0, body, kind: 'probe', cutAt: now });
       return this.get(batchSeq)!;
-    })();
+    });
   }
 
   abandonProbe(batchSeq: number, at: Date): void {
@@ -197,23 +213,24 @@ export class BatchStore {
 
   /** Records set aside, newest first (at most `limit`), and how many there are. */
   setAsideRecords(limit = 5): { count: number; newest: SetAsideRecord[] } {
-    const count = this.db
-      .prepare<[], { n: number }>('SELECT count(*) AS n FROM records WHERE set_aside_at IS NOT NULL')
-      .get()!.n;
-    const newest = this.db
-      .prepare<
-        [number],
-        {
-          seq: number;
-          kind: string;
-          logged_at: string;
-          set_aside_at: string;
-          set_aside_reason: string | null;
-        }
-      >(
-        `SELECT seq, kind, logged_at, set_aside_at, set_aside_reason FROM records
+    const count = prepared<[], { n: number }>(
+      this.db,
+      'SELECT count(*) AS n FROM records WHERE set_aside_at IS NOT NULL',
+    ).get()!.n;
+    const newest = prepared<
+      [number],
+      {
+        seq: number;
+        kind: string;
+        logged_at: string;
+        set_aside_at: string;
+        set_aside_reason: string | null;
+      }
+    >(
+      this.db,
+      `SELECT seq, kind, logged_at, set_aside_at, set_aside_reason FROM records
           WHERE set_aside_at IS NOT NULL ORDER BY seq DESC LIMIT ?`,
-      )
+    )
       .all(limit)
       .map((row) => ({
         seq: row.seq,
@@ -226,27 +243,25 @@ export class BatchStore {
   }
 
   private abandon(batchSeq: number, at: Date, reason: 'recut' | 'set_aside' | 'probe'): void {
-    const result = this.db
-      .prepare(
-        'UPDATE batches SET abandoned_at = ?, abandon_reason = ? WHERE batch_seq = ? AND answer IS NULL AND abandoned_at IS NULL',
-      )
-      .run(rfc3339(at), reason, batchSeq);
+    const result = prepared(
+      this.db,
+      'UPDATE batches SET abandoned_at = ?, abandon_reason = ? WHERE batch_seq = ? AND answer IS NULL AND abandoned_at IS NULL',
+    ).run(rfc3339(at), reason, batchSeq);
     if (result.changes !== 1) throw new AgentError('batch_invalid', `batch ${batchSeq} is not pending`);
   }
 
   lastAnswered(): { batchSeq: number; answeredAt: string; answer: string } | null {
-    const row = this.db
-      .prepare<[], { batch_seq: number; answered_at: string; answer: string }>(
-        "SELECT batch_seq, answered_at, answer FROM batches WHERE answer IS NOT NULL AND kind = 'records' ORDER BY batch_seq DESC LIMIT 1",
-      )
-      .get();
+    const row = prepared<[], { batch_seq: number; answered_at: string; answer: string }>(
+      this.db,
+      "SELECT batch_seq, answered_at, answer FROM batches WHERE answer IS NOT NULL AND kind = 'records' ORDER BY batch_seq DESC LIMIT 1",
+    ).get();
     return row ? { batchSeq: row.batch_seq, answeredAt: row.answered_at, answer: row.answer } : null;
   }
 
   get(batchSeq: number): StoredBatch | null {
-    const row = this.db
-      .prepare<[number], BatchRow>('SELECT * FROM batches WHERE batch_seq = ?')
-      .get(batchSeq);
+    const row = prepared<[number], BatchRow>(this.db, 'SELECT * FROM batches WHERE batch_seq = ?').get(
+      batchSeq,
+    );
     return row ? toBatch(row) : null;
   }
 
@@ -260,21 +275,19 @@ export class BatchStore {
     ...params: number[]
   ): Buffer {
     const { prefix, suffix } = batchBodyParts(header);
-    const row = this.db
-      .prepare<(string | number)[], { body: Buffer }>(
-        `SELECT CAST(? || coalesce(group_concat(event, ',' ORDER BY seq), '') || ? AS BLOB) AS body
+    const row = prepared<(string | number)[], { body: Buffer }>(
+      this.db,
+      `SELECT CAST(? || coalesce(group_concat(event, ',' ORDER BY seq), '') || ? AS BLOB) AS body
            FROM records WHERE ${where}`,
-      )
-      .get(prefix, suffix, ...params);
+    ).get(prefix, suffix, ...params);
     return row!.body;
   }
 
   private takeBatchSeq(): number {
-    return this.db
-      .prepare<[], { value: number }>(
-        "UPDATE counters SET value = value + 1 WHERE name = 'batch_seq' RETURNING value",
-      )
-      .get()!.value;
+    return prepared<[], { value: number }>(
+      this.db,
+      "UPDATE counters SET value = value + 1 WHERE name = 'batch_seq' RETURNING value",
+    ).get()!.value;
   }
 
   /**
@@ -283,11 +296,10 @@ export class BatchStore {
    * (a player with nothing to send for weeks): it leaves its number and hash in agent_state (CHAIN_HEAD_KEY) first.
    */
   private previousSha256(): string {
-    const row = this.db
-      .prepare<[], { batch_seq: number; body_sha256: string }>(
-        'SELECT batch_seq, body_sha256 FROM batches WHERE answer IS NOT NULL ORDER BY batch_seq DESC LIMIT 1',
-      )
-      .get();
+    const row = prepared<[], { batch_seq: number; body_sha256: string }>(
+      this.db,
+      'SELECT batch_seq, body_sha256 FROM batches WHERE answer IS NOT NULL ORDER BY batch_seq DESC LIMIT 1',
+    ).get();
     const head = chainHead(this.db);
     if (head && (!row || head.batchSeq > row.batch_seq)) return head.bodySha256;
     return row?.body_sha256 ?? '';
@@ -304,37 +316,35 @@ export class BatchStore {
       cutAt: Date;
     },
   ): void {
-    this.db
-      .prepare(
-        `INSERT INTO batches (batch_seq, first_seq, last_seq, event_count, prev_sha256, sent_at, ts, body,
+    prepared(
+      this.db,
+      `INSERT INTO batches (batch_seq, first_seq, last_seq, event_count, prev_sha256, sent_at, ts, body,
                               body_sha256, cut_at, kind)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(
-        header.batchSeq,
-        batch.firstSeq,
-        batch.lastSeq,
-        batch.count,
-        header.prevSha256,
-        rfc3339(header.sentAt),
-        rfc3339(header.ts),
-        batch.body,
-        sha256Hex(batch.body),
-        rfc3339(batch.cutAt),
-        batch.kind,
-      );
+    ).run(
+      header.batchSeq,
+      batch.firstSeq,
+      batch.lastSeq,
+      batch.count,
+      header.prevSha256,
+      rfc3339(header.sentAt),
+      rfc3339(header.ts),
+      batch.body,
+      sha256Hex(batch.body),
+      rfc3339(batch.cutAt),
+      batch.kind,
+    );
   }
 
   private cutInTransaction(options: CutOptions): StoredBatch | null {
     const maxEvents = options.maxEvents ?? LIMITS.telemetryEventsMax;
     const maxBytes = options.maxBytes ?? LIMITS.telemetryBodyMaxBytes;
     // Sizes only: the event texts themselves never become JS strings here (see buildBatchBody).
-    const queued = this.db
-      .prepare<[number], { seq: number; bytes: number; unsettled: number }>(
-        `SELECT seq, length(CAST(event AS BLOB)) AS bytes, clock_run IS NOT NULL AS unsettled
+    const queued = prepared<[number], { seq: number; bytes: number; unsettled: number }>(
+      this.db,
+      `SELECT seq, length(CAST(event AS BLOB)) AS bytes, clock_run IS NOT NULL AS unsettled
            FROM records WHERE batch_seq IS NULL ORDER BY seq LIMIT ?`,
-      )
-      .all(maxEvents);
+    ).all(maxEvents);
     // A record whose times still wait for the clock (PlayLog.settleTimes) is not cut, nor anything after it:
     // once cut, its bytes are final. The shipper settles them first.
     const firstUnsettled = queued.findIndex((row) => row.unsettled === 1);
@@ -364,11 +374,13 @@ export class BatchStore {
     const lastSeq = rows[count - 1]!.seq;
     const body = this.bodyFromRecords(header, 'batch_seq IS NULL AND seq BETWEEN ? AND ?', firstSeq, lastSeq);
     this.insertBatch(header, { firstSeq, lastSeq, count, body, kind: 'records', cutAt: options.now });
-    this.db
-      .prepare('UPDATE records SET batch_seq = ? WHERE batch_seq IS NULL AND seq BETWEEN ? AND ?')
-      .run(batchSeq, firstSeq, lastSeq);
+    prepared(this.db, 'UPDATE records SET batch_seq = ? WHERE batch_seq IS NULL AND seq BETWEEN ? AND ?').run(
+      batchSeq,
+      firstSeq,
+      lastSeq,
+    );
     return toBatch(
-      this.db.prepare<[number], BatchRow>('SELECT * FROM batches WHERE batch_seq = ?').get(batchSeq)!,
+      prepared<[number], BatchRow>(this.db, 'SELECT * FROM batches WHERE batch_seq = ?').get(batchSeq)!,
     );
   }
 }

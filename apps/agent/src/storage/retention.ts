@@ -1,6 +1,7 @@
 import type { Database } from 'better-sqlite3';
 import { rfc3339 } from '../log/records.js';
 import { chainHead, keepChainHead } from '../shipping/batch-store.js';
+import { inTransaction, prepared } from '../log/statements.js';
 
 /**
  * Retention of the play log (README "Retention and disk space"). What may go, and what never does:
@@ -61,24 +62,22 @@ export class Retention {
 
   /** Removes up to {@link PRUNE_CHUNK_RECORDS} records' worth of batches due to go, in one transaction. */
   pruneChunk(policy: RetentionPolicy, maxRecords = PRUNE_CHUNK_RECORDS): PruneChunk {
-    return this.db.transaction(() => {
+    return inTransaction(this.db, () => {
       const acknowledged = rfc3339(policy.acknowledgedBefore);
       const setAside = rfc3339(policy.setAsideBefore);
       const limit = 200;
-      const answered = this.db
-        .prepare<[string, number], Candidate>(
-          `SELECT batch_seq, event_count, 1 AS answered, body_sha256 FROM batches
+      const answered = prepared<[string, number], Candidate>(
+        this.db,
+        `SELECT batch_seq, event_count, 1 AS answered, body_sha256 FROM batches
             WHERE answer IS NOT NULL AND answered_at < ? ORDER BY answered_at LIMIT ?`,
-        )
-        .all(acknowledged, limit);
-      const abandoned = this.db
-        .prepare<[string, string, number], Candidate>(
-          `SELECT batch_seq, event_count, 0 AS answered, body_sha256 FROM batches
+      ).all(acknowledged, limit);
+      const abandoned = prepared<[string, string, number], Candidate>(
+        this.db,
+        `SELECT batch_seq, event_count, 0 AS answered, body_sha256 FROM batches
             WHERE abandoned_at IS NOT NULL AND answer IS NULL
               AND abandoned_at < (CASE abandon_reason WHEN 'set_aside' THEN ? ELSE ? END)
             ORDER BY abandoned_at LIMIT ?`,
-        )
-        .all(setAside, acknowledged, limit);
+      ).all(setAside, acknowledged, limit);
       const candidates = [...answered, ...abandoned].sort((a, b) => a.batch_seq - b.batch_seq);
       const leftOver = answered.length === limit || abandoned.length === limit;
       const chosen: Candidate[] = [];
@@ -92,11 +91,10 @@ export class Retention {
       if (chosen.length === 0) return { batches: 0, records: 0, more: false };
 
       // The next batch's prev_sha256 names the newest answered batch: if it goes, its hash stays.
-      const newest = this.db
-        .prepare<[], { batch_seq: number; body_sha256: string }>(
-          'SELECT batch_seq, body_sha256 FROM batches WHERE answer IS NOT NULL ORDER BY batch_seq DESC LIMIT 1',
-        )
-        .get();
+      const newest = prepared<[], { batch_seq: number; body_sha256: string }>(
+        this.db,
+        'SELECT batch_seq, body_sha256 FROM batches WHERE answer IS NOT NULL ORDER BY batch_seq DESC LIMIT 1',
+      ).get();
       if (newest && chosen.some((c) => c.batch_seq === newest.batch_seq)) {
         const kept = chainHead(this.db);
         if (!kept || kept.batchSeq < newest.batch_seq) {
@@ -106,11 +104,13 @@ export class Retention {
 
       // Both statements name the batch's state again: whatever a bug upstream did, a record of a batch still to be
       // answered, or not yet cut into one, cannot go.
-      const deleteRecords = this.db.prepare<[number, number]>(
+      const deleteRecords = prepared<[number, number]>(
+        this.db,
         `DELETE FROM records WHERE batch_seq = ?
             AND EXISTS (SELECT 1 FROM batches b WHERE b.batch_seq = ? AND (b.answer IS NOT NULL OR b.abandoned_at IS NOT NULL))`,
       );
-      const deleteBatch = this.db.prepare<[number]>(
+      const deleteBatch = prepared<[number]>(
+        this.db,
         'DELETE FROM batches WHERE batch_seq = ? AND (answer IS NOT NULL OR abandoned_at IS NOT NULL)',
       );
       let removed = 0;
@@ -123,7 +123,7 @@ export class Retention {
         records: removed,
         more: leftOver || candidates.length > chosen.length,
       };
-    })();
+    });
   }
 
   /** Pages on the free list: what an incremental vacuum can give back. */
@@ -170,26 +170,24 @@ export class Retention {
 
   /** The oldest record the platform has not answered yet: not cut into a batch, or in a batch still to be answered. */
   oldestUnacknowledged(): { seq: number; loggedAt: string } | null {
-    const row = this.db
-      .prepare<[], { seq: number; logged_at: string }>(
-        `SELECT seq, logged_at FROM records WHERE seq = (
+    const row = prepared<[], { seq: number; logged_at: string }>(
+      this.db,
+      `SELECT seq, logged_at FROM records WHERE seq = (
            SELECT min(s) FROM (
              SELECT min(seq) AS s FROM records WHERE batch_seq IS NULL
              UNION ALL
              SELECT min(first_seq) FROM batches
               WHERE answer IS NULL AND abandoned_at IS NULL AND kind = 'records'))`,
-      )
-      .get();
+    ).get();
     return row ? { seq: row.seq, loggedAt: row.logged_at } : null;
   }
 
   /** Rows the file holds now. */
   kept(): { records: number; batches: number } {
-    const row = this.db
-      .prepare<[], { records: number; batches: number }>(
-        'SELECT (SELECT count(*) FROM records) AS records, (SELECT count(*) FROM batches) AS batches',
-      )
-      .get()!;
+    const row = prepared<[], { records: number; batches: number }>(
+      this.db,
+      'SELECT (SELECT count(*) FROM records) AS records, (SELECT count(*) FROM batches) AS batches',
+    ).get()!;
     return { records: row.records, batches: row.batches };
   }
 }
