@@ -132,7 +132,11 @@ export interface ShipperOptions {
   backoff: BackoffPolicy;
   /** Pause between two answered batches when more is queued (spec: one batch every 10 s, burst 3). */
   minIntervalMs: number;
-  /** Pause when nothing is queued before looking again (a new record also wakes the loop). */
+  /**
+   * Pause when nothing is queued before looking again, counted from the last call the platform answered: a record
+   * queued meanwhile waits at most this long, and the next batch finds the connection of the last one still open (the
+   * platform keeps an idle one 72 s), so it costs no new TLS handshake on either side.
+   */
   idleIntervalMs: number;
   logger: Logger;
   random?: () => number;
@@ -171,6 +175,8 @@ interface Recut {
  */
 export class Shipper {
   private failures = 0;
+  /** When the platform last answered a call of the shipper (steady clock, ms); null before the first. */
+  private lastAnsweredMs: number | null = null;
   private staleInARow = 0;
   private state: ShippingStatus['state'] = 'idle';
   private wakeController: AbortController | null = null;
@@ -205,26 +211,31 @@ export class Shipper {
       if (held) return held;
     }
     const maxEvents = this.cutSize();
-    let batch = batches.pendingOrCut({
-      deviceId,
-      now: clock.now(),
-      ...(maxEvents !== undefined ? { maxEvents } : {}),
+    const identity = this.options.credentials.tlsIdentity(clock.now(), this.failures);
+    const channel: Channel = identity ? 'certificate' : 'signed';
+    // The cut (or the re-sign) and the attempt about to be made: one transaction.
+    const batch = batches.inTransaction(() => {
+      let found = batches.pendingOrCut({
+        deviceId,
+        now: clock.now(),
+        ...(maxEvents !== undefined ? { maxEvents } : {}),
+      });
+      if (!found) return null;
+      if (state.get<number>(STALE_STATE_KEY) === found.batchSeq) {
+        // The platform's last answer for this batch was stale_request, so it stored nothing: the same events
+        // are signed again under the same batch_seq with ts read NOW (DESIGN.md §5), not when the answer came,
+        // else a backoff longer than the 300 s window made every resend stale again, for ever. The mark goes
+        // before the send: if this answer is lost, the next try resends these very bytes, which the platform
+        // may hold (a fresh ts then would be another body under the same batch_seq: 409 batch_conflict).
+        found = batches.refreshTs(found.batchSeq, deviceId, clock.now());
+        state.delete(STALE_STATE_KEY);
+      }
+      batches.noteAttempt(found.batchSeq, channel);
+      return found;
     });
     if (!batch) return { kind: 'idle' };
 
-    if (state.get<number>(STALE_STATE_KEY) === batch.batchSeq) {
-      // The platform's last answer for this batch was stale_request, so it stored nothing: the same events
-      // are signed again under the same batch_seq with ts read NOW (DESIGN.md §5), not when the answer came,
-      // else a backoff longer than the 300 s window made every resend stale again, for ever. The mark goes
-      // before the send: if this answer is lost, the next try resends these very bytes, which the platform
-      // may hold (a fresh ts then would be another body under the same batch_seq: 409 batch_conflict).
-      batch = batches.refreshTs(batch.batchSeq, deviceId, clock.now());
-      state.delete(STALE_STATE_KEY);
-    }
-
-    const identity = this.options.credentials.tlsIdentity(clock.now(), this.failures);
-    const channel: Channel = identity ? 'certificate' : 'signed';
-    const response = await this.send(batch, channel, identity);
+    const response = await this.send(batch, channel, identity, { attemptNoted: true });
     if (response instanceof Error) return this.retryLater(batch, `network: ${response.message}`);
     return this.handleResponse(batch, channel, identity, response);
   }
@@ -242,9 +253,10 @@ export class Shipper {
     batch: StoredBatch,
     channel: Channel,
     identity: TlsIdentity | null,
+    { attemptNoted = false } = {},
   ): Promise<HttpResponse | Error> {
     const { batches, clock } = this.options;
-    batches.noteAttempt(batch.batchSeq, channel);
+    if (!attemptNoted) batches.noteAttempt(batch.batchSeq, channel);
     const sentAt = clock.baseNow();
     let response: HttpResponse;
     try {
@@ -261,6 +273,7 @@ export class Shipper {
       return error as Error;
     }
     clock.observeServerDate(response.headers['date'], sentAt, clock.baseNow());
+    this.lastAnsweredMs = clock.monotonicMs();
     this.options.onReachability?.(true);
     return response;
   }
@@ -297,7 +310,7 @@ export class Shipper {
       let waitMs: number;
       if (outcome.kind === 'idle') {
         this.state = 'idle';
-        waitMs = this.options.idleIntervalMs;
+        waitMs = this.idleWaitMs();
       } else if (outcome.kind === 'answered') {
         waitMs = this.options.minIntervalMs;
       } else {
@@ -307,6 +320,18 @@ export class Shipper {
       await this.wait(waitMs, signal, outcome.kind !== 'retry');
     }
     this.state = 'idle';
+  }
+
+  /**
+   * The idle pause: what is left of idle_interval since the platform last answered (see idleIntervalMs), or all of it
+   * when that is longer ago. After a batch, min_interval, then an empty look: the next look comes idle_interval after
+   * the batch, not min_interval + idle_interval (70 s with the defaults: just past the platform's keep-alive).
+   */
+  private idleWaitMs(): number {
+    const idleMs = this.options.idleIntervalMs;
+    if (this.lastAnsweredMs === null) return idleMs;
+    const sinceMs = this.options.clock.monotonicMs() - this.lastAnsweredMs;
+    return sinceMs >= 0 && sinceMs < idleMs ? idleMs - sinceMs : idleMs;
   }
 
   private async wait(ms: number, signal: AbortSignal, wakeable: boolean): Promise<void> {
@@ -366,11 +391,13 @@ export class Shipper {
         batches.noteFailure(batch.batchSeq, { at: clock.now(), serverError: false, what: 'answer_invalid' });
         return this.retryLater(batch, 'answer_invalid');
       }
-      // Records count as sent only now, after the answer is stored.
-      batches.storeAnswer(batch.batchSeq, response.body.toString('utf8'), clock.now());
-      state.set(SEND_STATE_KEY, { at: rfc3339(clock.now()), batch_seq: batch.batchSeq });
-      state.delete(ALERT_STATE_KEY);
-      this.afterTaken(batch);
+      // Records count as sent only now, after the answer is stored; what the answer moves is stored with it.
+      batches.inTransaction(() => {
+        batches.storeAnswer(batch.batchSeq, response.body.toString('utf8'), clock.now());
+        state.set(SEND_STATE_KEY, { at: rfc3339(clock.now()), batch_seq: batch.batchSeq });
+        state.delete(ALERT_STATE_KEY);
+        this.afterTaken(batch);
+      });
       this.options.credentials.confirm(identity);
       this.failures = 0;
       this.staleInARow = 0;
@@ -591,6 +618,7 @@ export class Shipper {
         identity ?? undefined,
       );
       clock.observeServerDate(response.headers['date'], sentAt, clock.baseNow());
+      this.lastAnsweredMs = clock.monotonicMs();
       return true;
     } catch (error) {
       this.options.logger.warn({ err: error }, 'platform unreachable for the time');

@@ -392,6 +392,39 @@ describe('shipping to the signed channel', () => {
     await running;
     expect(fx.log.stats().queueDepth).toBe(0);
   });
+
+  it('run() counts the idle pause from the last answer, so the next batch finds the connection still open', async () => {
+    await fx.close();
+    // A steady clock that moves only by the shipper's own pauses, and the pauses it asks for.
+    let steadyMs = 0;
+    const waits: number[] = [];
+    const controller = new AbortController();
+    fx = createShippingFixture({
+      dir: dir.path,
+      agentsUrl: platform.agentsUrl,
+      deviceId: fx.deviceId,
+      keys: fx.keys,
+      overrides: {
+        minIntervalMs: 10_000,
+        idleIntervalMs: 60_000,
+        clock: new CorrectedClock({ now: () => new Date() }, 86_400_000, 0, undefined, {
+          monotonic: () => steadyMs,
+        }),
+        sleep: async (ms) => {
+          waits.push(ms);
+          steadyMs += ms;
+          if (waits.length === 1) logPlays(fx.log, 1);
+          if (waits.length === 4) controller.abort();
+        },
+      },
+    });
+    await fx.shipper.run(controller.signal);
+    // Nothing queued and nothing answered yet: the whole idle interval. Then the play is sent, min_interval, an empty
+    // look, and the idle pause is what is left of 60 s since the answer (not 60 s more: 70 s would outlast the
+    // platform's keep-alive); a look finding nothing a whole idle interval after the answer waits all of it again.
+    expect(waits).toEqual([60_000, 10_000, 50_000, 60_000]);
+    expect(platform.playCount(fx.deviceId)).toBe(1);
+  });
 });
 
 describe('shipping edge cases against a mocked platform', () => {
