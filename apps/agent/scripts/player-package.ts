@@ -136,26 +136,19 @@ export interface PackageOptions {
 export async function packagePlayer(options: PackageOptions): Promise<string[]> {
   mkdirSync(join(options.appDir, 'node_modules'), { recursive: true });
   stageNativeDependencies(options.appDir, ['better-sqlite3']);
-  const config = JSON.parse(readFileSync(BUILDER_CONFIG_FILE, 'utf8')) as Record<string, unknown> & {
-    directories: Record<string, string>;
-    linux: Record<string, unknown>;
-  };
-  delete config['$schema'];
+  const config = JSON.parse(readFileSync(BUILDER_CONFIG_FILE, 'utf8')) as { linux: { target: string[] } };
   const { build } = await import('electron-builder');
+  // electron-builder reads electron-builder.json from projectDir itself; `config` is merged into it (objects key by
+  // key), so it holds only what this run sets.
   return build({
     projectDir: AGENT_DIR,
-    linux: options.targets ?? (config.linux['target'] as string[]),
+    linux: options.targets ?? config.linux.target,
     config: {
-      ...config,
-      directories: {
-        ...config.directories,
-        app: options.appDir,
-        ...(options.outputDir ? { output: options.outputDir } : {}),
-      },
+      directories: { app: options.appDir, ...(options.outputDir ? { output: options.outputDir } : {}) },
       electronVersion: options.electron.version,
       electronDist: options.electron.dist,
       ...(options.rebuild === false ? { npmRebuild: false } : {}),
-      linux: { ...config.linux, ...(options.maintainer ? { maintainer: options.maintainer } : {}) },
+      ...(options.maintainer ? { linux: { maintainer: options.maintainer } } : {}),
       ...(options.homepage ? { extraMetadata: { homepage: options.homepage } } : {}),
     },
   });
