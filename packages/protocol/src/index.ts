@@ -111,7 +111,7 @@ export {
   SubmissionChannelSchema,
   SubmissionCreateRequest,
 } from './schemas/submission.js';
-export { addCalendarYears, isDateTime, isUuid, parseDateTime } from './time-formats.js';
+export { addCalendarYears, isDateTime, isUuid, parseDateTime, parseDateTimeMs } from './time-formats.js';
 export {
   CREATIVE_STATUSES,
   type CreativeStatusValue,

@@ -77,16 +77,50 @@ function canonicalUtcMs(text: string): number {
   // Years 0..99 are left to the general parser (Date.UTC would read them as 1900..1999).
   if (year < 100 || !dateExists(year, month, day) || hour > 23 || minute > 59 || second > 59)
     return Number.NaN;
-  return Date.UTC(year, month - 1, day, hour, minute, second, ms10 * 10 + ms1);
+  return (
+    daysFromCivil(year, month, day) * 86_400_000 +
+    hour * 3_600_000 +
+    minute * 60_000 +
+    second * 1_000 +
+    ms10 * 10 +
+    ms1
+  );
+}
+
+/**
+ * Days from 1970-01-01 to a proleptic Gregorian date (year >= 0), by integer arithmetic: what Date.UTC computes,
+ * without its call and its checks, for the two instants of each of up to 10 000 records a batch (H. Hinnant,
+ * "chrono-Compatible Low-Level Date Algorithms", days_from_civil).
+ */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yearOfEra = y - era * 400;
+  const dayOfYear = Math.floor((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5) + day - 1;
+  const dayOfEra = yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear;
+  return era * 146_097 + dayOfEra - 719_468;
 }
 
 /** Instant named by an RFC 3339 date-time, or null when the text is not one. Digits beyond milliseconds are cut. */
 export function parseDateTime(text: string): Date | null {
-  if (typeof text !== 'string') return null;
+  const ms = parseDateTimeMs(text);
+  return Number.isNaN(ms) ? null : new Date(ms);
+}
+
+/**
+ * parseDateTime in epoch milliseconds, NaN when the text is not an RFC 3339 date-time: no Date is made for the
+ * canonical form, which is what the proof-of-play channels read twice per record.
+ */
+export function parseDateTimeMs(text: string): number {
+  if (typeof text !== 'string') return Number.NaN;
   const canonical = canonicalUtcMs(text);
-  if (!Number.isNaN(canonical)) return new Date(canonical);
+  if (!Number.isNaN(canonical)) return canonical;
+  return generalDateTimeMs(text);
+}
+
+function generalDateTimeMs(text: string): number {
   const match = DATE_TIME.exec(text);
-  if (match === null) return null;
+  if (match === null) return Number.NaN;
   const [, y, mo, d, h, mi, s, fraction, zulu, sign, offsetHours, offsetMinutes] = match;
   const year = Number(y);
   const month = Number(mo);
@@ -94,12 +128,12 @@ export function parseDateTime(text: string): Date | null {
   const hour = Number(h);
   const minute = Number(mi);
   const second = Number(s);
-  if (!dateExists(year, month, day) || hour > 23 || minute > 59 || second > 59) return null;
+  if (!dateExists(year, month, day) || hour > 23 || minute > 59 || second > 59) return Number.NaN;
   let offset = 0;
   if (zulu === undefined) {
     const oh = Number(offsetHours);
     const om = Number(offsetMinutes);
-    if (oh > 23 || om > 59) return null;
+    if (oh > 23 || om > 59) return Number.NaN;
     offset = (sign === '-' ? -1 : 1) * (oh * 60 + om);
   }
   const milliseconds = fraction === undefined ? 0 : Number(fraction.slice(0, 3).padEnd(3, '0'));
@@ -107,11 +141,11 @@ export function parseDateTime(text: string): Date | null {
   // setUTCFullYear keeps years 0..99 as they are (Date.UTC would read them as 1900..1999).
   instant.setUTCFullYear(year, month - 1, day);
   instant.setUTCHours(hour, minute - offset, second, milliseconds);
-  return instant;
+  return instant.getTime();
 }
 
 export function isDateTime(text: string): boolean {
-  return parseDateTime(text) !== null;
+  return !Number.isNaN(parseDateTimeMs(text));
 }
 
 export function isUuid(text: string): boolean {

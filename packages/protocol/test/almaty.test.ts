@@ -19,6 +19,7 @@ import {
   isCalendarDate,
   isCalendarMonth,
   parseDateTime,
+  parseDateTimeMs,
 } from '@ooh/protocol';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
@@ -331,5 +332,65 @@ describe('properties', () => {
       }),
       { numRuns: 50 },
     );
+  });
+});
+
+describe('parseDateTimeMs, the canonical form read by arithmetic', () => {
+  // Every instant from year 100 to 9999, the range the canonical fast path reads itself (Date#toISOString's form).
+  const canonical = fc.date({
+    min: new Date('0100-01-01T00:00:00.000Z'),
+    max: new Date('9999-12-31T23:59:59.999Z'),
+    noInvalidDate: true,
+  });
+
+  test('agrees with Date on every canonical instant', () => {
+    fc.assert(
+      fc.property(canonical, (instant) => {
+        const text = instant.toISOString();
+        expect(parseDateTimeMs(text)).toBe(instant.getTime());
+        expect(parseDateTime(text)?.getTime()).toBe(instant.getTime());
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  test('leap days, month ends and the first and last instants of a year', () => {
+    for (const text of [
+      '2024-02-29T23:59:59.999Z',
+      '2000-02-29T00:00:00.000Z',
+      '1970-01-01T00:00:00.000Z',
+      '1969-12-31T23:59:59.999Z',
+      '2026-12-31T23:59:59.999Z',
+      '2027-01-01T00:00:00.000Z',
+      '0100-03-01T00:00:00.000Z',
+    ]) {
+      expect(parseDateTimeMs(text)).toBe(Date.parse(text));
+    }
+  });
+
+  test('refuses what is not a date-time, as parseDateTime does', () => {
+    for (const text of [
+      '2023-02-29T00:00:00.000Z', // no such day
+      '1900-02-29T00:00:00.000Z',
+      '2026-13-01T00:00:00.000Z',
+      '2026-01-01T24:00:00.000Z',
+      '2026-01-01T00:60:00.000Z',
+      '2026-01-01T00:00:60.000Z', // no leap second
+      '2026-01-01T00:00:00.00aZ',
+      '2026-01-01 00:00:00.000Z',
+      '2026-01-01T00:00:00.000',
+      '',
+    ]) {
+      expect(parseDateTimeMs(text), text).toBeNaN();
+      expect(parseDateTime(text), text).toBeNull();
+    }
+    expect(parseDateTimeMs(42 as unknown as string)).toBeNaN();
+  });
+
+  test('other RFC 3339 forms go through the general parser', () => {
+    expect(parseDateTimeMs('2026-11-25T12:00:00+05:00')).toBe(Date.parse('2026-11-25T07:00:00Z'));
+    expect(parseDateTimeMs('2026-11-25t12:00:00.123456z')).toBe(Date.parse('2026-11-25T12:00:00.123Z'));
+    // Years 0..99: Date.UTC would read them as 1900..1999.
+    expect(parseDateTimeMs('0050-01-01T00:00:00.000Z')).toBe(new Date('0050-01-01T00:00:00.000Z').getTime());
   });
 });

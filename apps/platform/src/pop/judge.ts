@@ -5,7 +5,7 @@ import {
   type PopAnswerItem,
   type PopChannel,
   type PopRecord,
-  parseDateTime,
+  parseDateTimeMs,
   parseSrc,
   type RecordFlag,
   type RefusalReason,
@@ -115,7 +115,7 @@ export function almatyDayOfMs(ms: number): string {
  * 3339, a day that exists). parseDateTime reads the canonical UTC form players and CMSs send digit by digit.
  */
 function instantOf(text: string): number {
-  return parseDateTime(text)!.getTime();
+  return parseDateTimeMs(text);
 }
 
 const NO_FLAGS: RecordFlag[] = [];
