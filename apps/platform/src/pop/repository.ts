@@ -729,20 +729,25 @@ export async function storeBatchStreaming(
   let settled: Settled | null = null;
   let answer: PopAnswer | null = null;
   const result = await inTransaction(db, async (client) => {
-    // The records are copied before the batch row: the day they go under is settled first.
-    const open = await openReceiveDays(client, [args.batch.receiveDay]);
-    const batch = stampedInto(args.batch, open.get(args.batch.receiveDay)!, args.now());
+    let stamped: Omit<NewBatch, 'answer'> | null = null;
+    // The records are copied before the batch row: the day they go under is settled first. The receive-day
+    // statement and the COPY go out together, and the first part is judged while the server answers them (the
+    // judgement reads the receipt as it came, not the day the rows go under; one sender waits one round trip less).
+    const opening = openReceiveDays(client, [args.batch.receiveDay]);
+    opening.catch(() => {}); // awaited below, after the first part is judged
     const copy = new CopyStream(COPY_RECORDS_SQL);
     copy.start(client);
     try {
       const out = new BinaryCopyWriter(STREAM_PART * 320);
       for (let from = 0; from < args.records; from += STREAM_PART) {
         const rows = settler.add(args.judge(from, Math.min(args.records, from + STREAM_PART)));
-        writeRecordRows(out, args.batchId, batch, rows);
+        stamped ??= stampedInto(args.batch, (await opening).get(args.batch.receiveDay)!, args.now());
+        writeRecordRows(out, args.batchId, stamped, rows);
         copy.push(out.drain(STREAM_PART * 320));
         // The socket takes the part, and other requests get their turn, while the server copies it.
         await new Promise((resolve) => setImmediate(resolve));
       }
+      stamped ??= stampedInto(args.batch, (await opening).get(args.batch.receiveDay)!, args.now());
       copy.push(out.finish());
       copy.end();
     } catch (error) {
@@ -751,6 +756,7 @@ export async function storeBatchStreaming(
       throw error;
     }
     await copy.done;
+    const batch = stamped;
     settled = settler.finish();
     answer = args.answerOf(settled);
     const stored = await runStoreStatement(
