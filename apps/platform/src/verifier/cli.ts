@@ -15,7 +15,7 @@ import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
  *
  *   ooh-verify seal <day> --from <verify_url> [--root authority-root.pem] [--batches export.ndjson]
  *                         [--depth n] [--require-ledger] [--witness <vkey>]... [--require-anchored n]
- *                         [--progress | --no-progress]
+ *                         [--tsa-cert tsa.pem] [--progress | --no-progress]
  *
  * Checks go to stdout, one a line, as they always have; progress (reading a day's export, walking the chains) is
  * drawn on stderr only when it is a terminal (@ooh/progress).
@@ -27,7 +27,7 @@ import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
 
 const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authority-root.pem>] [--batches <export.ndjson>]
                          [--depth <n>] [--require-ledger] [--witness <vkey>]... [--require-anchored <n>]
-                         [--progress | --no-progress]
+                         [--tsa-cert <tsa.pem>] [--progress | --no-progress]
 
   <day>             the Asia/Almaty day of the seal, YYYY-MM-DD
   --from            the public verify URL, e.g. https://verify.example.kz
