@@ -373,7 +373,7 @@ function signerCertificates(signedData: pkijs.SignedData): ParsedCertificate[] {
 }
 
 function matchesSid(sid: pkijs.SignerInfo['sid'], candidate: ParsedCertificate): boolean {
-  const certificate = pkijs.Certificate.fromBER(candidate.der);
+  const certificate = pkijs.Certificate.fromBER(Uint8Array.from(candidate.der));
   if (sid instanceof pkijs.IssuerAndSerialNumber) {
     return certificate.issuer.isEqual(sid.issuer) && certificate.serialNumber.isEqual(sid.serialNumber);
   }
@@ -427,7 +427,7 @@ async function verifyOrRefuse(
   if (single(token) === null) refuse('the token is not a single DER element');
   let contentInfo: pkijs.ContentInfo;
   try {
-    contentInfo = pkijs.ContentInfo.fromBER(token);
+    contentInfo = pkijs.ContentInfo.fromBER(Uint8Array.from(token));
   } catch {
     return refuse('the token is not a CMS ContentInfo');
   }
@@ -444,7 +444,7 @@ async function verifyOrRefuse(
   if (tstDer === null) refuse('the token carries no TSTInfo');
   let tst: pkijs.TSTInfo;
   try {
-    tst = pkijs.TSTInfo.fromBER(tstDer);
+    tst = pkijs.TSTInfo.fromBER(Uint8Array.from(tstDer));
   } catch {
     return refuse('the TSTInfo is unreadable');
   }
