@@ -76,6 +76,19 @@ const CLIENT_VALUE_SQLSTATES: ReadonlySet<string> = new Set([
 
 export type HostName = 'api' | 'agents' | 'devices' | 'verify';
 
+/**
+ * How long a whole request may take to arrive, per host. Fastify's default is no limit at all, so a client that
+ * announced a body it never sends held its socket for ever. api: a media upload of up to 150 MB over a slow link;
+ * agents: a CMS batch of up to 4 MB; devices and verify: small bodies. Node checks every 30 s, so a request may
+ * run up to 30 s over.
+ */
+export const REQUEST_TIMEOUT_MS: Readonly<Record<HostName, number>> = {
+  api: 600_000,
+  agents: 120_000,
+  devices: 60_000,
+  verify: 60_000,
+};
+
 export interface HostServerOptions {
   name: HostName;
   logger: Logger;
@@ -94,6 +107,14 @@ export interface HostServerOptions {
    * the peer address and the header is ignored, so no caller can choose the address it is limited under.
    */
   trustProxy?: readonly string[];
+  /**
+   * How long a whole request may take to arrive, headers and body (default REQUEST_TIMEOUT_MS of the host). A
+   * request still incomplete then is answered 400 and its connection closed: a body announced longer than it is, or
+   * sent a byte at a time, holds no socket for long.
+   */
+  requestTimeoutMs?: number;
+  /** How often Node looks for requests over their time (default 30 s; tests make it short). */
+  connectionsCheckingIntervalMs?: number;
   /** Where the host's requests are counted (the metrics listener, src/http/metrics.ts). */
   metrics?: PlatformMetrics;
 }
@@ -134,18 +155,36 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
         useDefaults: false,
       },
     },
-    ...(options.https ? { https: options.https as never } : {}),
+    requestTimeout: options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS[options.name],
+    ...(options.connectionsCheckingIntervalMs === undefined
+      ? {}
+      : { http: { connectionsCheckingInterval: options.connectionsCheckingIntervalMs } }),
+    ...(options.https
+      ? {
+          https: (options.connectionsCheckingIntervalMs === undefined
+            ? options.https
+            : {
+                ...(options.https as object),
+                connectionsCheckingInterval: options.connectionsCheckingIntervalMs,
+              }) as never,
+        }
+      : {}),
   }) as unknown as FastifyInstance;
+  // Node reads a headers timeout longer than the request timeout as the other way round (the headers would get the
+  // request's time, and the request the headers' 60 s): the headers never get longer than the whole request.
+  app.server.headersTimeout = Math.min(app.server.headersTimeout, app.server.requestTimeout);
 
   options.metrics?.instrument(app, options.name);
   const now = options.now;
-  app.addHook('onSend', async (request, reply) => {
+  // Callback hooks here and below, not async ones: every request passes them, and a promise each is work for nothing.
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
     if (now) reply.header('date', now().toUTCString());
     // Answered before its body was read (a refused credential or signature, an upload refused before or while it
     // streams): the connection closes after the answer, so Node does not read and discard the rest of a body
     // nobody asked for (issue "Trust under attack", item 3).
     if (!request.raw.complete && announcesBody(request)) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   // JSON bodies are parsed here, keeping the raw bytes for signature checks.
@@ -174,14 +213,24 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
   // Every parsed JSON body, before its route's schema and handler (issue "Trust under attack", item 4): no NUL in a
   // text or a key (PostgreSQL cannot store it), no __proto__, constructor or prototype key (merged into an object,
   // such a key could change what it inherits), no nesting deeper than any request of the interface needs.
-  app.addHook('preValidation', async (request) => {
-    if (request.routeOptions.config?.bodyJudgedPerRecord) return;
+  app.addHook('preValidation', (request, _reply, done) => {
     const body = request.body;
-    if (typeof body !== 'object' || body === null || Buffer.isBuffer(body)) return;
-    if (typeof (body as { pipe?: unknown }).pipe === 'function') return;
+    if (
+      request.routeOptions.config?.bodyJudgedPerRecord ||
+      typeof body !== 'object' ||
+      body === null ||
+      Buffer.isBuffer(body) ||
+      typeof (body as { pipe?: unknown }).pipe === 'function'
+    ) {
+      done();
+      return;
+    }
     const errors = hostileFields(body);
-    if (errors.length > 0)
-      throw new ProblemError('validation_failed', `${errors.length} field error(s)`, { errors });
+    if (errors.length > 0) {
+      done(new ProblemError('validation_failed', `${errors.length} field error(s)`, { errors }));
+      return;
+    }
+    done();
   });
 
   app.setNotFoundHandler((request, reply) => {
