@@ -13,20 +13,22 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createProgress } from '@ooh/progress';
 import { addDays, almatyDate, formatAlmaty } from '@ooh/protocol';
-import { bootstrap } from '../apps/platform/src/bootstrap.js';
+import { bootstrap, ensureDemoUser } from '../apps/platform/src/bootstrap.js';
 import { holdStopSignals } from '../apps/platform/src/cluster.js';
 import { loadConfig, type PlatformConfig } from '../apps/platform/src/config.js';
 import { startPlatform } from '../apps/platform/src/platform.js';
 import { checkListeners, startFailure } from '../apps/platform/src/start-errors.js';
 import { Fleet } from '../hardware-sim/src/index.js';
 
-const USAGE = `usage: npm start [-- --players N] [-- --no-fleet]
+const USAGE = `usage: npm start [-- --players N] [-- --no-fleet] [-- --new-demo-password]
 
   The platform on an embedded PostgreSQL in ./.data (DATA_DIR), bootstrapped, with a demo fleet of simulated
   players. Ctrl-C stops everything.
 
   --players N   the demo fleet's size, 0 to 2000 (default 20, or DEMO_PLAYERS)
   --no-fleet    the platform alone (or DEMO_FLEET=0)
+  --new-demo-password
+                a new password for the demo's console sign-in (shown once; the first start makes one)
 
   The platform's own variables apply (API_PORT, HOST, DATA_DIR, LOG_FORMAT, ...: npm run platform -- --help).`;
 
@@ -37,13 +39,14 @@ function fail(error: unknown, config: PlatformConfig | null): never {
   process.exit(exitCode);
 }
 
-let values: { players: string; 'no-fleet': boolean; help: boolean };
+let values: { players: string; 'no-fleet': boolean; 'new-demo-password': boolean; help: boolean };
 try {
   values = parseArgs({
     args: process.argv.slice(2),
     options: {
       players: { type: 'string', default: process.env['DEMO_PLAYERS'] ?? '20' },
       'no-fleet': { type: 'boolean', default: process.env['DEMO_FLEET'] === '0' },
+      'new-demo-password': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   }).values;
@@ -75,12 +78,23 @@ const signals = holdStopSignals();
 const platform = await checkListeners(config)
   .then(() => startPlatform({ config }))
   .catch((error: unknown) => fail(error, config));
-const { key } = await bootstrap(platform.ctx.db, platform.ctx.clock, {
+const { key, organisationId } = await bootstrap(platform.ctx.db, platform.ctx.clock, {
   keyName: 'npm start demo admin',
 }).catch(async (error: unknown) => {
   await platform.close();
   return fail(error, config);
 });
+// The demo's console sign-in: an authority administrator, its password shown once (issue 22, item 3).
+const demoUser = await ensureDemoUser(platform.ctx.db, platform.ctx.clock, organisationId, {
+  renew: values['new-demo-password'],
+}).catch(async (error: unknown) => {
+  await platform.close();
+  return fail(error, config);
+});
+const signIn =
+  demoUser.password === null
+    ? `  sign in  ${demoUser.email}  (its password was shown when it was made; npm start -- --new-demo-password makes a new one)`
+    : `  sign in  ${demoUser.email}  password ${demoUser.password}  (shown this once: note it)`;
 
 console.log(`
 Outdoor advertising approval and proof-of-play platform is running (data in ${config.dataDir}).
@@ -91,9 +105,10 @@ Outdoor advertising approval and proof-of-play platform is running (data in ${co
   verify   ${platform.urls.verify}/v1      (public: seals, ledger, open data)
 
   console  ${platform.urls.api}/console/
+${signIn}
   admin API key (console:admin): ${key}
 
-First time: open ${platform.urls.api}/console/first-admin and paste the key to make the first console administrator.
+Open the console and sign in as above. Your own administrator: ${platform.urls.api}/console/first-admin with the key.
 Or:   curl -s -H "Authorization: Bearer ${key}" ${platform.urls.api}/api/v1/console/organisations
 Ctrl-C stops the platform${values['no-fleet'] || players === 0 ? '' : ', the demo fleet'} and its database.
 `);

@@ -1,6 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import { generateApiKey } from './auth/api-keys.js';
 import type { Clock } from './clock.js';
 import { withTransaction, type Db } from './db/pool.js';
+import { hashPassword } from './sessions/password.js';
 
 export const AUTHORITY_NAME = 'City advertising authority';
 
@@ -42,5 +44,47 @@ export async function bootstrap(
       ],
     );
     return { organisationId, created, keyId: keys[0]!.id, key };
+  });
+}
+
+/** The console user `npm start` makes for a newcomer (an address of the reserved example domain, RFC 2606). */
+export const DEMO_USER_EMAIL = 'demo-admin@authority.example';
+
+/**
+ * The demo's sign-in (issue "The public can check ...", item 3: "an authority user created for the demo, its
+ * password generated and shown once"): an administrator of the authority made on the first `npm start`, with a
+ * random password that is returned then and never again (only its scrypt hash is kept). Later starts give
+ * `password: null`, unless `renew` asks for a new one (which ends the user's sessions). Never used by
+ * `platform run`: a deployment makes its users in the console.
+ */
+export async function ensureDemoUser(
+  db: Db,
+  clock: Clock,
+  organisationId: string,
+  options: { renew?: boolean } = {},
+): Promise<{ email: string; password: string | null; created: boolean }> {
+  const password = randomBytes(15).toString('base64url');
+  const passwordHash = await hashPassword(password);
+  return withTransaction(db, async (client) => {
+    await client.query('SELECT pg_advisory_xact_lock(7001)');
+    const now = clock.now();
+    const { rows } = await client.query<{ id: string }>('SELECT id FROM console_users WHERE email = $1', [
+      DEMO_USER_EMAIL,
+    ]);
+    if (!rows[0]) {
+      await client.query(
+        `INSERT INTO console_users (organisation_id, email, password_hash, role, created_at)
+         VALUES ($1, $2, $3, 'admin', $4)`,
+        [organisationId, DEMO_USER_EMAIL, passwordHash, now],
+      );
+      return { email: DEMO_USER_EMAIL, password, created: true };
+    }
+    if (!options.renew) return { email: DEMO_USER_EMAIL, password: null, created: false };
+    await client.query('UPDATE console_users SET password_hash = $2, disabled_at = NULL WHERE id = $1', [
+      rows[0].id,
+      passwordHash,
+    ]);
+    await client.query('DELETE FROM console_sessions WHERE user_id = $1', [rows[0].id]);
+    return { email: DEMO_USER_EMAIL, password, created: false };
   });
 }
