@@ -11,6 +11,7 @@ import { can, SessionContext } from './lib/session.js';
 import { CheckPage } from './pages/check.js';
 import { FirstAdminPage } from './pages/first-admin.js';
 import { FleetPage } from './pages/fleet.js';
+import { FleetDevicePage } from './pages/fleet-device.js';
 import { FleetHealthPage } from './pages/fleet-health.js';
 import { LoginPage } from './pages/login.js';
 import { ModerationDetailPage, ModerationPage } from './pages/moderation.js';
@@ -172,6 +173,8 @@ const ROUTES: PageRoute[] = [
     allowed: (s) => can.fleet(s) || can.plays(s),
     render: () => <FleetHealthPage />,
   },
+  // One device of the fleet (pages/fleet-device.tsx), after /fleet/health so that path stays the health page's.
+  { pattern: '/fleet/:id', allowed: can.fleet, render: (p) => <FleetDevicePage id={p['id']!} /> },
   { pattern: '/transparency', allowed: () => true, render: () => <TransparencyPage /> },
   { pattern: '/organisations', allowed: can.administer, render: () => <OrganisationsPage /> },
   { pattern: '/structures', allowed: can.administer, render: () => <StructuresPage /> },

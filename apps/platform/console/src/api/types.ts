@@ -130,6 +130,12 @@ export interface DeviceCertificate {
   not_before: string;
   not_after: string;
   issued_at: string;
+  /** GET /api/v1/console/devices/{id} gives the history too (the device page). */
+  issued_by?: 'enrolment' | 'renewal' | 're-enrolment';
+  first_used_at?: string | null;
+  replaced_at?: string | null;
+  old_valid_until?: string | null;
+  key_fingerprint?: string;
 }
 
 /** Elements of GET /api/v1/console/devices, and GET /api/v1/console/devices/{id}. */
@@ -142,6 +148,9 @@ export interface Device {
   revoked_at: string | null;
   force_renewal_until: string | null;
   certificates?: DeviceCertificate[];
+  /** GET /api/v1/console/devices/{id}: its keys, and when it was last re-enrolled. */
+  keys?: { fingerprint: string; registered_at: string; accepted_until: string | null }[];
+  re_enrolled_at?: string | null;
   /** Expiry of the current certificate (list answers); else derived from certificates. */
   certificate_not_after?: string | null;
   last_batch_at?: string | null;
@@ -156,6 +165,58 @@ export interface Device {
    * below its hard one (only authority slot content plays until space is back). apps/agent/README.md.
    */
   storage?: { state: 'ok' | 'low' | 'full'; free_bytes: number | null; at: string | null } | null;
+  /** Reporting, silent, never reported or revoked (list answers; src/devices/fleet.ts). */
+  status?: 'reporting' | 'silent' | 'never_reported' | 'revoked';
+  /** The newest mode change the player sent went to screen_off (list answers). */
+  screen_off?: boolean;
+  /** Kinds of the device's open alerts (list answers). */
+  open_alerts?: Alert['kind'][];
+}
+
+/** The states the fleet list filters on and counts (GET /api/v1/console/devices?state=). */
+export type FleetState =
+  | 'reporting'
+  | 'silent'
+  | 'never_reported'
+  | 'screen_off'
+  | 'expiring'
+  | 'refused'
+  | 'stuck'
+  | 'revoked';
+export type FleetSort = 'structure' | 'last_batch' | 'queue_lag';
+
+/** GET /api/v1/console/devices/{id}/activity: the device page's batches, clock offset, rejects and refusals. */
+export interface DeviceActivity {
+  device: Device;
+  batches: {
+    batch_seq: number;
+    channel: string;
+    received_at: string;
+    record_count: number;
+    queue_lag_seconds: number | null;
+    clock_offset_ms: number | null;
+    answer: {
+      received: number;
+      accepted: number;
+      duplicates: number;
+      refused: number;
+      flagged: number;
+      duplicate: boolean;
+      refusals: { reason: string; records: number }[];
+    };
+  }[];
+  clock_offset: { ms: number; at: string } | null;
+  rejects: {
+    at: string | null;
+    received_at: string;
+    seq: number | null;
+    code: string | null;
+    approval_number: string | null;
+    media_sha256: string | null;
+    file: string | null;
+    reason: string | null;
+  }[];
+  refusals: { at: string; reason: string; serial: string | null; address: string | null; refusals: number }[];
 }
 
 /** A fleet alert (GET /api/v1/console/alerts, and the open ones in the fleet list; apps/platform/docs/alerts.md). */
@@ -182,6 +243,12 @@ export interface FleetList {
   /** Open alerts of the devices and CMS players the caller sees, newest first. */
   alerts?: Alert[];
   items: Device[];
+  /** Devices matching the search and the filter, on every page; the page's place. */
+  total: number;
+  offset: number;
+  limit: number;
+  /** The whole fleet the caller sees, counted by state. */
+  summary: Record<FleetState | 'devices', number>;
   handshake_refusals?: {
     last_24h: number;
     recent: {

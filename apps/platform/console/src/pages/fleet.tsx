@@ -1,4 +1,4 @@
-import { useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import { loadStructures } from '../api/catalogue.js';
 import { del, get, post, put } from '../api/client.js';
 import type {
@@ -6,6 +6,8 @@ import type {
   CmsInstallation,
   Device,
   FleetList,
+  FleetSort,
+  FleetState,
   Organisation,
   Structure,
   Webhook,
@@ -16,6 +18,7 @@ import { DataTable } from '../components/table.js';
 import { Badge, ErrorNotice, Field, Hash, Loading, Notice, useAsync } from '../components/ui.js';
 import { en, type MessageKey } from '../i18n/en.js';
 import { type I18n, useI18n } from '../i18n/index.js';
+import { navigate, useRoute } from '../lib/router.js';
 import { useSession } from '../lib/session.js';
 import { EnrolDevice } from './enrol-device.js';
 
@@ -32,7 +35,7 @@ export function certificateExpiry(device: Device): string | null {
   return current?.not_after ?? null;
 }
 
-function Expiry(props: { notAfter: string | null }) {
+export function Expiry(props: { notAfter: string | null }) {
   const { t, dateTime } = useI18n();
   if (!props.notAfter) return <>{t('fleet.noCertificate')}</>;
   const days = Math.floor((new Date(props.notAfter).getTime() - Date.now()) / DAY_MS);
@@ -52,7 +55,7 @@ function Expiry(props: { notAfter: string | null }) {
  * Queue lag (apps/platform/console/README.md "Fleet"): how far behind the player's shipping was when its newest batch
  * arrived.
  */
-function QueueLag(props: { seconds: number | null | undefined }) {
+export function QueueLag(props: { seconds: number | null | undefined }) {
   const i18n = useI18n();
   const s = props.seconds;
   if (s === null || s === undefined) return <>—</>;
@@ -60,7 +63,7 @@ function QueueLag(props: { seconds: number | null | undefined }) {
   return s >= LAG_WARNING_SECONDS ? <Badge tone="warn">{text}</Badge> : text;
 }
 
-function lagText({ t, number, hours }: I18n, s: number): string {
+export function lagText({ t, number, hours }: I18n, s: number): string {
   return s < 60
     ? t('fleet.lagSeconds', { seconds: number(s) })
     : s < 3600
@@ -68,13 +71,85 @@ function lagText({ t, number, hours }: I18n, s: number): string {
       : hours(s * 1000);
 }
 
-type FleetState = ReturnType<typeof useAsync<FleetList>>;
+// ---- The list's view, in the URL (issue 22, item 2: a view can be linked, the back button works) ----
+
+const STATES: readonly FleetState[] = [
+  'reporting',
+  'silent',
+  'never_reported',
+  'screen_off',
+  'expiring',
+  'refused',
+  'stuck',
+  'revoked',
+];
+/** The sort choices: a key and its direction (GET /api/v1/console/devices sort and order). */
+const SORTS = [
+  { value: 'structure', sort: 'structure', order: 'asc' },
+  { value: 'last_batch', sort: 'last_batch', order: 'asc' },
+  { value: '-last_batch', sort: 'last_batch', order: 'desc' },
+  { value: '-queue_lag', sort: 'queue_lag', order: 'desc' },
+  { value: 'queue_lag', sort: 'queue_lag', order: 'asc' },
+] as const satisfies readonly { value: string; sort: FleetSort; order: 'asc' | 'desc' }[];
+type SortChoice = (typeof SORTS)[number]['value'];
+/** Devices on a page of the list. */
+export const FLEET_PAGE_SIZE = 50;
+
+export interface FleetView {
+  q: string;
+  state: FleetState | '';
+  sort: SortChoice;
+  page: number;
+}
+
+/** The view a URL asks for; what it cannot mean is left at its default (the URL is the reader's to edit). */
+export function fleetViewOf(query: URLSearchParams): FleetView {
+  const state = query.get('state') ?? '';
+  const sort = query.get('sort') ?? '';
+  const page = Number(query.get('page') ?? '1');
+  return {
+    q: (query.get('q') ?? '').slice(0, 100),
+    state: (STATES as readonly string[]).includes(state) ? (state as FleetState) : '',
+    sort: SORTS.some((s) => s.value === sort) ? (sort as SortChoice) : 'structure',
+    page: Number.isSafeInteger(page) && page >= 1 && page <= 200_000 ? page : 1,
+  };
+}
+
+/** The console path of a view (defaults left out, so the plain list is /fleet). */
+export function fleetPathOf(view: FleetView): string {
+  const query = new URLSearchParams();
+  if (view.q) query.set('q', view.q);
+  if (view.state) query.set('state', view.state);
+  if (view.sort !== 'structure') query.set('sort', view.sort);
+  if (view.page > 1) query.set('page', String(view.page));
+  const text = query.toString();
+  return text ? `/fleet?${text}` : '/fleet';
+}
+
+/** The API query of a view. */
+function apiQueryOf(view: FleetView): string {
+  const choice = SORTS.find((s) => s.value === view.sort) ?? SORTS[0];
+  const query = new URLSearchParams();
+  if (view.q.trim()) query.set('q', view.q.trim());
+  if (view.state) query.set('state', view.state);
+  query.set('sort', choice.sort);
+  query.set('order', choice.order);
+  query.set('limit', String(FLEET_PAGE_SIZE));
+  query.set('offset', String((view.page - 1) * FLEET_PAGE_SIZE));
+  return query.toString();
+}
+
+type FleetData = ReturnType<typeof useAsync<FleetList>>;
 
 export function FleetPage() {
   const { t } = useI18n();
-  // One read of the fleet list: its devices and its open alerts (apps/platform/docs/alerts.md).
-  const fleet = useAsync(() => get<FleetList>('/api/v1/console/devices'), []);
+  const route = useRoute();
+  const view = fleetViewOf(route.query);
+  const apiQuery = apiQueryOf(view);
+  // One read per view: the page of devices, the fleet's counts, refused handshakes and open alerts.
+  const fleet = useAsync(() => get<FleetList>(`/api/v1/console/devices?${apiQuery}`), [apiQuery]);
   const alerts = fleet.data?.alerts ?? [];
+  const go = (next: Partial<FleetView>) => navigate(fleetPathOf({ ...view, page: 1, ...next }));
   return (
     <section>
       <h1>{t('fleet.title')}</h1>
@@ -82,11 +157,69 @@ export function FleetPage() {
       <p>
         <Link href="/fleet/health">{t('reports.healthLink')}</Link>
       </p>
+      <FleetSummary fleet={fleet} view={view} />
       <OpenAlerts fleet={fleet} />
-      <Devices fleet={fleet} />
+      <Devices fleet={fleet} view={view} go={go} />
       <Installations alerts={alerts} />
       <AlertWebhooks />
     </section>
+  );
+}
+
+/** Each state's tile: its label, its count in the summary, a tone when it needs looking at. */
+const SUMMARY_TILES: { state: FleetState; label: MessageKey; tone: 'good' | 'warn' | 'bad' | 'neutral' }[] = [
+  { state: 'reporting', label: 'fleet.summary.reporting', tone: 'good' },
+  { state: 'silent', label: 'fleet.summary.silent', tone: 'bad' },
+  { state: 'screen_off', label: 'fleet.summary.screenOff', tone: 'bad' },
+  { state: 'expiring', label: 'fleet.summary.expiring', tone: 'warn' },
+  { state: 'refused', label: 'fleet.summary.refused', tone: 'warn' },
+  { state: 'stuck', label: 'fleet.summary.stuck', tone: 'bad' },
+  { state: 'never_reported', label: 'fleet.summary.neverReported', tone: 'neutral' },
+  { state: 'revoked', label: 'fleet.summary.revoked', tone: 'neutral' },
+];
+
+/**
+ * The whole fleet counted by state, from the server (issue 22, item 2: "a summary at the top"); each count is a link to
+ * the list filtered on its state.
+ */
+function FleetSummary(props: { fleet: FleetData; view: FleetView }) {
+  const { t, number } = useI18n();
+  const summary = props.fleet.data?.summary;
+  if (!summary) return null;
+  return (
+    <nav class="fleet-summary" aria-label={t('fleet.summary.label')}>
+      <p class="fleet-summary-total">
+        {t('fleet.summary.devices', { count: number(summary.devices) })}
+        {props.view.state ? (
+          <>
+            {' '}
+            <Link href={fleetPathOf({ ...props.view, state: '', page: 1 })}>{t('fleet.filter.showAll')}</Link>
+          </>
+        ) : null}
+      </p>
+      <ul>
+        {SUMMARY_TILES.map((tile) => {
+          const count = summary[tile.state];
+          const current = props.view.state === tile.state;
+          return (
+            <li
+              key={tile.state}
+              class={`tile tile-${count > 0 ? tile.tone : 'neutral'}${current ? ' tile-current' : ''}`}
+            >
+              <Link
+                href={fleetPathOf({ ...props.view, state: current ? '' : tile.state, page: 1 })}
+                current={current}
+              >
+                <span class="tile-count" data-testid={`fleet-count-${tile.state}`}>
+                  {number(count)}
+                </span>
+                <span class="tile-label">{t(tile.label)}</span>
+              </Link>
+            </li>
+          );
+        })}
+      </ul>
+    </nav>
   );
 }
 
@@ -109,7 +242,7 @@ function AlertBadges(props: { alerts: Alert[] }) {
  * The player's disk as its agent last reported it (a mode_change's `detail.storage`, apps/agent/README.md "Retention
  * and disk space"): low, or full (advertising stopped, only the authority's slot content plays). Nothing when fine.
  */
-function DiskBadge(props: { storage: Device['storage'] }) {
+export function DiskBadge(props: { storage: Device['storage'] }) {
   const { t, number, dateTime } = useI18n();
   const s = props.storage;
   if (!s || s.state === 'ok') return null;
@@ -146,15 +279,20 @@ function alertDetail(i18n: I18n, alert: Alert): string {
   }
 }
 
+/** Open alerts shown before "show all": a city-wide outage must not bury the list under its alerts. */
+const ALERTS_SHOWN = 10;
+
 /**
  * Open alerts at the top of the page (issue "an operator's first day", item 5: "shown on the fleet page"): each opens
  * when its condition starts and goes away when it ends.
  */
-function OpenAlerts(props: { fleet: FleetState }) {
+function OpenAlerts(props: { fleet: FleetData }) {
   const i18n = useI18n();
   const { t, dateTime } = i18n;
+  const [all, setAll] = useState(false);
   const alerts = props.fleet.data?.alerts;
   if (!alerts) return null;
+  const shown = all ? alerts : alerts.slice(0, ALERTS_SHOWN);
   return (
     <section class="panel alerts-panel" aria-labelledby="alerts-title">
       <h2 id="alerts-title">{t('alerts.title')}</h2>
@@ -165,7 +303,7 @@ function OpenAlerts(props: { fleet: FleetState }) {
           <Notice kind="error">{t('alerts.openCount', { count: alerts.length })}</Notice>
           <DataTable
             caption={t('alerts.caption')}
-            rows={alerts}
+            rows={shown}
             rowKey={(a) => a.id}
             columns={[
               {
@@ -178,7 +316,10 @@ function OpenAlerts(props: { fleet: FleetState }) {
                 cell: (a) =>
                   a.device_id ? (
                     <>
-                      {t('alerts.device')} <code title={a.device_id}>{a.device_id.slice(0, 8)}</code>
+                      {t('alerts.device')}{' '}
+                      <Link href={`/fleet/${a.device_id}`}>
+                        <code title={a.device_id}>{a.device_id.slice(0, 8)}</code>
+                      </Link>
                     </>
                   ) : (
                     <>
@@ -192,99 +333,193 @@ function OpenAlerts(props: { fleet: FleetState }) {
               { header: t('alerts.detail'), cell: (a) => alertDetail(i18n, a) },
             ]}
           />
+          {alerts.length > ALERTS_SHOWN ? (
+            <button
+              type="button"
+              class="button button-small"
+              onClick={() => setAll(!all)}
+              aria-expanded={all}
+            >
+              {all ? t('fleet.alertsFewer') : t('fleet.alertsAll', { count: alerts.length })}
+            </button>
+          ) : null}
         </>
       )}
     </section>
   );
 }
 
-function Devices(props: { fleet: FleetState }) {
+/** A device's state as a badge: reporting, silent, never reported or revoked (the server's `status`). */
+export function StatusBadge(props: { device: Device }) {
+  const { t } = useI18n();
+  switch (props.device.status) {
+    case 'reporting':
+      return <Badge tone="good">{t('fleet.status.reporting')}</Badge>;
+    case 'silent':
+      return <Badge tone="bad">{t('fleet.status.silent')}</Badge>;
+    case 'never_reported':
+      return <Badge>{t('fleet.status.neverReported')}</Badge>;
+    case 'revoked':
+      return <Badge tone="bad">{t('fleet.revoked')}</Badge>;
+    default:
+      return null;
+  }
+}
+
+/** The marks of a device's row: screen off, stuck, its other alerts, its disk, refused handshakes. */
+export function DeviceMarks(props: { device: Device; detailed?: boolean }) {
   const { t, dateTime } = useI18n();
+  const d = props.device;
+  // The status badge already says silent, and the screen mark says screen off: their alerts are not repeated.
+  const alerts = (d.open_alerts ?? []).filter((k) => k !== 'device_silent' && k !== 'screen_off');
+  return (
+    <>
+      {d.screen_off ? (
+        <small class="block">
+          <Badge tone="bad">{t('fleet.screenOff')}</Badge>
+        </small>
+      ) : null}
+      {d.stuck ? (
+        <small class="block">
+          <Badge tone="bad">{t('fleet.stuck')}</Badge>{' '}
+          {t('fleet.stuckDetail', {
+            since: dateTime(d.stuck.since),
+            count: d.stuck.count,
+            reason: d.stuck.reason,
+            seq: d.stuck.batch_seq ?? '—',
+          })}
+        </small>
+      ) : null}
+      {alerts.length > 0 ? (
+        <small class="block alert-badges">
+          {alerts.map((kind) => (
+            <Badge key={kind} tone="bad">
+              {t(`alerts.kind.${kind}`)}
+            </Badge>
+          ))}
+        </small>
+      ) : null}
+      <DiskBadge storage={d.storage} />
+      {d.handshake_refusals_24h ? (
+        <small class="block">
+          <Badge tone="warn">{t('fleet.refusedCount', { count: d.handshake_refusals_24h })}</Badge>
+        </small>
+      ) : null}
+    </>
+  );
+}
+
+function Devices(props: { fleet: FleetData; view: FleetView; go: (next: Partial<FleetView>) => void }) {
+  const { t, dateTime, number } = useI18n();
   const session = useSession();
   const authority = session.organisation.kind === 'authority';
-  const fleet = props.fleet;
-  const list = { ...fleet, data: fleet.data?.items };
-  const alertsOf = (device: Device) =>
-    (fleet.data?.alerts ?? []).filter((a) => a.device_id === device.device_id);
+  const { fleet, view, go } = props;
+  const data = fleet.data;
   const structures = useAsync(() => loadStructures(authority), [authority]);
-  const [reEnrol, setReEnrol] = useState<Device | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [message, setMessage] = useState<string | null>(null);
-
-  const act = async (device: Device, action: 'revoke' | 'allow-force-renewal') => {
-    setError(null);
-    setMessage(null);
-    if (
-      action === 'revoke' &&
-      !window.confirm(t('fleet.revokeConfirm', { structure: device.structure_code }))
-    )
-      return;
-    try {
-      await post(`/api/v1/console/devices/${device.device_id}/${action}`);
-      setMessage(action === 'revoke' ? t('fleet.revokedDone') : t('fleet.forceDone'));
-      list.reload();
-    } catch (e) {
-      setError(e);
-    }
-  };
+  // The search box keeps what is typed until it is sent; a view reached by the back button shows its own search.
+  const [search, setSearch] = useState(view.q);
+  useEffect(() => setSearch(view.q), [view.q]);
+  const pages = data ? Math.max(1, Math.ceil(data.total / FLEET_PAGE_SIZE)) : 1;
+  const first = data && data.items.length > 0 ? data.offset + 1 : 0;
+  const last = data ? data.offset + data.items.length : 0;
 
   return (
     <div class="panel">
-      <h2>{t('fleet.devices')}</h2>
-      {list.loading && !list.data ? <Loading /> : null}
-      <ErrorNotice error={list.error ?? error} />
-      {message ? <Notice kind="success">{message}</Notice> : null}
-      {list.data?.some((d) => d.stuck) ? (
-        <Notice kind="error">
-          {t('fleet.stuckNotice', { count: list.data.filter((d) => d.stuck).length })}
-        </Notice>
+      <h2 id="devices-title">{t('fleet.devices')}</h2>
+      <form
+        class="filters fleet-filters"
+        aria-label={t('fleet.filter.label')}
+        onSubmit={(e) => {
+          e.preventDefault();
+          go({ q: search.trim() });
+        }}
+      >
+        <Field id="fleet-search" label={t('fleet.filter.search')}>
+          <input
+            id="fleet-search"
+            type="search"
+            autocomplete="off"
+            maxLength={100}
+            placeholder={t('fleet.filter.searchHint')}
+            value={search}
+            onInput={(e) => setSearch((e.target as HTMLInputElement).value)}
+          />
+        </Field>
+        <button type="submit" class="button">
+          {t('fleet.filter.searchButton')}
+        </button>
+        <Field id="fleet-state" label={t('fleet.filter.state')}>
+          <select
+            id="fleet-state"
+            value={view.state}
+            onChange={(e) => go({ state: (e.target as HTMLSelectElement).value as FleetState | '' })}
+          >
+            <option value="">{t('fleet.filter.anyState')}</option>
+            {SUMMARY_TILES.map((tile) => (
+              <option key={tile.state} value={tile.state}>
+                {t(tile.label)}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <Field id="fleet-sort" label={t('fleet.filter.sort')}>
+          <select
+            id="fleet-sort"
+            value={view.sort}
+            onChange={(e) => go({ sort: (e.target as HTMLSelectElement).value as SortChoice })}
+          >
+            {SORTS.map((s) => (
+              <option key={s.value} value={s.value}>
+                {t(
+                  `fleet.sort.${s.value.startsWith('-') ? `${s.value.slice(1)}Desc` : s.value}` as MessageKey,
+                )}
+              </option>
+            ))}
+          </select>
+        </Field>
+      </form>
+      {fleet.loading && !data ? <Loading /> : null}
+      <ErrorNotice error={fleet.error} />
+      {data && data.summary.stuck > 0 ? (
+        <Notice kind="error">{t('fleet.stuckNotice', { count: data.summary.stuck })}</Notice>
       ) : null}
-      <Refusals refusals={fleet.data?.handshake_refusals} />
-      {list.data && list.data.length === 0 ? <p>{t('fleet.noDevices')}</p> : null}
-      {list.data && list.data.length > 0 ? (
+      <Refusals refusals={data?.handshake_refusals} />
+      {data ? (
+        <p class="fleet-range" aria-live="polite" data-testid="fleet-range">
+          {data.total === 0
+            ? view.q || view.state
+              ? t('fleet.filter.noMatch')
+              : t('fleet.noDevices')
+            : t('fleet.range', { first: number(first), last: number(last), total: number(data.total) })}
+          {fleet.loading ? <> {t('common.loading')}</> : null}
+        </p>
+      ) : null}
+      {data && data.items.length > 0 ? (
         <DataTable
           caption={t('fleet.devices')}
-          rows={list.data}
+          rows={data.items}
           rowKey={(d) => d.device_id}
           rowClass={(d) =>
-            d.revoked_at ? 'row-muted' : d.stuck || alertsOf(d).length > 0 ? 'row-alert' : undefined
+            d.revoked_at
+              ? 'row-muted'
+              : d.stuck || d.status === 'silent' || d.screen_off || (d.open_alerts ?? []).length > 0
+                ? 'row-alert'
+                : undefined
           }
           columns={[
             {
               header: t('fleet.device'),
               cell: (d) => (
                 <>
-                  <code title={d.device_id}>{d.device_id.slice(0, 8)}</code>
-                  {d.revoked_at ? (
-                    <>
-                      {' '}
-                      <Badge tone="bad">{t('fleet.revoked')}</Badge>
-                    </>
-                  ) : null}
-                  {d.stuck ? (
-                    <small class="block">
-                      <Badge tone="bad">{t('fleet.stuck')}</Badge>{' '}
-                      {t('fleet.stuckDetail', {
-                        since: dateTime(d.stuck.since),
-                        count: d.stuck.count,
-                        reason: d.stuck.reason,
-                        seq: d.stuck.batch_seq ?? '—',
-                      })}
-                    </small>
-                  ) : null}
-                  <AlertBadges alerts={alertsOf(d)} />
-                  <DiskBadge storage={d.storage} />
-                  {d.handshake_refusals_24h ? (
-                    <small class="block">
-                      <Badge tone="warn">
-                        {t('fleet.refusedCount', { count: d.handshake_refusals_24h })}
-                      </Badge>
-                    </small>
-                  ) : null}
+                  <Link href={`/fleet/${d.device_id}`}>
+                    <code title={d.device_id}>{d.device_id.slice(0, 8)}</code>
+                  </Link>
+                  <DeviceMarks device={d} />
                 </>
               ),
             },
             { header: t('fleet.structure'), cell: (d) => d.structure_code },
+            { header: t('fleet.status'), cell: (d) => <StatusBadge device={d} /> },
             {
               header: t('fleet.lastBatch'),
               cell: (d) => (
@@ -298,57 +533,31 @@ function Devices(props: { fleet: FleetState }) {
             },
             { header: t('fleet.queueLag'), cell: (d) => <QueueLag seconds={d.queue_lag_seconds} /> },
             { header: t('fleet.certificateExpiry'), cell: (d) => <Expiry notAfter={certificateExpiry(d)} /> },
-            {
-              header: t('fleet.forceRenewal'),
-              cell: (d) =>
-                d.force_renewal_until
-                  ? t('fleet.allowedUntil', { at: dateTime(d.force_renewal_until) })
-                  : '—',
-            },
-            {
-              header: t('common.actions'),
-              class: 'row-actions',
-              cell: (d) =>
-                d.revoked_at ? null : (
-                  <>
-                    <button
-                      type="button"
-                      class="button button-small"
-                      onClick={() => act(d, 'allow-force-renewal')}
-                    >
-                      {t('fleet.allowForce')}
-                    </button>
-                    <button
-                      type="button"
-                      class="button button-small"
-                      aria-expanded={reEnrol?.device_id === d.device_id}
-                      onClick={() => setReEnrol(reEnrol?.device_id === d.device_id ? null : d)}
-                    >
-                      {t('fleet.reEnrol')}
-                    </button>
-                    <button
-                      type="button"
-                      class="button button-small button-danger"
-                      onClick={() => act(d, 'revoke')}
-                    >
-                      {t('fleet.revoke')}
-                    </button>
-                  </>
-                ),
-            },
           ]}
         />
       ) : null}
-      {reEnrol ? (
-        <EnrolDevice
-          key={reEnrol.device_id}
-          structures={structures.data ?? []}
-          device={reEnrol}
-          onDone={() => list.reload()}
-          onClose={() => setReEnrol(null)}
-        />
+      {data && pages > 1 ? (
+        <nav class="pager actions" aria-label={t('fleet.pages')}>
+          <button
+            type="button"
+            class="button"
+            disabled={view.page <= 1}
+            onClick={() => go({ ...view, page: view.page - 1 })}
+          >
+            {t('fleet.previous')}
+          </button>
+          <span>{t('fleet.pageOf', { page: number(view.page), pages: number(pages) })}</span>
+          <button
+            type="button"
+            class="button"
+            disabled={view.page >= pages}
+            onClick={() => go({ ...view, page: view.page + 1 })}
+          >
+            {t('fleet.next')}
+          </button>
+        </nav>
       ) : null}
-      <EnrolDevice structures={structures.data ?? []} onDone={() => list.reload()} />
+      <EnrolDevice structures={structures.data ?? []} onDone={() => fleet.reload()} />
     </div>
   );
 }
