@@ -550,6 +550,40 @@ export const ru: Dictionary = {
   'transparency.title': 'Прозрачность',
   'transparency.lead':
     'Ежедневные печати статистики показов, проверяемые здесь в вашем браузере только по открытым данным, и выпуски открытых данных.',
+  // Issue 23: the ledger's witnesses (transparency.witness.*).
+  'transparency.witness.title': 'Свидетели',
+  'transparency.witness.lead':
+    'Независимые свидетели заверяют каждую контрольную точку вершины реестра, только если она продолжает ту, что они заверили раньше: платформа не может незаметно переписать прошедший день или показать две истории. Блок закреплён, когда кворум свидетелей заверил контрольную точку на его высоте или выше.',
+  'transparency.witness.none': 'Свидетели не настроены: блоки реестра сводятся, но не закрепляются.',
+  'transparency.witness.origin': 'Происхождение реестра',
+  'transparency.witness.ledgerKey': 'Ключ реестра',
+  'transparency.witness.quorum': 'Кворум',
+  'transparency.witness.checkpoint': 'Последняя контрольная точка',
+  'transparency.witness.anchored': 'Закреплено до блока',
+  'transparency.witness.name': 'Свидетель',
+  'transparency.witness.cosigned': 'Заверено до блока',
+  'transparency.witness.lastCosigned': 'Последняя заверка',
+  'transparency.witness.state': 'Состояние',
+  'transparency.witness.state.ok': 'в курсе',
+  'transparency.witness.state.behind': 'отстаёт',
+  'transparency.witness.state.failing': 'не отвечает',
+  'transparency.witness.pin': 'Ключи свидетелей, которым вы доверяете, по одному в строке',
+  'transparency.witness.pinHint':
+    'Ключи, полученные от самих свидетелей. Список выше получен от этой платформы и сам по себе ничего не доказывает.',
+  'transparency.witness.required': 'Нужно заверок',
+  'transparency.witness.apply': 'Проверять печати этими ключами',
+  'transparency.witness.useListed': 'Взять ключи из списка',
+  'transparency.witness.badKey': 'Это не ключ заверки свидетеля: {key}',
+  'transparency.witness.pinned': 'Закреплено ключей свидетелей: {count}',
+  'transparency.witness.check': 'Свидетели',
+  'transparency.witness.reason.anchored': 'контрольная точка {size} заверена: {witnesses}.',
+  'transparency.witness.reason.not_anchored':
+    'ни одна контрольная точка на высоте этого блока или выше не несёт достаточно заверок закреплённых свидетелей.',
+  'transparency.witness.reason.no_witnesses': 'ключ свидетеля не закреплён.',
+  'transparency.witness.reason.not_digested': 'день реестра с этой печатью ещё не сведён.',
+  'transparency.witness.reason.cosignature_invalid': 'заверка закреплённого свидетеля не проходит проверку.',
+  'transparency.witness.reason.root_differs':
+    'заверенная контрольная точка не лежит на цепочке этого реестра.',
   'seal.title': 'Ежедневные печати',
   'seal.lead':
     'Статистика каждого дня подписывается уполномоченным органом и записывается в публичный реестр. При проверке все хеши пересчитываются в вашем браузере.',

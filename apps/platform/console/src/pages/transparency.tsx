@@ -6,7 +6,9 @@ import { Badge, ErrorNotice, Field, Hash, knownKey, Loading, Notice, useAsync } 
 import { type MessageKey, useI18n } from '../i18n/index.js';
 import { can, useSession } from '../lib/session.js';
 import { almatyDate } from '../lib/working-hours.js';
+import { type AnchorCheck, type AnchorSource, verifyAnchoring } from '../verify/anchoring.js';
 import { sha256Hex } from '../verify/bytes.js';
+import { parseVkey, SIG_COSIGNATURE_V1, type Vkey } from '../verify/note.js';
 import { type Check, type StatsSeal, verdictOf, verifySeal } from '../verify/seal.js';
 import { type Certificate, parsePem } from '../verify/x509.js';
 
@@ -79,6 +81,210 @@ function CheckList(props: { checks: Check[] }) {
   );
 }
 
+/** GET /v1/ledger/witnesses (src/ledger/schema.ts LedgerWitnesses). */
+interface LedgerWitnesses {
+  origin: string;
+  ledger_vkey: string;
+  quorum: number;
+  checkpoint: { size: number; anchored_size: number | null; url: string } | null;
+  witnesses: {
+    name: string;
+    vkey: string;
+    url: string;
+    cosigned_size: number;
+    last_cosigned_at: string | null;
+    state: 'ok' | 'behind' | 'failing';
+  }[];
+}
+
+/** The witness keys the reader pins in this page, and how many of them must have cosigned (issue 23). */
+interface Pins {
+  keys: Vkey[];
+  quorum: number;
+}
+
+async function orNull<T>(read: Promise<T>): Promise<T | null> {
+  try {
+    return await read;
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return null;
+    throw error;
+  }
+}
+
+const ANCHOR_SOURCE: AnchorSource = {
+  checkpoint: (path) => orNull(verifyGet<string>(path, 'text')),
+  block: (day) => orNull(verifyGet(`/v1/ledger/blocks/${day}`)),
+};
+
+function AnchorLine(props: { check: AnchorCheck }) {
+  const { t, number } = useI18n();
+  const c = props.check;
+  const reason = knownKey(`transparency.witness.reason.${c.reason}`);
+  return (
+    <ul class="checks" data-testid="anchor-check">
+      <li class={`check check-${c.state}`}>
+        <span class="check-icon" aria-hidden="true">
+          {c.state === 'ok' ? '✓' : c.state === 'failed' ? '✗' : '…'}
+        </span>
+        <span>
+          <strong>{t('transparency.witness.check')}</strong>: {t(`seal.state.${c.state}`)}
+          {' — '}
+          {reason
+            ? t(reason, { size: number(c.size ?? 0), witnesses: (c.witnesses ?? []).join(', ') })
+            : c.reason}
+        </span>
+      </li>
+    </ul>
+  );
+}
+
+/**
+ * The ledger's witnesses as the platform lists them, and the keys the reader pins. The listed keys come from this
+ * platform and prove nothing alone: a reader pins keys obtained from the witnesses themselves (or takes the listed
+ * ones knowingly); the seals below are then checked against those.
+ */
+function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
+  const { t, number, dateTime } = useI18n();
+  const listed = useAsync(() => orNull(verifyGet<LedgerWitnesses>('/v1/ledger/witnesses')), []);
+  const [text, setText] = useState('');
+  const [required, setRequired] = useState('1');
+  const [problem, setProblem] = useState<string | null>(null);
+  const apply = async (keysText: string, quorumText: string) => {
+    const keys: Vkey[] = [];
+    for (const line of keysText
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '')) {
+      const vkey = await parseVkey(line);
+      if (!vkey || vkey.type !== SIG_COSIGNATURE_V1) {
+        setProblem(t('transparency.witness.badKey', { key: line }));
+        return;
+      }
+      keys.push(vkey);
+    }
+    const quorum = Number(quorumText);
+    setProblem(null);
+    props.onPins({
+      keys,
+      quorum: Number.isInteger(quorum) && quorum >= 1 ? Math.min(quorum, keys.length || 1) : 1,
+    });
+  };
+  const data = listed.data;
+  return (
+    <section class="witnesses" aria-labelledby="witnesses-title" data-testid="witnesses">
+      <h3 id="witnesses-title">{t('transparency.witness.title')}</h3>
+      <p class="hint">{t('transparency.witness.lead')}</p>
+      <ErrorNotice error={listed.error} />
+      {data ? (
+        <>
+          <dl class="facts">
+            <dt>{t('transparency.witness.origin')}</dt>
+            <dd>
+              <code>{data.origin}</code>
+            </dd>
+            <dt>{t('transparency.witness.ledgerKey')}</dt>
+            <dd>
+              <code class="hash hash-full">{data.ledger_vkey}</code>
+            </dd>
+            <dt>{t('transparency.witness.quorum')}</dt>
+            <dd>{number(data.quorum)}</dd>
+            <dt>{t('transparency.witness.checkpoint')}</dt>
+            <dd>
+              {data.checkpoint ? (
+                <a href={data.checkpoint.url}>{number(data.checkpoint.size)}</a>
+              ) : (
+                t('seal.state.unknown')
+              )}
+            </dd>
+            <dt>{t('transparency.witness.anchored')}</dt>
+            <dd data-testid="anchored-size">
+              {data.checkpoint?.anchored_size ? number(data.checkpoint.anchored_size) : '—'}
+            </dd>
+          </dl>
+          {data.witnesses.length === 0 ? (
+            <Notice>{t('transparency.witness.none')}</Notice>
+          ) : (
+            <DataTable
+              caption={t('transparency.witness.title')}
+              rows={data.witnesses}
+              rowKey={(w) => w.vkey}
+              columns={[
+                { header: t('transparency.witness.name'), cell: (w) => <code>{w.name}</code> },
+                { header: t('transparency.witness.cosigned'), cell: (w) => number(w.cosigned_size) },
+                {
+                  header: t('transparency.witness.lastCosigned'),
+                  cell: (w) => (w.last_cosigned_at ? dateTime(w.last_cosigned_at) : '—'),
+                },
+                {
+                  header: t('transparency.witness.state'),
+                  cell: (w) => (
+                    <Badge tone={w.state === 'ok' ? 'good' : w.state === 'behind' ? 'info' : 'warn'}>
+                      {t(`transparency.witness.state.${w.state}`)}
+                    </Badge>
+                  ),
+                },
+              ]}
+            />
+          )}
+        </>
+      ) : null}
+      <form
+        class="stack"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void apply(text, required);
+        }}
+      >
+        <Field
+          id="witness-keys"
+          label={t('transparency.witness.pin')}
+          hint={t('transparency.witness.pinHint')}
+          error={problem}
+        >
+          <textarea
+            id="witness-keys"
+            rows={3}
+            value={text}
+            onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+          />
+        </Field>
+        <Field id="witness-required" label={t('transparency.witness.required')}>
+          <input
+            id="witness-required"
+            type="number"
+            min={1}
+            value={required}
+            onInput={(e) => setRequired((e.target as HTMLInputElement).value)}
+          />
+        </Field>
+        <div class="inline-form">
+          <button type="submit" class="button">
+            {t('transparency.witness.apply')}
+          </button>
+          {data && data.witnesses.length > 0 ? (
+            <button
+              type="button"
+              class="button button-secondary"
+              onClick={() => {
+                const listedKeys = data.witnesses.map((w) => w.vkey).join('\n');
+                setText(listedKeys);
+                setRequired(String(data.quorum));
+                void apply(listedKeys, String(data.quorum));
+              }}
+            >
+              {t('transparency.witness.useListed')}
+            </button>
+          ) : null}
+          <output data-testid="pinned">
+            {t('transparency.witness.pinned', { count: number(props.pins.keys.length) })}
+          </output>
+        </div>
+      </form>
+    </section>
+  );
+}
+
 const VERDICT_TEXT: Record<ReturnType<typeof verdictOf>, MessageKey> = {
   ok: 'seal.allOk',
   ledger_pending: 'seal.ledgerPending',
@@ -93,9 +299,11 @@ function SealRow(props: {
   root: Root | null;
   /** The newest sealed day shown: verified as soon as the page opens. */
   open?: boolean;
+  pins: Pins;
 }) {
   const { t, number, dateTime, date } = useI18n();
   const [checks, setChecks] = useState<Check[] | null>(null);
+  const [anchor, setAnchor] = useState<AnchorCheck | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const seal = props.seal;
@@ -105,7 +313,32 @@ function SealRow(props: {
     setError(null);
     try {
       const previous = seal.body.prev_seal_sha256 === '0'.repeat(64) ? 'none' : await props.previous();
-      setChecks(await verifySeal(seal, props.root.certificate, previous));
+      const found = await verifySeal(seal, props.root.certificate, previous);
+      setChecks(found);
+      // Issue 23: with witness keys pinned, the seal's block must be anchored by a quorum of them.
+      const ledgerOk = found.some((c) => c.name === 'ledger' && c.state === 'ok');
+      if (props.pins.keys.length > 0 && seal.ledger && ledgerOk) {
+        const block = await orNull(
+          verifyGet<{ anchored_by?: number | null }>(`/v1/ledger/blocks/${seal.ledger.day}`),
+        );
+        setAnchor(
+          await verifyAnchoring(
+            {
+              day: seal.ledger.day,
+              block_height: seal.ledger.block_height,
+              digest: seal.ledger.digest,
+              anchored_by: block?.anchored_by ?? null,
+            },
+            props.pins.keys,
+            props.pins.quorum,
+            ANCHOR_SOURCE,
+          ),
+        );
+      } else {
+        setAnchor(
+          props.pins.keys.length > 0 && !seal.ledger ? { state: 'unknown', reason: 'not_digested' } : null,
+        );
+      }
     } catch (e) {
       setError(e);
     } finally {
@@ -116,7 +349,11 @@ function SealRow(props: {
   useEffect(() => {
     if (props.open && seal && props.root && !checks && !busy) void verify();
   }, [props.open, seal, props.root]);
-  const verdict = checks ? verdictOf(checks) : null;
+  // Verified again when the pinned keys change.
+  useEffect(() => {
+    if (checks && !busy) void verify();
+  }, [props.pins]);
+  const verdict = checks ? (anchor?.state === 'failed' ? 'failed' : verdictOf(checks)) : null;
   return (
     <tr data-day={props.day} class={props.open ? 'seal-latest' : undefined}>
       <th scope="row">{date(props.day)}</th>
@@ -144,6 +381,7 @@ function SealRow(props: {
               </output>
             ) : null}
             {checks ? <CheckList checks={checks} /> : null}
+            {anchor ? <AnchorLine check={anchor} /> : null}
             <ErrorNotice error={error} />
           </td>
         </>
@@ -161,6 +399,7 @@ function Seals() {
   const [until, setUntil] = useState(addDays(almatyDate(Date.now()), -1));
   const [shownUntil, setShownUntil] = useState(until);
   const root = useAsync(fetchRoot, []);
+  const [pins, setPins] = useState<Pins>({ keys: [], quorum: 1 });
   const days = Array.from({ length: DAYS_SHOWN }, (_, i) => addDays(shownUntil, -i));
   const seals = useAsync(async () => {
     const found = await Promise.all(days.map((d) => fetchSeal(d)));
@@ -177,6 +416,7 @@ function Seals() {
       <h2>{t('seal.title')}</h2>
       <p class="hint">{t('seal.lead')}</p>
       <ErrorNotice error={root.error} />
+      <Witnesses pins={pins} onPins={setPins} />
       {root.data ? (
         <p class="root">
           {t('seal.root', { name: root.data.certificate.subjectCommonName ?? '?' })}{' '}
@@ -226,6 +466,7 @@ function Seals() {
               previous={previousOf(d)}
               root={root.data}
               open={d === latestSealed}
+              pins={pins}
             />
           ))}
         </TableFrame>
