@@ -4,7 +4,6 @@ import { authoritySource } from './authority/pki.js';
 import { targetPolicy } from './city-events/targets.js';
 import { ConfigError, type PlatformConfig } from './config.js';
 import { DeviceSettingsError, loadDeviceIdentitySettings } from './devices/settings.js';
-import { ledgerKeyPath } from './ledger/key.js';
 import { ledgerSettings } from './ledger/settings.js';
 import { tsaSettings } from './ledger/timestamp.js';
 import { sessionSettings } from './sessions/settings.js';
@@ -32,7 +31,6 @@ export function checkFeatureSettings(config: PlatformConfig): void {
   check(() => authoritySource(config.dataDir, config.settings));
   check(() => tsaSettings(config));
   check(() => ledgerSettings(config));
-  check(() => ledgerKeyPath({ config }));
   check(() =>
     loadDeviceIdentitySettings(
       { dataDir: config.dataDir, publicDevicesUrl: config.publicUrls.devices },

@@ -9,8 +9,8 @@ import { formatVkey, rawEd25519PublicKey, SIG_ED25519 } from './note.js';
 /**
  * The ledger key: the Ed25519 key of the authority that signs the ledger's checkpoints (C2SP signed notes use
  * Ed25519, signature type 0x01). It lives beside the authority's other keys: in a generated authority folder it is
- * `ledger-signer.ed25519.key`, made on first need with mode 0600 like the others (DESIGN.md section 2); with mounted
- * authority files it is named by AUTHORITY_LEDGER_KEY, which may also point elsewhere in either case.
+ * `ledger-signer.ed25519.key`, made on first need with mode 0600 like the others (DESIGN.md section 2); a mounted key
+ * is named by AUTHORITY_LEDGER_KEY (never made then: it must exist).
  */
 export const LEDGER_KEY_ENV = 'AUTHORITY_LEDGER_KEY';
 export const LEDGER_KEY_FILE = 'ledger-signer.ed25519.key';
@@ -19,11 +19,11 @@ export function ledgerKeyPath(ctx: Pick<PlatformContext, 'config'>): { file: str
   const given = ctx.config.settings[LEDGER_KEY_ENV]?.trim();
   if (given) return { file: path.resolve(given), create: false };
   const source = authoritySource(ctx.config.dataDir, ctx.config.settings);
-  if (source.kind === 'files') {
-    throw new ConfigError([
-      `${LEDGER_KEY_ENV}: the authority's files are mounted (AUTHORITY_ROOT_CERT ...); name the ledger's Ed25519 key file too`,
-    ]);
-  }
+  // Mounted authority files (AUTHORITY_ROOT_CERT ...) without a mounted ledger key: the key is made in the data
+  // folder rather than refusing to start a platform that ran before checkpoints existed; mount it with
+  // AUTHORITY_LEDGER_KEY like the others (docs/ledger-witnesses.md).
+  if (source.kind === 'files')
+    return { file: path.join(ctx.config.dataDir, 'authority-ledger', LEDGER_KEY_FILE), create: true };
   return { file: path.join(source.dir, LEDGER_KEY_FILE), create: true };
 }
 
@@ -54,7 +54,8 @@ async function createKeyFile(file: string): Promise<void> {
 export async function loadLedgerKey(ctx: Pick<PlatformContext, 'config' | 'clock'>): Promise<LedgerKey> {
   const { file, create } = ledgerKeyPath(ctx);
   // The generated folder is made whole by the authority (built aside and renamed into place): it must exist first.
-  if (create) await loadAuthority(ctx);
+  if (create && authoritySource(ctx.config.dataDir, ctx.config.settings).kind === 'generated')
+    await loadAuthority(ctx);
   let pem: string;
   try {
     pem = await readFile(file, 'utf8');

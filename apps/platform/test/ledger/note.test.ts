@@ -1,4 +1,9 @@
 import { generateKeyPairSync } from 'node:crypto';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { TestClock } from '../../src/clock.js';
+import { ledgerKeyPath, loadLedgerKey } from '../../src/ledger/key.js';
 import { describe, expect, test } from 'vitest';
 import * as browser from '../../console/src/verify/note.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
@@ -214,5 +219,43 @@ describe('ledger settings', () => {
       'LEDGER_WITNESS_QUORUM: "2" must be a whole number from 1 to the number of witnesses in LEDGER_WITNESSES (1)',
     ]);
     expect(problems({ LEDGER_WITNESS_QUORUM: '1' })).toHaveLength(1);
+  });
+});
+
+describe('the ledger key', () => {
+  test('made on first need beside the generated authority (mode 0600), the same key afterwards; a mounted one must exist and be Ed25519', async () => {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ooh-ledger-key-'));
+    try {
+      const clock = new TestClock(new Date('2026-11-20T06:00:00Z'), { frozen: true });
+      const ctx = { config: loadConfig({ env: { DATA_DIR: dataDir } }), clock };
+      const { file } = ledgerKeyPath(ctx);
+      expect(file).toBe(path.join(dataDir, 'authority', 'ledger-signer.ed25519.key'));
+      const first = await loadLedgerKey(ctx);
+      expect((await stat(file)).mode & 0o777).toBe(0o600);
+      // Beside the authority's own files, which were made first.
+      await stat(path.join(dataDir, 'authority', 'root-ca.pem'));
+      expect((await loadLedgerKey(ctx)).publicKey).toEqual(first.publicKey);
+
+      const mounted = path.join(dataDir, 'mounted.key');
+      const withMounted = {
+        config: loadConfig({ env: { DATA_DIR: dataDir, AUTHORITY_LEDGER_KEY: mounted } }),
+        clock,
+      };
+      await expect(loadLedgerKey(withMounted)).rejects.toMatchObject({
+        problems: [expect.stringMatching(/^AUTHORITY_LEDGER_KEY: cannot read .*mounted\.key/)],
+      });
+      await writeFile(
+        mounted,
+        generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({
+          format: 'pem',
+          type: 'pkcs8',
+        }),
+      );
+      await expect(loadLedgerKey(withMounted)).rejects.toMatchObject({
+        problems: [expect.stringMatching(/is a ec key, not Ed25519$/)],
+      });
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 });
