@@ -412,6 +412,21 @@ describe('a split view', () => {
   });
 });
 
+describe('the background job', () => {
+  test('the ledger feature runs it on its own, on short timers: a new block is checkpointed, cosigned and anchored', async () => {
+    await liveDay('2026-11-22');
+    const stop = await createLedgerFeature({ rateLimit: UNLIMITED, witnessIntervalMs: 20 }).start!(p.ctx);
+    try {
+      await expect
+        .poll(async () => (await blockStatus('2026-11-22')).status, { timeout: 20_000, interval: 100 })
+        .toBe('anchored');
+    } finally {
+      await stop();
+    }
+    expect(await blockStatus('2026-11-22')).toMatchObject({ block_height: 5, anchored_by: 5 });
+  }, 60_000);
+});
+
 describe('a platform that rewrites an earlier day', () => {
   test('recomputes the chain; the witness refuses to cosign it, and the verifier with pinned witnesses refuses the seal', async () => {
     const db = p.database.db;
@@ -434,14 +449,14 @@ describe('a platform that rewrites an earlier day', () => {
         'UPDATE ledger_witnesses SET cosigned_size = 0, failures = 0, next_attempt_at = NULL',
       );
     });
-    await digestLedgerUpTo(p.ctx, '2026-11-21', { wait: true });
-    await liveDay('2026-11-22');
+    await digestLedgerUpTo(p.ctx, '2026-11-22', { wait: true });
+    await liveDay('2026-11-23');
 
     // Without pinned witnesses nothing shows: the rewritten chain is consistent in itself.
     const unpinned = await verifySeal({ day: '2026-11-19', source: httpSource(verifyUrl), rootPem });
     expect(failures(unpinned)).toEqual([]);
 
-    // The witness: 409 (it holds size 4, not 0), then the rewritten blocks from size 4 do not extend what it holds: 422.
+    // The witness: 409 (it holds size 5, not 0), then the rewritten blocks from size 5 do not extend what it holds: 422.
     const statuses: number[] = [];
     const rewritten = await job(recordingTransport(statuses));
     expect(statuses).toEqual([409, 422]);
@@ -450,7 +465,7 @@ describe('a platform that rewrites an earlier day', () => {
         witness: W1,
         result: {
           outcome: 'failed',
-          error: 'HTTP 422: block 5 does not extend the checkpoint of size 4 this witness holds',
+          error: 'HTTP 422: block 6 does not extend the checkpoint of size 5 this witness holds',
         },
       },
     ]);
