@@ -195,6 +195,19 @@ describe('npm run player:build', () => {
       const status = run(process.execPath, [cli, 'status', '--config', configPath]);
       expect(status.stdout).toContain(`device:          ${deviceId}`);
       expect(status.code).toBe(0);
+      // The kiosk package's `ooh-agent`, with Node standing in for the player's Electron and this build's CLI for
+      // the unpacked one: it runs the CLI as Node and takes the config from AGENT_CONFIG.
+      const wrapper = join(dir, 'ooh-agent');
+      writeFileSync(
+        wrapper,
+        readFileSync(join(AGENT_DIR, 'electron', 'kiosk', 'ooh-agent'), 'utf8')
+          .replace('/opt/ooh-player/ooh-player', process.execPath)
+          .replace('/opt/ooh-player/resources/app.asar.unpacked/cli.mjs', cli),
+      );
+      chmodSync(wrapper, 0o755);
+      const viaWrapper = run(wrapper, ['status'], { env: { AGENT_CONFIG: configPath } });
+      expect(viaWrapper.stdout).toContain(`device:          ${deviceId}`);
+      expect(viaWrapper.code).toBe(0);
     });
   }, 60_000);
 
@@ -335,6 +348,17 @@ describe('electron-builder.json', () => {
       );
       expect(macros.length).toBeGreaterThan(0);
       expect(macros.filter((name) => !['executable', 'sanitizedProductName'].includes(name!))).toEqual([]);
+      const filled = join(scratch.path, 'script.sh');
+      writeFileSync(
+        filled,
+        readFileSync(join(AGENT_DIR, script), 'utf8').replace(/\$\{([a-zA-Z]+)\}/g, 'ooh-player'),
+      );
+      expect(run('bash', ['-n', filled]).stderr).toBe('');
+    }
+    for (const script of ['kiosk-session', 'ooh-agent']) {
+      const checked = run('sh', ['-n', join(AGENT_DIR, 'electron', 'kiosk', script)]);
+      expect(checked.stderr).toBe('');
+      expect(checked.code).toBe(0);
     }
   });
 
