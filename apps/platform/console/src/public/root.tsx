@@ -1,3 +1,4 @@
+import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
 import { sha256Hex } from '../verify/bytes.js';
 import { type Certificate, parsePem } from '../verify/x509.js';
@@ -41,6 +42,23 @@ export function trustOf(
   return { state: 'pinned', anchor, served: served.data };
 }
 
+/** A fingerprint as openssl prints it, breakable only between bytes. */
+function Fingerprint(props: { hex: string; small?: boolean; testId?: string }) {
+  const pairs = formatFingerprint(props.hex).split(':');
+  return (
+    <p class={props.small ? 'fingerprint fingerprint-small' : 'fingerprint'} data-testid={props.testId}>
+      {pairs.map((pair, i) => (
+        // biome-ignore lint/suspicious/noArrayIndexKey: the bytes of one fingerprint, in their fixed order
+        <Fragment key={i}>
+          {i > 0 ? ':' : ''}
+          {i > 0 ? <wbr /> : null}
+          {pair}
+        </Fragment>
+      ))}
+    </p>
+  );
+}
+
 export function RootSection(props: { trust: Trust; pin: Pin | null; onPin: (pin: Pin | null) => void }) {
   const { t } = useI18n();
   const [input, setInput] = useState('');
@@ -59,86 +77,93 @@ export function RootSection(props: { trust: Trust; pin: Pin | null; onPin: (pin:
           <ErrorText error={trust.error} />
         </>
       ) : null}
-      {served ? (
-        <div class="fingerprint-box">
-          <p class="label">{t('root.fingerprint')}</p>
-          <p class="fingerprint" data-testid="served-fingerprint">
-            {formatFingerprint(served.fingerprint)}
-          </p>
-          <p class="muted">{t('root.subject', { name: served.certificate.subjectCommonName ?? '?' })}</p>
-        </div>
-      ) : null}
-      {trust.state === 'unpinned' ? (
-        <p class="notice notice-warn" data-testid="trust-state" data-state="unpinned">
-          {t('root.unpinned')}
-        </p>
-      ) : null}
-      {trust.state === 'pinned' ? (
-        <p class="notice notice-good" data-testid="trust-state" data-state="pinned">
-          {t('root.pinnedMatch')}
-        </p>
-      ) : null}
-      {trust.state === 'differs' ? (
-        <p class="notice notice-bad" role="alert" data-testid="trust-state" data-state="differs">
-          {t('root.pinnedDiffers')}
-        </p>
-      ) : null}
-      {props.pin ? (
-        <div class="pinned">
-          <p class="label">{t('root.pinnedFingerprint')}</p>
-          <p class="fingerprint fingerprint-small">{formatFingerprint(props.pin.fingerprint)}</p>
-          <button type="button" class="button button-secondary" onClick={() => props.onPin(null)}>
-            {t('root.unpin')}
-          </button>
-        </div>
-      ) : (
-        <form
-          class="pin-form"
-          onSubmit={async (event) => {
-            event.preventDefault();
-            const pin = await parsePinInput(input);
-            setInvalid(pin === null);
-            if (pin) {
-              setInput('');
-              props.onPin(pin);
-            }
-          }}
-        >
-          <label for="pin-input">{t('root.pinLabel')}</label>
-          <p class="hint" id="pin-hint">
-            {t('root.pinHint')}
-          </p>
-          <textarea
-            id="pin-input"
-            rows={3}
-            spellcheck={false}
-            autoComplete="off"
-            aria-describedby={invalid ? 'pin-hint pin-invalid' : 'pin-hint'}
-            aria-invalid={invalid}
-            value={input}
-            onInput={(e) => setInput((e.target as HTMLTextAreaElement).value)}
-          />
-          {invalid ? (
-            <p class="notice notice-bad" id="pin-invalid" role="alert">
-              {t('root.pinInvalid')}
+      <div class="root-grid">
+        {served ? (
+          <div class="fingerprint-box">
+            <p class="label">{t('root.fingerprint')}</p>
+            <Fingerprint hex={served.fingerprint} testId="served-fingerprint" />
+            <p class="muted subject">
+              {t('root.subject', { name: served.certificate.subjectCommonName ?? '?' })}
+            </p>
+          </div>
+        ) : null}
+        <div class="root-state">
+          {trust.state === 'unpinned' ? (
+            <p class="notice notice-warn" data-testid="trust-state" data-state="unpinned">
+              {t('root.unpinned')}
             </p>
           ) : null}
-          <div class="actions">
-            <button type="submit" class="button">
-              {t('root.pin')}
-            </button>
-            {served ? (
-              <button
-                type="button"
-                class="button button-secondary"
-                onClick={() => props.onPin({ fingerprint: served.fingerprint })}
-              >
-                {t('root.pinServed')}
+          {trust.state === 'pinned' ? (
+            <p class="notice notice-good" data-testid="trust-state" data-state="pinned">
+              {t('root.pinnedMatch')}
+            </p>
+          ) : null}
+          {trust.state === 'differs' ? (
+            <p class="notice notice-bad" role="alert" data-testid="trust-state" data-state="differs">
+              {t('root.pinnedDiffers')}
+            </p>
+          ) : null}
+          {props.pin ? (
+            <div class="pinned">
+              <p class="label">{t('root.pinnedFingerprint')}</p>
+              <Fingerprint hex={props.pin.fingerprint} small />
+              <button type="button" class="button button-secondary" onClick={() => props.onPin(null)}>
+                {t('root.unpin')}
               </button>
-            ) : null}
-          </div>
-        </form>
-      )}
+            </div>
+          ) : (
+            <details class="pin-details" open={trust.state === 'differs' || invalid}>
+              <summary>{t('root.pinOpen')}</summary>
+              <form
+                class="pin-form"
+                onSubmit={async (event) => {
+                  event.preventDefault();
+                  const pin = await parsePinInput(input);
+                  setInvalid(pin === null);
+                  if (pin) {
+                    setInput('');
+                    props.onPin(pin);
+                  }
+                }}
+              >
+                <label for="pin-input">{t('root.pinLabel')}</label>
+                <p class="hint" id="pin-hint">
+                  {t('root.pinHint')}
+                </p>
+                <textarea
+                  id="pin-input"
+                  rows={3}
+                  spellcheck={false}
+                  autoComplete="off"
+                  aria-describedby={invalid ? 'pin-hint pin-invalid' : 'pin-hint'}
+                  aria-invalid={invalid}
+                  value={input}
+                  onInput={(e) => setInput((e.target as HTMLTextAreaElement).value)}
+                />
+                {invalid ? (
+                  <p class="notice notice-bad" id="pin-invalid" role="alert">
+                    {t('root.pinInvalid')}
+                  </p>
+                ) : null}
+                <div class="actions">
+                  <button type="submit" class="button">
+                    {t('root.pin')}
+                  </button>
+                  {served ? (
+                    <button
+                      type="button"
+                      class="button button-secondary"
+                      onClick={() => props.onPin({ fingerprint: served.fingerprint })}
+                    >
+                      {t('root.pinServed')}
+                    </button>
+                  ) : null}
+                </div>
+              </form>
+            </details>
+          )}
+        </div>
+      </div>
     </section>
   );
 }

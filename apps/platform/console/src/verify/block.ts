@@ -162,9 +162,9 @@ function linkCheck(head: BlockHead, previous: BlockHead | null | 'none'): BlockC
       : { name: 'link', state: 'failed', reason: 'anchor_differs' };
   }
   if (previous === 'none') return { name: 'link', state: 'failed', reason: 'anchor_differs' };
-  if (previous === null) return { name: 'link', state: 'unknown', reason: 'previous_unavailable' };
+  if (previous === null) return { name: 'link', state: 'unknown', reason: 'previous_block_unavailable' };
   return previous.digest === head.anchor_sha256 && previous.block_height === head.block_height - 1
-    ? { name: 'link', state: 'ok', reason: 'links_previous', facts: { previous_day: previous.day } }
+    ? { name: 'link', state: 'ok', reason: 'links_previous_block', facts: { previous_day: previous.day } }
     : { name: 'link', state: 'failed', reason: 'anchor_differs' };
 }
 

@@ -28,6 +28,7 @@ export const en = {
   'root.pinnedDiffers':
     'The root this site serves is NOT the one you pinned. Nothing on this page is verified against it.',
   'root.pinnedFingerprint': 'Your pinned fingerprint',
+  'root.pinOpen': 'Pin the root you obtained from the authority',
   'root.pinLabel': 'Fingerprint or root certificate to pin',
   'root.pinHint':
     'Paste the SHA-256 fingerprint (as openssl prints it; colons and spaces are fine) or the whole certificate (PEM). It is kept in this browser only.',
@@ -93,6 +94,8 @@ export const en = {
   'reason.root_matches': 'recomputed from the entries.',
   'reason.root_differs': 'the entries do not give this Merkle root.',
   'reason.digest_matches': 'recomputed from the block.',
+  'reason.links_previous_block': 'it names the digest of the block before it.',
+  'reason.previous_block_unavailable': 'the block before it could not be read.',
   'reason.first_block': 'this is the first block.',
   'reason.anchor_differs': 'it does not name the digest of the block before it.',
 

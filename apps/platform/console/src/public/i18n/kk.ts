@@ -27,6 +27,7 @@ export const kk: Record<PublicMessageKey, string> = {
   'root.pinnedDiffers':
     'Бұл сайт сіз бекіткен түбірді БЕРМЕЙДІ. Бұл беттегі ештеңе ол бойынша тексерілмейді.',
   'root.pinnedFingerprint': 'Сіз бекіткен саусақ ізі',
+  'root.pinOpen': 'Уәкілетті органнан алынған түбірді бекіту',
   'root.pinLabel': 'Бекітілетін саусақ ізі немесе түбірлік сертификат',
   'root.pinHint':
     'SHA-256 саусақ ізін (openssl шығаратындай; қос нүкте мен бос орын болуы мүмкін) немесе бүкіл сертификатты (PEM) қойыңыз. Ол тек осы браузерде сақталады.',
@@ -91,6 +92,8 @@ export const kk: Record<PublicMessageKey, string> = {
   'reason.root_matches': 'жазбалар бойынша қайта есептелді.',
   'reason.root_differs': 'жазбалар бұл Меркл түбірін бермейді.',
   'reason.digest_matches': 'блок бойынша қайта есептелді.',
+  'reason.links_previous_block': 'ол алдыңғы блоктың дайджесін атайды.',
+  'reason.previous_block_unavailable': 'алдыңғы блокты оқу мүмкін болмады.',
   'reason.first_block': 'бұл — бірінші блок.',
   'reason.anchor_differs': 'ол алдыңғы блоктың дайджесін атамайды.',
 

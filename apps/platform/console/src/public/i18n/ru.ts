@@ -27,6 +27,7 @@ export const ru: Record<PublicMessageKey, string> = {
   'root.pinnedDiffers':
     'Этот сайт отдаёт НЕ тот корень, который вы закрепили. Ничто на этой странице не проверяется по нему.',
   'root.pinnedFingerprint': 'Закреплённый вами отпечаток',
+  'root.pinOpen': 'Закрепить корень, полученный от уполномоченного органа',
   'root.pinLabel': 'Отпечаток или корневой сертификат для закрепления',
   'root.pinHint':
     'Вставьте отпечаток SHA-256 (как его выводит openssl; двоеточия и пробелы допустимы) или весь сертификат (PEM). Он хранится только в этом браузере.',
@@ -91,6 +92,8 @@ export const ru: Record<PublicMessageKey, string> = {
   'reason.root_matches': 'пересчитан по записям.',
   'reason.root_differs': 'записи не дают этот корень Меркла.',
   'reason.digest_matches': 'пересчитан по блоку.',
+  'reason.links_previous_block': 'он называет дайджест предыдущего блока.',
+  'reason.previous_block_unavailable': 'не удалось прочитать предыдущий блок.',
   'reason.first_block': 'это первый блок.',
   'reason.anchor_differs': 'он не называет дайджест предыдущего блока.',
 
