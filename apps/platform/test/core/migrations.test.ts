@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, writeFile, copyFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -48,6 +48,71 @@ describe('migration runner', () => {
     expect((error as Error).message).toMatch(/999_broken failed: .*no_such_function/);
     const { rows } = await d.db.query("SELECT to_regclass('half_done') AS t");
     expect(rows[0].t).toBeNull();
+  });
+
+  /** A copy of the migrations up to `upTo`, to change. */
+  async function copyOfMigrations(upTo: number): Promise<string> {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-mig-'));
+    for (const f of await readdir(MIGRATIONS_DIR)) {
+      if (Number(f.slice(0, 3)) <= upTo) await copyFile(path.join(MIGRATIONS_DIR, f), path.join(dir, f));
+    }
+    return dir;
+  }
+
+  test('an applied migration whose file changed is refused, naming it (issue 18: "store a checksum")', async () => {
+    const dir = await copyOfMigrations(3);
+    const d = await fresh();
+    expect(await migrate(d.db, { dir })).toEqual([1, 2, 3]);
+    const { rows } = await d.db.query<{ sha256: string }>(
+      'SELECT sha256 FROM schema_migrations WHERE version = 2',
+    );
+    expect(rows[0]!.sha256).toMatch(/^[0-9a-f]{64}$/);
+    const second = (await readdir(dir)).find((f) => f.startsWith('002_'))!;
+    const text = await readFile(path.join(dir, second), 'utf8');
+    await writeFile(path.join(dir, second), `${text}\n-- edited after it was applied\n`);
+    const error = await migrate(d.db, { dir }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(MigrationError);
+    expect((error as Error).message).toMatch(
+      new RegExp(
+        `migration ${second.replace('.sql', '')} has changed since it was applied.*new migration; refusing`,
+      ),
+    );
+    // Put back as it was: accepted again.
+    await writeFile(path.join(dir, second), text);
+    expect(await migrate(d.db, { dir })).toEqual([]);
+  });
+
+  test('a pending migration numbered below the highest applied one is refused; one above it is applied', async () => {
+    const dir = await copyOfMigrations(3);
+    const d = await fresh();
+    await writeFile(path.join(dir, '010_later.sql'), 'CREATE TABLE later_one (id int);');
+    expect(await migrate(d.db, { dir })).toEqual([1, 2, 3, 10]);
+    // Written later, numbered lower: it would run after 010, which was written after it.
+    await writeFile(path.join(dir, '005_slipped_in.sql'), 'CREATE TABLE slipped_in (id int);');
+    await expect(migrate(d.db, { dir })).rejects.toThrow(
+      /migration 005_slipped_in is not applied, but the database already has migration 10.*renumber it above 10/,
+    );
+    const { rows } = await d.db.query("SELECT to_regclass('slipped_in') AS t");
+    expect(rows[0].t).toBeNull();
+    await rm(path.join(dir, '005_slipped_in.sql'));
+    await writeFile(path.join(dir, '011_in_order.sql'), 'CREATE TABLE in_order (id int);');
+    expect(await migrate(d.db, { dir })).toEqual([11]);
+  });
+
+  test('rows applied before checksums were kept take the file as it is, and are checked from then on', async () => {
+    const dir = await copyOfMigrations(2);
+    const d = await fresh();
+    await migrate(d.db, { dir });
+    // As a database migrated by an older runner: no checksum recorded.
+    await d.db.query('UPDATE schema_migrations SET sha256 = NULL');
+    expect(await migrate(d.db, { dir })).toEqual([]);
+    const { rows } = await d.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM schema_migrations WHERE sha256 IS NULL',
+    );
+    expect(rows[0]!.n).toBe(0);
+    const first = (await readdir(dir)).find((f) => f.startsWith('001_'))!;
+    await writeFile(path.join(dir, first), '-- changed\n');
+    await expect(migrate(d.db, { dir })).rejects.toThrow(/has changed since it was applied/);
   });
 
   test('a database with a migration this code does not know is refused', async () => {
