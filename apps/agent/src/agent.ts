@@ -20,6 +20,7 @@ import { AgentState } from './log/agent-state.js';
 import { type Database, openAgentDatabase } from './log/database.js';
 import { PlayLog, settleTimesBySyncedClock } from './log/play-log.js';
 import { jsonLogger, type Logger } from './logger.js';
+import type { EnvelopeVerifier } from './media/envelope.js';
 import { MediaLibrary } from './media/library.js';
 import { RevocationStore } from './media/revocations.js';
 import { createHttpClient, type HttpClient, observeServerDates } from './net/http-client.js';
@@ -53,6 +54,12 @@ export interface AgentOptions {
   sleep?: Sleep;
   /** Free space of a path's volume (default fs.statfs): the simulator's disk, tests. */
   freeSpace?: FreeSpace;
+  /**
+   * Envelope signature checks shared by agents in one process (a simulator's fleet): each envelope's CMS signature is
+   * then verified once for all of them instead of once per agent. Used only when it pins the same authority roots as
+   * this agent's config; otherwise the agent keeps its own.
+   */
+  envelopeVerifier?: EnvelopeVerifier;
 }
 
 export interface CertificateStatus {
@@ -200,7 +207,9 @@ export class AgentCore {
       verifyUrl: config.verifyUrl,
       clockTrusted: () => clockTrust() !== 'implausible',
     });
+    const shared = options.envelopeVerifier;
     this.library = new MediaLibrary({
+      ...(shared?.trusts(authorityRoots) ? { verifier: shared } : {}),
       mediaDir: config.mediaDir,
       structure: config.structure,
       trustedRootsPem: authorityRoots,

@@ -17,6 +17,7 @@ export { createBoardHardware, type Hardware, type TamperState } from './hardware
 export { type EnrolmentInfo, prepareEnrolment } from './identity/enrolment.js';
 export type { ScreenPower, WirePlayRecord, WireRecord, WireStatusRecord } from './log/records.js';
 export { jsonLogger, type Logger, silentLogger } from './logger.js';
+export { EnvelopeVerifier } from './media/envelope.js';
 export type { MediaItem, MediaKind } from './media/library.js';
 export type { Display, PlayReport, PlayRequest } from './playback/display.js';
 export type { DisplayMode } from './playback/mode.js';

@@ -1,8 +1,10 @@
 import { createPublicKey } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { importPrivateKey } from '@ooh/crypto';
+import { cpSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cmsVerify, importPrivateKey } from '@ooh/crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type AgentCore, createAgent, readStatus } from '../src/index.js';
+import type { AgentConfig } from '../src/config/config.js';
+import { type AgentCore, createAgent, EnvelopeVerifier, readStatus } from '../src/index.js';
 import { memoryLogger } from '../src/logger.js';
 import { setUpAgent } from './helpers/agent-setup.js';
 import { ManualHardware, TimerDisplay } from './helpers/hardware.js';
@@ -284,5 +286,47 @@ describe('the agent core, end to end against the test platform', () => {
       },
     ]);
     expect(agent.status().device_id).toBe(setup.deviceId);
+  });
+
+  it('agents in one process share envelope signature checks when they pin the same root, and only then', async () => {
+    let calls = 0;
+    const counting = (rootPem: string) =>
+      new EnvelopeVerifier({
+        trustedRootsPem: [rootPem],
+        verifySignature: (der, options) => {
+          calls++;
+          return cmsVerify(der, options);
+        },
+      });
+    const first = await setUpAgent({ dir: join(dir.path, 'first'), platform, pki, certificate: null });
+    const second = await setUpAgent({ dir: join(dir.path, 'second'), platform, pki, certificate: null });
+    await writeMedia(pki, first.config.mediaDir, 'a.png', 'image a');
+    // The second player holds the same creative, sidecar and all, as a fleet's players do.
+    cpSync(first.config.mediaDir, second.config.mediaDir, { recursive: true });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const playable = async (config: AgentConfig, envelopeVerifier: EnvelopeVerifier) => {
+      const core = await createAgent({
+        config,
+        hardware: new ManualHardware({ now: () => new Date() }),
+        logger: memoryLogger(),
+        envelopeVerifier,
+      });
+      try {
+        await core.start();
+        return core.status().media?.playable;
+      } finally {
+        await core.close();
+      }
+    };
+    const shared = counting(pki.authorityRootPem);
+    expect(await playable(first.config, shared)).toBe(1);
+    const verified = calls;
+    expect(verified).toBeGreaterThan(0);
+    expect(await playable(second.config, shared)).toBe(1);
+    expect(calls).toBe(verified);
+    // A verifier pinned to another root is not used: the agent checks against its own root, and the file plays.
+    const foreign = counting((await createTestPki()).authorityRootPem);
+    expect(await playable(second.config, foreign)).toBe(1);
+    expect(calls).toBe(verified);
   });
 });

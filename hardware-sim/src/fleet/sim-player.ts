@@ -1,10 +1,11 @@
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { createWriteStream, readFileSync, type WriteStream } from 'node:fs';
 import { dirname, join } from 'node:path';
 import {
   type AgentCore,
   type AgentStatus,
   type Clock,
   createAgent,
+  EnvelopeVerifier,
   jsonLogger,
   loadConfig,
   type ScreenPower,
@@ -16,7 +17,30 @@ import type { DisplayedPlay } from '../hardware/sim-display.js';
 import { SimDisplay } from '../hardware/sim-display.js';
 import { SimHardware } from '../hardware/sim-hardware.js';
 import type { TimeSource } from '../time/virtual-clock.js';
+import { splitPemChain } from '@ooh/crypto';
 import { seededRandom } from '../util/random.js';
+
+/**
+ * Envelope signature checks shared by the players of this process, per authority root: a fleet's players hold the
+ * same creatives, whose CMS signatures (20-40 ms each) are then verified once per process, not once per player. Each
+ * agent still judges dates, hashes, its structure and revocations itself (EnvelopeVerifier caches only the signature).
+ */
+const sharedVerifiers = new Map<string, EnvelopeVerifier>();
+
+function sharedVerifier(authorityRootFile: string): EnvelopeVerifier | undefined {
+  let text: string;
+  try {
+    text = readFileSync(authorityRootFile, 'utf8');
+  } catch {
+    return undefined; // the agent reports the unreadable root itself
+  }
+  let verifier = sharedVerifiers.get(text);
+  if (!verifier) {
+    verifier = new EnvelopeVerifier({ trustedRootsPem: splitPemChain(text) });
+    sharedVerifiers.set(text, verifier);
+  }
+  return verifier;
+}
 
 /**
  * Loops the agent core runs while started with a display (apps/agent/src/agent.ts `start`): shipping, storage (disk
@@ -100,8 +124,10 @@ export class SimPlayer {
     const stream = createWriteStream(logFile, { flags: 'a' });
     this.log = stream;
     const trueNow = () => new Date(this.time.now()).toISOString();
+    const envelopeVerifier = sharedVerifier(config.authorityRootFile);
     const core = await createAgent({
       config,
+      ...(envelopeVerifier ? { envelopeVerifier } : {}),
       hardware: this.hardware,
       display: this.display,
       sleep: this.time.sleepFor(this.spec.id),

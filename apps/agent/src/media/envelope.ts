@@ -90,6 +90,12 @@ export class EnvelopeVerifier {
     this.verifySignature = options.verifySignature ?? cmsVerify;
   }
 
+  /** Whether this verifier checks against exactly these roots (it may then serve another agent that pins them). */
+  trusts(rootsPem: readonly string[]): boolean {
+    const own = this.options.trustedRootsPem;
+    return own.length === rootsPem.length && own.every((pem, i) => pem.trim() === rootsPem[i]!.trim());
+  }
+
   async verify(check: Omit<EnvelopeCheck, 'trustedRootsPem'>): Promise<EnvelopeVerdict> {
     if (check.envelopeText === null) return refused('NO_SIGNATURE', 'no sidecar envelope');
     let parsed: unknown;
