@@ -32,6 +32,7 @@ const WARMUP_MS = Number(process.env['BENCH_FLEET_WARMUP_S'] ?? 75) * 1000;
  */
 const WINDOW_MS = 60_000;
 const PACE = 0.9;
+const PLAYERS_PER_HOST = 2500;
 
 interface ProcessSample {
   cpuSeconds: number;
@@ -119,7 +120,10 @@ export async function run(): Promise<Record<string, number>> {
   const fleet = await Fleet.create({
     dir: join(dir, 'fleet'),
     platform: { urls: platform.urls, adminKey: platform.adminKey },
-    placement: { mode: 'children', count: 2 },
+    // At least two processes (both cores), and at most PLAYERS_PER_HOST players in one: each player holds about five
+    // file descriptors (its SQLite file, -wal and -shm, its log, a kept-alive connection), and a process may open
+    // 20,000 here (ulimit -n).
+    placement: { mode: 'children', count: Math.max(2, Math.ceil(Math.max(...sizes) / PLAYERS_PER_HOST)) },
     progress,
     settings: {
       image_duration_ms: PLAY_MS,
