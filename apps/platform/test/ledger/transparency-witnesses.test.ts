@@ -127,6 +127,12 @@ describe('the Transparency page with witnesses', () => {
     await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
     await panel.getByText('Not a witness cosignature key: not a key').waitFor();
 
+    await keys.fill(formatVkey('witness.test/w3', SIG_COSIGNATURE_V1, Buffer.alloc(32, 8)));
+    await panel.getByLabel('Cosignatures required').fill('2');
+    await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
+    await panel.getByText('Cosignatures required: a whole number from 1 to the 1 key(s) pinned.').waitFor();
+    await panel.getByLabel('Cosignatures required').fill('1');
+
     const stranger = formatVkey('witness.test/w2', SIG_COSIGNATURE_V1, Buffer.alloc(32, 9));
     await keys.fill(stranger);
     await panel.getByRole('button', { name: 'Check seals with these keys' }).click();

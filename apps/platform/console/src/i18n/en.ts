@@ -571,6 +571,8 @@ export const en = {
   'transparency.witness.apply': 'Check seals with these keys',
   'transparency.witness.useListed': 'Use the listed keys',
   'transparency.witness.badKey': 'Not a witness cosignature key: {key}',
+  'transparency.witness.badQuorum':
+    'Cosignatures required: a whole number from 1 to the {count} key(s) pinned.',
   'transparency.witness.pinned': '{count} witness key(s) pinned',
   'transparency.witness.check': 'Witnesses',
   'transparency.witness.reason.anchored': 'checkpoint {size} is cosigned by {witnesses}.',

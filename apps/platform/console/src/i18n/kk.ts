@@ -571,6 +571,8 @@ export const kk: Dictionary = {
   'transparency.witness.apply': 'Мөрлерді осы кілттермен тексеру',
   'transparency.witness.useListed': 'Тізімдегі кілттерді алу',
   'transparency.witness.badKey': 'Бұл куәгердің куәландыру кілті емес: {key}',
+  'transparency.witness.badQuorum':
+    'Қажетті куәландырулар: 1-ден бекітілген кілттер санына ({count}) дейінгі бүтін сан.',
   'transparency.witness.pinned': 'Бекітілген куәгер кілттері: {count}',
   'transparency.witness.check': 'Куәгерлер',
   'transparency.witness.reason.anchored': '{size} бақылау нүктесін куәландырды: {witnesses}.',

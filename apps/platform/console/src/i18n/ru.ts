@@ -574,6 +574,7 @@ export const ru: Dictionary = {
   'transparency.witness.apply': 'Проверять печати этими ключами',
   'transparency.witness.useListed': 'Взять ключи из списка',
   'transparency.witness.badKey': 'Это не ключ заверки свидетеля: {key}',
+  'transparency.witness.badQuorum': 'Нужно заверок: целое число от 1 до числа закреплённых ключей ({count}).',
   'transparency.witness.pinned': 'Закреплено ключей свидетелей: {count}',
   'transparency.witness.check': 'Свидетели',
   'transparency.witness.reason.anchored': 'контрольная точка {size} заверена: {witnesses}.',

@@ -164,11 +164,12 @@ function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
       keys.push(vkey);
     }
     const quorum = Number(quorumText);
+    if (!Number.isInteger(quorum) || quorum < 1 || (keys.length > 0 && quorum > keys.length)) {
+      setProblem(t('transparency.witness.badQuorum', { count: number(keys.length) }));
+      return;
+    }
     setProblem(null);
-    props.onPins({
-      keys,
-      quorum: Number.isInteger(quorum) && quorum >= 1 ? Math.min(quorum, keys.length || 1) : 1,
-    });
+    props.onPins({ keys, quorum });
   };
   const data = listed.data;
   return (
