@@ -69,7 +69,7 @@ describe('es256Verify (OpenSSL)', () => {
 describe('WebCrypto (the browser verifier)', () => {
   test('every vector', async () => {
     const wrong: string[] = [];
-    const keys = new Map<string, CryptoKey>();
+    const keys = new Map<string, webcrypto.CryptoKey>();
     for (const { group, t } of all) {
       let key = keys.get(group.publicKeyDer);
       if (!key) {
