@@ -119,6 +119,44 @@ async function startPlatformProcess(dbUrl: string, dataDir: string, ports: Ports
   }
 }
 
+/** The bare agent endpoint (bare-agents.ts) with as many processes as the platform, once it answers. */
+async function startBareAgents(dbUrl: string, port: number): Promise<ChildProcess> {
+  let output = '';
+  const child = spawn(
+    process.execPath,
+    ['--conditions=source', '--import', 'tsx', 'apps/platform/bench/bare-agents.ts'],
+    {
+      cwd: REPO,
+      env: {
+        ...process.env,
+        BARE_DATABASE_URL: dbUrl,
+        BARE_PORT: String(port),
+        BARE_WORKERS: String(WORKERS),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const collect = (c: Buffer) => {
+    output += c.toString();
+  };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`bare agent endpoint exited:\n${output}`);
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200) return child;
+    } catch {
+      // not yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGTERM');
+      throw new Error(`bare agent endpoint did not start:\n${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 // ---- CPU accounting (Linux /proc): what each scenario cost the platform and PostgreSQL, whatever else runs ----
 
 const TICKS_PER_SECOND = 100;
@@ -816,6 +854,34 @@ export async function run(): Promise<Record<string, number>> {
           `${((os.availableParallelism() * 1000) / 2000).toFixed(2)} ms)`,
       );
       figures['agent_cpu_bound_batches_per_s'] = Math.round(bound);
+
+      // The ceiling in the same run: the same signed batches, by the same sender, to a bare endpoint of the same
+      // Fastify stack that parses, checks the schema, verifies the signature and answers, storing nothing
+      // (bare-agents.ts; as many processes as the platform).
+      progress.phase('measuring: agent ceiling (bare endpoint)');
+      const barePort = await freePort();
+      const bare = await startBareAgents(pg.url, barePort);
+      try {
+        const bareUrl = `http://127.0.0.1:${barePort}`;
+        await agentScenario(bareUrl, rounds[0]!);
+        meter = cpuMeter(bare.pid!, pgData);
+        const ceiling = await agentScenario(bareUrl, agentRequests);
+        const bareCpu = meter.stop();
+        log(
+          `agent ceiling (bare endpoint): ${Math.round(ceiling.batchesPerSecond)} batches/s, p50 ` +
+            `${ceiling.p50.toFixed(1)} ms, p99 ${ceiling.p99.toFixed(1)} ms; ${perBatch(bareCpu, agentRequests.length)}`,
+        );
+        figures['agent_ceiling_batches_per_s'] = Math.round(ceiling.batchesPerSecond);
+        figures['agent_ceiling_cpu_ms_per_batch'] = Number(
+          (bareCpu.platformMs / agentRequests.length).toFixed(2),
+        );
+        figures['ratio_agent_to_ceiling'] = Number(
+          (agent.batchesPerSecond / ceiling.batchesPerSecond).toFixed(3),
+        );
+      } finally {
+        bare.kill('SIGTERM');
+        await new Promise((resolve) => (bare.exitCode === null ? bare.once('exit', resolve) : resolve(null)));
+      }
     }
 
     // (c) COPY of the same rows (the 2-sender scenario's records), into the same table, in COPY's text format and
