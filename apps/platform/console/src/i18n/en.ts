@@ -582,6 +582,36 @@ export const en = {
   'transparency.witness.reason.not_digested': 'the ledger day holding the seal is not digested yet.',
   'transparency.witness.reason.cosignature_invalid': 'a cosignature of a pinned witness does not verify.',
   'transparency.witness.reason.root_differs': 'the cosigned checkpoint is not on this ledger’s chain.',
+  // Issue 23: a cosignature dated in the future, and the TSA certificate the reader pins (transparency.tsa.*).
+  'transparency.witness.reason.cosignature_future':
+    'a cosignature of a pinned witness is dated in the future ({witnesses}): refused.',
+  'transparency.tsa.title': 'Time-stamping authority',
+  'transparency.tsa.lead':
+    'A ledger block may carry an RFC 3161 timestamp of its digest from an outside time-stamping authority (TSA): it proves the block existed by the time stated. Pin the TSA’s certificate, or the CA that issued it, obtained from the TSA itself; each seal’s block is then checked against it in your browser.',
+  'transparency.tsa.pem': 'TSA certificate you trust (PEM)',
+  'transparency.tsa.pemHint':
+    'Paste the certificate (-----BEGIN CERTIFICATE-----) or choose its file. It is kept in this page only.',
+  'transparency.tsa.file': 'Or choose a certificate file',
+  'transparency.tsa.apply': 'Check timestamps with this certificate',
+  'transparency.tsa.clear': 'Unpin',
+  'transparency.tsa.pinned': 'Pinned: {name}',
+  'transparency.tsa.notPinned': 'No TSA certificate pinned: timestamps are not checked.',
+  'transparency.tsa.fingerprint': 'Pinned certificate, SHA-256 fingerprint',
+  'transparency.tsa.badPem': 'Not a PEM certificate (-----BEGIN CERTIFICATE-----).',
+  'transparency.tsa.check': 'Timestamp',
+  'transparency.tsa.reason.verified':
+    'the block’s digest was stamped at {time} by {tsa}; verified against the pinned certificate.',
+  'transparency.tsa.reason.none': 'this ledger block has no RFC 3161 timestamp (yet).',
+  'transparency.tsa.reason.not_granted': 'the TSA did not grant this timestamp.',
+  'transparency.tsa.reason.other_digest': 'the token stamps another digest than this block’s.',
+  'transparency.tsa.reason.changed': 'the token was changed after the TSA signed it.',
+  'transparency.tsa.reason.signature': 'the TSA’s signature does not verify.',
+  'transparency.tsa.reason.not_pinned': 'the token is signed by another TSA than the pinned one.',
+  'transparency.tsa.reason.not_for_timestamping': 'the signer’s certificate is not for time-stamping only.',
+  'transparency.tsa.reason.not_valid_then': 'the TSA’s certificate was not valid at the stamped time.',
+  'transparency.tsa.reason.before_day_end':
+    'the stamped time is before the day ended: it is not a stamp of this block.',
+  'transparency.tsa.reason.malformed': 'the token is not a well-formed RFC 3161 timestamp.',
   'seal.title': 'Daily seals',
   'seal.lead':
     'Each day’s statistics are signed by the authority and recorded in the public ledger. Verification recomputes every hash in your browser.',

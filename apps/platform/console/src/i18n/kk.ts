@@ -582,6 +582,37 @@ export const kk: Dictionary = {
   'transparency.witness.reason.not_digested': 'мөр жазылған тізілім күні әлі жинақталмаған.',
   'transparency.witness.reason.cosignature_invalid': 'бекітілген куәгердің куәландыруы тексерістен өтпейді.',
   'transparency.witness.reason.root_differs': 'куәландырылған бақылау нүктесі осы тізілім тізбегінде жоқ.',
+  // Issue 23: a cosignature dated in the future, and the TSA certificate the reader pins (transparency.tsa.*).
+  'transparency.witness.reason.cosignature_future':
+    'бекітілген куәгердің куәландыруы болашақ уақытпен белгіленген ({witnesses}): қабылданбады.',
+  'transparency.tsa.title': 'Уақыт белгісі қызметі',
+  'transparency.tsa.lead':
+    'Тізілім блогында сыртқы уақыт белгісі қызметінің (TSA) оның дайджесіне берген RFC 3161 уақыт белгісі болуы мүмкін: ол блоктың көрсетілген уақытқа дейін болғанын дәлелдейді. TSA-ның өзінен алынған оның сертификатын немесе оны берген куәландырушы орталықтың сертификатын бекітіңіз; әр мөрдің блогы браузеріңізде сол арқылы тексеріледі.',
+  'transparency.tsa.pem': 'Сенетін TSA сертификаты (PEM)',
+  'transparency.tsa.pemHint':
+    'Сертификатты (-----BEGIN CERTIFICATE-----) қойыңыз немесе оның файлын таңдаңыз. Ол тек осы бетте сақталады.',
+  'transparency.tsa.file': 'Немесе сертификат файлын таңдаңыз',
+  'transparency.tsa.apply': 'Уақыт белгілерін осы сертификатпен тексеру',
+  'transparency.tsa.clear': 'Бекітуді алу',
+  'transparency.tsa.pinned': 'Бекітілген: {name}',
+  'transparency.tsa.notPinned': 'TSA сертификаты бекітілмеген: уақыт белгілері тексерілмейді.',
+  'transparency.tsa.fingerprint': 'Бекітілген сертификат, SHA-256 ізі',
+  'transparency.tsa.badPem': 'Бұл PEM сертификаты емес (-----BEGIN CERTIFICATE-----).',
+  'transparency.tsa.check': 'Уақыт белгісі',
+  'transparency.tsa.reason.verified':
+    'блок дайджесіне {time} уақытында {tsa} белгі қойды; бекітілген сертификатпен тексерілді.',
+  'transparency.tsa.reason.none': 'бұл тізілім блогында (әзірге) RFC 3161 уақыт белгісі жоқ.',
+  'transparency.tsa.reason.not_granted': 'TSA бұл уақыт белгісін бермеді.',
+  'transparency.tsa.reason.other_digest': 'белгі осы блоктың емес, басқа дайджестің белгісі.',
+  'transparency.tsa.reason.changed': 'белгі TSA қол қойғаннан кейін өзгертілген.',
+  'transparency.tsa.reason.signature': 'TSA қолтаңбасы тексерістен өтпейді.',
+  'transparency.tsa.reason.not_pinned': 'белгіге бекітілген TSA емес, басқа TSA қол қойған.',
+  'transparency.tsa.reason.not_for_timestamping':
+    'қол қоюшының сертификаты тек уақыт белгілеріне арналмаған.',
+  'transparency.tsa.reason.not_valid_then': 'TSA сертификаты көрсетілген уақытта жарамды болмаған.',
+  'transparency.tsa.reason.before_day_end':
+    'көрсетілген уақыт күн аяқталғанға дейін: бұл осы блоктың белгісі емес.',
+  'transparency.tsa.reason.malformed': 'бұл дұрыс RFC 3161 уақыт белгісі емес.',
   'seal.title': 'Күндік мөрлер',
   'seal.lead':
     'Әр күннің статистикасына уәкілетті орган қол қояды және ол жария тізілімге жазылады. Тексеру кезінде барлық хештер браузеріңізде қайта есептеледі.',

@@ -585,6 +585,36 @@ export const ru: Dictionary = {
   'transparency.witness.reason.cosignature_invalid': 'заверка закреплённого свидетеля не проходит проверку.',
   'transparency.witness.reason.root_differs':
     'заверенная контрольная точка не лежит на цепочке этого реестра.',
+  // Issue 23: a cosignature dated in the future, and the TSA certificate the reader pins (transparency.tsa.*).
+  'transparency.witness.reason.cosignature_future':
+    'заверка закреплённого свидетеля датирована будущим временем ({witnesses}): отклонена.',
+  'transparency.tsa.title': 'Служба меток времени',
+  'transparency.tsa.lead':
+    'Блок реестра может нести метку времени RFC 3161 на свой дайджест от внешней службы меток времени (TSA): она доказывает, что блок существовал к указанному времени. Закрепите сертификат TSA или выпустившего его удостоверяющего центра, полученный от самой TSA; блок каждой печати будет проверен по нему в вашем браузере.',
+  'transparency.tsa.pem': 'Сертификат TSA, которому вы доверяете (PEM)',
+  'transparency.tsa.pemHint':
+    'Вставьте сертификат (-----BEGIN CERTIFICATE-----) или выберите его файл. Он хранится только на этой странице.',
+  'transparency.tsa.file': 'Или выберите файл сертификата',
+  'transparency.tsa.apply': 'Проверять метки времени этим сертификатом',
+  'transparency.tsa.clear': 'Открепить',
+  'transparency.tsa.pinned': 'Закреплён: {name}',
+  'transparency.tsa.notPinned': 'Сертификат TSA не закреплён: метки времени не проверяются.',
+  'transparency.tsa.fingerprint': 'Закреплённый сертификат, отпечаток SHA-256',
+  'transparency.tsa.badPem': 'Это не сертификат PEM (-----BEGIN CERTIFICATE-----).',
+  'transparency.tsa.check': 'Метка времени',
+  'transparency.tsa.reason.verified':
+    'дайджест блока заверен {time} службой {tsa}; проверено закреплённым сертификатом.',
+  'transparency.tsa.reason.none': 'у этого блока реестра (пока) нет метки времени RFC 3161.',
+  'transparency.tsa.reason.not_granted': 'TSA не выдала эту метку времени.',
+  'transparency.tsa.reason.other_digest': 'метка заверяет другой дайджест, а не дайджест этого блока.',
+  'transparency.tsa.reason.changed': 'метку изменили после того, как TSA её подписала.',
+  'transparency.tsa.reason.signature': 'подпись TSA не проходит проверку.',
+  'transparency.tsa.reason.not_pinned': 'метка подписана не закреплённой TSA, а другой.',
+  'transparency.tsa.reason.not_for_timestamping':
+    'сертификат подписавшего предназначен не только для меток времени.',
+  'transparency.tsa.reason.not_valid_then': 'сертификат TSA не действовал в указанное время.',
+  'transparency.tsa.reason.before_day_end': 'указанное время раньше конца дня: это не метка этого блока.',
+  'transparency.tsa.reason.malformed': 'это не корректная метка времени RFC 3161.',
   'seal.title': 'Ежедневные печати',
   'seal.lead':
     'Статистика каждого дня подписывается уполномоченным органом и записывается в публичный реестр. При проверке все хеши пересчитываются в вашем браузере.',

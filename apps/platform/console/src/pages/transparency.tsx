@@ -5,11 +5,12 @@ import { DataTable, TableFrame } from '../components/table.js';
 import { Badge, ErrorNotice, Field, Hash, knownKey, Loading, Notice, useAsync } from '../components/ui.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';
 import { can, useSession } from '../lib/session.js';
-import { almatyDate } from '../lib/working-hours.js';
+import { almatyDate, almatyWallClock } from '../lib/working-hours.js';
 import { type AnchorCheck, type AnchorSource, verifyAnchoring } from '../verify/anchoring.js';
 import { sha256Hex } from '../verify/bytes.js';
 import { parseVkey, SIG_COSIGNATURE_V1, type Vkey } from '../verify/note.js';
 import { type Check, type StatsSeal, verdictOf, verifySeal } from '../verify/seal.js';
+import { type TimestampResult, verifyBlockTimestamp } from '../verify/timestamp.js';
 import { type Certificate, parsePem } from '../verify/x509.js';
 
 const DAY_MS = 86_400_000;
@@ -286,6 +287,184 @@ function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
   );
 }
 
+/** The time-stamping authority's certificate the reader pins (issue 23), or the CA that issued it. */
+interface TsaPin {
+  certificates: Certificate[];
+  name: string;
+  fingerprint: string;
+}
+
+/**
+ * The TSA certificate the reader pins: pasted as PEM or read from a file. Like the witness keys, it comes from the
+ * time-stamping authority itself, never from this platform; each seal's ledger block is then checked for an RFC 3161
+ * timestamp of its digest that verifies against it.
+ */
+function TimestampAuthority(props: { pin: TsaPin | null; onPin: (pin: TsaPin | null) => void }) {
+  const { t } = useI18n();
+  const [text, setText] = useState('');
+  const [problem, setProblem] = useState<string | null>(null);
+  const apply = async (pem: string) => {
+    if (pem.trim() === '') {
+      setProblem(null);
+      props.onPin(null);
+      return;
+    }
+    let certificates: Certificate[] = [];
+    try {
+      certificates = parsePem(pem);
+    } catch {
+      certificates = [];
+    }
+    const first = certificates[0];
+    if (!first) {
+      setProblem(t('transparency.tsa.badPem'));
+      return;
+    }
+    setProblem(null);
+    props.onPin({
+      certificates,
+      name: first.subjectCommonName ?? '?',
+      fingerprint: await sha256Hex(first.der),
+    });
+  };
+  return (
+    <section class="witnesses" aria-labelledby="tsa-title" data-testid="tsa">
+      <h3 id="tsa-title">{t('transparency.tsa.title')}</h3>
+      <p class="hint">{t('transparency.tsa.lead')}</p>
+      <form
+        class="stack"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void apply(text);
+        }}
+      >
+        <Field
+          id="tsa-pem"
+          label={t('transparency.tsa.pem')}
+          hint={t('transparency.tsa.pemHint')}
+          error={problem}
+        >
+          <textarea
+            id="tsa-pem"
+            rows={3}
+            spellcheck={false}
+            value={text}
+            onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+          />
+        </Field>
+        <Field id="tsa-file" label={t('transparency.tsa.file')}>
+          <input
+            id="tsa-file"
+            type="file"
+            accept=".pem,.crt,.cer,application/x-pem-file"
+            onChange={async (e) => {
+              const file = (e.target as HTMLInputElement).files?.[0];
+              if (!file) return;
+              const pem = await file.text();
+              setText(pem);
+              await apply(pem);
+            }}
+          />
+        </Field>
+        <div class="inline-form">
+          <button type="submit" class="button">
+            {t('transparency.tsa.apply')}
+          </button>
+          {props.pin ? (
+            <button
+              type="button"
+              class="button button-secondary"
+              onClick={() => {
+                setText('');
+                setProblem(null);
+                props.onPin(null);
+              }}
+            >
+              {t('transparency.tsa.clear')}
+            </button>
+          ) : null}
+          <output data-testid="tsa-pinned">
+            {props.pin
+              ? t('transparency.tsa.pinned', { name: props.pin.name })
+              : t('transparency.tsa.notPinned')}
+          </output>
+        </div>
+        {props.pin ? (
+          <p class="root">
+            {t('transparency.tsa.fingerprint')} <Hash value={props.pin.fingerprint} full />
+          </p>
+        ) : null}
+      </form>
+    </section>
+  );
+}
+
+/** The timestamp check of a seal's ledger block: none published, verified (with its time), or refused. */
+type TimestampCheck = { state: 'unknown'; reason: 'none' | 'not_digested' } | TimestampResult;
+
+/** The RFC 3161 reply of a block, as bytes; null when the verify host has none (404). */
+async function fetchTimestamp(day: string): Promise<Uint8Array | null> {
+  const response = await fetch(`${verifyUrl()}/v1/ledger/blocks/${day}/timestamp.tsr`, {
+    credentials: 'omit',
+  });
+  if (response.status === 404) return null;
+  if (!response.ok) {
+    // A problem document (429 rate_limited, ...) as verifyGet reads it; anything else by its status.
+    const problem = (await response.json().catch(() => null)) as { code?: string; detail?: string } | null;
+    throw new ApiError(response.status, problem?.code ?? `http_${response.status}`, problem?.detail ?? '');
+  }
+  return new Uint8Array(await response.arrayBuffer());
+}
+
+const TIMESTAMP_REFUSALS: Record<Exclude<TimestampResult, { ok: true }>['code'], MessageKey> = {
+  not_granted: 'transparency.tsa.reason.not_granted',
+  other_digest: 'transparency.tsa.reason.other_digest',
+  changed: 'transparency.tsa.reason.changed',
+  signature: 'transparency.tsa.reason.signature',
+  not_pinned: 'transparency.tsa.reason.not_pinned',
+  not_for_timestamping: 'transparency.tsa.reason.not_for_timestamping',
+  not_valid_then: 'transparency.tsa.reason.not_valid_then',
+  before_day_end: 'transparency.tsa.reason.before_day_end',
+  malformed: 'transparency.tsa.reason.malformed',
+};
+
+function TimestampLine(props: { check: TimestampCheck }) {
+  const { t, dateTime } = useI18n();
+  const c = props.check;
+  const state = 'state' in c ? 'unknown' : c.ok ? 'ok' : 'failed';
+  return (
+    <ul class="checks" data-testid="timestamp-check">
+      <li class={`check check-${state}`}>
+        <span class="check-icon" aria-hidden="true">
+          {state === 'ok' ? '✓' : state === 'failed' ? '✗' : '…'}
+        </span>
+        <span>
+          <strong>{t('transparency.tsa.check')}</strong>: {t(`seal.state.${state}`)}
+          {' — '}
+          {'state' in c
+            ? t(
+                c.reason === 'none'
+                  ? 'transparency.tsa.reason.none'
+                  : 'transparency.witness.reason.not_digested',
+              )
+            : c.ok
+              ? t('transparency.tsa.reason.verified', {
+                  time: dateTime(c.genTime),
+                  tsa: c.tsa ?? '?',
+                })
+              : t(TIMESTAMP_REFUSALS[c.code])}
+          {/* The English detail only where the translated reason is generic. */}
+          {'ok' in c && !c.ok && c.code === 'malformed' ? (
+            <small class="muted block" lang="en">
+              {c.reason}
+            </small>
+          ) : null}
+        </span>
+      </li>
+    </ul>
+  );
+}
+
 const VERDICT_TEXT: Record<ReturnType<typeof verdictOf>, MessageKey> = {
   ok: 'seal.allOk',
   ledger_pending: 'seal.ledgerPending',
@@ -301,10 +480,12 @@ function SealRow(props: {
   /** The newest sealed day shown: verified as soon as the page opens. */
   open?: boolean;
   pins: Pins;
+  tsa: TsaPin | null;
 }) {
   const { t, number, dateTime, date } = useI18n();
   const [checks, setChecks] = useState<Check[] | null>(null);
   const [anchor, setAnchor] = useState<AnchorCheck | null>(null);
+  const [stamp, setStamp] = useState<TimestampCheck | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const seal = props.seal;
@@ -316,12 +497,36 @@ function SealRow(props: {
       const previous = seal.body.prev_seal_sha256 === '0'.repeat(64) ? 'none' : await props.previous();
       const found = await verifySeal(seal, props.root.certificate, previous);
       setChecks(found);
-      // Issue 23: with witness keys pinned, the seal's block must be anchored by a quorum of them.
-      const ledgerOk = found.some((c) => c.name === 'ledger' && c.state === 'ok');
-      if (props.pins.keys.length > 0 && seal.ledger && ledgerOk) {
-        const block = await orNull(
-          verifyGet<{ anchored_by?: number | null }>(`/v1/ledger/blocks/${seal.ledger.day}`),
+      // Issue 23: with witness keys pinned, the seal's block must be anchored by a quorum of them; with a TSA
+      // certificate pinned, it must carry an RFC 3161 timestamp of its digest by that TSA.
+      const ledger = found.find((c) => c.name === 'ledger' && c.state === 'ok');
+      const ledgerOk = ledger !== undefined;
+      const block =
+        seal.ledger && ledgerOk && (props.pins.keys.length > 0 || props.tsa)
+          ? await orNull(
+              verifyGet<{ anchored_by?: number | null; timestamp?: { gen_time: string } }>(
+                `/v1/ledger/blocks/${seal.ledger.day}`,
+              ),
+            )
+          : null;
+      if (props.tsa && seal.ledger && ledgerOk) {
+        const reply = block?.timestamp ? await fetchTimestamp(seal.ledger.day) : null;
+        setStamp(
+          reply
+            ? await verifyBlockTimestamp(
+                reply,
+                // The digest the ledger check recomputed from the proof, never the one the server states.
+                String(ledger.facts?.['digest'] ?? seal.ledger.digest),
+                props.tsa.certificates,
+                // No honest stamp of a day's block exists before the day ended in Almaty.
+                new Date(almatyWallClock(addDays(seal.ledger.day, 1), 0)),
+              )
+            : { state: 'unknown', reason: 'none' },
         );
+      } else {
+        setStamp(props.tsa && !seal.ledger ? { state: 'unknown', reason: 'not_digested' } : null);
+      }
+      if (props.pins.keys.length > 0 && seal.ledger && ledgerOk) {
         setAnchor(
           await verifyAnchoring(
             {
@@ -350,11 +555,21 @@ function SealRow(props: {
   useEffect(() => {
     if (props.open && seal && props.root && !checks && !busy) void verify();
   }, [props.open, seal, props.root]);
-  // Verified again when the pinned keys change.
+  // Verified again when the pinned keys or the pinned TSA change.
   useEffect(() => {
     if (checks && !busy) void verify();
-  }, [props.pins]);
-  const verdict = checks ? (anchor?.state === 'failed' ? 'failed' : verdictOf(checks)) : null;
+  }, [props.pins, props.tsa]);
+  const stampFailed = stamp !== null && 'ok' in stamp && !stamp.ok;
+  const stampMissing = stamp !== null && 'state' in stamp && stamp.reason === 'none';
+  const base = checks ? verdictOf(checks) : null;
+  const verdict =
+    base === null
+      ? null
+      : anchor?.state === 'failed' || stampFailed
+        ? 'failed'
+        : base === 'ok' && stampMissing
+          ? 'incomplete'
+          : base;
   return (
     <tr data-day={props.day} class={props.open ? 'seal-latest' : undefined}>
       <th scope="row">{date(props.day)}</th>
@@ -383,6 +598,7 @@ function SealRow(props: {
             ) : null}
             {checks ? <CheckList checks={checks} /> : null}
             {anchor ? <AnchorLine check={anchor} /> : null}
+            {stamp ? <TimestampLine check={stamp} /> : null}
             <ErrorNotice error={error} />
           </td>
         </>
@@ -401,6 +617,7 @@ function Seals() {
   const [shownUntil, setShownUntil] = useState(until);
   const root = useAsync(fetchRoot, []);
   const [pins, setPins] = useState<Pins>({ keys: [], quorum: 1 });
+  const [tsa, setTsa] = useState<TsaPin | null>(null);
   const days = Array.from({ length: DAYS_SHOWN }, (_, i) => addDays(shownUntil, -i));
   const seals = useAsync(async () => {
     const found = await Promise.all(days.map((d) => fetchSeal(d)));
@@ -418,6 +635,7 @@ function Seals() {
       <p class="hint">{t('seal.lead')}</p>
       <ErrorNotice error={root.error} />
       <Witnesses pins={pins} onPins={setPins} />
+      <TimestampAuthority pin={tsa} onPin={setTsa} />
       {root.data ? (
         <p class="root">
           {t('seal.root', { name: root.data.certificate.subjectCommonName ?? '?' })}{' '}
@@ -468,6 +686,7 @@ function Seals() {
               root={root.data}
               open={d === latestSealed}
               pins={pins}
+              tsa={tsa}
             />
           ))}
         </TableFrame>

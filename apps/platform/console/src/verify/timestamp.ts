@@ -36,11 +36,37 @@ const HASHES: Record<string, 'SHA-1' | 'SHA-256' | 'SHA-384' | 'SHA-512'> = {
   '2.16.840.1.101.3.4.2.3': 'SHA-512',
 };
 
-export type TimestampResult = { ok: true; genTime: Date; tsa: string | null } | { ok: false; reason: string };
+/**
+ * Why a token is refused, as a stable word a page translates: not_granted (the reply is not a granted one),
+ * other_digest (it stamps another digest, or with another hash than SHA-256), changed (the TSTInfo does not match its
+ * messageDigest), signature (the TSA's signature does not verify), not_pinned (signed by a TSA the reader did not pin),
+ * not_for_timestamping, not_valid_then (the TSA certificate was not valid at genTime), before_day_end, malformed.
+ */
+export type TimestampRefusal =
+  | 'not_granted'
+  | 'other_digest'
+  | 'changed'
+  | 'signature'
+  | 'not_pinned'
+  | 'not_for_timestamping'
+  | 'not_valid_then'
+  | 'before_day_end'
+  | 'malformed';
 
-class Refusal extends Error {}
-function refuse(reason: string): never {
-  throw new Refusal(reason);
+export type TimestampResult =
+  | { ok: true; genTime: Date; tsa: string | null }
+  | { ok: false; code: TimestampRefusal; reason: string };
+
+class Refusal extends Error {
+  constructor(
+    readonly code: TimestampRefusal,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+function refuse(reason: string, code: TimestampRefusal = 'malformed'): never {
+  throw new Refusal(code, reason);
 }
 
 async function digest(hash: string, data: Uint8Array): Promise<Uint8Array> {
@@ -161,7 +187,7 @@ async function check(
   const response = children(expectTag(readTlv(reply), 0x30, 'TimeStampResp'));
   const status = children(expectTag(response[0], 0x30, 'PKIStatusInfo'));
   const code = expectTag(status[0], 0x02, 'status').value;
-  if (code.length !== 1 || code[0]! > 1) refuse('the TSA did not grant this timestamp');
+  if (code.length !== 1 || code[0]! > 1) refuse('the TSA did not grant this timestamp', 'not_granted');
   const token = expectTag(response[1], 0x30, 'timeStampToken');
   const contentInfo = children(token);
   if (oidText(contentInfo[0]!) !== OID.signedData) refuse('the token is not SignedData');
@@ -185,10 +211,10 @@ async function check(
   if (version.length !== 1 || version[0] !== 1) refuse('TSTInfo version is not 1');
   const [imprintAlgorithm, imprint] = children(expectTag(tst[2], 0x30, 'messageImprint'));
   if (HASHES[algorithmOid(imprintAlgorithm, 'imprint algorithm')] !== 'SHA-256') {
-    refuse('the token stamps a digest made with another hash than SHA-256');
+    refuse('the token stamps a digest made with another hash than SHA-256', 'other_digest');
   }
   if (!bytesEqual(expectTag(imprint, 0x04, 'hashedMessage').value, wanted)) {
-    refuse('the token stamps another digest than the block digest');
+    refuse('the token stamps another digest than the block digest', 'other_digest');
   }
   const genTime = generalizedTime(tst[4]!);
 
@@ -210,7 +236,7 @@ async function check(
     !messageDigest ||
     !bytesEqual(expectTag(messageDigest, 0x04, 'messageDigest').value, await digest(hash, tstDer))
   ) {
-    refuse('the messageDigest attribute does not match the TSTInfo: the token was changed');
+    refuse('the messageDigest attribute does not match the TSTInfo: the token was changed', 'changed');
   }
 
   // The signer: in the token or one of the pinned certificates, by issuer and serial or by key identifier.
@@ -225,7 +251,7 @@ async function check(
           );
         })
       : candidates.find((c) => c.subjectKeyIdentifier && bytesEqual(c.subjectKeyIdentifier, sid.value));
-  if (!signer) refuse("the TSA's certificate is neither in the token nor pinned");
+  if (!signer) refuse("the TSA's certificate is neither in the token nor pinned", 'not_pinned');
 
   // RFC 3161 §2.4.1 / RFC 5816: the signing-certificate attribute names the signer's certificate.
   const v2 = attribute(signedAttributes, OID.signingCertificateV2);
@@ -251,16 +277,19 @@ async function check(
   const signedBytes = new Uint8Array(signedAttributes.bytes);
   signedBytes[0] = 0x31;
   if (!(await verifyBy(signer, signatureAlgorithm, hash, signature, signedBytes))) {
-    refuse('the TSA signature does not verify');
+    refuse('the TSA signature does not verify', 'signature');
   }
   const usage = extendedKeyUsage(signer.der);
   if (!usage || usage.purposes.length !== 1 || usage.purposes[0] !== OID.timeStamping || !usage.critical) {
-    refuse('the TSA certificate is not for time-stamping only (critical id-kp-timeStamping)');
+    refuse(
+      'the TSA certificate is not for time-stamping only (critical id-kp-timeStamping)',
+      'not_for_timestamping',
+    );
   }
 
   // Pinned: the signer itself, or issued by a pinned certificate; valid at genTime.
   const validAt = (c: Certificate) => genTime >= c.notBefore && genTime <= c.notAfter;
-  if (!validAt(signer)) refuse('the TSA certificate was not valid at genTime');
+  if (!validAt(signer)) refuse('the TSA certificate was not valid at genTime', 'not_valid_then');
   let pinnedOk = pinned.some((p) => bytesEqual(p.der, signer.der));
   for (const p of pinned) {
     if (pinnedOk) break;
@@ -275,8 +304,9 @@ async function check(
       pinnedOk = true;
     }
   }
-  if (!pinnedOk) refuse('the TSA is not the pinned one');
-  if (notBefore && genTime < notBefore) refuse('genTime is before the day ended: not a stamp of this block');
+  if (!pinnedOk) refuse('the TSA is not the pinned one', 'not_pinned');
+  if (notBefore && genTime < notBefore)
+    refuse('genTime is before the day ended: not a stamp of this block', 'before_day_end');
   return { ok: true, genTime, tsa: signer.subjectCommonName };
 }
 
@@ -294,7 +324,7 @@ export async function verifyBlockTimestamp(
   try {
     return await check(reply, digestHex, pinned, notBefore);
   } catch (error) {
-    if (error instanceof Refusal) return { ok: false, reason: error.message };
-    return { ok: false, reason: `malformed timestamp: ${(error as Error).message}` };
+    if (error instanceof Refusal) return { ok: false, code: error.code, reason: error.message };
+    return { ok: false, code: 'malformed', reason: `malformed timestamp: ${(error as Error).message}` };
   }
 }
