@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { DICTIONARIES } from '../../console/src/public/i18n/index.js';
+import { en } from '../../console/src/public/i18n/en.js';
+import { kk } from '../../console/src/public/i18n/kk.js';
+import { ru } from '../../console/src/public/i18n/ru.js';
 import { digestLedgerDay } from '../../src/ledger/index.js';
 import { sealDay } from '../../src/seals/index.js';
 import { approve, inReview, organisation, structures } from '../approvals/helpers.js';
@@ -18,6 +20,9 @@ import {
   screenshotScreens,
   startPublicPlatform,
 } from './browser.js';
+
+/** The page's texts, read without the page's preact modules (they need the DOM's types). */
+const DICTIONARIES = { en, ru, kk } as const;
 
 /**
  * The public page of the verify host in a real Chromium against a real platform with real sealed days (issue 22,
@@ -141,15 +146,17 @@ describe('the public page in Chromium', () => {
 
       // The ledger head (block 3, the 21st) verified, digest and link to the block before.
       await page.getByTestId('head-verdict').and(page.getByText(d['verdict.ok'])).waitFor();
+      expect(await page.getByTestId('ledger-head').locator('li.check-ok').count()).toBe(4);
 
       // A file with no approval, then the approved file: hashed here, only the hash asked for.
-      const fileInput = page.locator('#creative-file');
+      const fileInput = page.getByLabel(d['creative.chooseFile']);
       await fileInput.setInputFiles({ name: 'other.png', mimeType: 'image/png', buffer: OTHER_FILE });
       await page.getByTestId('creative-message').and(page.getByText(d['creative.noneForFile'])).waitFor();
       await fileInput.setInputFiles({ name: 'creative.png', mimeType: 'image/png', buffer: MEDIA });
       const card = page.locator(`article.approval[data-approval="${approvalNumber}"]`);
       await card.and(page.locator('[data-verdict="ok"]')).waitFor({ timeout: 20_000 });
       expect(await page.getByTestId('file-hash').textContent()).toContain(MEDIA_SHA256);
+      expect(await page.locator('.file-name').textContent()).toBe('creative.png');
       expect(await card.getByTestId('approval-status').textContent()).toBe(d['status.valid']);
       expect(await card.locator('ul.codes li').allTextContents()).toEqual(structureCodes);
       expect(await card.locator('li.check').count()).toBe(3);
@@ -169,7 +176,11 @@ describe('the public page in Chromium', () => {
       await page
         .locator(`article.approval[data-approval="${approvalNumber}"][data-verdict="ok"]`)
         .waitFor({ timeout: 20_000 });
-      expect(await page.locator('article.approval li.check').count()).toBe(2);
+      // The answer by number replaces the answer by file: no file check any more.
+      await expect.poll(() => page.locator('article.approval li.check').count()).toBe(2);
+      expect(await page.getByTestId('file-hash').count()).toBe(0);
+      // A date that ends in an abbreviation ("2026 г.", "қар.") does not end a sentence with two full stops.
+      expect(await page.locator('article.approval').textContent()).not.toMatch(/\.\./);
 
       // The first block, by height: the approval's entry, every check passed.
       await page.locator('#block-height').fill('1');

@@ -182,6 +182,7 @@ export function CreativeSection() {
       return;
     }
     setBusy('number');
+    setResult(null);
     try {
       const a = await getJsonOrNull<ApprovalPublic>(`/v1/approvals/${encodeURIComponent(wanted)}`);
       setResult(
@@ -256,17 +257,24 @@ export function CreativeSection() {
         </form>
         <form class="card-form" aria-labelledby="by-file-title" onSubmit={(e) => e.preventDefault()}>
           <h3 id="by-file-title">{t('creative.byFile')}</h3>
-          <label for="creative-file">{t('creative.file')}</label>
-          <input
-            id="creative-file"
-            type="file"
-            aria-describedby="file-hint"
-            disabled={busy !== null}
-            onChange={(e) => {
-              const chosen = (e.target as HTMLInputElement).files?.[0];
-              if (chosen) void byFile(chosen);
-            }}
-          />
+          {/* The browser's own file button speaks the browser's language; this one speaks the page's. */}
+          <div class="file-picker">
+            <input
+              id="creative-file"
+              class="file-input"
+              type="file"
+              aria-describedby="file-hint"
+              disabled={busy !== null}
+              onChange={(e) => {
+                const chosen = (e.target as HTMLInputElement).files?.[0];
+                if (chosen) void byFile(chosen);
+              }}
+            />
+            <label for="creative-file" class="button">
+              {t('creative.chooseFile')}
+            </label>
+            <span class="muted file-name">{file?.name ?? t('creative.noFile')}</span>
+          </div>
           <p class="notice notice-info" id="file-hint">
             {t('creative.fileHint')}
           </p>

@@ -163,9 +163,19 @@ export function LedgerSection() {
     const h = head.data;
     if (!h) return;
     let current = true;
-    previousOf(h)
-      .then((previous) => verifyHead(h, previous))
-      .then((checks) => current && setHeadChecks(checks));
+    // The head's own block, read and checked whole: its entries, root and digest, and its link to the block before.
+    (async () => {
+      const [previous, full] = await Promise.all([previousOf(h), fetchBlock(h.day)]);
+      // The block unreadable: the head's own checks, as before; read but not the head's block: a failure.
+      if (!full) return verifyHead(h, previous);
+      if (full.digest === h.digest && full.block_height === h.block_height)
+        return verifyBlock(full, previous);
+      const differs: BlockCheck = { name: 'leaves', state: 'failed', reason: 'head_block_differs' };
+      return [differs, ...(await verifyHead(h, previous))];
+    })().then(
+      (checks) => current && setHeadChecks(checks),
+      () => current && setHeadChecks(null),
+    );
     return () => {
       current = false;
     };

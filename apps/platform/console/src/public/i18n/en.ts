@@ -96,6 +96,7 @@ export const en = {
   'reason.digest_matches': 'recomputed from the block.',
   'reason.links_previous_block': 'it names the digest of the block before it.',
   'reason.previous_block_unavailable': 'the block before it could not be read.',
+  'reason.head_block_differs': 'the block of that day differs from the newest block announced.',
   'reason.first_block': 'this is the first block.',
   'reason.anchor_differs': 'it does not name the digest of the block before it.',
 
@@ -137,7 +138,8 @@ export const en = {
   'creative.number': 'Approval number',
   'creative.check': 'Check',
   'creative.byFile': 'By the file itself',
-  'creative.file': 'The advertisement’s file',
+  'creative.chooseFile': 'Choose the file…',
+  'creative.noFile': 'No file chosen',
   'creative.fileHint':
     'The file is read and hashed (SHA-256) in your browser and is never uploaded: only its hash is sent to look it up.',
   'creative.hashing': 'Hashing the file…',

@@ -50,7 +50,7 @@ export const kk: Record<PublicMessageKey, string> = {
   'seals.plays': 'Көрсетілімдер',
   'seals.signedAt': 'Қол қойылды',
   'seals.checking': 'Тексерілуде…',
-  'seals.details': 'Не тексерілді',
+  'seals.details': 'Тексеру нәтижелері',
   'seals.block': 'Тізілімнің {height} блогы, {day}',
   'seals.receiveDay':
     'Мөр Алматы уақыты бойынша сол күні алынған пакеттерді қамтиды, олардың көрсетілімдері қай күні болса да; күн аяқталғаннан кейін бір рет мөрленеді.',
@@ -94,6 +94,7 @@ export const kk: Record<PublicMessageKey, string> = {
   'reason.digest_matches': 'блок бойынша қайта есептелді.',
   'reason.links_previous_block': 'ол алдыңғы блоктың дайджесін атайды.',
   'reason.previous_block_unavailable': 'алдыңғы блокты оқу мүмкін болмады.',
+  'reason.head_block_differs': 'сол күннің блогы жарияланған соңғы блоктан өзгеше.',
   'reason.first_block': 'бұл — бірінші блок.',
   'reason.anchor_differs': 'ол алдыңғы блоктың дайджесін атамайды.',
 
@@ -135,7 +136,8 @@ export const kk: Record<PublicMessageKey, string> = {
   'creative.number': 'Рұқсат нөмірі',
   'creative.check': 'Тексеру',
   'creative.byFile': 'Файлдың өзі бойынша',
-  'creative.file': 'Жарнаманың файлы',
+  'creative.chooseFile': 'Файлды таңдау…',
+  'creative.noFile': 'Файл таңдалмаған',
   'creative.fileHint':
     'Файл сіздің браузеріңізде оқылып, хештеледі (SHA-256) және ешқайда жүктелмейді: іздеу үшін тек оның хеші жіберіледі.',
   'creative.hashing': 'Файлдың хеші есептелуде…',
@@ -150,7 +152,7 @@ export const kk: Record<PublicMessageKey, string> = {
   'creative.where': 'Қай жерде',
   'creative.revokedAt': 'Кері қайтарылды',
   'creative.media': 'Файл (SHA-256)',
-  'creative.checks': 'Не тексерілді',
+  'creative.checks': 'Тексеру нәтижелері',
   'status.valid': 'Мақұлданған, бүгін жарамды',
   'status.not_yet_valid': 'Мақұлданған, әлі жарамды емес',
   'status.expired': 'Мерзімі өтті',
@@ -161,12 +163,12 @@ export const kk: Record<PublicMessageKey, string> = {
   'ccheck.revocation': 'Кері қайтару',
   'creative.reason.content_ok': 'рұқсат мазмұнының хеші тізілімде жазылған хешпен сәйкес.',
   'creative.reason.content_bad': 'рұқсат мазмұны бұл бетке айтылғанмен сәйкес емес.',
-  'creative.reason.ledger_ok': 'тізілімнің {height} блогына жазылған, {day}.',
+  'creative.reason.ledger_ok': 'тізілімнің {height} блогына ({day}) жазылған.',
   'creative.reason.ledger_pending':
     'әлі тізілімнің жабылған блогында жоқ: берілген күн аяқталғаннан кейін жазылады.',
   'creative.reason.file_ok': 'рұқсат дәл осы файлды атайды.',
   'creative.reason.file_bad': 'рұқсат басқа файлды атайды.',
-  'creative.reason.revocation_ok': 'кері қайтару тізілімнің {height} блогына жазылған, {day}.',
+  'creative.reason.revocation_ok': 'кері қайтару тізілімнің {height} блогына ({day}) жазылған.',
 
   'error.status': 'Сайт {status} деп жауап берді.',
   'error.network': 'Бұл сайтпен байланысу мүмкін болмады.',

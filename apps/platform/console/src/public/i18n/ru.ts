@@ -94,6 +94,7 @@ export const ru: Record<PublicMessageKey, string> = {
   'reason.digest_matches': 'пересчитан по блоку.',
   'reason.links_previous_block': 'он называет дайджест предыдущего блока.',
   'reason.previous_block_unavailable': 'не удалось прочитать предыдущий блок.',
+  'reason.head_block_differs': 'блок этого дня отличается от объявленного последнего блока.',
   'reason.first_block': 'это первый блок.',
   'reason.anchor_differs': 'он не называет дайджест предыдущего блока.',
 
@@ -135,7 +136,8 @@ export const ru: Record<PublicMessageKey, string> = {
   'creative.number': 'Номер разрешения',
   'creative.check': 'Проверить',
   'creative.byFile': 'По самому файлу',
-  'creative.file': 'Файл рекламы',
+  'creative.chooseFile': 'Выбрать файл…',
+  'creative.noFile': 'Файл не выбран',
   'creative.fileHint':
     'Файл читается и хешируется (SHA-256) в вашем браузере и никуда не загружается: для поиска отправляется только его хеш.',
   'creative.hashing': 'Вычисляется хеш файла…',
@@ -161,12 +163,12 @@ export const ru: Record<PublicMessageKey, string> = {
   'ccheck.revocation': 'Отзыв',
   'creative.reason.content_ok': 'хеш содержимого разрешения совпадает с записанным в реестре.',
   'creative.reason.content_bad': 'содержимое разрешения не совпадает с тем, что сообщили этой странице.',
-  'creative.reason.ledger_ok': 'записано в блок реестра {height} от {day}.',
+  'creative.reason.ledger_ok': 'записано в блок реестра {height} ({day}).',
   'creative.reason.ledger_pending':
     'ещё не в закрытом блоке реестра: запись появится после окончания дня выдачи.',
   'creative.reason.file_ok': 'разрешение называет именно этот файл.',
   'creative.reason.file_bad': 'разрешение называет другой файл.',
-  'creative.reason.revocation_ok': 'отзыв записан в блок реестра {height} от {day}.',
+  'creative.reason.revocation_ok': 'отзыв записан в блок реестра {height} ({day}).',
 
   'error.status': 'Сайт ответил {status}.',
   'error.network': 'Не удалось связаться с этим сайтом.',
