@@ -184,6 +184,15 @@ describe.each(LANGUAGES)('the fleet page in %s', (language) => {
     expect(await count('screen_off')).toBe('1');
     expect(await count('refused')).toBe('1');
     expect(await rowCodes()).toHaveLength(50);
+    // At 1366 pixels the list fits its frame in every language: no column pushed out of sight behind a scroll.
+    const fit = (await page.evaluate(
+      `(() => {
+        const frame = document.querySelector('table.fleet-devices').parentElement;
+        const widths = [...frame.querySelectorAll('thead th')].map((th) => th.textContent + ' ' + th.offsetWidth);
+        return { overflow: frame.scrollWidth - frame.clientWidth, widths: widths.join(', ') };
+      })()`,
+    )) as { overflow: number; widths: string };
+    expect(fit.overflow, fit.widths).toBeLessThanOrEqual(1);
     await look('list');
 
     const summary = page.getByRole('navigation', { name: t('fleet.summary.label') });

@@ -275,10 +275,13 @@ describe('console journeys in Chromium', () => {
     expect(await readFile((await download.path())!, 'utf8')).toBe(view.certificates[0].certificate_pem);
     expect(view.keys[0].public_key).toBe(exportPublicKeySpki(createPublicKey(init.keyPem)));
 
-    // The device is in the list; re-enrolled with a new key (no CSR), it keeps its id.
+    // The device is in the list; on its own page (issue 22, item 2), re-enrolled with a new key (no CSR), it keeps
+    // its id.
     const row = page.getByRole('row', { name: /ALM-0003/ });
     await row.waitFor();
-    await row.getByRole('button', { name: 'Re-enrol' }).click();
+    await row.getByRole('link', { name: deviceId.slice(0, 8) }).click();
+    await page.getByRole('heading', { name: 'Device at ALM-0003', level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'Re-enrol' }).click();
     await page.getByRole('heading', { name: 'Re-enrol the device at ALM-0003' }).waitFor();
     const next = generateEs256KeyPair();
     await page.locator('#re-enrol-key').fill(exportPublicKeySpki(next.publicKey));
@@ -291,8 +294,18 @@ describe('console journeys in Chromium', () => {
       exportPublicKeySpki(next.publicKey),
     );
     // Its first certificate ended with the re-enrolment, and no new one was asked for.
-    await expect.poll(() => row.textContent()).toContain('No certificate');
+    await expect.poll(() => page.getByTestId('device-facts').textContent()).toContain('No certificate');
+    expect(
+      await page
+        .getByRole('table', { name: 'Certificate history' })
+        .getByText('Replaced')
+        .first()
+        .isVisible(),
+    ).toBe(true);
     await expectAccessible(page, 'fleet re-enrolment');
+    // Back to the list, where the CMS installations are.
+    await page.getByRole('link', { name: '← All devices' }).click();
+    await page.getByRole('heading', { name: 'Fleet', level: 1 }).waitFor();
     expect(pageErrors(page)).toEqual([]);
   }, 120_000);
 
@@ -388,14 +401,24 @@ describe('console journeys in Chromium', () => {
     await page.getByRole('link', { name: 'Fleet' }).click();
     const deviceRow = page.getByRole('row', { name: /ALM-0001/ });
     await deviceRow.waitFor();
-    await deviceRow.getByRole('button', { name: 'Allow forced renewal' }).click();
-    await page.getByText('Forced renewal is allowed for 24 hours.').waitFor();
-    await expect.poll(() => deviceRow.textContent()).toContain('allowed until');
-    expect(await deviceRow.textContent()).toContain('20 Nov 2026, 11:00');
     // Queue lag: the batch arrived 13 minutes after the end of its newest counted play (seq 7; seq 8 was refused).
     expect(await deviceRow.textContent()).toContain('13 min');
     await screenshot(page, 'fleet');
     await expectAccessible(page, 'fleet');
+    // The device's actions are on its own page (issue 22, item 2).
+    await deviceRow.getByRole('link', { name: device.device_id.slice(0, 8) }).click();
+    await page.getByRole('button', { name: 'Allow forced renewal' }).click();
+    await page.getByText('Forced renewal is allowed for 24 hours.').waitFor();
+    const facts = page.getByTestId('device-facts');
+    await expect.poll(() => facts.textContent()).toContain('allowed until');
+    // Its batch and the answer it got: 8 read, 7 taken, 1 refused as shorter than a second.
+    const batch = page.getByRole('table', { name: 'Recent batches and their answers' }).locator('tbody tr');
+    expect(await batch.textContent()).toContain('8 read: 7 taken, 1 refused');
+    expect(await batch.textContent()).toContain('Shorter than a second');
+    await screenshot(page, 'fleet-device');
+    await expectAccessible(page, 'fleet device');
+    await page.getByRole('link', { name: 'Fleet' }).click();
+    await deviceRow.waitFor();
 
     // Trouble, as the platform records it (migrations 069, 070): the device's next batch answered 500 twice, and a
     // handshake with an expired certificate of it refused. The fleet page shows the device stuck and why.
@@ -420,8 +443,8 @@ describe('console journeys in Chromium', () => {
     await page.getByText('1 device(s) are stuck').waitFor();
     await expect.poll(() => deviceRow.textContent()).toContain('Stuck');
     expect(await deviceRow.textContent()).toContain('2 answers “internal_error” to batch 2');
-    expect(await deviceRow.textContent()).toContain('1 refused connection(s) in 24 h');
-    await page.getByText('1 refused connection(s) in the last 24 hours').click();
+    expect(await deviceRow.textContent()).toContain('Refused connections in 24 h: 1');
+    await page.getByText('Refused connections in the last 24 hours: 1').click();
     await page.getByRole('row', { name: /Certificate expired.*certificate_expired/ }).waitFor();
     await screenshot(page, 'fleet-stuck');
     await expectAccessible(page, 'fleet (stuck)');

@@ -281,8 +281,8 @@ export const en = {
   'fleet.stuckDetail': 'since {since}: {count} answers “{reason}” to batch {seq}',
   'fleet.stuckNotice':
     '{count} device(s) are stuck: the platform could not take their batches; they send them again. Tell the platform’s operators.',
-  'fleet.refusedCount': '{count} refused connection(s) in 24 h',
-  'fleet.refusalsSummary': '{count} refused connection(s) in the last 24 hours',
+  'fleet.refusedCount': 'Refused connections in 24 h: {count}',
+  'fleet.refusalsSummary': 'Refused connections in the last 24 hours: {count}',
   'fleet.refusalsCaption': 'Refused connections (newest first)',
   'fleet.refusalAt': 'When',
   'fleet.refusalReason': 'Why',

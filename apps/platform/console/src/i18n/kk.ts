@@ -336,7 +336,7 @@ export const kk: Dictionary = {
   'fleet.summary.silent': 'Үнсіз',
   'fleet.summary.screenOff': 'Экран өшірулі',
   'fleet.summary.expiring': 'Сертификаты 30 күн ішінде бітеді',
-  'fleet.summary.refused': 'Қабылданбаған қосылымдар (24 сағ)',
+  'fleet.summary.refused': 'Қабыл\u00adданбаған қосылымдар (24 сағ)',
   'fleet.summary.stuck': 'Тоқтап қалғандар',
   'fleet.summary.neverReported': 'Әлі байланысқа шықпаған',
   'fleet.summary.revoked': 'Кері қайтарылған құрылғылар',

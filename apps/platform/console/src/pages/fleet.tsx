@@ -434,20 +434,24 @@ function Devices(props: { fleet: FleetData; view: FleetView; go: (next: Partial<
           go({ q: search.trim() });
         }}
       >
-        <Field id="fleet-search" label={t('fleet.filter.search')}>
-          <input
-            id="fleet-search"
-            type="search"
-            autocomplete="off"
-            maxLength={100}
-            placeholder={t('fleet.filter.searchHint')}
-            value={search}
-            onInput={(e) => setSearch((e.target as HTMLInputElement).value)}
-          />
-        </Field>
-        <button type="submit" class="button">
-          {t('fleet.filter.searchButton')}
-        </button>
+        {/* The search on a line of its own, the state and the order below it: the three side by side do not fit
+            in Russian and Kazakh at 1366 pixels, and a search box as wide as its hint needs the room. */}
+        <div class="fleet-search">
+          <Field id="fleet-search" label={t('fleet.filter.search')}>
+            <input
+              id="fleet-search"
+              type="search"
+              autocomplete="off"
+              maxLength={100}
+              placeholder={t('fleet.filter.searchHint')}
+              value={search}
+              onInput={(e) => setSearch((e.target as HTMLInputElement).value)}
+            />
+          </Field>
+          <button type="submit" class="button">
+            {t('fleet.filter.searchButton')}
+          </button>
+        </div>
         <Field id="fleet-state" label={t('fleet.filter.state')}>
           <select
             id="fleet-state"
@@ -497,6 +501,7 @@ function Devices(props: { fleet: FleetData; view: FleetView; go: (next: Partial<
       {data && data.items.length > 0 ? (
         <DataTable
           caption={t('fleet.devices')}
+          class="fleet-devices"
           rows={data.items}
           rowKey={(d) => d.device_id}
           rowClass={(d) =>
@@ -524,7 +529,11 @@ function Devices(props: { fleet: FleetData; view: FleetView; go: (next: Partial<
               header: t('fleet.lastBatch'),
               cell: (d) => (
                 <>
-                  {d.last_batch_at ? dateTime(d.last_batch_at) : '—'}
+                  {d.last_batch_at ? (
+                    <time dateTime={d.last_batch_at}>{dateTime(d.last_batch_at)}</time>
+                  ) : (
+                    '—'
+                  )}
                   {d.last_batch_seq !== undefined && d.last_batch_seq !== null ? (
                     <small class="muted block">{t('fleet.batchSeq', { seq: d.last_batch_seq })}</small>
                   ) : null}
