@@ -2,6 +2,27 @@ import { createPublicKey, type KeyObject, verify as nodeVerify, sign as nodeSign
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { bytesEqual, sha256 } from './bytes.js';
+import {
+  CONTEXT,
+  certificateDer,
+  derSetOf,
+  isAsn,
+  objectIdentifierValue,
+  octetStringValue,
+  oid,
+  Refusal,
+  refuse,
+  singleAttributeValue,
+  TAG_CONTEXT_0,
+  TAG_GENERALIZED_TIME,
+  TAG_INTEGER,
+  TAG_OCTET_STRING,
+  TAG_SEQUENCE,
+  TAG_SET,
+  TAG_UTC_TIME,
+  tlv,
+  UNIVERSAL,
+} from './der.js';
 import { CryptoError } from './errors.js';
 import {
   keyUsageAllowsSigning,
@@ -30,51 +51,12 @@ const OID_ECDSA_WITH_SHA256 = '1.2.840.10045.4.3.2';
 const OID_EC_PUBLIC_KEY = '1.2.840.10045.2.1';
 const OID_SUBJECT_KEY_IDENTIFIER = '2.5.29.14';
 
-const TAG_INTEGER = 0x02;
-const TAG_OCTET_STRING = 0x04;
-const TAG_OID = 0x06;
-const TAG_UTC_TIME = 0x17;
-const TAG_GENERALIZED_TIME = 0x18;
-const TAG_SEQUENCE = 0x30;
-const TAG_SET = 0x31;
-const TAG_CONTEXT_0 = 0xa0;
-
 export type CmsVerifyResult =
   | { ok: true; content: Uint8Array; signerCertificatePem: string; signingTime: Date | null }
   | { ok: false; reason: string };
 
 // ---------------------------------------------------------------------------------------------------------
-// DER writing
-
-function derLength(length: number): Uint8Array {
-  if (length < 0x80) return Uint8Array.of(length);
-  const octets: number[] = [];
-  for (let rest = length; rest > 0; rest = Math.floor(rest / 256)) octets.unshift(rest % 256);
-  return Uint8Array.of(0x80 | octets.length, ...octets);
-}
-
-function tlv(tag: number, ...contents: Uint8Array[]): Uint8Array {
-  const body = Buffer.concat(contents);
-  return Buffer.concat([Uint8Array.of(tag), derLength(body.byteLength), body]);
-}
-
-/** X.690 §11.6: the elements of a DER SET OF are ordered by their encodings. */
-function derSetOf(tag: number, elements: Uint8Array[]): Uint8Array {
-  return tlv(tag, ...[...elements].sort((a, b) => Buffer.compare(a, b)));
-}
-
-function oid(dotted: string): Uint8Array {
-  const arcs = dotted.split('.').map(Number);
-  const octets: number[] = [];
-  const values = [40 * arcs[0]! + arcs[1]!, ...arcs.slice(2)];
-  for (const value of values) {
-    const group = [value & 0x7f];
-    for (let rest = Math.floor(value / 128); rest > 0; rest = Math.floor(rest / 128))
-      group.unshift(0x80 | (rest & 0x7f));
-    octets.push(...group);
-  }
-  return tlv(TAG_OID, Uint8Array.from(octets));
-}
+// DER writing (the shared writer: der.ts)
 
 /** AlgorithmIdentifier without parameters (RFC 5754 §2 for SHA-256, RFC 5758 §3.2 for ECDSA). */
 function algorithm(dotted: string): Uint8Array {
@@ -185,61 +167,12 @@ export async function cmsSign(args: {
 // ---------------------------------------------------------------------------------------------------------
 // Verification
 
-class Refusal extends Error {}
-
-function refuse(reason: string): never {
-  throw new Refusal(reason);
-}
-
-/**
- * What verification reads of an ASN.1 value that pkijs parsed. pkijs holds values of its own asn1js copy,
- * so they are recognised by tag, never by `instanceof` against this package's asn1js.
- */
-interface AsnValue {
-  idBlock: { tagClass: number; tagNumber: number; isConstructed: boolean };
-  valueBlock: { valueHexView?: Uint8Array };
-}
-
-const UNIVERSAL = 1;
-const CONTEXT = 3;
-
-function isAsn(value: unknown, tagClass: number, tagNumber: number): value is AsnValue {
-  const idBlock = (value as AsnValue | null)?.idBlock;
-  return (
-    typeof idBlock === 'object' &&
-    idBlock !== null &&
-    idBlock.tagClass === tagClass &&
-    idBlock.tagNumber === tagNumber
-  );
-}
-
-function octetStringValue(value: unknown): Uint8Array | null {
-  if (!isAsn(value, UNIVERSAL, TAG_OCTET_STRING)) return null;
-  const getValue = (value as { getValue?: () => ArrayBuffer }).getValue;
-  // getValue() also joins the pieces of a constructed (BER) OCTET STRING.
-  return typeof getValue === 'function' ? new Uint8Array(getValue.call(value)) : null;
-}
-
-function objectIdentifierValue(value: unknown): string | null {
-  if (!isAsn(value, UNIVERSAL, TAG_OID)) return null;
-  const getValue = (value as { getValue?: () => string }).getValue;
-  return typeof getValue === 'function' ? getValue.call(value) : null;
-}
-
 function timeValue(value: unknown): Date | null {
   if (!isAsn(value, UNIVERSAL, TAG_UTC_TIME) && !isAsn(value, UNIVERSAL, TAG_GENERALIZED_TIME)) return null;
   const toDate = (value as { toDate?: () => Date }).toDate;
   if (typeof toDate !== 'function') return null;
   const date = toDate.call(value);
   return date instanceof Date && !Number.isNaN(date.getTime()) ? date : null;
-}
-
-function singleAttributeValue(attributes: readonly pkijs.Attribute[], type: string, name: string): unknown {
-  const matching = attributes.filter((item) => item.type === type);
-  if (matching.length !== 1 || matching[0]?.values.length !== 1) {
-    refuse(`signed attribute ${name} must appear exactly once with one value`);
-  }
-  return matching[0].values[0];
 }
 
 function parseSignedData(der: Uint8Array): pkijs.SignedData {
@@ -268,11 +201,6 @@ function attachedContent(signedData: pkijs.SignedData): Uint8Array {
   const content = eContent === undefined ? null : octetStringValue(eContent);
   if (content === null) refuse('content is not attached');
   return content;
-}
-
-function certificateDer(certificate: pkijs.Certificate): Uint8Array {
-  // toSchema(false) reuses the certificate's original tbsCertificate encoding.
-  return new Uint8Array(certificate.toSchema(false).toBER(false));
 }
 
 function signerCertificateOf(signedData: pkijs.SignedData, signerInfo: pkijs.SignerInfo): ParsedCertificate {

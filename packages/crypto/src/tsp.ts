@@ -3,6 +3,23 @@ import * as x509 from '@peculiar/x509';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { bytesEqual, hexEncode } from './bytes.js';
+import {
+  certificateDer,
+  isAsn,
+  objectIdentifierValue,
+  octetStringValue,
+  oid,
+  Refusal,
+  refuse,
+  singleAttributeValue,
+  TAG_BOOLEAN,
+  TAG_INTEGER,
+  TAG_NULL,
+  TAG_OCTET_STRING,
+  TAG_SEQUENCE,
+  tlv,
+  unsignedInteger,
+} from './der.js';
 import { CryptoError } from './errors.js';
 import {
   keyUsageAllowsSigning,
@@ -48,50 +65,6 @@ const SIGNATURES: Record<string, { key: 'ec' | 'rsa' | 'ed25519'; hash: string |
   '1.2.840.113549.1.1.13': { key: 'rsa', hash: 'sha512' },
   '1.3.101.112': { key: 'ed25519', hash: null },
 };
-
-const TAG_BOOLEAN = 0x01;
-const TAG_INTEGER = 0x02;
-const TAG_OCTET_STRING = 0x04;
-const TAG_NULL = 0x05;
-const TAG_OID = 0x06;
-const TAG_SEQUENCE = 0x30;
-
-// ---------------------------------------------------------------------------------------------------------
-// DER writing (the same small writer as cms.ts)
-
-function derLength(length: number): Uint8Array {
-  if (length < 0x80) return Uint8Array.of(length);
-  const octets: number[] = [];
-  for (let rest = length; rest > 0; rest = Math.floor(rest / 256)) octets.unshift(rest % 256);
-  return Uint8Array.of(0x80 | octets.length, ...octets);
-}
-
-function tlv(tag: number, ...contents: Uint8Array[]): Uint8Array {
-  const body = Buffer.concat(contents);
-  return Buffer.concat([Uint8Array.of(tag), derLength(body.byteLength), body]);
-}
-
-function oid(dotted: string): Uint8Array {
-  const arcs = dotted.split('.').map(Number);
-  const octets: number[] = [];
-  const values = [40 * arcs[0]! + arcs[1]!, ...arcs.slice(2)];
-  for (const value of values) {
-    const group = [value & 0x7f];
-    for (let rest = Math.floor(value / 128); rest > 0; rest = Math.floor(rest / 128))
-      group.unshift(0x80 | (rest & 0x7f));
-    octets.push(...group);
-  }
-  return tlv(TAG_OID, Uint8Array.from(octets));
-}
-
-/** A DER INTEGER of a non-negative number given as big-endian octets (minimal, with a 00 sign octet if needed). */
-function unsignedInteger(octets: Uint8Array): Uint8Array {
-  let start = 0;
-  while (start < octets.length - 1 && octets[start] === 0) start += 1;
-  const trimmed = octets.subarray(start);
-  const body = (trimmed[0] ?? 0) & 0x80 ? Buffer.concat([Uint8Array.of(0), trimmed]) : trimmed;
-  return tlv(TAG_INTEGER, body.byteLength === 0 ? Uint8Array.of(0) : body);
-}
 
 /** Big-endian octets of a DER INTEGER's value without leading zero octets, as lowercase hex ("0" for zero). */
 function integerHex(octets: Uint8Array): string {
@@ -258,52 +231,11 @@ export interface TimeStampInfo {
 
 export type TimeStampVerifyResult = ({ ok: true } & TimeStampInfo) | { ok: false; reason: string };
 
-class Refusal extends Error {}
-
-function refuse(reason: string): never {
-  throw new Refusal(reason);
-}
-
-interface AsnValue {
-  idBlock: { tagClass: number; tagNumber: number };
-  valueBlock: { valueHexView?: Uint8Array };
-}
-
-function isAsn(value: unknown, tagClass: number, tagNumber: number): value is AsnValue {
-  const idBlock = (value as AsnValue | null)?.idBlock;
-  return typeof idBlock === 'object' && idBlock?.tagClass === tagClass && idBlock.tagNumber === tagNumber;
-}
-
-/** An OCTET STRING of pkijs's asn1js (primitive or constructed), or null. */
-function octetStringValue(value: unknown): Uint8Array | null {
-  if (!isAsn(value, 1, TAG_OCTET_STRING)) return null;
-  const getValue = (value as { getValue?: () => ArrayBuffer }).getValue;
-  return typeof getValue === 'function' ? new Uint8Array(getValue.call(value)) : null;
-}
-
-function objectIdentifierValue(value: unknown): string | null {
-  if (!isAsn(value, 1, TAG_OID)) return null;
-  const getValue = (value as { getValue?: () => string }).getValue;
-  return typeof getValue === 'function' ? getValue.call(value) : null;
-}
-
 /** DER of a value of pkijs's asn1js, read again with this package's asn1js. */
 function reread(value: unknown): asn1js.AsnType | null {
   const toBER = (value as { toBER?: (sizeOnly?: boolean) => ArrayBuffer } | null)?.toBER;
   if (typeof toBER !== 'function') return null;
   return single(new Uint8Array(toBER.call(value, false)));
-}
-
-function singleAttribute(attributes: readonly pkijs.Attribute[], type: string, name: string): unknown {
-  const matching = attributes.filter((item) => item.type === type);
-  if (matching.length !== 1 || matching[0]?.values.length !== 1) {
-    refuse(`signed attribute ${name} must appear exactly once with one value`);
-  }
-  return matching[0].values[0];
-}
-
-function certificateDer(certificate: pkijs.Certificate): Uint8Array {
-  return new Uint8Array(certificate.toSchema(false).toBER(false));
 }
 
 /**
@@ -317,8 +249,8 @@ function checkSigningCertificate(attributes: readonly pkijs.Attribute[], signer:
   if (!v1 && !v2) refuse('the token has no signing-certificate attribute (RFC 3161 §2.4.1, RFC 5816)');
   const value = reread(
     v2
-      ? singleAttribute(attributes, OID_SIGNING_CERTIFICATE_V2, 'signingCertificateV2')
-      : singleAttribute(attributes, OID_SIGNING_CERTIFICATE, 'signingCertificate'),
+      ? singleAttributeValue(attributes, OID_SIGNING_CERTIFICATE_V2, 'signingCertificateV2')
+      : singleAttributeValue(attributes, OID_SIGNING_CERTIFICATE, 'signingCertificate'),
   );
   const certs = value instanceof asn1js.Sequence ? value.valueBlock.value[0] : undefined;
   const first = certs instanceof asn1js.Sequence ? certs.valueBlock.value[0] : undefined;
@@ -472,10 +404,14 @@ async function verifyOrRefuse(
   if (!hash || hash === 'sha1') refuse('the token is signed with a digest algorithm other than SHA-2');
   const attributes = signerInfo.signedAttrs?.attributes ?? [];
   if (attributes.length === 0) refuse('the token has no signed attributes');
-  if (objectIdentifierValue(singleAttribute(attributes, OID_CONTENT_TYPE, 'contentType')) !== OID_TST_INFO) {
+  if (
+    objectIdentifierValue(singleAttributeValue(attributes, OID_CONTENT_TYPE, 'contentType')) !== OID_TST_INFO
+  ) {
     refuse('the contentType attribute is not id-ct-TSTInfo');
   }
-  const messageDigest = octetStringValue(singleAttribute(attributes, OID_MESSAGE_DIGEST, 'messageDigest'));
+  const messageDigest = octetStringValue(
+    singleAttributeValue(attributes, OID_MESSAGE_DIGEST, 'messageDigest'),
+  );
   if (messageDigest === null || !bytesEqual(messageDigest, createHash(hash).update(tstDer).digest())) {
     refuse('the messageDigest attribute does not match the TSTInfo: the token was changed');
   }
