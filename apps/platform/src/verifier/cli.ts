@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createProgress, type Env, PROGRESS_FLAGS, type ProgressStream, progressMode } from '@ooh/progress';
 import { isCalendarDate } from '@ooh/protocol';
-import { NoteError, parseVkey, SIG_COSIGNATURE_V1, type Vkey } from '../ledger/note.js';
+import { NoteError, parseVkey, SIG_COSIGNATURE_V1, SIG_ED25519, type Vkey } from '../ledger/note.js';
 import { type TimestampChecker, timestampChecker, tsaPemProblem } from '../ledger/timestamp-check.js';
 import { httpSource, SourceError } from './source.js';
 import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
@@ -14,8 +14,8 @@ import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
  * ooh-verify: checks a daily stats seal from public data only.
  *
  *   ooh-verify seal <day> --from <verify_url> [--root authority-root.pem] [--batches export.ndjson]
- *                         [--depth n] [--require-ledger] [--witness <vkey>]... [--require-anchored n]
- *                         [--tsa-cert tsa.pem] [--progress | --no-progress]
+ *                         [--depth n] [--require-ledger] [--ledger-key <vkey>] [--witness <vkey>]...
+ *                         [--require-anchored n] [--tsa-cert tsa.pem] [--progress | --no-progress]
  *
  * Checks go to stdout, one a line, as they always have; progress (reading a day's export, walking the chains) is
  * drawn on stderr only when it is a terminal (@ooh/progress).
@@ -26,8 +26,8 @@ import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
  */
 
 const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authority-root.pem>] [--batches <export.ndjson>]
-                         [--depth <n>] [--require-ledger] [--witness <vkey>]... [--require-anchored <n>]
-                         [--tsa-cert <tsa.pem>] [--progress | --no-progress]
+                         [--depth <n>] [--require-ledger] [--ledger-key <vkey>] [--witness <vkey>]...
+                         [--require-anchored <n>] [--tsa-cert <tsa.pem>] [--progress | --no-progress]
 
   <day>             the Asia/Almaty day of the seal, YYYY-MM-DD
   --from            the public verify URL, e.g. https://verify.example.kz
@@ -38,8 +38,11 @@ const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authori
   --require-ledger  fail when the seal's ledger proof is not published yet
   --tsa-cert        the time-stamping authority's certificate, or the CA that issued it, that you trust (PEM):
                     every ledger block checked must carry an RFC 3161 timestamp that verifies against it
+  --ledger-key      the ledger's checkpoint key you trust (vkey, e.g. verify.example.kz/ledger+1a2b3c4d+AQ...),
+                    obtained from the authority: every checkpoint read must be signed by it
   --witness         a witness you trust, as its cosignature key (vkey, e.g. witness.example/w1+1a2b3c4d+BA...),
-                    or name=vkey; repeatable. Its cosignatures on the ledger checkpoint are checked.
+                    or name=vkey; repeatable. Its cosignatures on the ledger checkpoint are checked; one dated
+                    more than 5 minutes after this computer's clock is refused.
   --require-anchored
                     fail unless at least n pinned witnesses cosigned a checkpoint at or above the seal's block
   --progress        draw progress on stderr even where no terminal is seen; --no-progress: never (default: only
@@ -60,6 +63,7 @@ function parseCli(args: string[]) {
       depth: { type: 'string' },
       'require-ledger': { type: 'boolean' },
       'tsa-cert': { type: 'string' },
+      'ledger-key': { type: 'string' },
       witness: { type: 'string', multiple: true },
       'require-anchored': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -141,6 +145,19 @@ export async function main(
     } catch (error) {
       io.err(
         `ooh-verify: --witness ${given}: ${(error as Error).message} (a witness vkey: <name>+<key ID>+<base64 key>)`,
+      );
+      return 2;
+    }
+  }
+  let ledgerKey: Vkey | undefined;
+  if (values['ledger-key'] !== undefined) {
+    try {
+      ledgerKey = parseVkey(values['ledger-key']);
+      if (ledgerKey.type !== SIG_ED25519)
+        throw new NoteError('malformed_vkey', 'not a ledger (note signing) key (type 0x01)');
+    } catch (error) {
+      io.err(
+        `ooh-verify: --ledger-key ${values['ledger-key']}: ${(error as Error).message} (the ledger's vkey: <origin>+<key ID>+<base64 key>, as GET {verify_url}/v1/ledger/witnesses names it)`,
       );
       return 2;
     }
@@ -246,6 +263,7 @@ export async function main(
       requireLedger: values['require-ledger'] === true,
       witnesses,
       ...(requireAnchored === undefined ? {} : { requireAnchored }),
+      ...(ledgerKey ? { ledgerKey } : {}),
       progress,
     });
     progress.done();

@@ -72,6 +72,13 @@ export interface VerifySealOptions {
   witnesses?: Vkey[];
   /** Fail unless at least this many pinned witnesses cosigned such a checkpoint (default: a note, not a failure). */
   requireAnchored?: number;
+  /**
+   * The ledger's checkpoint key the reader pins (a vkey of type 0x01; `--ledger-key`): every checkpoint read must be
+   * signed by it, and a checkpoint at or above the seal's block must be found.
+   */
+  ledgerKey?: Vkey;
+  /** The verifier's clock (milliseconds; default Date.now()): cosignatures dated after it, beyond a skew, are refused. */
+  now?: number;
 }
 
 export type VerifyProgress = Pick<Progress, 'phase' | 'tick'>;
@@ -392,8 +399,9 @@ async function checkAnchoring(
 ): Promise<void> {
   const witnesses = options.witnesses ?? [];
   const required = options.requireAnchored ?? 0;
+  const ledgerKey = options.ledgerKey;
   const subject = `ledger anchoring of block ${block.day}`;
-  if (witnesses.length === 0) {
+  if (witnesses.length === 0 && !ledgerKey) {
     checks.note(
       subject,
       `status ${block.status}; no witness key pinned (--witness), so no cosignature was checked`,
@@ -413,13 +421,16 @@ async function checkAnchoring(
   for (const path of new Set(candidates)) {
     const { status, body } = await options.source.get(path);
     if (status !== 200) continue;
-    const result = checkCosignedCheckpoint(body.toString('utf8'), witnesses);
+    const result = checkCosignedCheckpoint(body.toString('utf8'), witnesses, {
+      ...(ledgerKey ? { ledgerKey } : {}),
+      ...(options.now === undefined ? {} : { now: options.now }),
+    });
     if ('error' in result) {
       checks.fail(subject, `${path}: ${result.error}`);
       continue;
     }
     for (const bad of result.invalid)
-      checks.fail(subject, `${path}: the cosignature of ${bad.name} does not verify (${bad.reason})`);
+      checks.fail(subject, `${path}: the cosignature of ${bad.name} is refused (${bad.reason})`);
     if (result.invalid.length > 0) continue;
     const size = result.checkpoint.size;
     const digest = digests.get(size);
@@ -432,7 +443,22 @@ async function checkAnchoring(
       continue;
     }
     if (!best || result.cosigned.length > best.names.length) best = { size, names: result.cosigned };
-    if (result.cosigned.length >= Math.max(required, 1)) break;
+    if (result.cosigned.length >= Math.max(required, 1) || witnesses.length === 0) break;
+  }
+  if (witnesses.length === 0) {
+    // --ledger-key alone: the checkpoint is the ledger's, on the chain; no cosignature is asked for.
+    if (best) {
+      checks.ok(
+        subject,
+        `checkpoint ${best.size} (root = digest of block ${best.size}, at or above height ${block.block_height}) is signed by the pinned ledger key; no witness key pinned (--witness), so no cosignature was checked`,
+      );
+    } else {
+      checks.fail(
+        subject,
+        `no checkpoint at or above height ${block.block_height} signed by the pinned ledger key was found`,
+      );
+    }
+    return;
   }
   const count = best?.names.length ?? 0;
   const quorum = Math.max(required, 1);

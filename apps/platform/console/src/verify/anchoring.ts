@@ -39,7 +39,10 @@ export type AnchorState = 'ok' | 'failed' | 'unknown';
 
 export interface AnchorCheck {
   state: AnchorState;
-  /** A machine word the page translates: anchored, not_anchored, no_witnesses, cosignature_invalid, root_differs. */
+  /**
+   * A machine word the page translates: anchored, not_anchored, no_witnesses, cosignature_invalid,
+   * cosignature_future (a pinned witness's cosignature is dated ahead of the reader's clock), root_differs.
+   */
   reason: string;
   /** The checkpoint size that carries the quorum, and who cosigned it. */
   size?: number;
@@ -87,6 +90,8 @@ export async function verifyAnchoring(
   witnesses: readonly Vkey[],
   quorum: number,
   source: AnchorSource,
+  /** The reader's clock (milliseconds): cosignatures dated beyond it (and a small skew) are refused. */
+  now: number = Date.now(),
 ): Promise<AnchorCheck> {
   if (witnesses.length === 0 || quorum < 1) return { state: 'unknown', reason: 'no_witnesses' };
   const paths = [
@@ -94,25 +99,26 @@ export async function verifyAnchoring(
     `/v1/ledger/checkpoints/${target.block_height}`,
     '/v1/ledger/checkpoint',
   ];
-  let failure: AnchorCheck | null = null;
+  // As ooh-verify: a pinned witness's cosignature that does not verify or is dated ahead, or a cosigned root off the
+  // chain, on any checkpoint read before a quorum is found, fails the check (the CLI records it as a failure).
   for (const path of new Set(paths)) {
     const text = await source.checkpoint(path);
     if (text === null) continue;
-    const result = await checkCosignedCheckpoint(text, witnesses);
+    const result = await checkCosignedCheckpoint(text, witnesses, now);
     if (!result) continue;
     if (result.invalid.length > 0) {
-      failure = { state: 'failed', reason: 'cosignature_invalid', witnesses: result.invalid };
-      continue;
+      return { state: 'failed', reason: 'cosignature_invalid', witnesses: result.invalid };
+    }
+    if (result.future) {
+      return { state: 'failed', reason: 'cosignature_future', witnesses: result.future };
     }
     const { size } = result.checkpoint;
     if (size < target.block_height || result.cosigned.length < quorum) continue;
     const digest = size === target.block_height ? target.digest : await digestAt(target, size, source);
     if (digest === null || !rootIs(result.checkpoint, digest)) {
-      failure = { state: 'failed', reason: 'root_differs', size };
-      continue;
+      return { state: 'failed', reason: 'root_differs', size };
     }
     return { state: 'ok', reason: 'anchored', size, witnesses: result.cosigned.map((c) => c.name) };
   }
-  // The reader pinned witnesses and asked for a quorum: without it the seal is refused, as --require-anchored does.
-  return failure ?? { state: 'failed', reason: 'not_anchored' };
+  return { state: 'failed', reason: 'not_anchored' };
 }

@@ -137,12 +137,28 @@ export interface CosignedCheckpoint {
   cosigned: { name: string; timestamp: number }[];
   /** Pinned witnesses whose cosignature is there but does not verify. */
   invalid: string[];
+  /**
+   * Pinned witnesses whose cosignature verifies but is dated after now + COSIGNATURE_SKEW_SECONDS: refused. Present
+   * only when there is one.
+   */
+  future?: string[];
 }
 
-/** A published checkpoint with its cosignatures checked against the pinned witness keys; null when malformed. */
+/**
+ * How far ahead of the reader's clock a cosignature's time may be (clocks differ a little). A witness dates its
+ * cosignature when it makes it (tlog-cosignature: "the time at which the cosignature was generated"), so one dated
+ * later than that was not made by an honest witness with a sane clock; it is refused, as ooh-verify refuses it.
+ */
+export const COSIGNATURE_SKEW_SECONDS = 300;
+
+/**
+ * A published checkpoint with its cosignatures checked against the pinned witness keys; null when malformed.
+ * `now`: the reader's clock in milliseconds (default Date.now()).
+ */
 export async function checkCosignedCheckpoint(
   noteText: string,
   witnesses: readonly Vkey[],
+  now: number = Date.now(),
 ): Promise<CosignedCheckpoint | null> {
   const note = parseNote(noteText);
   const checkpoint = note ? parseCheckpoint(note.text) : null;
@@ -150,16 +166,19 @@ export async function checkCosignedCheckpoint(
   const keys = witnesses.filter((w) => w.type === SIG_COSIGNATURE_V1);
   const cosigned: CosignedCheckpoint['cosigned'] = [];
   const invalid: string[] = [];
+  const future: string[] = [];
   for (const sig of note.signatures) {
     const check = await checkSignature(note.text, sig, keys);
     if (check.state === 'valid' && check.timestamp !== null) {
-      if (!cosigned.some((c) => c.name === check.vkey.name))
+      if (check.timestamp > Math.floor(now / 1000) + COSIGNATURE_SKEW_SECONDS) {
+        if (!future.includes(check.vkey.name)) future.push(check.vkey.name);
+      } else if (!cosigned.some((c) => c.name === check.vkey.name))
         cosigned.push({ name: check.vkey.name, timestamp: check.timestamp });
     } else if (check.state === 'invalid') {
       invalid.push(check.vkey.name);
     }
   }
-  return { checkpoint, cosigned, invalid };
+  return { checkpoint, cosigned, invalid, ...(future.length > 0 ? { future } : {}) };
 }
 
 /** Whether a checkpoint's root is the digest (hex) of a block. */
