@@ -249,7 +249,7 @@ describe('renderer page in Chromium (playwright-core) against a test bridge', ()
 });
 
 describe('Electron shell sources', () => {
-  it('type-check: main and preload against Electron's own typings, the renderer against the DOM', () => {
+  it('type-check: main and preload against the real Electron typings, the renderer against the DOM', () => {
     const tsc = join(import.meta.dirname, '..', '..', '..', '..', 'node_modules', 'typescript', 'bin', 'tsc');
     for (const project of ['tsconfig.json', join('renderer', 'tsconfig.json')]) {
       const result = spawnSync(process.execPath, [tsc, '-p', join(ELECTRON_DIR, project), '--noEmit'], {
