@@ -1,5 +1,4 @@
-import type { FastifyInstance } from 'fastify';
-import type { PlatformContext } from './context.js';
+import type { Feature } from './context.js';
 import { adManagementFeature } from './ad-management/routes.js';
 import { alertsFeature } from './alerts/routes.js';
 import { approvalsFeature } from './approvals/routes.js';
@@ -21,22 +20,6 @@ import { sealsFeature } from './seals/routes.js';
 import { sessionsFeature } from './sessions/routes.js';
 import { structuresFeature } from './structures/routes.js';
 import { submissionsFeature } from './submissions/routes.js';
-
-/**
- * A feature registers its routes on the hosts it serves. `api` routes are
- * registered inside the authenticated context and must declare `config.auth`;
- * `apiPublic` routes take no credentials.
- */
-export interface Feature {
-  name: string;
-  api?: (app: FastifyInstance, ctx: PlatformContext) => Promise<void> | void;
-  apiPublic?: (app: FastifyInstance, ctx: PlatformContext) => Promise<void> | void;
-  agents?: (app: FastifyInstance, ctx: PlatformContext) => Promise<void> | void;
-  devices?: (app: FastifyInstance, ctx: PlatformContext) => Promise<void> | void;
-  verify?: (app: FastifyInstance, ctx: PlatformContext) => Promise<void> | void;
-  /** Background work (schedulers); returns a stop function. */
-  start?: (ctx: PlatformContext) => Promise<() => Promise<void>> | (() => Promise<void>);
-}
 
 export const FEATURES: Feature[] = [
   identityFeature,

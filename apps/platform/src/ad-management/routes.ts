@@ -10,7 +10,7 @@ import {
 } from '../city-events/repository.js';
 import { subscriptionUrl } from '../city-events/subscription-url.js';
 import { generateSecret } from '../city-events/webhooks.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { isUuid, notFound, pathUuid } from '../shared/ids.js';
 import { startTicker } from '../shared/ticker.js';

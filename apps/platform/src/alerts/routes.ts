@@ -1,7 +1,7 @@
 import type { FieldError } from '@ooh/protocol';
 import { principalOf } from '../auth/plugin.js';
 import type { RouteAuth } from '../auth/principal.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { validationFailed } from '../http/problem.js';
 import { FLEET_ADMIN } from '../shared/auth-grants.js';
 import { isUuid, notFound, pathUuid } from '../shared/ids.js';

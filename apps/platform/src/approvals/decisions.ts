@@ -12,13 +12,12 @@ import { ProblemError, validationFailed } from '../http/problem.js';
 import { recordLedgerLeaf } from '../ledger/leaves.js';
 import { isUuid, notFound } from '../shared/ids.js';
 import { nextSerial } from '../shared/numbers.js';
-import type { SubmissionRow } from '../submissions/repository.js';
+import { lockSubmission, type SubmissionRow } from '../submissions/repository.js';
 import { documentText, manifestSha256, signDocument } from './envelope.js';
 import {
   findSubmissionMedia,
   insertApproval,
   lockApprovalByNumber,
-  lockSubmission,
   markDecided,
   markRevoked,
   storeEnvelope,

@@ -1,18 +1,8 @@
 import type { Db, DbClient } from '../db/pool.js';
 import type { MediaFacts, MediaType } from '../media/index.js';
-import { SUBMISSION_COLUMNS, type SubmissionRow } from '../submissions/repository.js';
 
 // ---------------------------------------------------------------------------------------------------------
-// Submissions under review
-
-/** Locks a submission row for a state move; null when it does not exist. */
-export async function lockSubmission(client: DbClient, id: string): Promise<SubmissionRow | null> {
-  const { rows } = await client.query<SubmissionRow>(
-    `SELECT ${SUBMISSION_COLUMNS} FROM submissions WHERE id = $1 FOR UPDATE`,
-    [id],
-  );
-  return rows[0] ?? null;
-}
+// Submission media and review
 
 export interface SubmissionMediaRow extends MediaFacts {
   submission_id: string;

@@ -9,7 +9,7 @@ import { Type } from '@sinclair/typebox';
 import { principalOf } from '../auth/plugin.js';
 import { isAuthority, type Principal, type RouteAuth } from '../auth/principal.js';
 import { loadAuthority } from '../authority/index.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';

@@ -19,9 +19,14 @@ import {
   receiveUpload,
 } from '../media/index.js';
 import { notFound, pathUuid } from '../shared/ids.js';
-import { findSubmission, type SubmissionRow, submissionView } from '../submissions/repository.js';
+import {
+  findSubmission,
+  lockSubmission,
+  type SubmissionRow,
+  submissionView,
+} from '../submissions/repository.js';
 import { addWorkingHours, workingCalendar } from '../working-hours/index.js';
-import { findSubmissionMedia, lockSubmission, markSent, putSubmissionMedia } from './repository.js';
+import { findSubmissionMedia, markSent, putSubmissionMedia } from './repository.js';
 import type { ApprovalSettings } from './settings.js';
 
 /** The submitting organisation's keys (the same grant as creating a submission). */

@@ -8,4 +8,3 @@ export {
   loadAuthority,
   type Signer,
 } from './pki.js';
-export { authorityFeature } from './routes.js';

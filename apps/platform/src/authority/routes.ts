@@ -1,4 +1,4 @@
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { loadAuthority } from './pki.js';
 
 /**

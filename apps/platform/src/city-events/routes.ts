@@ -2,7 +2,7 @@ import { type FieldError, formatAlmaty, isCalendarDate } from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
 import { principalOf } from '../auth/plugin.js';
 import type { Principal, RouteAuth } from '../auth/principal.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { startTicker } from '../shared/ticker.js';
 import { AUTHORITY_ADMIN, FLEET_ADMIN } from '../shared/auth-grants.js';

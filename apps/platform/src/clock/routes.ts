@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { validationFailed } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 

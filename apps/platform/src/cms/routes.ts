@@ -4,7 +4,7 @@ import type { FastifyRequest } from 'fastify';
 import { principalOf } from '../auth/plugin.js';
 import { isAuthority } from '../auth/principal.js';
 import { withTransaction } from '../db/pool.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { validationFailed } from '../http/problem.js';
 import { FLEET_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { PlatformContext } from '../context.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError } from '../http/problem.js';
 
 /** The Vite build of apps/platform/console (`npx vite build --config apps/platform/console/vite.config.ts`). */

@@ -1,7 +1,7 @@
 import { LIMITS, RenewAnswer, RenewRequest } from '@ooh/protocol';
 import { principalOf } from '../auth/plugin.js';
 import type { PlatformContext } from '../context.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError } from '../http/problem.js';
 import { FLEET_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { generateApiKey } from '../auth/api-keys.js';
 import { principalOf } from '../auth/plugin.js';
 import { ORGANISATION_KINDS, type OrganisationKind, SCOPES } from '../auth/principal.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { validationFailed } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';

@@ -1,9 +1,13 @@
 import { almatyDate, ApprovalManifest, formatAlmaty, isCalendarDate } from '@ooh/protocol';
 import { Value } from '@sinclair/typebox/value';
 import type { Db } from '../db/pool.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError } from '../http/problem.js';
-import { DEFAULT_PUBLIC_RATE_LIMIT, type PublicRateLimit, PublicRateLimiter } from '../seals/rate-limit.js';
+import {
+  DEFAULT_PUBLIC_RATE_LIMIT,
+  type PublicRateLimit,
+  PublicRateLimiter,
+} from '../http/public-rate-limit.js';
 import { cosignaturesOf, findCheckpoint, newestCheckpoint, publishedNote } from './checkpoint.js';
 import { blockLeaves, ledgerInfoOfLeaf } from './digest.js';
 import { loadLedgerKey, ledgerVkey } from './key.js';

@@ -1,8 +1,12 @@
 import { timeStampReply } from '@ooh/crypto';
 import { isCalendarDate } from '@ooh/protocol';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError } from '../http/problem.js';
-import { DEFAULT_PUBLIC_RATE_LIMIT, type PublicRateLimit, PublicRateLimiter } from '../seals/rate-limit.js';
+import {
+  DEFAULT_PUBLIC_RATE_LIMIT,
+  type PublicRateLimit,
+  PublicRateLimiter,
+} from '../http/public-rate-limit.js';
 import { findTimestamp, startTimestampJob, type TsaFetch, tsaSettings } from './timestamp.js';
 
 export interface LedgerTimestampOptions {

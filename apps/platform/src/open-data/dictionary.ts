@@ -6,7 +6,7 @@ import {
   type LocalizedText,
   OpenDataDictionary,
 } from '@ooh/protocol';
-import type { DisclosureRules } from './disclosure.js';
+import { type CellStatus, type DisclosureRules, STATUSES } from './disclosure.js';
 
 /*
  * The open data dictionary (spec "Open data dictionary (OpenDataDictionary)"; DESIGN.md section 7). The spec's
@@ -42,16 +42,8 @@ export const COLUMNS = [
   'status',
 ] as const;
 
-/** Statuses a value can have; only `published` and `no_plays` carry a number. */
-export const STATUSES = [
-  'published',
-  'no_plays',
-  'withheld_operators',
-  'withheld_advertisers',
-  'withheld_share',
-  'withheld_complementary',
-] as const;
-export type CellStatus = (typeof STATUSES)[number];
+// A cell's statuses are disclosure's (disclosure.ts); the dictionary describes them.
+export { type CellStatus, STATUSES } from './disclosure.js';
 
 const text = (en: string, ru: string, kk: string): LocalizedText => ({ en, ru, kk });
 

@@ -1,4 +1,13 @@
-import type { CellStatus } from './dictionary.js';
+/** Statuses a value can have; only `published` and `no_plays` carry a number. */
+export const STATUSES = [
+  'published',
+  'no_plays',
+  'withheld_operators',
+  'withheld_advertisers',
+  'withheld_share',
+  'withheld_complementary',
+] as const;
+export type CellStatus = (typeof STATUSES)[number];
 
 /**
  * spec: "Meaning of disclosure: a published cell needs at least min_operators operators and min_advertisers

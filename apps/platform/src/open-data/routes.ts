@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RouteAuth } from '../auth/principal.js';
 import type { PlatformContext } from '../context.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { buildDictionary, PublishedDictionary } from './dictionary.js';

@@ -6,7 +6,7 @@ import { principalOf } from '../auth/plugin.js';
 import type { RouteAuth } from '../auth/principal.js';
 import type { PlatformContext } from '../context.js';
 import { type DeviceIdentity, deviceFromClientCertificate } from '../devices/authenticate.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { pathUuid } from '../shared/ids.js';
 import { type AgentBatch, type CmsBatchBody, countPlays, readAgentBatch, readCmsBatch } from './body.js';

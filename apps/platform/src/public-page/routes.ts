@@ -4,9 +4,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { almatyDate } from '@ooh/protocol';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
-import { type PublicRateLimit, PublicRateLimiter } from '../seals/rate-limit.js';
+import { type PublicRateLimit, PublicRateLimiter } from '../http/public-rate-limit.js';
 import { languageFromAcceptLanguage } from './language.js';
 import { approvalsOfMedia, PublicApprovalsOfMedia } from './lookup.js';
 

@@ -1,5 +1,5 @@
 import { principalOf } from '../auth/plugin.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { pathUuid } from '../shared/ids.js';
 import { READ_FLEET_HEALTH, READ_REPORTS, viewerOf } from './access.js';

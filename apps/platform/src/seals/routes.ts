@@ -1,10 +1,14 @@
 import { Readable } from 'node:stream';
 import { isCalendarDate, StatsSeal } from '@ooh/protocol';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { exportDayBatches } from './export.js';
-import { DEFAULT_PUBLIC_RATE_LIMIT, type PublicRateLimit, PublicRateLimiter } from './rate-limit.js';
+import {
+  DEFAULT_PUBLIC_RATE_LIMIT,
+  type PublicRateLimit,
+  PublicRateLimiter,
+} from '../http/public-rate-limit.js';
 import { findSeal } from './repository.js';
 import { startSealScheduler } from './scheduler.js';
 import { SealError, sealDay } from './seal.js';

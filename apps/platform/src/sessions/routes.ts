@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { principalOf } from '../auth/plugin.js';
 import type { PlatformContext } from '../context.js';
 import { isUniqueViolation, withTransaction } from '../db/pool.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { FieldError } from '@ooh/protocol';
 import { principalOf } from '../auth/plugin.js';
 import { isUniqueViolation, withTransaction } from '../db/pool.js';
-import type { Feature } from '../features.js';
+import type { Feature } from '../context.js';
 import { validationFailed } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { isUuid, notFound, pathUuid } from '../shared/ids.js';

@@ -206,3 +206,12 @@ export function submissionView(row: SubmissionRow) {
     review_due_at: row.review_due_at ? formatAlmaty(row.review_due_at) : null,
   };
 }
+
+/** Locks a submission row for a state move; null when it does not exist. */
+export async function lockSubmission(client: DbClient, id: string): Promise<SubmissionRow | null> {
+  const { rows } = await client.query<SubmissionRow>(
+    `SELECT ${SUBMISSION_COLUMNS} FROM submissions WHERE id = $1 FOR UPDATE`,
+    [id],
+  );
+  return rows[0] ?? null;
+}

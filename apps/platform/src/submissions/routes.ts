@@ -3,14 +3,14 @@ import { principalOf } from '../auth/plugin.js';
 import { isAuthority, type RouteAuth } from '../auth/principal.js';
 import { categories } from '../categories/catalogue.js';
 import { withTransaction } from '../db/pool.js';
-import type { Feature } from '../features.js';
-import { lockSubmission } from '../approvals/repository.js';
+import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { expandStructureSets, structuresByIds } from '../structures/repository.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 import {
   findSubmission,
   insertSubmission,
+  lockSubmission,
   SUBMISSION_COLUMNS,
   type SubmissionRow,
   submissionReview,

@@ -1,4 +1,4 @@
-import { ProblemError } from '../http/problem.js';
+import { ProblemError } from './problem.js';
 
 /**
  * The public rate limit of the verify host's seal and ledger routes (spec: "Rate limits of the other endpoints
