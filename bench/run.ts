@@ -12,6 +12,7 @@ const BENCHES: { name: string; file: string }[] = [
   { name: 'lookup', file: 'apps/platform/bench/lookup.bench.ts' },
   { name: 'pop', file: 'apps/platform/bench/pop.bench.ts' },
   { name: 'seal', file: 'apps/platform/bench/seal.bench.ts' },
+  { name: 'fleet-page', file: 'apps/platform/bench/fleet-page.bench.ts' },
   { name: 'agent', file: 'apps/agent/bench/agent.bench.ts' },
   { name: 'fleet', file: 'hardware-sim/bench/fleet.bench.ts' },
   { name: 'years', file: 'hardware-sim/bench/years.bench.ts' },

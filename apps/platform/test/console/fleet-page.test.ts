@@ -170,10 +170,21 @@ describe.each(LANGUAGES)('the fleet page in %s', (language) => {
   });
 
   test('the summary counts the whole fleet; a count opens the list of its devices; back returns', async () => {
+    // The page's reads, in the order they were sent.
+    const reads: string[] = [];
+    const listen = (request: { url: () => string }) => reads.push(new URL(request.url()).pathname);
+    page.on('request', listen);
     await page.goto(url('/fleet'));
     await expect
       .poll(() => range().textContent())
       .toBe(t('fleet.range', { first: '1', last: '50', total: '56' }));
+    // The structures (every one of a city, for the enrolment form and the CMS mapping) are read once, and only after
+    // the list: the first render does not wait for them (apps/platform/bench/fleet-page.bench.ts).
+    await page.locator('#enrol-structure option', { hasText: 'CITY-056' }).waitFor({ state: 'attached' });
+    page.off('request', listen);
+    const structureReads = reads.filter((r) => /^\/api\/v1\/(console\/)?structures$/.test(r));
+    expect(structureReads).toHaveLength(1);
+    expect(reads.indexOf(structureReads[0]!)).toBeGreaterThan(reads.indexOf('/api/v1/console/devices'));
     const count = (state: string) => page.getByTestId(`fleet-count-${state}`).textContent();
     // Each language before this one revoked one device that never reported (the actions test below).
     const revoked = LANGUAGES.indexOf(language);

@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { loadStructures } from '../api/catalogue.js';
 import { del, get, post, put } from '../api/client.js';
 import type {
@@ -150,6 +150,20 @@ export function FleetPage() {
   const fleet = useAsync(() => get<FleetList>(`/api/v1/console/devices?${apiQuery}`), [apiQuery]);
   const alerts = fleet.data?.alerts ?? [];
   const go = (next: Partial<FleetView>) => navigate(fleetPathOf({ ...view, page: 1, ...next }));
+  // The structures the enrolment form and the CMS players' mapping choose from: read once for both, and only once
+  // the list has answered. A city's 10,000 structures are megabytes the first render need not wait for (the fleet
+  // page benchmark, apps/platform/bench/fleet-page.bench.ts).
+  const session = useSession();
+  const authority = session.organisation.kind === 'authority';
+  const listAnswered = fleet.data !== null || fleet.error !== null;
+  const [structuresWanted, setStructuresWanted] = useState(false);
+  useEffect(() => {
+    if (listAnswered) setStructuresWanted(true);
+  }, [listAnswered]);
+  const structures = useAsync(
+    () => (structuresWanted ? loadStructures(authority) : Promise.resolve(null)),
+    [authority, structuresWanted],
+  );
   return (
     <section>
       <h1>{t('fleet.title')}</h1>
@@ -159,8 +173,8 @@ export function FleetPage() {
       </p>
       <FleetSummary fleet={fleet} view={view} />
       <OpenAlerts fleet={fleet} />
-      <Devices fleet={fleet} view={view} go={go} />
-      <Installations alerts={alerts} />
+      <Devices fleet={fleet} view={view} go={go} structures={structures.data} />
+      <Installations alerts={alerts} structures={structures.data} />
       <AlertWebhooks />
     </section>
   );
@@ -409,13 +423,23 @@ export function DeviceMarks(props: { device: Device; detailed?: boolean }) {
   );
 }
 
-function Devices(props: { fleet: FleetData; view: FleetView; go: (next: Partial<FleetView>) => void }) {
+function Devices(props: {
+  fleet: FleetData;
+  view: FleetView;
+  go: (next: Partial<FleetView>) => void;
+  structures: Structure[] | null;
+}) {
   const { t, dateTime, number } = useI18n();
-  const session = useSession();
-  const authority = session.organisation.kind === 'authority';
   const { fleet, view, go } = props;
   const data = fleet.data;
-  const structures = useAsync(() => loadStructures(authority), [authority]);
+  // The enrolment form lists every structure (thousands in a city): made again only when they change, not on each
+  // change of the list's view. The reload it calls is the newest view's.
+  const reload = useRef(fleet.reload);
+  reload.current = fleet.reload;
+  const enrol = useMemo(
+    () => <EnrolDevice structures={props.structures ?? []} onDone={() => reload.current()} />,
+    [props.structures],
+  );
   // The search box keeps what is typed until it is sent; a view reached by the back button shows its own search.
   const [search, setSearch] = useState(view.q);
   useEffect(() => setSearch(view.q), [view.q]);
@@ -566,7 +590,7 @@ function Devices(props: { fleet: FleetData; view: FleetView; go: (next: Partial<
           </button>
         </nav>
       ) : null}
-      <EnrolDevice structures={structures.data ?? []} onDone={() => fleet.reload()} />
+      {enrol}
     </div>
   );
 }
@@ -621,7 +645,7 @@ function Refusals(props: { refusals: FleetList['handshake_refusals'] }) {
   );
 }
 
-function Installations(props: { alerts: Alert[] }) {
+function Installations(props: { alerts: Alert[]; structures: Structure[] | null }) {
   const { t } = useI18n();
   const session = useSession();
   const authority = session.organisation.kind === 'authority';
@@ -629,7 +653,6 @@ function Installations(props: { alerts: Alert[] }) {
     () => get<{ items: CmsInstallation[] }>('/api/v1/console/cms-installations').then((r) => r.items),
     [],
   );
-  const structures = useAsync(() => loadStructures(authority), [authority]);
   const organisations = useAsync(
     () =>
       authority
@@ -648,7 +671,7 @@ function Installations(props: { alerts: Alert[] }) {
         <InstallationCard
           key={i.id}
           id={i.id}
-          structures={structures.data ?? null}
+          structures={props.structures}
           alerts={props.alerts.filter((a) => a.cms_installation_id === i.id)}
         />
       ))}
