@@ -5,7 +5,13 @@
  *      senders (each sender one batch at a time); each screen's plays follow one another, as screens show them; and
  *      again with 2 senders and every play at some moment of the last hour (out of order for its screen: each is
  *      looked for among the plays counted, migration 065);
- *  (b) agent channel: signed 50-event batches from 1 000 devices, batches/s and p99 latency;
+ *  (b) agent channel: signed 50-event batches from 1 000 devices, batches/s and p99 latency with 32 batches in
+ *      flight (closed loop); then an open loop: batches sent at a fixed arrival rate, 80 % of the closed loop's
+ *      throughput, whatever the answers, latency counted from each batch's scheduled send time (queueing included);
+ *      and the ceiling: the same batches to a bare endpoint (bare-agents.ts);
+ *  (d) national fleet (POP_BENCH_SCENARIOS=national): 300 000 enrolled devices (POP_BENCH_DEVICES), each batch from
+ *      another device, none seen before by the platform (every key a key cache miss, as when 300 000 devices send
+ *      in turn); the same figures as (b) and the ratio to them;
  *  (c) the raw ceiling: COPY of the same rows into the same table (pop_records), 10 000 rows a transaction, with 1
  *      and 2 connections, in COPY's text format and in the binary format the platform writes; and the ratios (a)/(c)
  *      against the fastest of them.
@@ -19,7 +25,7 @@
  *   POP_BENCH_WORKERS=1 POP_BENCH_SCENARIOS=agent,copy ...   (one platform process; only some scenarios)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createECDH, createPrivateKey, randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -27,7 +33,13 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
-import { es256Sign, exportPublicKeySpki, generateEs256KeyPair, publicKeyFingerprint } from '@ooh/crypto';
+import {
+  es256Sign,
+  exportPublicKeySpki,
+  generateEs256KeyPair,
+  publicKeyFingerprint,
+  sha256Hex,
+} from '@ooh/crypto';
 import { createProgress, type Progress } from '@ooh/progress';
 import { Pool } from 'undici';
 import { generateApiKey } from '../src/auth/api-keys.js';
@@ -47,13 +59,20 @@ const DEVICES = 1000;
 const AGENT_EVENTS = 50;
 const AGENT_ROUNDS = 3; // the device burst is 3 batches; the first round warms up (keys imported once per process)
 const AGENT_CONCURRENCY = 32;
+// Open loop: the share of the closed loop's throughput sent as a fixed arrival rate, for about this long.
+const OPEN_LOOP_SHARE = 0.8;
+const OPEN_LOOP_SECONDS = Number(process.env['POP_BENCH_OPEN_LOOP_SECONDS'] ?? 10);
+// National fleet: devices enrolled, and how many of them send in the closed-loop window (distinct devices).
+const NATIONAL_DEVICES = Number(process.env['POP_BENCH_DEVICES'] ?? 300_000);
+const NATIONAL_WINDOW = Number(process.env['POP_BENCH_NATIONAL_WINDOW'] ?? 6_000);
+const NATIONAL_WARMUP = 1_000;
 // The platform as deployed on this machine: one server process per core (PLATFORM_WORKERS=auto), unless told.
 const WORKERS = Number(process.env['POP_BENCH_WORKERS'] ?? os.availableParallelism());
 const APPROVALS = 20;
 
-// POP_BENCH_SCENARIOS=agent (or cms, copy; comma-separated) runs only those; by default all three.
+// POP_BENCH_SCENARIOS=agent (or cms, copy, national; comma-separated) runs only those; by default all four.
 const SCENARIOS = new Set(
-  (process.env['POP_BENCH_SCENARIOS'] ?? 'cms,agent,copy').split(',').map((s) => s.trim()),
+  (process.env['POP_BENCH_SCENARIOS'] ?? 'cms,agent,copy,national').split(',').map((s) => s.trim()),
 );
 
 // The setup's progress on stderr, on a terminal only (@ooh/progress); the figures on stdout are untouched.
@@ -503,37 +522,75 @@ async function cmsScenario(url: string, perSender: CmsRequest[][]): Promise<numb
 
 // ---- agent channel ----
 
+/** DER of a P-256 SPKI up to its uncompressed point (04 x y). */
+const P256_SPKI_HEAD = Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex');
+
 interface Device {
   id: string;
   privateKey: ReturnType<typeof generateEs256KeyPair>['privateKey'];
 }
 
-async function seedDevices(db: Db, fixture: Fixture, at: Date): Promise<Device[]> {
+/**
+ * Enrols `count` devices with a key each, the rows enrolment writes (devices, device_keys), straight into the
+ * database, 10 000 a statement. Returns the devices `sends` picks (with their private keys); the others are
+ * enrolled only.
+ */
+async function seedDevices(
+  db: Db,
+  fixture: Fixture,
+  at: Date,
+  count = DEVICES,
+  sends: (d: number) => boolean = () => true,
+): Promise<Device[]> {
   const devices: Device[] = [];
-  const ids: string[] = [];
-  const structures: string[] = [];
-  const spkis: string[] = [];
-  const fingerprints: string[] = [];
-  progress.phase(`creating ${DEVICES} devices`, { total: DEVICES, unit: 'devices' });
-  for (let d = 0; d < DEVICES; d += 1) {
-    progress.tick();
-    const keys = generateEs256KeyPair();
-    const id = randomUUID();
-    devices.push({ id, privateKey: keys.privateKey });
-    ids.push(id);
-    structures.push(fixture.structures[d % fixture.structures.length]!.id);
-    spkis.push(exportPublicKeySpki(keys.publicKey));
-    fingerprints.push(publicKeyFingerprint(keys.publicKey));
+  const ecdh = createECDH('prime256v1');
+  progress.phase(`creating ${count} devices`, { total: count, unit: 'devices' });
+  const chunk = 10_000;
+  for (let from = 0; from < count; from += chunk) {
+    const ids: string[] = [];
+    const structures: string[] = [];
+    const spkis: string[] = [];
+    const fingerprints: string[] = [];
+    for (let d = from; d < Math.min(count, from + chunk); d += 1) {
+      progress.tick();
+      // ECDH key generation: a tenth of generateKeyPairSync and its exports, which took 3.5 minutes for 300 000.
+      const point = ecdh.generateKeys();
+      const der = Buffer.concat([P256_SPKI_HEAD, point]);
+      const spki = der.toString('base64');
+      const id = randomUUID();
+      if (sends(d)) {
+        const scalar = ecdh.getPrivateKey();
+        const privateKey = createPrivateKey({
+          key: {
+            kty: 'EC',
+            crv: 'P-256',
+            d: Buffer.concat([Buffer.alloc(32 - scalar.length), scalar]).toString('base64url'),
+            x: point.toString('base64url', 1, 33),
+            y: point.toString('base64url', 33, 65),
+          },
+          format: 'jwk',
+        });
+        // The rows are those enrolment writes: the SPKI and fingerprint @ooh/crypto gives for this key.
+        if (exportPublicKeySpki(privateKey) !== spki || publicKeyFingerprint(privateKey) !== sha256Hex(der)) {
+          throw new Error('device key: the SPKI built here is not the one @ooh/crypto exports');
+        }
+        devices.push({ id, privateKey });
+      }
+      ids.push(id);
+      structures.push(fixture.structures[d % fixture.structures.length]!.id);
+      spkis.push(spki);
+      fingerprints.push(sha256Hex(der));
+    }
+    await db.query(
+      'INSERT INTO devices (id, structure_id, created_at) SELECT i, s, $3 FROM unnest($1::uuid[], $2::uuid[]) AS u(i, s)',
+      [ids, structures, at],
+    );
+    await db.query(
+      `INSERT INTO device_keys (device_id, public_key_spki, fingerprint, registered_at)
+       SELECT i, k, f, $4 FROM unnest($1::uuid[], $2::text[], $3::text[]) AS u(i, k, f)`,
+      [ids, spkis, fingerprints, at],
+    );
   }
-  await db.query(
-    'INSERT INTO devices (id, structure_id, created_at) SELECT i, s, $3 FROM unnest($1::uuid[], $2::uuid[]) AS u(i, s)',
-    [ids, structures, at],
-  );
-  await db.query(
-    `INSERT INTO device_keys (device_id, public_key_spki, fingerprint, registered_at)
-     SELECT i, k, f, $4 FROM unnest($1::uuid[], $2::text[], $3::text[]) AS u(i, k, f)`,
-    [ids, spkis, fingerprints, at],
-  );
   return devices;
 }
 
@@ -605,6 +662,75 @@ async function agentScenario(
     latencies.sort((a, b) => a - b);
     const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
     return { batchesPerSecond: requests.length / seconds, p50: at(0.5), p99: at(0.99) };
+  } finally {
+    await pool.close();
+  }
+}
+
+interface OpenLoop {
+  /** The arrival rate asked for, and the rate the platform answered at (answers / time from first send to last). */
+  targetRate: number;
+  answeredRate: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+/**
+ * Open loop: batch i leaves at t0 + i / rate, whatever became of the others (as independent devices send), and its
+ * latency runs from that scheduled time to its answer, so time spent waiting for a connection or behind a late
+ * timer counts (no coordinated omission). Enough connections that the sender is not the queue.
+ */
+async function agentOpenLoop(
+  url: string,
+  requests: { body: Buffer; signature: string }[],
+  rate: number,
+): Promise<OpenLoop> {
+  const pool = new Pool(url, { connections: 256, pipelining: 1 });
+  const latencies: number[] = [];
+  const answers: Promise<void>[] = [];
+  let failure: Error | null = null;
+  let lastAnswer = 0;
+  try {
+    const t0 = performance.now();
+    const due = (i: number) => t0 + (i * 1000) / rate;
+    let sent = 0;
+    while (sent < requests.length && failure === null) {
+      while (sent < requests.length && due(sent) <= performance.now()) {
+        const request = requests[sent]!;
+        const scheduled = due(sent);
+        sent += 1;
+        answers.push(
+          pool
+            .request({
+              method: 'POST',
+              path: '/s/v1/telemetry',
+              headers: { 'content-type': 'application/json', 'x-service-signature': request.signature },
+              body: request.body,
+            })
+            .then(async (res) => {
+              const text = await res.body.text();
+              lastAnswer = performance.now();
+              latencies.push(lastAnswer - scheduled);
+              if (res.statusCode !== 200) failure ??= new Error(`agent batch: ${res.statusCode} ${text}`);
+            }),
+        );
+      }
+      if (sent < requests.length) {
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, due(sent) - performance.now())));
+      }
+    }
+    await Promise.all(answers);
+    if (failure) throw failure;
+    latencies.sort((a, b) => a - b);
+    const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
+    return {
+      targetRate: rate,
+      answeredRate: requests.length / ((lastAnswer - t0) / 1000),
+      p50: at(0.5),
+      p99: at(0.99),
+      max: latencies[latencies.length - 1]!,
+    };
   } finally {
     await pool.close();
   }
@@ -738,6 +864,50 @@ export async function run(): Promise<Record<string, number>> {
       `sender ${(cpu.senderMs / batches).toFixed(2)} ms; other programs kept ` +
       `${(cpu.othersMs / cpu.wallMs).toFixed(2)} of ${os.availableParallelism()} cores busy`;
     let meter: CpuMeter;
+    /** Each device's `rounds` batches, signed now (their ts must stay within 300 s of the platform's clock). */
+    const signRounds = (devices: Device[], fixture: Fixture, rounds: number) => {
+      const ts = new Date();
+      progress.phase(`signing ${rounds * devices.length} agent batches`, {
+        total: rounds * devices.length,
+        unit: 'batches',
+      });
+      return Array.from({ length: rounds }, (_, round) =>
+        devices.map((device) => {
+          const request = agentRequest(device, fixture, round, ts);
+          progress.tick();
+          return request;
+        }),
+      );
+    };
+    /** The open loop's figures under `prefix`: rate asked and answered, p50, p99, CPU per batch. */
+    const openLoopFigures = async (
+      prefix: string,
+      url: string,
+      requests: { body: Buffer; signature: string }[],
+      rate: number,
+    ): Promise<Record<string, number>> => {
+      progress.phase(`measuring: ${prefix}, open loop`);
+      const openMeter = cpuMeter(child!.pid!, pgData);
+      const open = await agentOpenLoop(url, requests, rate);
+      const cpu = openMeter.stop();
+      log(
+        `${prefix} open loop at ${Math.round(rate)} batches/s (${OPEN_LOOP_SHARE * 100} % of the closed loop): ` +
+          `answered ${Math.round(open.answeredRate)}/s, p50 ${open.p50.toFixed(1)} ms, p99 ${open.p99.toFixed(1)} ms, ` +
+          `max ${open.max.toFixed(1)} ms over ${requests.length} batches; ${perBatch(cpu, requests.length)}`,
+      );
+      return {
+        [`${prefix}_open_loop_target_rate`]: Math.round(rate),
+        [`${prefix}_open_loop_rate`]: Math.round(open.answeredRate),
+        [`${prefix}_open_loop_p50_ms`]: Number(open.p50.toFixed(2)),
+        [`${prefix}_open_loop_p99_ms`]: Number(open.p99.toFixed(2)),
+        [`${prefix}_open_loop_cpu_ms_per_batch_platform`]: Number(
+          (cpu.platformMs / requests.length).toFixed(2),
+        ),
+        [`${prefix}_open_loop_cpu_ms_per_batch_postgres`]: Number(
+          (cpu.postgresMs / requests.length).toFixed(2),
+        ),
+      };
+    };
 
     // (a) CMS (its batches are also the rows of (c))
     let twoSenders: CmsRequest[][] = [];
@@ -855,6 +1025,21 @@ export async function run(): Promise<Record<string, number>> {
       );
       figures['agent_cpu_bound_batches_per_s'] = Math.round(bound);
 
+      // Open loop at 80 % of the throughput just reached. Each device's burst (3 batches) was spent above, so
+      // devices of their own: their first round warms the platform (keys, connections) unmeasured, the next two
+      // are sent at the fixed rate, round after round.
+      const openRate = OPEN_LOOP_SHARE * agent.batchesPerSecond;
+      const openDevices = await seedDevices(
+        db,
+        fixture,
+        at,
+        Math.ceil((openRate * OPEN_LOOP_SECONDS) / (AGENT_ROUNDS - 1)),
+      );
+      const openRounds = signRounds(openDevices, fixture, AGENT_ROUNDS);
+      await agentScenario(agentsUrl, openRounds[0]!);
+      const open = await openLoopFigures('agent', agentsUrl, openRounds.slice(1).flat(), openRate);
+      Object.assign(figures, open);
+
       // The ceiling in the same run: the same signed batches, by the same sender, to a bare endpoint of the same
       // Fastify stack that parses, checks the schema, verifies the signature and answers, storing nothing
       // (bare-agents.ts; as many processes as the platform).
@@ -882,6 +1067,58 @@ export async function run(): Promise<Record<string, number>> {
         bare.kill('SIGTERM');
         await new Promise((resolve) => (bare.exitCode === null ? bare.once('exit', resolve) : resolve(null)));
       }
+    }
+
+    // (d) national fleet: NATIONAL_DEVICES enrolled; the batches measured come from distinct devices spread over all
+    // of them, each device's first batch, so no key has been seen by the platform before (a key cache smaller than
+    // the fleet finds nothing when the devices send in turn). Warm-up (JIT, connections) by other devices.
+    if (SCENARIOS.has('national')) {
+      const openReserve = 2 * NATIONAL_WINDOW;
+      const senders = NATIONAL_WARMUP + NATIONAL_WINDOW + openReserve;
+      const stride = Math.max(1, Math.floor(NATIONAL_DEVICES / senders));
+      const enrolStarted = performance.now();
+      const devices = await seedDevices(
+        db,
+        fixture,
+        at,
+        NATIONAL_DEVICES,
+        (d) => d % stride === 0 && d / stride < senders,
+      );
+      log(
+        `national: ${NATIONAL_DEVICES} devices enrolled in ${((performance.now() - enrolStarted) / 1000).toFixed(1)} s`,
+      );
+      const warm = devices.slice(0, NATIONAL_WARMUP);
+      const window = devices.slice(NATIONAL_WARMUP, NATIONAL_WARMUP + NATIONAL_WINDOW);
+      const reserve = devices.slice(NATIONAL_WARMUP + NATIONAL_WINDOW);
+      const [warmRequests, windowRequests] = [warm, window].map((set) => signRounds(set, fixture, 1)[0]!);
+      progress.phase('measuring: national');
+      await agentScenario(agentsUrl, warmRequests!);
+      meter = cpuMeter(child.pid!, pgData);
+      const national = await agentScenario(agentsUrl, windowRequests!);
+      const nationalCpu = meter.stop();
+      log(
+        `national (${NATIONAL_DEVICES} devices, each batch another device): ${Math.round(national.batchesPerSecond)} ` +
+          `batches/s, p50 ${national.p50.toFixed(1)} ms, p99 ${national.p99.toFixed(1)} ms; ` +
+          perBatch(nationalCpu, windowRequests!.length),
+      );
+      figures['national_devices'] = NATIONAL_DEVICES;
+      figures['national_batches_per_s'] = Math.round(national.batchesPerSecond);
+      figures['national_p50_ms'] = Number(national.p50.toFixed(2));
+      figures['national_p99_ms'] = Number(national.p99.toFixed(2));
+      figures['national_cpu_ms_per_batch_platform'] = Number(
+        (nationalCpu.platformMs / windowRequests!.length).toFixed(2),
+      );
+      figures['national_cpu_ms_per_batch_postgres'] = Number(
+        (nationalCpu.postgresMs / windowRequests!.length).toFixed(2),
+      );
+      const thousand = figures['agent_batches_per_s'];
+      if (thousand !== undefined) {
+        figures['ratio_national_to_agent'] = Number((national.batchesPerSecond / thousand).toFixed(3));
+      }
+      const openRate = OPEN_LOOP_SHARE * national.batchesPerSecond;
+      const openCount = Math.min(reserve.length, Math.ceil(openRate * OPEN_LOOP_SECONDS));
+      const openRequests = signRounds(reserve.slice(0, openCount), fixture, 1)[0]!;
+      Object.assign(figures, await openLoopFigures('national', agentsUrl, openRequests, openRate));
     }
 
     // (c) COPY of the same rows (the 2-sender scenario's records), into the same table, in COPY's text format and
