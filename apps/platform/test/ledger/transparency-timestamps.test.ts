@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createTimeStampRequest, parseTimeStampResponse, timeStampReply } from '@ooh/crypto';
@@ -5,7 +6,9 @@ import { addDays, almatyDate, almatyDayStart } from '@ooh/protocol';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { OpensslTsa, serveTsa } from '../../../../packages/crypto/test/helpers/tsa.js';
+import { makeCheckpoints } from '../../src/ledger/checkpoint.js';
 import { digestLedgerDay } from '../../src/ledger/digest.js';
+import { formatVkey, rawEd25519PublicKey, SIG_ED25519 } from '../../src/ledger/note.js';
 import { runTimestampJob, tsaSettings } from '../../src/ledger/timestamp.js';
 import { sealDay } from '../../src/seals/index.js';
 import {
@@ -77,6 +80,8 @@ beforeAll(async () => {
   const stamped = await runTimestampJob(p.ctx, tsaSettings(p.ctx.config)!);
   expect(stamped).toMatchObject({ stamped: [{ day: B }], failed: [] });
   await digestLedgerDay(p.ctx, C);
+  // Checkpoints of both blocks, signed by the ledger key (no witness is configured): for the ledger key pin.
+  expect(await makeCheckpoints(p.ctx)).toEqual([1, 2]);
   const user = await apiCall(
     p.servers.api,
     p.adminKey,
@@ -240,6 +245,52 @@ describe('the Transparency page with a pinned TSA certificate', () => {
       await stampOf(B).getByText(expected[language][1]).waitFor();
       await expectNoEnglish(page, `transparency timestamps (${language})`);
       await screenshot(page, `transparency-timestamps-${language}`);
+    }
+    await page.locator('#language').selectOption('en');
+    expect(errors).toEqual([]);
+  }, 120_000);
+});
+
+describe('the ledger key pin on the same page', () => {
+  test('the ledger key pinned alone: the seal passes on its signed checkpoint; another key under its name fails', async () => {
+    const listed = (await (await fetch(`${p.verifyUrl}/v1/ledger/witnesses`)).json()) as {
+      ledger_vkey: string;
+    };
+    const panel = page.getByTestId('witnesses');
+    const field = panel.getByLabel('Ledger key you trust (optional)');
+    await field.fill('not a key');
+    await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
+    await panel.getByText('Not a ledger checkpoint key: not a key').waitFor();
+
+    await field.fill(listed.ledger_vkey);
+    await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
+    await page.getByTestId('pinned').getByText('0 witness key(s) pinned · ledger key pinned').waitFor();
+    await rowOf(A).getByRole('button', { name: 'Verify' }).click();
+    // The seal of A is in block B (height 1); the checkpoints of sizes 1 and 2 are signed by the ledger key.
+    await rowOf(A)
+      .getByTestId('anchor-check')
+      .getByText(
+        'Witnesses: passed — checkpoint 1 is signed by the pinned ledger key; no witness key is pinned.',
+      )
+      .waitFor();
+    await rowOf(A).getByText('Every check passed.').waitFor();
+
+    const origin = listed.ledger_vkey.split('+')[0]!;
+    const impostor = formatVkey(
+      origin,
+      SIG_ED25519,
+      rawEd25519PublicKey(generateKeyPairSync('ed25519').privateKey),
+    );
+    await field.fill(impostor);
+    await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
+    await rowOf(A)
+      .getByTestId('anchor-check')
+      .getByText('Witnesses: failed — a checkpoint is not signed by the pinned ledger key.')
+      .waitFor();
+    await rowOf(A).getByText('Not every check passed.').waitFor();
+    for (const language of ['ru', 'kk'] as const) {
+      await page.locator('#language').selectOption(language);
+      await expectNoEnglish(page, `transparency ledger key (${language})`);
     }
     await page.locator('#language').selectOption('en');
     expect(errors).toEqual([]);

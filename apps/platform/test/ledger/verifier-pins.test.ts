@@ -250,6 +250,68 @@ describe('ooh-verify --ledger-key', () => {
   });
 });
 
+describe('the browser verifier with the ledger key pinned', () => {
+  test('takes checkpoints the pinned key signed, refuses others, and counts cosignatures only on its checkpoints', async () => {
+    const block = (await (await fetch(`${verifyUrl}/v1/ledger/blocks/2026-11-11`)).json()) as BlockFields;
+    const target = {
+      day: block.day,
+      block_height: block.block_height,
+      digest: block.digest,
+      anchored_by: null,
+    };
+    const served = (change: (note: string) => string): AnchorSource => ({
+      checkpoint: async (url: string) => {
+        const res = await fetch(`${verifyUrl}${url}`);
+        return res.status === 200 ? change(await res.text()) : null;
+      },
+      block: async (day: string) => {
+        const res = await fetch(`${verifyUrl}/v1/ledger/blocks/${day}`);
+        return res.status === 200 ? ((await res.json()) as BlockFields) : null;
+      },
+    });
+    const ledgerKey = (await parseVkeyInBrowser(logVkey))!;
+    const impostor = (await parseVkeyInBrowser(
+      formatVkey(ORIGIN, SIG_ED25519, rawEd25519PublicKey(generateKeyPairSync('ed25519').privateKey)),
+    ))!;
+    const honest = served((note) => note);
+    expect(await verifyAnchoring(target, [], 1, honest, { ledgerKey })).toEqual({
+      state: 'ok',
+      reason: 'ledger_signed',
+      size: 2,
+    });
+    expect(await verifyAnchoring(target, [], 1, honest, { ledgerKey: impostor })).toEqual({
+      state: 'failed',
+      reason: 'ledger_key_refused',
+    });
+    expect(await verifyAnchoring(target, [], 1, honest)).toEqual({
+      state: 'unknown',
+      reason: 'no_witnesses',
+    });
+    // Re-signed by the host and cosigned by a witness: the witness alone passes it, the ledger key pin refuses it.
+    const hostKey = generateKeyPairSync('ed25519').privateKey;
+    const resigned = served((note) => {
+      const { text } = parseNote(note);
+      return cosignedAt(formatNote({ text, signatures: [signNote(text, ORIGIN, hostKey)] }), -60);
+    });
+    const witness = (await parseVkeyInBrowser(witnessVkey))!;
+    expect(await verifyAnchoring(target, [witness], 1, resigned)).toMatchObject({ state: 'ok' });
+    expect(await verifyAnchoring(target, [witness], 1, resigned, { ledgerKey })).toEqual({
+      state: 'failed',
+      reason: 'ledger_key_refused',
+    });
+    // Honest checkpoints cosigned by the witness: both pins pass.
+    expect(
+      await verifyAnchoring(
+        target,
+        [witness],
+        1,
+        served((note) => cosignedAt(note, -60)),
+        { ledgerKey },
+      ),
+    ).toMatchObject({ state: 'ok', reason: 'anchored', witnesses: [WITNESS] });
+  });
+});
+
 describe('a cosignature dated in the future', () => {
   test('is refused by ooh-verify beyond five minutes of skew, and taken within it', async () => {
     const pins = ['--witness', witnessVkey, '--require-anchored', '1'];
@@ -314,12 +376,12 @@ describe('a cosignature dated in the future', () => {
       digest: block.digest,
       anchored_by: null,
     };
-    expect(await verifyAnchoring(target, [key], 1, source(3600), now)).toEqual({
+    expect(await verifyAnchoring(target, [key], 1, source(3600), { now })).toEqual({
       state: 'failed',
       reason: 'cosignature_future',
       witnesses: [WITNESS],
     });
-    expect(await verifyAnchoring(target, [key], 1, source(120), now)).toMatchObject({
+    expect(await verifyAnchoring(target, [key], 1, source(120), { now })).toMatchObject({
       state: 'ok',
       reason: 'anchored',
     });

@@ -582,6 +582,17 @@ export const en = {
   'transparency.witness.reason.not_digested': 'the ledger day holding the seal is not digested yet.',
   'transparency.witness.reason.cosignature_invalid': 'a cosignature of a pinned witness does not verify.',
   'transparency.witness.reason.root_differs': 'the cosigned checkpoint is not on this ledger’s chain.',
+  // Issue 23: the ledger's checkpoint key the reader pins (transparency.ledgerKey.*).
+  'transparency.ledgerKey.pin': 'Ledger key you trust (optional)',
+  'transparency.ledgerKey.hint':
+    'The ledger’s checkpoint key, obtained from the authority: every checkpoint read must then be signed by it.',
+  'transparency.ledgerKey.bad': 'Not a ledger checkpoint key: {key}',
+  'transparency.ledgerKey.pinned': 'ledger key pinned',
+  'transparency.witness.reason.ledger_key_refused': 'a checkpoint is not signed by the pinned ledger key.',
+  'transparency.witness.reason.ledger_signed':
+    'checkpoint {size} is signed by the pinned ledger key; no witness key is pinned.',
+  'transparency.witness.reason.no_checkpoint':
+    'no checkpoint at or above this block signed by the pinned ledger key was found.',
   // Issue 23: a cosignature dated in the future, and the TSA certificate the reader pins (transparency.tsa.*).
   'transparency.witness.reason.cosignature_future':
     'a cosignature of a pinned witness is dated in the future ({witnesses}): refused.',

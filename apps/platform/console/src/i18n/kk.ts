@@ -582,6 +582,18 @@ export const kk: Dictionary = {
   'transparency.witness.reason.not_digested': 'мөр жазылған тізілім күні әлі жинақталмаған.',
   'transparency.witness.reason.cosignature_invalid': 'бекітілген куәгердің куәландыруы тексерістен өтпейді.',
   'transparency.witness.reason.root_differs': 'куәландырылған бақылау нүктесі осы тізілім тізбегінде жоқ.',
+  // Issue 23: the ledger's checkpoint key the reader pins (transparency.ledgerKey.*).
+  'transparency.ledgerKey.pin': 'Сенетін тізілім кілті (міндетті емес)',
+  'transparency.ledgerKey.hint':
+    'Уәкілетті органнан алынған тізілімнің бақылау нүктелері кілті: оқылған әр бақылау нүктесіне сол кілтпен қол қойылуы керек.',
+  'transparency.ledgerKey.bad': 'Бұл тізілімнің бақылау нүктелері кілті емес: {key}',
+  'transparency.ledgerKey.pinned': 'тізілім кілті бекітілген',
+  'transparency.witness.reason.ledger_key_refused':
+    'бақылау нүктесіне бекітілген тізілім кілтімен қол қойылмаған.',
+  'transparency.witness.reason.ledger_signed':
+    '{size} бақылау нүктесіне бекітілген тізілім кілтімен қол қойылған; куәгер кілттері бекітілмеген.',
+  'transparency.witness.reason.no_checkpoint':
+    'осы блоктың биіктігіндегі немесе одан жоғары бекітілген тізілім кілтімен қол қойылған бақылау нүктесі табылмады.',
   // Issue 23: a cosignature dated in the future, and the TSA certificate the reader pins (transparency.tsa.*).
   'transparency.witness.reason.cosignature_future':
     'бекітілген куәгердің куәландыруы болашақ уақытпен белгіленген ({witnesses}): қабылданбады.',

@@ -585,6 +585,18 @@ export const ru: Dictionary = {
   'transparency.witness.reason.cosignature_invalid': 'заверка закреплённого свидетеля не проходит проверку.',
   'transparency.witness.reason.root_differs':
     'заверенная контрольная точка не лежит на цепочке этого реестра.',
+  // Issue 23: the ledger's checkpoint key the reader pins (transparency.ledgerKey.*).
+  'transparency.ledgerKey.pin': 'Ключ реестра, которому вы доверяете (необязательно)',
+  'transparency.ledgerKey.hint':
+    'Ключ контрольных точек реестра, полученный от уполномоченного органа: каждая прочитанная контрольная точка должна быть подписана им.',
+  'transparency.ledgerKey.bad': 'Это не ключ контрольных точек реестра: {key}',
+  'transparency.ledgerKey.pinned': 'ключ реестра закреплён',
+  'transparency.witness.reason.ledger_key_refused':
+    'контрольная точка не подписана закреплённым ключом реестра.',
+  'transparency.witness.reason.ledger_signed':
+    'контрольная точка {size} подписана закреплённым ключом реестра; ключи свидетелей не закреплены.',
+  'transparency.witness.reason.no_checkpoint':
+    'не найдено контрольной точки на высоте этого блока или выше, подписанной закреплённым ключом реестра.',
   // Issue 23: a cosignature dated in the future, and the TSA certificate the reader pins (transparency.tsa.*).
   'transparency.witness.reason.cosignature_future':
     'заверка закреплённого свидетеля датирована будущим временем ({witnesses}): отклонена.',

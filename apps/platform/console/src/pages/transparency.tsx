@@ -8,7 +8,7 @@ import { can, useSession } from '../lib/session.js';
 import { almatyDate, almatyWallClock } from '../lib/working-hours.js';
 import { type AnchorCheck, type AnchorSource, verifyAnchoring } from '../verify/anchoring.js';
 import { sha256Hex } from '../verify/bytes.js';
-import { parseVkey, SIG_COSIGNATURE_V1, type Vkey } from '../verify/note.js';
+import { parseVkey, SIG_COSIGNATURE_V1, SIG_ED25519, type Vkey } from '../verify/note.js';
 import { type Check, type StatsSeal, verdictOf, verifySeal } from '../verify/seal.js';
 import { type TimestampResult, verifyBlockTimestamp } from '../verify/timestamp.js';
 import { type Certificate, parsePem } from '../verify/x509.js';
@@ -98,11 +98,17 @@ interface LedgerWitnesses {
   }[];
 }
 
-/** The witness keys the reader pins in this page, and how many of them must have cosigned (issue 23). */
+/**
+ * The witness keys the reader pins in this page, how many of them must have cosigned, and the ledger's own
+ * checkpoint key if the reader pins it (issue 23; `ooh-verify --witness`, `--require-anchored`, `--ledger-key`).
+ */
 interface Pins {
   keys: Vkey[];
   quorum: number;
+  ledgerKey: Vkey | null;
 }
+
+const pinsSet = (pins: Pins) => pins.keys.length > 0 || pins.ledgerKey !== null;
 
 async function orNull<T>(read: Promise<T>): Promise<T | null> {
   try {
@@ -150,8 +156,19 @@ function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
   const listed = useAsync(() => orNull(verifyGet<LedgerWitnesses>('/v1/ledger/witnesses')), []);
   const [text, setText] = useState('');
   const [required, setRequired] = useState('1');
+  const [ledgerText, setLedgerText] = useState('');
   const [problem, setProblem] = useState<string | null>(null);
-  const apply = async (keysText: string, quorumText: string) => {
+  const [ledgerProblem, setLedgerProblem] = useState<string | null>(null);
+  const apply = async (keysText: string, quorumText: string, ledgerKeyText: string) => {
+    let ledgerKey: Vkey | null = null;
+    if (ledgerKeyText.trim() !== '') {
+      ledgerKey = await parseVkey(ledgerKeyText);
+      if (!ledgerKey || ledgerKey.type !== SIG_ED25519) {
+        setLedgerProblem(t('transparency.ledgerKey.bad', { key: ledgerKeyText.trim() }));
+        return;
+      }
+    }
+    setLedgerProblem(null);
     const keys: Vkey[] = [];
     for (const line of keysText
       .split('\n')
@@ -170,7 +187,7 @@ function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
       return;
     }
     setProblem(null);
-    props.onPins({ keys, quorum });
+    props.onPins({ keys, quorum, ledgerKey });
   };
   const data = listed.data;
   return (
@@ -235,7 +252,7 @@ function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
         class="stack"
         onSubmit={(e) => {
           e.preventDefault();
-          void apply(text, required);
+          void apply(text, required, ledgerText);
         }}
       >
         <Field
@@ -260,6 +277,20 @@ function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
             onInput={(e) => setRequired((e.target as HTMLInputElement).value)}
           />
         </Field>
+        <Field
+          id="ledger-key"
+          label={t('transparency.ledgerKey.pin')}
+          hint={t('transparency.ledgerKey.hint')}
+          error={ledgerProblem}
+        >
+          <input
+            id="ledger-key"
+            type="text"
+            spellcheck={false}
+            value={ledgerText}
+            onInput={(e) => setLedgerText((e.target as HTMLInputElement).value)}
+          />
+        </Field>
         <div class="inline-form">
           <button type="submit" class="button">
             {t('transparency.witness.apply')}
@@ -272,7 +303,8 @@ function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
                 const listedKeys = data.witnesses.map((w) => w.vkey).join('\n');
                 setText(listedKeys);
                 setRequired(String(data.quorum));
-                void apply(listedKeys, String(data.quorum));
+                setLedgerText(data.ledger_vkey);
+                void apply(listedKeys, String(data.quorum), data.ledger_vkey);
               }}
             >
               {t('transparency.witness.useListed')}
@@ -280,6 +312,7 @@ function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
           ) : null}
           <output data-testid="pinned">
             {t('transparency.witness.pinned', { count: number(props.pins.keys.length) })}
+            {props.pins.ledgerKey ? ` · ${t('transparency.ledgerKey.pinned')}` : ''}
           </output>
         </div>
       </form>
@@ -502,7 +535,7 @@ function SealRow(props: {
       const ledger = found.find((c) => c.name === 'ledger' && c.state === 'ok');
       const ledgerOk = ledger !== undefined;
       const block =
-        seal.ledger && ledgerOk && (props.pins.keys.length > 0 || props.tsa)
+        seal.ledger && ledgerOk && (pinsSet(props.pins) || props.tsa)
           ? await orNull(
               verifyGet<{ anchored_by?: number | null; timestamp?: { gen_time: string } }>(
                 `/v1/ledger/blocks/${seal.ledger.day}`,
@@ -526,7 +559,7 @@ function SealRow(props: {
       } else {
         setStamp(props.tsa && !seal.ledger ? { state: 'unknown', reason: 'not_digested' } : null);
       }
-      if (props.pins.keys.length > 0 && seal.ledger && ledgerOk) {
+      if (pinsSet(props.pins) && seal.ledger && ledgerOk) {
         setAnchor(
           await verifyAnchoring(
             {
@@ -538,12 +571,11 @@ function SealRow(props: {
             props.pins.keys,
             props.pins.quorum,
             ANCHOR_SOURCE,
+            { ledgerKey: props.pins.ledgerKey },
           ),
         );
       } else {
-        setAnchor(
-          props.pins.keys.length > 0 && !seal.ledger ? { state: 'unknown', reason: 'not_digested' } : null,
-        );
+        setAnchor(pinsSet(props.pins) && !seal.ledger ? { state: 'unknown', reason: 'not_digested' } : null);
       }
     } catch (e) {
       setError(e);
@@ -616,7 +648,7 @@ function Seals() {
   const [until, setUntil] = useState(addDays(almatyDate(Date.now()), -1));
   const [shownUntil, setShownUntil] = useState(until);
   const root = useAsync(fetchRoot, []);
-  const [pins, setPins] = useState<Pins>({ keys: [], quorum: 1 });
+  const [pins, setPins] = useState<Pins>({ keys: [], quorum: 1, ledgerKey: null });
   const [tsa, setTsa] = useState<TsaPin | null>(null);
   const days = Array.from({ length: DAYS_SHOWN }, (_, i) => addDays(shownUntil, -i));
   const seals = useAsync(async () => {

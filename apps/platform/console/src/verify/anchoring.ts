@@ -1,6 +1,6 @@
 import { sha256Hex, utf8 } from './bytes.js';
 import { canonicalize } from './jcs.js';
-import { checkCosignedCheckpoint, rootIs, type Vkey } from './note.js';
+import { checkCosignedCheckpoint, rootIs, signedByLedgerKey, type Vkey } from './note.js';
 
 /*
  * Issue 23, in the browser: is the block holding a seal anchored for this reader? Like `ooh-verify --witness ...
@@ -41,7 +41,9 @@ export interface AnchorCheck {
   state: AnchorState;
   /**
    * A machine word the page translates: anchored, not_anchored, no_witnesses, cosignature_invalid,
-   * cosignature_future (a pinned witness's cosignature is dated ahead of the reader's clock), root_differs.
+   * cosignature_future (a pinned witness's cosignature is dated ahead of the reader's clock), root_differs; with the
+   * ledger key pinned: ledger_key_refused (a checkpoint it did not sign), ledger_signed (no witness pinned: the
+   * checkpoint is the ledger's), no_checkpoint (no witness pinned and no checkpoint at or above the block).
    */
   reason: string;
   /** The checkpoint size that carries the quorum, and who cosigned it. */
@@ -90,10 +92,17 @@ export async function verifyAnchoring(
   witnesses: readonly Vkey[],
   quorum: number,
   source: AnchorSource,
-  /** The reader's clock (milliseconds): cosignatures dated beyond it (and a small skew) are refused. */
-  now: number = Date.now(),
+  options: {
+    /** The reader's clock (milliseconds): cosignatures dated beyond it (and a small skew) are refused. */
+    now?: number;
+    /** The ledger's checkpoint key the reader pins (type 0x01): a checkpoint it did not sign is refused. */
+    ledgerKey?: Vkey | null;
+  } = {},
 ): Promise<AnchorCheck> {
-  if (witnesses.length === 0 || quorum < 1) return { state: 'unknown', reason: 'no_witnesses' };
+  const now = options.now ?? Date.now();
+  const ledgerKey = options.ledgerKey ?? null;
+  if (!ledgerKey && (witnesses.length === 0 || quorum < 1))
+    return { state: 'unknown', reason: 'no_witnesses' };
   const paths = [
     ...(target.anchored_by ? [`/v1/ledger/checkpoints/${target.anchored_by}`] : []),
     `/v1/ledger/checkpoints/${target.block_height}`,
@@ -104,6 +113,9 @@ export async function verifyAnchoring(
   for (const path of new Set(paths)) {
     const text = await source.checkpoint(path);
     if (text === null) continue;
+    if (ledgerKey && !(await signedByLedgerKey(text, ledgerKey))) {
+      return { state: 'failed', reason: 'ledger_key_refused' };
+    }
     const result = await checkCosignedCheckpoint(text, witnesses, now);
     if (!result) continue;
     if (result.invalid.length > 0) {
@@ -113,12 +125,14 @@ export async function verifyAnchoring(
       return { state: 'failed', reason: 'cosignature_future', witnesses: result.future };
     }
     const { size } = result.checkpoint;
-    if (size < target.block_height || result.cosigned.length < quorum) continue;
+    const enough = witnesses.length === 0 || result.cosigned.length >= quorum;
+    if (size < target.block_height || !enough) continue;
     const digest = size === target.block_height ? target.digest : await digestAt(target, size, source);
     if (digest === null || !rootIs(result.checkpoint, digest)) {
       return { state: 'failed', reason: 'root_differs', size };
     }
+    if (witnesses.length === 0) return { state: 'ok', reason: 'ledger_signed', size };
     return { state: 'ok', reason: 'anchored', size, witnesses: result.cosigned.map((c) => c.name) };
   }
-  return { state: 'failed', reason: 'not_anchored' };
+  return { state: 'failed', reason: witnesses.length === 0 ? 'no_checkpoint' : 'not_anchored' };
 }

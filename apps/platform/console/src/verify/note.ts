@@ -181,6 +181,25 @@ export async function checkCosignedCheckpoint(
   return { checkpoint, cosigned, invalid, ...(future.length > 0 ? { future } : {}) };
 }
 
+/**
+ * Whether a published checkpoint is the ledger's: it names the pinned ledger key's name as its origin and carries
+ * that key's valid signature (type 0x01). As `ooh-verify --ledger-key`: a line of the key that does not verify, or
+ * none, refuses the checkpoint.
+ */
+export async function signedByLedgerKey(noteText: string, ledgerKey: Vkey): Promise<boolean> {
+  const note = parseNote(noteText);
+  const checkpoint = note ? parseCheckpoint(note.text) : null;
+  if (!note || !checkpoint || ledgerKey.type !== SIG_ED25519 || checkpoint.origin !== ledgerKey.name)
+    return false;
+  let signed = false;
+  for (const sig of note.signatures) {
+    const check = await checkSignature(note.text, sig, [ledgerKey]);
+    if (check.state === 'invalid') return false;
+    if (check.state === 'valid') signed = true;
+  }
+  return signed;
+}
+
 /** Whether a checkpoint's root is the digest (hex) of a block. */
 export function rootIs(checkpoint: Checkpoint, digestHex: string): boolean {
   const digest = hexDecode(digestHex);
