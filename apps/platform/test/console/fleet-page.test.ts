@@ -178,11 +178,17 @@ describe.each(LANGUAGES)('the fleet page in %s', (language) => {
     await expect
       .poll(() => range().textContent())
       .toBe(t('fleet.range', { first: '1', last: '50', total: '56' }));
-    // The structures (every one of a city, for the enrolment form and the CMS mapping) are read once, and only after
-    // the list: the first render does not wait for them (apps/platform/bench/fleet-page.bench.ts).
+    // The structures (every one of a city, for the enrolment form and the CMS mapping) are read once, after the
+    // list, when the enrolment form below its 50 rows comes near the screen: the list does not wait for them
+    // (apps/platform/bench/fleet-page.bench.ts).
+    const isStructures = (r: string) => /^\/api\/v1\/(console\/)?structures$/.test(r);
+    await page.waitForLoadState('networkidle');
+    expect(reads.filter(isStructures)).toEqual([]);
+    await page.locator('#enrol-structure').scrollIntoViewIfNeeded();
     await page.locator('#enrol-structure option', { hasText: 'CITY-056' }).waitFor({ state: 'attached' });
+    await page.evaluate('window.scrollTo(0, 0)');
     page.off('request', listen);
-    const structureReads = reads.filter((r) => /^\/api\/v1\/(console\/)?structures$/.test(r));
+    const structureReads = reads.filter(isStructures);
     expect(structureReads).toHaveLength(1);
     expect(reads.indexOf(structureReads[0]!)).toBeGreaterThan(reads.indexOf('/api/v1/console/devices'));
     const count = (state: string) => page.getByTestId(`fleet-count-${state}`).textContent();
@@ -313,6 +319,10 @@ describe.each(LANGUAGES)('the fleet page in %s', (language) => {
       .toBe(0);
     const view = await apiCall(p.servers.api, p.adminKey, 'GET', `/api/v1/console/devices/${device.id}`);
     expect(view.json<{ revoked_at: string | null }>().revoked_at).not.toBeNull();
+    // The forced renewal allowed above allows nothing any more, and the page no longer says it does.
+    await expect
+      .poll(() => page.getByTestId('device-facts').textContent())
+      .not.toContain(t('fleet.allowedUntil', { at: '' }).trim());
     await look('device-revoked');
     expect(errors).toEqual([]);
   });

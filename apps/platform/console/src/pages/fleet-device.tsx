@@ -145,7 +145,8 @@ export function FleetDevicePage(props: { id: string }) {
         </dd>
         <dt>{t('fleet.forceRenewal')}</dt>
         <dd>
-          {device.force_renewal_until
+          {/* A grant left open on a revoked device allows nothing: the renewal route refuses a revoked device. */}
+          {device.force_renewal_until && !device.revoked_at
             ? t('fleet.allowedUntil', { at: dateTime(device.force_renewal_until) })
             : '—'}
         </dd>

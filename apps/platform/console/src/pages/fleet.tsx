@@ -1,4 +1,5 @@
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import type { ComponentChildren } from 'preact';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { loadStructures } from '../api/catalogue.js';
 import { del, get, post, put } from '../api/client.js';
 import type {
@@ -150,16 +151,16 @@ export function FleetPage() {
   const fleet = useAsync(() => get<FleetList>(`/api/v1/console/devices?${apiQuery}`), [apiQuery]);
   const alerts = fleet.data?.alerts ?? [];
   const go = (next: Partial<FleetView>) => navigate(fleetPathOf({ ...view, page: 1, ...next }));
-  // The structures the enrolment form and the CMS players' mapping choose from: read once for both, and only once
-  // the list has answered. A city's 10,000 structures are megabytes the first render need not wait for (the fleet
-  // page benchmark, apps/platform/bench/fleet-page.bench.ts).
+  // The structures the enrolment form and the CMS players' mapping choose from: read once for both, once the list
+  // has answered and one of them comes near the screen or is used. A city's 10,000 structures are megabytes, and a
+  // form of 10,000 choices a long task, that the list need not wait for (the fleet page benchmark,
+  // apps/platform/bench/fleet-page.bench.ts).
   const session = useSession();
   const authority = session.organisation.kind === 'authority';
   const listAnswered = fleet.data !== null || fleet.error !== null;
-  const [structuresWanted, setStructuresWanted] = useState(false);
-  useEffect(() => {
-    if (listAnswered) setStructuresWanted(true);
-  }, [listAnswered]);
+  const [structuresAsked, setStructuresAsked] = useState(false);
+  const askStructures = useCallback(() => setStructuresAsked(true), []);
+  const structuresWanted = listAnswered && structuresAsked;
   const structures = useAsync(
     () => (structuresWanted ? loadStructures(authority) : Promise.resolve(null)),
     [authority, structuresWanted],
@@ -173,8 +174,16 @@ export function FleetPage() {
       </p>
       <FleetSummary fleet={fleet} view={view} />
       <OpenAlerts fleet={fleet} />
-      <Devices fleet={fleet} view={view} go={go} structures={structures.data} />
-      <Installations alerts={alerts} structures={structures.data} />
+      <Devices
+        fleet={fleet}
+        view={view}
+        go={go}
+        structures={structures.data}
+        onStructuresWanted={askStructures}
+      />
+      <NeedsStructures listed={listAnswered} onWanted={askStructures}>
+        <Installations alerts={alerts} structures={structures.data} />
+      </NeedsStructures>
       <AlertWebhooks />
     </section>
   );
@@ -423,11 +432,46 @@ export function DeviceMarks(props: { device: Device; detailed?: boolean }) {
   );
 }
 
+/**
+ * A part of the page that chooses from the structures: it asks for them when it comes within a screen of being seen,
+ * or is focused, pressed or dropped on, once the list is on screen (so the observer sees it below the list's rows).
+ */
+function NeedsStructures(props: { listed: boolean; onWanted: () => void; children: ComponentChildren }) {
+  const ref = useRef<HTMLDivElement>(null);
+  const { listed, onWanted } = props;
+  useEffect(() => {
+    const element = ref.current;
+    if (!listed || !element) return;
+    const observer = new IntersectionObserver(
+      (entries) => {
+        if (!entries.some((e) => e.isIntersecting)) return;
+        observer.disconnect();
+        onWanted();
+      },
+      { rootMargin: '600px 0px' },
+    );
+    observer.observe(element);
+    return () => observer.disconnect();
+  }, [listed, onWanted]);
+  return (
+    <div
+      ref={ref}
+      onFocusCapture={onWanted}
+      onPointerDownCapture={onWanted}
+      onDragEnterCapture={onWanted}
+      onDropCapture={onWanted}
+    >
+      {props.children}
+    </div>
+  );
+}
+
 function Devices(props: {
   fleet: FleetData;
   view: FleetView;
   go: (next: Partial<FleetView>) => void;
   structures: Structure[] | null;
+  onStructuresWanted: () => void;
 }) {
   const { t, dateTime, number } = useI18n();
   const { fleet, view, go } = props;
@@ -590,7 +634,9 @@ function Devices(props: {
           </button>
         </nav>
       ) : null}
-      {enrol}
+      <NeedsStructures listed={data !== null || fleet.error !== null} onWanted={props.onStructuresWanted}>
+        {enrol}
+      </NeedsStructures>
     </div>
   );
 }
