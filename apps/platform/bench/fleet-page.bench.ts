@@ -192,6 +192,36 @@ async function settled(page: Page, loading: string, action: () => Promise<unknow
   return performance.now() - started;
 }
 
+/** Where a load's time went: the document, the main thread's long tasks, each request from its start to its last byte. */
+async function whereTheTimeWent(page: Page, label: string): Promise<void> {
+  log(`${label}:`);
+  const resources = (await page.evaluate(
+    `performance.getEntriesByType('resource').map((r) => ({ name: new URL(r.name).pathname + new URL(r.name).search,
+       start: r.startTime, end: r.responseEnd, bytes: r.encodedBodySize }))`,
+  )) as { name: string; start: number; end: number; bytes: number }[];
+  const nav = (await page.evaluate(
+    `(() => { const n = performance.getEntriesByType('navigation')[0];
+       return { response: n.responseEnd, dom: n.domContentLoadedEventEnd, load: n.loadEventEnd }; })()`,
+  )) as { response: number; dom: number; load: number };
+  log(
+    `  the page: HTML by ${nav.response.toFixed(0)} ms, DOM ready ${nav.dom.toFixed(0)} ms, loaded ${nav.load.toFixed(0)} ms`,
+  );
+  const longTasks = (await page.evaluate(
+    `new Promise((resolve) => {
+       new PerformanceObserver((list, observer) => {
+         observer.disconnect();
+         resolve(list.getEntries().map((e) => [Math.round(e.startTime), Math.round(e.duration)]));
+       }).observe({ type: 'longtask', buffered: true });
+       setTimeout(() => resolve([]), 500);
+     })`,
+  )) as [number, number][];
+  log(`  long tasks (start, ms): ${longTasks.map(([at, ms]) => `${at}+${ms}`).join(', ') || 'none'}`);
+  for (const r of resources)
+    log(
+      `  ${r.name.slice(0, 70).padEnd(70)} ${r.start.toFixed(0).padStart(5)}–${r.end.toFixed(0).padStart(5)} ms ${(r.bytes / 1024).toFixed(0).padStart(6)} KiB`,
+    );
+}
+
 export async function run(): Promise<Record<string, number>> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-fleet-page-bench-'));
   const figures: Record<string, number> = {};
@@ -310,38 +340,14 @@ export async function run(): Promise<Record<string, number>> {
       return performance.now() - started;
     };
     figures['first_render_cold_ms'] = await firstRender(() => page.goto(`${apiUrl}/console/fleet`));
+    await whereTheTimeWent(page, 'the first load');
     const reloads: number[] = [];
     for (let i = 0; i < RELOADS; i++) reloads.push(await firstRender(() => page.reload()));
     figures['first_render_median_ms'] = median(reloads);
     figures['first_render_max_ms'] = Math.max(...reloads);
     const total = await page.getByTestId('fleet-range').textContent();
     log(`first page: "${total}"`);
-    // Where the last reload's time went: each request of the page, from its start to its last byte.
-    const resources = (await page.evaluate(
-      `performance.getEntriesByType('resource').map((r) => ({ name: new URL(r.name).pathname + new URL(r.name).search,
-         start: r.startTime, end: r.responseEnd, bytes: r.encodedBodySize }))`,
-    )) as { name: string; start: number; end: number; bytes: number }[];
-    const nav = (await page.evaluate(
-      `(() => { const n = performance.getEntriesByType('navigation')[0];
-         return { response: n.responseEnd, dom: n.domContentLoadedEventEnd, load: n.loadEventEnd }; })()`,
-    )) as { response: number; dom: number; load: number };
-    log(
-      `  the page: HTML by ${nav.response.toFixed(0)} ms, DOM ready ${nav.dom.toFixed(0)} ms, loaded ${nav.load.toFixed(0)} ms`,
-    );
-    const longTasks = (await page.evaluate(
-      `new Promise((resolve) => {
-         new PerformanceObserver((list, observer) => {
-           observer.disconnect();
-           resolve(list.getEntries().map((e) => [Math.round(e.startTime), Math.round(e.duration)]));
-         }).observe({ type: 'longtask', buffered: true });
-         setTimeout(() => resolve([]), 500);
-       })`,
-    )) as [number, number][];
-    log(`  long tasks (start, ms): ${longTasks.map(([at, ms]) => `${at}+${ms}`).join(', ') || 'none'}`);
-    for (const r of resources)
-      log(
-        `  ${r.name.slice(0, 70).padEnd(70)} ${r.start.toFixed(0).padStart(5)}–${r.end.toFixed(0).padStart(5)} ms ${(r.bytes / 1024).toFixed(0).padStart(6)} KiB`,
-      );
+    await whereTheTimeWent(page, 'the last reload');
 
     const loading = 'Loading…';
     const changes: Record<string, () => Promise<unknown>> = {
@@ -371,11 +377,15 @@ export async function run(): Promise<Record<string, number>> {
     }
     figures['change_max_ms'] = Math.max(...changeTimes);
     if (errors.length > 0) throw new Error(`the page threw: ${errors.join('; ')}`);
-    const slowest = Math.max(figures['first_render_max_ms']!, figures['change_max_ms']!);
+    const slowest = Math.max(
+      figures['first_render_cold_ms']!,
+      figures['first_render_max_ms']!,
+      figures['change_max_ms']!,
+    );
     log(
       slowest < 1000
         ? `every figure under 1000 ms (slowest ${slowest.toFixed(0)} ms)`
-        : `OVER 1000 ms: ${slowest}`,
+        : `OVER 1000 ms: the slowest ${slowest.toFixed(0)} ms`,
     );
     return figures;
   } finally {
