@@ -9,7 +9,7 @@
  *   BARE_DATABASE_URL=... BARE_PORT=... BARE_WORKERS=2 node --conditions=source --import tsx bench/bare-agents.ts
  */
 import cluster from 'node:cluster';
-import { es256Verify } from '@ooh/crypto';
+import { es256Verify, importPublicKey } from '@ooh/crypto';
 import { LIMITS, PopAnswer } from '@ooh/protocol';
 import pg from 'pg';
 import { pino } from 'pino';
@@ -35,7 +35,9 @@ if (cluster.isPrimary && workers > 1) {
   );
   await client.end();
   const spkiOf = new Map(rows.map((r) => [r.device_id, r.public_key_spki]));
-  const keys = new KeyCache();
+  // BARE_KEY_IMPORT=der: the key cache as it was before issue 19 (createPublicKey of the SPKI DER), to compare.
+  const keys =
+    process.env['BARE_KEY_IMPORT'] === 'der' ? new KeyCache(10_000, importPublicKey) : new KeyCache();
   const app = createHostServer({ name: 'agents', logger: pino({ level: 'warn' }) });
   app.post(
     '/s/v1/telemetry',

@@ -139,7 +139,11 @@ async function startPlatformProcess(dbUrl: string, dataDir: string, ports: Ports
 }
 
 /** The bare agent endpoint (bare-agents.ts) with as many processes as the platform, once it answers. */
-async function startBareAgents(dbUrl: string, port: number): Promise<ChildProcess> {
+async function startBareAgents(
+  dbUrl: string,
+  port: number,
+  keyImport: 'jwk' | 'der' = 'jwk',
+): Promise<ChildProcess> {
   let output = '';
   const child = spawn(
     process.execPath,
@@ -151,6 +155,7 @@ async function startBareAgents(dbUrl: string, port: number): Promise<ChildProces
         BARE_DATABASE_URL: dbUrl,
         BARE_PORT: String(port),
         BARE_WORKERS: String(WORKERS),
+        BARE_KEY_IMPORT: keyImport,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
@@ -1114,6 +1119,36 @@ export async function run(): Promise<Record<string, number>> {
       const thousand = figures['agent_batches_per_s'];
       if (thousand !== undefined) {
         figures['ratio_national_to_agent'] = Number((national.batchesPerSecond / thousand).toFixed(3));
+      }
+      // The same window to the bare endpoint (no database), once with each key import: every batch a miss, so the
+      // difference in CPU per batch is what the import costs, without PostgreSQL's share and its noise.
+      for (const keyImport of ['der', 'jwk', 'der', 'jwk'] as const) {
+        progress.phase(`measuring: national, bare endpoint, ${keyImport} import`);
+        const barePort = await freePort();
+        const bare = await startBareAgents(pg.url, barePort, keyImport);
+        try {
+          const bareUrl = `http://127.0.0.1:${barePort}`;
+          await agentScenario(bareUrl, warmRequests!);
+          meter = cpuMeter(bare.pid!, pgData);
+          const ceiling = await agentScenario(bareUrl, windowRequests!);
+          const bareCpu = meter.stop();
+          log(
+            `national, bare endpoint, ${keyImport} key import: ${Math.round(ceiling.batchesPerSecond)} batches/s; ` +
+              perBatch(bareCpu, windowRequests!.length),
+          );
+          const name = `national_ceiling_${keyImport}`;
+          figures[`${name}_batches_per_s`] = Math.max(
+            figures[`${name}_batches_per_s`] ?? 0,
+            Math.round(ceiling.batchesPerSecond),
+          );
+          const cpu = Number((bareCpu.platformMs / windowRequests!.length).toFixed(3));
+          figures[`${name}_cpu_ms_per_batch`] = Math.min(figures[`${name}_cpu_ms_per_batch`] ?? cpu, cpu);
+        } finally {
+          bare.kill('SIGTERM');
+          await new Promise((resolve) =>
+            bare.exitCode === null ? bare.once('exit', resolve) : resolve(null),
+          );
+        }
       }
       const openRate = OPEN_LOOP_SHARE * national.batchesPerSecond;
       const openCount = Math.min(reserve.length, Math.ceil(openRate * OPEN_LOOP_SECONDS));
