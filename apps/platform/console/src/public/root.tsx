@@ -48,7 +48,6 @@ function Fingerprint(props: { hex: string; small?: boolean; testId?: string }) {
   return (
     <p class={props.small ? 'fingerprint fingerprint-small' : 'fingerprint'} data-testid={props.testId}>
       {pairs.map((pair, i) => (
-        // biome-ignore lint/suspicious/noArrayIndexKey: the bytes of one fingerprint, in their fixed order
         <Fragment key={i}>
           {i > 0 ? ':' : ''}
           {i > 0 ? <wbr /> : null}
