@@ -104,6 +104,7 @@ Outdoor advertising approval and proof-of-play platform is running (data in ${co
   devices  ${platform.urls.devices}/d/v1    (mutual TLS: telemetry, certificate renewal)
   verify   ${platform.urls.verify}/v1      (public: seals, ledger, open data)
 
+  public page  ${platform.urls.verify}/   (anyone, no sign-in: seals checked in the browser, is this creative approved?)
   console  ${platform.urls.api}/console/
 ${signIn}
   admin API key (console:admin): ${key}
