@@ -1152,8 +1152,11 @@ export async function run(): Promise<Record<string, number>> {
       }
       const openRate = OPEN_LOOP_SHARE * national.batchesPerSecond;
       const openCount = Math.min(reserve.length, Math.ceil(openRate * OPEN_LOOP_SECONDS));
-      const openRequests = signRounds(reserve.slice(0, openCount), fixture, 1)[0]!;
-      Object.assign(figures, await openLoopFigures('national', agentsUrl, openRequests, openRate));
+      // With fewer devices than the window and the reserve need (POP_BENCH_DEVICES), no open loop.
+      if (openCount > 0) {
+        const openRequests = signRounds(reserve.slice(0, openCount), fixture, 1)[0]!;
+        Object.assign(figures, await openLoopFigures('national', agentsUrl, openRequests, openRate));
+      }
     }
 
     // (c) COPY of the same rows (the 2-sender scenario's records), into the same table, in COPY's text format and
