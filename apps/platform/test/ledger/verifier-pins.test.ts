@@ -10,11 +10,9 @@ import {
   parseVkey as parseVkeyInBrowser,
 } from '../../console/src/verify/note.js';
 import { loadAuthority } from '../../src/authority/index.js';
-import { withTransaction } from '../../src/db/pool.js';
 import { FEATURES } from '../../src/features.js';
 import { makeCheckpoints } from '../../src/ledger/checkpoint.js';
 import { ledgerVkey, loadLedgerKey } from '../../src/ledger/key.js';
-import { recordLedgerLeaf } from '../../src/ledger/leaves.js';
 import {
   cosign,
   formatNote,
@@ -31,7 +29,13 @@ import { buildServers, type Servers } from '../../src/platform.js';
 import { main } from '../../src/verifier/cli.js';
 import { checkCosignedCheckpoint } from '../../src/verifier/index.js';
 import { createSealsFeature, runSealScheduler } from '../../src/seals/index.js';
-import { agentBody, insertBatch, newDevice, startSealPlatform } from '../seals/helpers.js';
+import {
+  agentBody,
+  approveThenSealDay,
+  insertBatch,
+  newDevice,
+  startSealPlatform,
+} from '../seals/helpers.js';
 
 /*
  * Issue 23, the pins of a reader beyond the witness keys: the ledger's own checkpoint key (`ooh-verify --ledger-key`:
@@ -69,22 +73,8 @@ async function liveDay(day: string): Promise<void> {
     body: agentBody(device.slice(7), batchSeq, 2, batchSeq * 10),
     receivedAt: `${day}T01:00:00.123Z`,
   });
-  p.clock.set(new Date(`${day}T06:00:00Z`));
-  const now = p.clock.now();
-  await withTransaction(p.database.db, (client) =>
-    recordLedgerLeaf(
-      client,
-      {
-        kind: 'approval',
-        approvalNumber: `APR-2026-${String(batchSeq).padStart(6, '0')}`,
-        manifestSha256: 'c'.repeat(64),
-        signedAt: now,
-      },
-      now,
-    ),
-  );
-  p.clock.set(new Date(`${day}T20:00:00Z`));
-  await runSealScheduler(p.ctx);
+  // 01:00 Almaty the next day: the day is sealed and its block digested.
+  await approveThenSealDay(p, day, batchSeq);
 }
 
 /** The checkpoint note with a cosignature of the test's witness dated `secondsFromNow` from the real clock. */

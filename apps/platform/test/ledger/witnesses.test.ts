@@ -37,7 +37,13 @@ import {
   verifySeal,
 } from '../../src/verifier/index.js';
 import { loadAuthority } from '../../src/authority/index.js';
-import { agentBody, insertBatch, newDevice, startSealPlatform } from '../seals/helpers.js';
+import {
+  agentBody,
+  approveThenSealDay,
+  insertBatch,
+  newDevice,
+  startSealPlatform,
+} from '../seals/helpers.js';
 import { startWitness, type WitnessProcess } from '../witness/process.js';
 
 /*
@@ -92,23 +98,8 @@ async function liveDay(day: string): Promise<void> {
       receivedAt: new Date(utc + (i + 1) * 3_600_000).toISOString().replace('Z', '123Z'),
     });
   }
-  p.clock.set(new Date(`${day}T06:00:00Z`));
-  const now = p.clock.now();
-  await withTransaction(p.database.db, (client) =>
-    recordLedgerLeaf(
-      client,
-      {
-        kind: 'approval',
-        approvalNumber: `APR-2026-${String(batchSeq).padStart(6, '0')}`,
-        manifestSha256: 'c'.repeat(64),
-        signedAt: now,
-      },
-      now,
-    ),
-  );
-  // 01:00 Almaty the next day: yesterday is sealed and its block digested.
-  p.clock.set(new Date(`${day}T20:00:00Z`));
-  await runSealScheduler(p.ctx);
+  // 01:00 Almaty the next day: the day is sealed and its block digested.
+  await approveThenSealDay(p, day, batchSeq);
 }
 
 async function job(transport?: WitnessTransport): Promise<WitnessRun> {

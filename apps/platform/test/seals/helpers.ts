@@ -4,7 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { sha256Hex } from '@ooh/crypto';
 import { almatyDate } from '@ooh/protocol';
-import type { Db } from '../../src/db/pool.js';
+import { type Db, withTransaction } from '../../src/db/pool.js';
+import { recordLedgerLeaf } from '../../src/ledger/leaves.js';
+import { runSealScheduler } from '../../src/seals/index.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 
 /** A platform on its own database and its own data folder (its own authority). */
@@ -113,3 +115,26 @@ export function cmsBody(sourceId: string, batchSeq: number, plays: number): stri
 
 export const newDevice = (): string => `device:${randomUUID()}`;
 export const newSource = (): string => `source:${randomUUID()}`;
+
+/**
+ * An approval leaf at 06:00 UTC of `day` (a block holds approvals beside seals), then the seal scheduler at 20:00 UTC,
+ * 01:00 Almaty the next day: `day` is sealed and its ledger block digested.
+ */
+export async function approveThenSealDay(p: TestPlatform, day: string, approvalSeq: number): Promise<void> {
+  p.clock.set(new Date(`${day}T06:00:00Z`));
+  const now = p.clock.now();
+  await withTransaction(p.database.db, (client) =>
+    recordLedgerLeaf(
+      client,
+      {
+        kind: 'approval',
+        approvalNumber: `APR-2026-${String(approvalSeq).padStart(6, '0')}`,
+        manifestSha256: 'c'.repeat(64),
+        signedAt: now,
+      },
+      now,
+    ),
+  );
+  p.clock.set(new Date(`${day}T20:00:00Z`));
+  await runSealScheduler(p.ctx);
+}

@@ -8,14 +8,20 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { loadAuthority } from '../../src/authority/index.js';
 import { freePort } from '../../src/db/embedded.js';
 import { FEATURES } from '../../src/features.js';
-import { withTransaction } from '../../src/db/pool.js';
 import { createLedgerFeature } from '../../src/ledger/routes.js';
-import { recordLedgerLeaf } from '../../src/ledger/leaves.js';
 import { buildServers, type Servers } from '../../src/platform.js';
 import { createSealsFeature, runSealScheduler } from '../../src/seals/index.js';
 import { httpSource, type VerifyReport, verifySeal } from '../../src/verifier/index.js';
 import { apiCall } from '../support/platform.js';
-import { agentBody, cmsBody, insertBatch, newDevice, newSource, startSealPlatform } from './helpers.js';
+import {
+  agentBody,
+  approveThenSealDay,
+  cmsBody,
+  insertBatch,
+  newDevice,
+  newSource,
+  startSealPlatform,
+} from './helpers.js';
 
 const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
@@ -75,22 +81,8 @@ beforeAll(async () => {
       });
     }
     // An approval leaf beside the seal leaves (a block holds approvals, revocations and seals).
-    p.clock.set(new Date(`${day}T06:00:00Z`));
-    const now = p.clock.now();
-    await withTransaction(p.database.db, (client) =>
-      recordLedgerLeaf(
-        client,
-        {
-          kind: 'approval',
-          approvalNumber: `APR-2026-${String(seq).padStart(6, '0')}`,
-          manifestSha256: 'c'.repeat(64),
-          signedAt: now,
-        },
-        now,
-      ),
-    );
-    p.clock.set(new Date(`${day}T20:00:00Z`));
-    await runSealScheduler(p.ctx);
+    // 01:00 Almaty the next day: the day is sealed and its block digested.
+    await approveThenSealDay(p, day, seq);
   }
   // Now 2026-11-22 01:00 Almaty: seals of the 18th..21st; blocks of the 18th..21st digested; the seal of the 19th
   // is a leaf of the block of the 20th.
