@@ -46,8 +46,8 @@ import { generateApiKey } from '../src/auth/api-keys.js';
 import { freePort, startEmbeddedPostgres } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool, type Db } from '../src/db/pool.js';
-import { copyFrom, copyText } from '../src/pop/copy.js';
-import { COPY_RECORDS_SQL, recordsCopyData } from '../src/pop/repository.js';
+import { copyFrom, copyText } from '../src/db/copy.js';
+import { COPY_RECORDS_SQL, recordsCopyData } from '../src/pop/store.js';
 import { judgeRecords, type Player, almatyDayOf, settle } from '../src/pop/judge.js';
 
 const REPO = fileURLToPath(new URL('../../../', import.meta.url));

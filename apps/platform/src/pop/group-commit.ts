@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import type { Db, DbClient } from '../db/pool.js';
-import { copyFrom } from './copy.js';
+import { copyFrom } from '../db/copy.js';
+import type { Bucket } from './rate-limits.js';
 import {
-  type Bucket,
   COPY_RECORDS_SQL,
   compareCountKeys,
   type NewBatch,
@@ -12,7 +12,7 @@ import {
   stampedInto,
   type StoreResult,
   storeBatch,
-} from './repository.js';
+} from './store.js';
 import type { Settled } from './judge.js';
 
 /*

@@ -3,12 +3,5 @@
  * (POST /d/v1/telemetry) and the CMS channel (POST /api/v1/pop/batches), and what other features read.
  */
 export { popFeature } from './routes.js';
-export {
-  type PlayCountFilter,
-  type PlayCountRow,
-  type PopEvent,
-  cmsPlayerKey,
-  devicePlayerKey,
-  playCounts,
-  popEvents,
-} from './repository.js';
+export { cmsPlayerKey, devicePlayerKey } from './batch-context.js';
+export { type PlayCountFilter, type PlayCountRow, type PopEvent, playCounts, popEvents } from './queries.js';

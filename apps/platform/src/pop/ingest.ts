@@ -21,17 +21,14 @@ import {
   type Verdict,
 } from './judge.js';
 import {
-  type Bucket,
-  ensureRecordPartition,
   findBatch,
   findCountedPlays,
   type PlayCandidates,
   readPlayerStates,
   type StoredBatch,
-  type StoreResult,
-  storeBatch,
-  storeBatchStreaming,
-} from './repository.js';
+} from './batch-context.js';
+import type { Bucket } from './rate-limits.js';
+import { ensureRecordPartition, type StoreResult, storeBatch, storeBatchStreaming } from './store.js';
 
 /*
  * What both channels share once the caller is authenticated, in the order of DESIGN.md section 5:

@@ -1,5 +1,5 @@
 import type { Db } from '../db/pool.js';
-import { type DeviceForTelemetry, type DeviceLookup, findDevicesForTelemetry } from './repository.js';
+import { type DeviceForTelemetry, type DeviceLookup, findDevicesForTelemetry } from './batch-context.js';
 
 /*
  * The agent channels' reading query, shared by the batches that arrive together (docs/decisions.md "Proof of

@@ -1,10 +1,30 @@
 import { LIMITS } from '@ooh/protocol';
-import type { Bucket } from './repository.js';
 
 /*
  * The rate limits of the spec's "Limits" table as token buckets kept in PostgreSQL (DESIGN.md section 2: "rate
  * limits ... are enforced in PostgreSQL"), so that every platform instance draws from the same buckets.
  */
+
+export interface Bucket {
+  key: string;
+  capacity: number;
+  perSecond: number;
+  cost: number;
+}
+
+/**
+ * SQL: seconds until the buckets named by the four array parameters would all hold their cost at `at` (0: now),
+ * read without taking or locking anything. The arithmetic of pop_take_tokens (020_pop.sql).
+ */
+export const rateLook = (keys: string, capacities: string, perSecond: string, costs: string, at: string) => `(
+  SELECT coalesce(max(CASE WHEN have + 1e-9 < t.cost THEN (t.cost - have) / t.per_second ELSE 0 END), 0)
+    FROM unnest(${keys}::text[], ${capacities}::float8[], ${perSecond}::float8[], ${costs}::float8[])
+         AS t(key, capacity, per_second, cost)
+    LEFT JOIN pop_rate_buckets rb ON rb.bucket_key = t.key,
+         LATERAL (SELECT CASE WHEN rb.bucket_key IS NULL THEN t.capacity
+                              ELSE least(t.capacity, rb.tokens + t.per_second
+                                         * greatest(0, extract(epoch FROM (${at}::timestamptz - rb.updated_at))))
+                         END AS have) AS h)`;
 
 /**
  * spec: "agent telemetry rate: 10 batches a minute per device; 429 for more than one batch every 10 seconds

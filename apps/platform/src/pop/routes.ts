@@ -10,20 +10,15 @@ import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { pathUuid } from '../shared/ids.js';
 import { type AgentBatch, type CmsBatchBody, countPlays, readAgentBatch, readCmsBatch } from './body.js';
-import { bodyEncoding, inflateBounded, readWire } from './inflate.js';
+import { bodyEncoding, inflateBounded, readWire } from '../http/inflate.js';
 import { approvalNumbersOf, ingestBatch, rateLimited } from './ingest.js';
 import type { Player } from './judge.js';
 import { KeyCache } from './key-cache.js';
 import { deviceLookupFor } from './lookup.js';
 import { agentBuckets, cmsBuckets, cmsKeyBucket } from './rate-limits.js';
-import {
-  type DeviceForTelemetry,
-  devicePlayerKey,
-  findSourceForBatch,
-  playCounts,
-  popEvents,
-  takeCallToken,
-} from './repository.js';
+import { type DeviceForTelemetry, devicePlayerKey, findSourceForBatch } from './batch-context.js';
+import { type PopEvent, playCounts, popEvents, popQuality } from './queries.js';
+import { takeCallToken } from './store.js';
 
 /** spec: "CMS batch ... Scope write:plays; operator organisations only". */
 const WRITE_PLAYS: RouteAuth = { anyOf: [{ scope: 'write:plays', kinds: ['operator'] }] };
@@ -40,6 +35,43 @@ const READ_POP: RouteAuth = {
  */
 const QueryDate = () => Type.String({ format: 'date', pattern: '^(?!0000-)' });
 const queryText = (maxLength: number) => Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000]*$' });
+
+// The console's views of proof of play: what they answer, and nothing else (a field not here is not sent).
+const CountsView = Type.Object({
+  items: Type.Array(
+    Type.Object({
+      player: Type.String(),
+      structure_id: Type.String(),
+      day: Type.String(),
+      approval_number: Type.Union([Type.String(), Type.Null()]),
+      slot: Type.Union([Type.String(), Type.Null()]),
+      attested: Type.Boolean(),
+      plays: Type.Integer(),
+      flagged: Type.Integer(),
+    }),
+  ),
+});
+const QualityView = Type.Object({
+  from: Type.String(),
+  to: Type.String(),
+  flags: Type.Array(Type.Object({ flag: Type.String(), records: Type.Integer() })),
+  refusals: Type.Array(Type.Object({ reason: Type.String(), records: Type.Integer() })),
+});
+const EventKind = Type.Union([Type.Literal('reject'), Type.Literal('mode_change'), Type.Literal('tamper')]);
+const EventsView = Type.Object({
+  items: Type.Array(
+    Type.Object({
+      batch: Type.Integer(),
+      index: Type.Integer(),
+      kind: EventKind,
+      seq: Type.Union([Type.Integer(), Type.Null()]),
+      at: Type.Union([Type.String(), Type.Null()]),
+      code: Type.Union([Type.String(), Type.Null()]),
+      detail: Type.Unknown(),
+      receive_day: Type.String(),
+    }),
+  ),
+});
 
 /** spec rule 7: "A key rotated out stays accepted for 24 hours after the new one was registered". */
 const CMS_KEY_GRACE_MS = LIMITS.cmsKeyRotationGraceHours * 3600 * 1000;
@@ -431,6 +463,7 @@ export const popFeature: Feature = {
             },
             { additionalProperties: false },
           ),
+          response: { 200: CountsView },
         },
       },
       async (request) => {
@@ -464,37 +497,28 @@ export const popFeature: Feature = {
         config: { auth: READ_POP },
         schema: {
           querystring: Type.Object({ from: QueryDate(), to: QueryDate() }, { additionalProperties: false }),
+          response: { 200: QualityView },
         },
       },
       async (request) => {
         const { from, to } = request.query;
-        const flags = await ctx.db.query<{ flag: string; records: number }>(
-          `SELECT f AS flag, count(*)::int AS records FROM pop_records, unnest(flags) AS f
-            WHERE receive_day BETWEEN $1 AND $2 GROUP BY f ORDER BY records DESC, flag`,
-          [from, to],
-        );
-        const refusals = await ctx.db.query<{ reason: string; records: number }>(
-          `SELECT i->>'reason' AS reason, count(*)::int AS records
-             FROM pop_batches, jsonb_array_elements(answer->'items') AS i
-            WHERE receive_day BETWEEN $1 AND $2 AND i->>'status' = 'refused' GROUP BY 1 ORDER BY records DESC, reason`,
-          [from, to],
-        );
-        return { from, to, flags: flags.rows, refusals: refusals.rows };
+        return { from, to, ...(await popQuality(ctx.db, from, to)) };
       },
     );
 
     // reject, mode_change and tamper events of one device.
-    app.get<{ Params: { id: string }; Querystring: { kind?: string } }>(
+    app.get<{ Params: { id: string }; Querystring: { kind?: PopEvent['kind'] } }>(
       '/api/v1/console/pop/devices/:id/events',
-      { config: { auth: READ_POP } },
+      {
+        config: { auth: READ_POP },
+        schema: {
+          querystring: Type.Object({ kind: Type.Optional(EventKind) }, { additionalProperties: false }),
+          response: { 200: EventsView },
+        },
+      },
       async (request) => {
         const id = pathUuid(request.params.id, 'device');
         const kind = request.query.kind;
-        if (kind !== undefined && !['reject', 'mode_change', 'tamper'].includes(kind)) {
-          throw validationFailed([
-            { path: 'querystring:/kind', code: 'not_allowed', message: 'reject, mode_change or tamper' },
-          ]);
-        }
         const events = await popEvents(ctx.db, devicePlayerKey(id), kind ? { kinds: [kind] } : {});
         return {
           items: events.map((e) => ({

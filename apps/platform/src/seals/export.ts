@@ -1,5 +1,5 @@
 import type { Db } from '../db/pool.js';
-import { type BodyEncoding, storedBody } from '../pop/inflate.js';
+import { type BodyEncoding, storedBody } from '../http/inflate.js';
 import { RECEIVED_AT_SQL } from './leaf.js';
 
 /**

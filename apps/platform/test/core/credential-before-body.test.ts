@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Slots } from '../../src/pop/inflate.js';
+import { Slots } from '../../src/http/inflate.js';
 import { createOrganisation, startTestPlatform, type TestPlatform } from '../support/platform.js';
 
 /*

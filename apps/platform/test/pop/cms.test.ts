@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { generateEs256KeyPair } from '@ooh/crypto';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { inflations } from '../../src/pop/inflate.js';
+import { inflations } from '../../src/http/inflate.js';
 import { type ExportLine, exportDayBatches } from '../../src/seals/index.js';
 import { apiCall, createOrganisation } from '../support/platform.js';
 import {

@@ -22,7 +22,8 @@ import {
   sha256,
 } from './helpers.js';
 import { judgeRecords, settle } from '../../src/pop/judge.js';
-import { readMarks, storeBatch } from '../../src/pop/repository.js';
+import { readMarks } from '../../src/pop/batch-context.js';
+import { storeBatch } from '../../src/pop/store.js';
 
 /*
  * Two platform instances (own servers, own pools, own caches) on one database, as DESIGN.md section 2 requires:

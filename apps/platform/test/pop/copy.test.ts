@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { BinaryCopyWriter, copyFrom } from '../../src/pop/copy.js';
+import { BinaryCopyWriter, copyFrom } from '../../src/db/copy.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /* COPY's binary format as written by BinaryCopyWriter, read back by PostgreSQL itself. */

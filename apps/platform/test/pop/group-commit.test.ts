@@ -3,7 +3,7 @@ import { popEvents } from '../../src/pop/index.js';
 import { type GroupEntry, GroupCommitter, groupCommitterFor } from '../../src/pop/group-commit.js';
 import { judgeRecords, settle } from '../../src/pop/judge.js';
 import { agentBuckets } from '../../src/pop/rate-limits.js';
-import { readMarks } from '../../src/pop/repository.js';
+import { readMarks } from '../../src/pop/batch-context.js';
 import {
   agentBody,
   answerOf,

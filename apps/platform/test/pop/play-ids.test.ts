@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { startHourOf } from '../../src/pop/judge.js';
-import { findCountedPlays } from '../../src/pop/repository.js';
+import { findCountedPlays } from '../../src/pop/batch-context.js';
 import { createTestDatabase } from '../support/database.js';
 import {
   agentBody,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { judgeRecords } from '../../src/pop/judge.js';
-import { ensureRecordPartition, storeBatchStreaming } from '../../src/pop/repository.js';
+import { ensureRecordPartition, storeBatchStreaming } from '../../src/pop/store.js';
 import {
   answerOf,
   batchCount,

@@ -1,4 +1,4 @@
-import type { DbClient } from '../db/pool.js';
+import type { DbClient } from './pool.js';
 
 /*
  * COPY ... FROM STDIN through node-pg's submittable interface (pg has no COPY of its own and pg-copy-streams is

@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
 import { LIMITS } from '@ooh/protocol';
-import { ProblemError } from '../http/problem.js';
+import { ProblemError } from './problem.js';
 
 const gunzipAsync = promisify(gunzip);
 
