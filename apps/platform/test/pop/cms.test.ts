@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { generateEs256KeyPair } from '@ooh/crypto';
 import { gzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect } from 'vitest';
 import { inflations } from '../../src/http/inflate.js';
 import { type ExportLine, exportDayBatches } from '../../src/seals/index.js';
 import { apiCall, createOrganisation } from '../support/platform.js';
@@ -14,49 +14,31 @@ import {
   createOperator,
   insertApproval,
   mapPlayer,
-  type Operator,
-  type PopCluster,
   postCms,
   problemOf,
   registerSource,
   rotateSourceKey,
   sha256,
   sign,
-  startPopCluster,
   T0,
   type TestSource,
 } from './helpers.js';
+import { APPROVAL, popWorld } from './world.js';
 
-let c: PopCluster;
-let operator: Operator;
-const servers = () => c.instances[0]!.servers;
+/** `source` fixture: a CMS installation with screen-1 and screen-2 on the operator's two structures. */
+const test = popWorld({ approvals: [{ number: APPROVAL }] });
 const sourceOwner = (source: TestSource) => `source:${source.id}`;
 const playerKey = (source: TestSource, external: string) => `cms:${source.id}:${external}`;
 
-async function newSource(): Promise<TestSource> {
-  return registerSource(c.platform, operator, {
-    'screen-1': operator.structures[0]!,
-    'screen-2': operator.structures[1]!,
-  });
-}
-
-beforeAll(async () => {
-  c = await startPopCluster();
-  operator = await createOperator(c.platform);
-  await insertApproval(c.db, operator.id, {
-    number: 'A-2026-000001',
-    structureIds: operator.structures.map((s) => s.id),
-  });
-});
-afterAll(async () => {
-  await c?.close();
-});
-
 describe('POST /api/v1/pop/batches', () => {
-  test('plain and gzip: kept byte for byte (gzip as it came), counted as attested plays on the mapped player', async () => {
-    const source = await newSource();
+  test('plain and gzip: kept byte for byte (gzip as it came), counted as attested plays on the mapped player', async ({
+    db,
+    servers,
+    operator,
+    source,
+  }) => {
     const plain = cmsBody(source, 0, [cmsPlay('screen-1', 1), cmsPlay('screen-2', 1)]);
-    const first = answerOf(await postCms(servers(), source, plain));
+    const first = answerOf(await postCms(servers, source, plain));
     expect(first).toEqual({
       batch_seq: 0,
       received: 2,
@@ -69,10 +51,10 @@ describe('POST /api/v1/pop/batches', () => {
     });
     const zipped = cmsBody(source, 1, [cmsPlay('screen-1', 2), cmsPlay('screen-1', 3)]);
     const wire = gzipSync(zipped);
-    const res = await postCms(servers(), source, zipped, { gzip: true, wire });
+    const res = await postCms(servers, source, zipped, { gzip: true, wire });
     expect(answerOf(res).accepted).toBe(2);
     expect(res.headers['date']).toBe(T0.toUTCString());
-    const { rows } = await c.db.query(
+    const { rows } = await db.query(
       `SELECT id, batch_seq, channel, body, body_encoding, body_size, body_sha256, record_count, receive_day::text AS day
          FROM pop_batches WHERE owner = $1 ORDER BY batch_seq`,
       [sourceOwner(source)],
@@ -89,7 +71,7 @@ describe('POST /api/v1/pop/batches', () => {
     expect(rows[1].body_sha256).toBe(sha256(zipped));
     // Every reader gets the decompressed bytes back exactly: the seal export is what auditors hash.
     const lines: ExportLine[] = [];
-    for await (const chunk of exportDayBatches(c.db, rows[1].day)) {
+    for await (const chunk of exportDayBatches(db, rows[1].day)) {
       for (const line of chunk.split('\n').filter(Boolean)) lines.push(JSON.parse(line));
     }
     const exported = lines.filter((l) => l.owner === sourceOwner(source));
@@ -97,23 +79,26 @@ describe('POST /api/v1/pop/batches', () => {
     expect(Buffer.compare(Buffer.from(exported[0]!.body, 'base64'), plain)).toBe(0);
     expect(Buffer.compare(Buffer.from(exported[1]!.body, 'base64'), zipped)).toBe(0);
     expect(exported[1]!.body_sha256).toBe(sha256(zipped));
-    expect(await countedPlays(c.db, playerKey(source, 'screen-1'), { attested: true })).toBe(3);
-    expect(await countedPlays(c.db, playerKey(source, 'screen-2'), { attested: true })).toBe(1);
-    const { rows: counts } = await c.db.query(
+    expect(await countedPlays(db, playerKey(source, 'screen-1'), { attested: true })).toBe(3);
+    expect(await countedPlays(db, playerKey(source, 'screen-2'), { attested: true })).toBe(1);
+    const { rows: counts } = await db.query(
       'SELECT DISTINCT structure_id FROM play_counts WHERE player_key = $1',
       [playerKey(source, 'screen-2')],
     );
     expect(counts).toEqual([{ structure_id: operator.structures[1]!.id }]);
   });
 
-  test('a gzip body whose wire bytes are not smaller is kept decompressed', async () => {
-    const source = await newSource();
+  test('a gzip body whose wire bytes are not smaller is kept decompressed', async ({
+    db,
+    servers,
+    source,
+  }) => {
     const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
     // Level 0: stored blocks, a few bytes longer than the body itself.
     const wire = gzipSync(body, { level: 0 });
     expect(wire.length).toBeGreaterThan(body.length);
-    expect(answerOf(await postCms(servers(), source, body, { gzip: true, wire })).accepted).toBe(1);
-    const { rows } = await c.db.query(
+    expect(answerOf(await postCms(servers, source, body, { gzip: true, wire })).accepted).toBe(1);
+    const { rows } = await db.query(
       'SELECT body, body_encoding, body_size FROM pop_batches WHERE owner = $1',
       [sourceOwner(source)],
     );
@@ -121,27 +106,29 @@ describe('POST /api/v1/pop/batches', () => {
     expect(Buffer.compare(rows[0].body, body)).toBe(0);
   });
 
-  test('same bytes again (plain or gzip): duplicate true, counted once; other bytes: 409 batch_conflict', async () => {
-    const source = await newSource();
+  test('same bytes again (plain or gzip): duplicate true, counted once; other bytes: 409 batch_conflict', async ({
+    db,
+    servers,
+    source,
+  }) => {
     const body = cmsBody(source, 7, [cmsPlay('screen-1', 1)]);
-    const first = answerOf(await postCms(servers(), source, body, { gzip: true }));
-    expect(answerOf(await postCms(servers(), source, body))).toEqual({ ...first, duplicate: true });
+    const first = answerOf(await postCms(servers, source, body, { gzip: true }));
+    expect(answerOf(await postCms(servers, source, body))).toEqual({ ...first, duplicate: true });
     problemOf(
-      await postCms(servers(), source, cmsBody(source, 7, [cmsPlay('screen-1', 2)])),
+      await postCms(servers, source, cmsBody(source, 7, [cmsPlay('screen-1', 2)])),
       409,
       'batch_conflict',
     );
-    expect(await countedPlays(c.db, playerKey(source, 'screen-1'))).toBe(1);
+    expect(await countedPlays(db, playerKey(source, 'screen-1'))).toBe(1);
   });
 
-  test('seq per player across batches; duplicates within a batch', async () => {
-    const source = await newSource();
+  test('seq per player across batches; duplicates within a batch', async ({ db, servers, source }) => {
     answerOf(
-      await postCms(servers(), source, cmsBody(source, 0, [cmsPlay('screen-1', 1), cmsPlay('screen-1', 2)])),
+      await postCms(servers, source, cmsBody(source, 0, [cmsPlay('screen-1', 1), cmsPlay('screen-1', 2)])),
     );
     const answer = answerOf(
       await postCms(
-        servers(),
+        servers,
         source,
         cmsBody(source, 1, [
           cmsPlay('screen-1', 2),
@@ -155,15 +142,19 @@ describe('POST /api/v1/pop/batches', () => {
       { index: 0, status: 'duplicate' },
       { index: 3, status: 'duplicate' },
     ]);
-    expect(await countedPlays(c.db, playerKey(source, 'screen-1'))).toBe(3);
-    expect(await countedPlays(c.db, playerKey(source, 'screen-2'))).toBe(1);
+    expect(await countedPlays(db, playerKey(source, 'screen-1'))).toBe(3);
+    expect(await countedPlays(db, playerKey(source, 'screen-2'))).toBe(1);
   });
 
-  test('records refused one by one: player_unknown (unmapped, removed, U+0000), kind_not_allowed, invalid_record', async () => {
-    const source = await newSource();
+  test('records refused one by one: player_unknown (unmapped, removed, U+0000), kind_not_allowed, invalid_record', async ({
+    servers,
+    operator,
+    platform,
+    source,
+  }) => {
     const removed = await apiCall(
-      c.platform.servers.api,
-      c.adminKey,
+      platform.servers.api,
+      platform.adminKey,
       'DELETE',
       `/api/v1/console/cms-installations/${source.id}/players/screen-2`,
     );
@@ -183,7 +174,7 @@ describe('POST /api/v1/pop/batches', () => {
       cmsPlay('screen\u0000-1', 7, { play_id: 'nul-7' }),
       cmsPlay('screen-1', 8, { approval_number: 'A\u0000' }),
     ];
-    const answer = answerOf(await postCms(servers(), source, cmsBody(source, 0, records)));
+    const answer = answerOf(await postCms(servers, source, cmsBody(source, 0, records)));
     expect(answer.items).toEqual([
       { index: 1, status: 'refused', reason: 'player_unknown' },
       { index: 2, status: 'refused', reason: 'player_unknown' },
@@ -197,17 +188,20 @@ describe('POST /api/v1/pop/batches', () => {
     ]);
     expect(answer).toMatchObject({ received: 10, accepted: 1, refused: 9 });
     // Mapped again: the player's own numbering goes on.
-    await mapPlayer(c.platform, source, 'screen-2', operator.structures[1]!.id);
+    await mapPlayer(platform, source, 'screen-2', operator.structures[1]!.id);
     expect(
-      answerOf(await postCms(servers(), source, cmsBody(source, 1, [cmsPlay('screen-2', 1)]))).accepted,
+      answerOf(await postCms(servers, source, cmsBody(source, 1, [cmsPlay('screen-2', 1)]))).accepted,
     ).toBe(1);
   });
 
-  test('flags are the same as on the agent channel, except timing (start, end and duration are required)', async () => {
-    const source = await newSource();
+  test('flags are the same as on the agent channel, except timing (start, end and duration are required)', async ({
+    db,
+    servers,
+    source,
+  }) => {
     const answer = answerOf(
       await postCms(
-        servers(),
+        servers,
         source,
         cmsBody(source, 0, [
           cmsPlay('screen-1', 1, { structure: 'NOT-HERE' }),
@@ -220,20 +214,24 @@ describe('POST /api/v1/pop/batches', () => {
       { index: 0, status: 'flagged', flags: ['structure_mismatch'] },
       { index: 1, status: 'flagged', flags: ['approval_unknown'] },
     ]);
-    expect(await countedPlays(c.db, playerKey(source, 'screen-1'), { slot: true })).toBe(1);
-    expect(await countedPlays(c.db, playerKey(source, 'screen-1'), { slot: false })).toBe(2);
+    expect(await countedPlays(db, playerKey(source, 'screen-1'), { slot: true })).toBe(1);
+    expect(await countedPlays(db, playerKey(source, 'screen-1'), { slot: false })).toBe(2);
   });
 
-  test('approval_not_for_structure is judged per player: one approval, players at a covered and another structure', async () => {
-    const source = await newSource();
+  test('approval_not_for_structure is judged per player: one approval, players at a covered and another structure', async ({
+    db,
+    servers,
+    operator,
+    source,
+  }) => {
     // Covers screen-1's structure only; the reading query asks only about the structures of the batch's players.
-    await insertApproval(c.db, operator.id, {
+    await insertApproval(db, operator.id, {
       number: 'A-CMS-ONE',
       structureIds: [operator.structures[0]!.id],
     });
     const answer = answerOf(
       await postCms(
-        servers(),
+        servers,
         source,
         cmsBody(source, 0, [
           cmsPlay('screen-1', 1, { approval_number: 'A-CMS-ONE' }),
@@ -248,8 +246,7 @@ describe('POST /api/v1/pop/batches', () => {
 });
 
 describe('large batches (records written by COPY)', () => {
-  test('escaping, flags, src and times read back as sent', async () => {
-    const source = await newSource();
+  test('escaping, flags, src and times read back as sent', async ({ db, servers, source }) => {
     const records = Array.from({ length: 400 }, (_, i) =>
       cmsPlay(i % 2 ? 'screen-1' : 'screen-2', Math.floor(i / 2) + 1),
     );
@@ -266,13 +263,13 @@ describe('large batches (records written by COPY)', () => {
     };
     records[3] = { ...records[3]!, approval_number: 'А-кириллица-№1' };
     // Plain: 400 look-alike records compress beyond the ratio of 20.
-    const answer = answerOf(await postCms(servers(), source, cmsBody(source, 0, records)));
+    const answer = answerOf(await postCms(servers, source, cmsBody(source, 0, records)));
     expect(answer).toMatchObject({ received: 400, accepted: 400, flagged: 2 });
     expect(answer.items).toEqual([
       { index: 0, status: 'flagged', flags: ['approval_unknown'] },
       { index: 3, status: 'flagged', flags: ['approval_unknown'] },
     ]);
-    const { rows } = await c.db.query(
+    const { rows } = await db.query(
       `SELECT record_index, approval_number, flags, src, start_at, end_at, attested FROM pop_records
         WHERE player_key IN ($1, $2) AND record_index < 4 ORDER BY record_index`,
       [playerKey(source, 'screen-1'), playerKey(source, 'screen-2')],
@@ -288,7 +285,7 @@ describe('large batches (records written by COPY)', () => {
     expect(rows[2].start_at.toISOString()).toBe('2026-11-20T05:59:00.000Z');
     expect(rows[2].end_at.toISOString()).toBe('2026-11-20T05:59:30.500Z');
     expect(rows.every((r) => r.attested === true)).toBe(true);
-    const { rows: total } = await c.db.query(
+    const { rows: total } = await db.query(
       'SELECT count(*)::int AS n FROM pop_records WHERE player_key IN ($1, $2)',
       [playerKey(source, 'screen-1'), playerKey(source, 'screen-2')],
     );
@@ -297,32 +294,39 @@ describe('large batches (records written by COPY)', () => {
 });
 
 describe('authentication of the CMS channel', () => {
-  test("X-Service-Source must be given and equal source_id (422); the installation must be the caller organisation's (401 source_unknown)", async () => {
-    const source = await newSource();
+  test("X-Service-Source must be given and equal source_id (422); the installation must be the caller organisation's (401 source_unknown)", async ({
+    world,
+    db,
+    servers,
+    platform,
+    source,
+  }) => {
     const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
     // The spec's source_unauthorized is the rotated-out key only (issue "The spec to the letter, second pass", 3).
-    const missing = await postCms(servers(), source, body, { sourceHeader: null });
+    const missing = await postCms(servers, source, body, { sourceHeader: null });
     problemOf(missing, 422, 'validation_failed');
     expect(missing.json().errors).toEqual([
       expect.objectContaining({ path: 'headers:/x-service-source', code: 'required' }),
     ]);
-    const malformed = await postCms(servers(), source, body, { sourceHeader: 'nope' });
+    const malformed = await postCms(servers, source, body, { sourceHeader: 'nope' });
     expect(malformed.json().errors).toEqual([
       expect.objectContaining({ path: 'headers:/x-service-source', code: 'format' }),
     ]);
-    const other = await newSource();
-    const mismatch = await postCms(servers(), source, body, { sourceHeader: other.id });
+    const other = await world.newSource();
+    const mismatch = await postCms(servers, source, body, { sourceHeader: other.id });
     problemOf(mismatch, 422, 'validation_failed');
     expect(mismatch.json().errors).toEqual([expect.objectContaining({ path: '/source_id' })]);
-    const stranger = await createOperator(c.platform, 1);
-    problemOf(await postCms(servers(), source, body, { key: stranger.key }), 401, 'source_unknown');
+    const stranger = await createOperator(platform, 1);
+    problemOf(await postCms(servers, source, body, { key: stranger.key }), 401, 'source_unknown');
     const unknown = { ...source, id: '00000000-0000-4000-8000-0000000000aa' };
-    problemOf(await postCms(servers(), unknown, cmsBody(unknown, 0, [])), 401, 'source_unknown');
-    expect(await batchCount(c.db, sourceOwner(source))).toBe(0);
+    problemOf(await postCms(servers, unknown, cmsBody(unknown, 0, [])), 401, 'source_unknown');
+    expect(await batchCount(db, sourceOwner(source))).toBe(0);
   });
 
-  test('the order of checks: the API key before the body is read, then size, media type, JSON, schema, source, signature', async () => {
-    const source = await newSource();
+  test('the order of checks: the API key before the body is read, then size, media type, JSON, schema, source, signature', async ({
+    servers,
+    source,
+  }) => {
     const noKey = { key: 'ooh_not-a-real-key-at-all-000000' };
     // Without a valid key nothing about the body is looked at (docs/decisions.md, "The order of checks").
     for (const [body, headers] of [
@@ -333,129 +337,140 @@ describe('authentication of the CMS channel', () => {
       [cmsBody(source, -1, []), {}],
       [cmsBody(source, 0, []), {}],
     ] as const) {
-      problemOf(await postCms(servers(), source, body, { ...noKey, headers }), 401, 'invalid_api_key');
+      problemOf(await postCms(servers, source, body, { ...noKey, headers }), 401, 'invalid_api_key');
     }
     // With one, the body's checks in DESIGN.md section 5's order.
-    problemOf(await postCms(servers(), source, Buffer.from('x'.repeat(4_000_001))), 413, 'body_too_large');
+    problemOf(await postCms(servers, source, Buffer.from('x'.repeat(4_000_001))), 413, 'body_too_large');
     problemOf(
-      await postCms(servers(), source, Buffer.from('{}'), { headers: { 'content-encoding': 'br' } }),
+      await postCms(servers, source, Buffer.from('{}'), { headers: { 'content-encoding': 'br' } }),
       415,
       'unsupported_media_type',
     );
-    problemOf(await postCms(servers(), source, Buffer.from('{')), 400, 'invalid_json');
+    problemOf(await postCms(servers, source, Buffer.from('{')), 400, 'invalid_json');
     problemOf(
-      await postCms(servers(), source, cmsBody(source, 0, [], { schema: 'other/1' })),
+      await postCms(servers, source, cmsBody(source, 0, [], { schema: 'other/1' })),
       400,
       'schema_unknown',
     );
-    problemOf(await postCms(servers(), source, cmsBody(source, -1, [])), 422, 'validation_failed');
+    problemOf(await postCms(servers, source, cmsBody(source, -1, [])), 422, 'validation_failed');
     // Then the source, then the signature.
     problemOf(
-      await postCms(servers(), source, cmsBody(source, 0, []), { sourceHeader: null, signature: null }),
+      await postCms(servers, source, cmsBody(source, 0, []), { sourceHeader: null, signature: null }),
       422,
       'validation_failed',
     );
     problemOf(
-      await postCms(servers(), source, cmsBody(source, 0, []), { signature: null }),
+      await postCms(servers, source, cmsBody(source, 0, []), { signature: null }),
       401,
       'bad_signature',
     );
   });
 
-  test('operator organisations with write:plays only; API key errors first', async () => {
-    const source = await newSource();
+  test('operator organisations with write:plays only; API key errors first', async ({
+    servers,
+    platform,
+    source,
+  }) => {
     const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
-    const agency = await createOrganisation(c.platform, 'agency', ['write:plays']);
-    problemOf(await postCms(servers(), source, body, { key: agency.key }), 403, 'forbidden');
-    const readOnly = await createOrganisation(c.platform, 'operator', ['read:creatives']);
-    problemOf(await postCms(servers(), source, body, { key: readOnly.key }), 403, 'key_scope_denied');
+    const agency = await createOrganisation(platform, 'agency', ['write:plays']);
+    problemOf(await postCms(servers, source, body, { key: agency.key }), 403, 'forbidden');
+    const readOnly = await createOrganisation(platform, 'operator', ['read:creatives']);
+    problemOf(await postCms(servers, source, body, { key: readOnly.key }), 403, 'key_scope_denied');
     problemOf(
-      await postCms(servers(), source, body, { key: 'ooh_not-a-real-key-at-all-000000' }),
+      await postCms(servers, source, body, { key: 'ooh_not-a-real-key-at-all-000000' }),
       401,
       'invalid_api_key',
     );
   });
 
-  test('401 bad_signature stores nothing: signed over the compressed bytes, wrong key, none', async () => {
-    const source = await newSource();
+  test('401 bad_signature stores nothing: signed over the compressed bytes, wrong key, none', async ({
+    db,
+    servers,
+    source,
+  }) => {
     const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
     const wire = gzipSync(body);
     problemOf(
-      await postCms(servers(), source, body, { gzip: true, wire, signature: sign(source.privateKey, wire) }),
+      await postCms(servers, source, body, { gzip: true, wire, signature: sign(source.privateKey, wire) }),
       401,
       'bad_signature',
     );
     problemOf(
-      await postCms(servers(), source, body, { signWith: generateEs256KeyPair().privateKey }),
+      await postCms(servers, source, body, { signWith: generateEs256KeyPair().privateKey }),
       401,
       'bad_signature',
     );
-    problemOf(await postCms(servers(), source, body, { signature: null }), 401, 'bad_signature');
-    expect(await batchCount(c.db, sourceOwner(source))).toBe(0);
-    expect(answerOf(await postCms(servers(), source, body, { gzip: true, wire })).accepted).toBe(1);
+    problemOf(await postCms(servers, source, body, { signature: null }), 401, 'bad_signature');
+    expect(await batchCount(db, sourceOwner(source))).toBe(0);
+    expect(answerOf(await postCms(servers, source, body, { gzip: true, wire })).accepted).toBe(1);
   });
 
-  test('key rotation: the old key is accepted for 24 hours, then 401 source_unauthorized', async () => {
-    const source = await newSource();
-    const rotated = await rotateSourceKey(c.platform, source);
-    answerOf(await postCms(servers(), source, cmsBody(source, 0, [cmsPlay('screen-1', 1)])));
-    answerOf(await postCms(servers(), rotated, cmsBody(source, 1, [cmsPlay('screen-1', 2)])));
+  test('key rotation: the old key is accepted for 24 hours, then 401 source_unauthorized', async ({
+    servers,
+    platform,
+    source,
+    setNow,
+  }) => {
+    const rotated = await rotateSourceKey(platform, source);
+    answerOf(await postCms(servers, source, cmsBody(source, 0, [cmsPlay('screen-1', 1)])));
+    answerOf(await postCms(servers, rotated, cmsBody(source, 1, [cmsPlay('screen-1', 2)])));
     const almost = new Date(T0.getTime() + 24 * 3600_000 - 1000);
-    c.setNow(almost);
-    try {
-      answerOf(await postCms(servers(), source, cmsBody(source, 2, [cmsPlay('screen-1', 3, {}, almost)])));
-      const after = new Date(T0.getTime() + 24 * 3600_000);
-      c.setNow(after);
-      problemOf(
-        await postCms(servers(), source, cmsBody(source, 3, [cmsPlay('screen-1', 4, {}, after)])),
-        401,
-        'source_unauthorized',
-      );
-      answerOf(await postCms(servers(), rotated, cmsBody(source, 3, [cmsPlay('screen-1', 4, {}, after)])));
-    } finally {
-      c.setNow(T0);
-    }
+    setNow(almost);
+    answerOf(await postCms(servers, source, cmsBody(source, 2, [cmsPlay('screen-1', 3, {}, almost)])));
+    const after = new Date(T0.getTime() + 24 * 3600_000);
+    setNow(after);
+    problemOf(
+      await postCms(servers, source, cmsBody(source, 3, [cmsPlay('screen-1', 4, {}, after)])),
+      401,
+      'source_unauthorized',
+    );
+    answerOf(await postCms(servers, rotated, cmsBody(source, 3, [cmsPlay('screen-1', 4, {}, after)])));
   });
 });
 
 describe('sizes, encodings and counts', () => {
-  test('415 for an encoding other than gzip or another media type; 400 for a broken gzip stream', async () => {
-    const source = await newSource();
+  test('415 for an encoding other than gzip or another media type; 400 for a broken gzip stream', async ({
+    servers,
+    source,
+  }) => {
     const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
     for (const encoding of ['deflate', 'br', 'gzip, gzip', 'x-gzip']) {
       problemOf(
-        await postCms(servers(), source, body, { headers: { 'content-encoding': encoding } }),
+        await postCms(servers, source, body, { headers: { 'content-encoding': encoding } }),
         415,
         'unsupported_media_type',
       );
     }
     problemOf(
-      await postCms(servers(), source, body, { headers: { 'content-type': 'text/plain' } }),
+      await postCms(servers, source, body, { headers: { 'content-type': 'text/plain' } }),
       415,
       'unsupported_media_type',
     );
     problemOf(
-      await postCms(servers(), source, body, { gzip: true, wire: gzipSync(body).subarray(0, 20) }),
+      await postCms(servers, source, body, { gzip: true, wire: gzipSync(body).subarray(0, 20) }),
       400,
       'invalid_json',
     );
-    problemOf(await postCms(servers(), source, Buffer.from('{"schema":')), 400, 'invalid_json');
+    problemOf(await postCms(servers, source, Buffer.from('{"schema":')), 400, 'invalid_json');
     problemOf(
-      await postCms(servers(), source, cmsBody(source, 0, [], { schema: 'service.pop/0' })),
+      await postCms(servers, source, cmsBody(source, 0, [], { schema: 'service.pop/0' })),
       400,
       'schema_unknown',
     );
   });
 
-  test('4 MB on the wire, 16 MB inflated, ratio 20: 413 body_too_large without inflating the bomb', async () => {
-    const source = await newSource();
+  test('4 MB on the wire, 16 MB inflated, ratio 20: 413 body_too_large without inflating the bomb', async ({
+    db,
+    servers,
+    source,
+  }) => {
     const pad = (bytes: number) => cmsBody(source, 0, [], { pad: 'x'.repeat(bytes) });
     // Plain bodies count on the wire: just under 4 MB is taken.
-    problemOf(await postCms(servers(), source, pad(4_000_001)), 413, 'body_too_large');
-    expect(answerOf(await postCms(servers(), source, pad(3_999_000))).received).toBe(0);
+    problemOf(await postCms(servers, source, pad(4_000_001)), 413, 'body_too_large');
+    expect(answerOf(await postCms(servers, source, pad(3_999_000))).received).toBe(0);
     // Incompressible-ish wire over 4 MB.
     const random = randomBytes(4_100_000);
-    problemOf(await postCms(servers(), source, pad(10), { gzip: true, wire: random }), 413, 'body_too_large');
+    problemOf(await postCms(servers, source, pad(10), { gzip: true, wire: random }), 413, 'body_too_large');
     // Over 16 MB inflated although within the ratio: 16.5 MB of random a/b letters (1 bit each) compress to about 1/4.
     const letters = randomBytes(16_500_000);
     for (let i = 0; i < letters.length; i += 1) letters[i] = letters[i]! & 1 ? 0x61 : 0x62;
@@ -468,28 +483,31 @@ describe('sizes, encodings and counts', () => {
     expect(sixteenWire.length * 20).toBeGreaterThan(16_000_000);
     expect(sixteenWire.length).toBeLessThan(4_000_000);
     problemOf(
-      await postCms(servers(), source, sixteen, { gzip: true, wire: sixteenWire }),
+      await postCms(servers, source, sixteen, { gzip: true, wire: sixteenWire }),
       413,
       'body_too_large',
     );
     // A bomb: 50 MB of zeros in about 50 KB of gzip; refused at 20 times the wire size.
     const bomb = gzipSync(Buffer.alloc(50_000_000), { level: 9 });
     const before = process.memoryUsage().rss;
-    problemOf(await postCms(servers(), source, pad(10), { gzip: true, wire: bomb }), 413, 'body_too_large');
+    problemOf(await postCms(servers, source, pad(10), { gzip: true, wire: bomb }), 413, 'body_too_large');
     expect(process.memoryUsage().rss - before).toBeLessThan(200_000_000);
     // Ratio alone: 100 KB inflating to 2.5 MB (25 times).
     const ratio = gzipSync(pad(2_500_000));
     expect(2_500_000 / ratio.length).toBeGreaterThan(20);
     problemOf(
-      await postCms(servers(), source, pad(2_500_000), { gzip: true, wire: ratio }),
+      await postCms(servers, source, pad(2_500_000), { gzip: true, wire: ratio }),
       413,
       'body_too_large',
     );
-    expect(await batchCount(c.db, sourceOwner(source))).toBe(1);
+    expect(await batchCount(db, sourceOwner(source))).toBe(1);
   });
 
-  test('at most 10 000 records: 10 001 is 413 batch_too_large, 10 000 are taken', async () => {
-    const source = await newSource();
+  test('at most 10 000 records: 10 001 is 413 batch_too_large, 10 000 are taken', async ({
+    db,
+    servers,
+    source,
+  }) => {
     // Plays of a busy day: every record its own times and play id, so gzip stays within the ratio of 20.
     const records = (n: number) =>
       Array.from({ length: n }, (_, i) =>
@@ -501,125 +519,118 @@ describe('sizes, encodings and counts', () => {
         ),
       );
     const tooMany = cmsBody(source, 0, records(10_001));
-    problemOf(await postCms(servers(), source, tooMany, { gzip: true }), 413, 'batch_too_large');
+    problemOf(await postCms(servers, source, tooMany, { gzip: true }), 413, 'batch_too_large');
     const full = cmsBody(source, 0, records(10_000));
     expect(full.length / gzipSync(full).length).toBeLessThan(20);
-    const answer = answerOf(await postCms(servers(), source, full, { gzip: true }));
+    const answer = answerOf(await postCms(servers, source, full, { gzip: true }));
     expect(answer).toMatchObject({ received: 10_000, accepted: 10_000, items: [] });
-    expect(await countedPlays(c.db, playerKey(source, 'screen-1'))).toBe(5_000);
+    expect(await countedPlays(db, playerKey(source, 'screen-1'))).toBe(5_000);
   });
 
-  test('inflations are bounded: with every slot and waiting place taken, a gzip batch is 503 and stores nothing', async () => {
+  test('inflations are bounded: with every slot and waiting place taken, a gzip batch is 503 and stores nothing', async ({
+    db,
+    servers,
+    source,
+  }) => {
     // Issue "Trust under attack", item 3: "bound how many inflations run at once". The route must go through the
     // process's slots: take them all (2 inflating, 8 waiting) and the next gzip body is turned away at once.
-    const source = await newSource();
     const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
     const held = [await inflations.acquire(), await inflations.acquire()];
     const queued = Array.from({ length: 8 }, () => inflations.acquire());
     try {
-      const refused = await postCms(servers(), source, body, { gzip: true });
+      const refused = await postCms(servers, source, body, { gzip: true });
       problemOf(refused, 503, 'service_unavailable');
       expect(refused.headers['retry-after']).toBe('1');
-      expect(await batchCount(c.db, sourceOwner(source))).toBe(0);
+      expect(await batchCount(db, sourceOwner(source))).toBe(0);
       // A plain body inflates nothing and is not held up by the slots.
       const plain = cmsBody(source, 1, [cmsPlay('screen-2', 1)]);
-      expect(answerOf(await postCms(servers(), source, plain)).accepted).toBe(1);
+      expect(answerOf(await postCms(servers, source, plain)).accepted).toBe(1);
     } finally {
       // Each release hands its slot to the next in line: free them in turn.
       for (const release of held) release();
       for (const waiting of queued) (await waiting)();
     }
     // The sender resends the same bytes once a slot is free: taken, nothing lost.
-    expect(answerOf(await postCms(servers(), source, body, { gzip: true })).accepted).toBe(1);
-    expect(await batchCount(c.db, sourceOwner(source))).toBe(2);
+    expect(answerOf(await postCms(servers, source, body, { gzip: true })).accepted).toBe(1);
+    expect(await batchCount(db, sourceOwner(source))).toBe(2);
   });
 });
 
 describe('CMS rate limits', () => {
-  test('2 batches a second per installation with a burst of 10', async () => {
-    const source = await newSource();
+  test('2 batches a second per installation with a burst of 10', async ({ servers, source, setNow }) => {
     const at = new Date(T0.getTime() + 30 * 24 * 3600_000);
-    c.setNow(at);
-    try {
-      for (let seq = 0; seq < 10; seq += 1)
-        answerOf(await postCms(servers(), source, cmsBody(source, seq, [])));
-      const limited = await postCms(servers(), source, cmsBody(source, 10, []));
-      problemOf(limited, 429, 'rate_limited');
-      expect(limited.headers['retry-after']).toBe('1');
-      c.setNow(new Date(at.getTime() + 500));
-      answerOf(await postCms(servers(), source, cmsBody(source, 10, [])));
-    } finally {
-      c.setNow(T0);
-    }
+    setNow(at);
+    for (let seq = 0; seq < 10; seq += 1) answerOf(await postCms(servers, source, cmsBody(source, seq, [])));
+    const limited = await postCms(servers, source, cmsBody(source, 10, []));
+    problemOf(limited, 429, 'rate_limited');
+    expect(limited.headers['retry-after']).toBe('1');
+    setNow(new Date(at.getTime() + 500));
+    answerOf(await postCms(servers, source, cmsBody(source, 10, [])));
   });
 
-  test('10 calls a second per key with a burst of 30, every call counted: repeats and refusals too', async () => {
-    const op = await createOperator(c.platform, 1);
-    const source = await registerSource(c.platform, op, { 'screen-1': op.structures[0]! });
+  test('10 calls a second per key with a burst of 30, every call counted: repeats and refusals too', async ({
+    servers,
+    platform,
+    setNow,
+  }) => {
+    const op = await createOperator(platform, 1);
+    const source = await registerSource(platform, op, { 'screen-1': op.structures[0]! });
     const at = new Date(T0.getTime() + 33 * 24 * 3600_000);
-    c.setNow(at);
-    try {
-      const body = cmsBody(source, 0, [cmsPlay('screen-1', 1, {}, new Date(at.getTime() - 60_000))]);
-      answerOf(await postCms(servers(), source, body));
-      // The same stored batch again, 29 times: answered as a repeat while the key has tokens.
-      for (let i = 0; i < 29; i += 1)
-        expect(answerOf(await postCms(servers(), source, body)).duplicate).toBe(true);
-      const limited = await postCms(servers(), source, body);
-      problemOf(limited, 429, 'rate_limited');
-      expect(limited.headers['retry-after']).toBe('1');
-      // A second later, 10 more calls: 10 bad signatures, then 429 again, never 401 beyond the limit.
-      c.setNow(new Date(at.getTime() + 1000));
-      const answers = [];
-      for (let i = 0; i < 12; i += 1)
-        answers.push((await postCms(servers(), source, body, { signature: 'A'.repeat(86) })).statusCode);
-      expect(answers).toEqual([...Array(10).fill(401), 429, 429]);
-    } finally {
-      c.setNow(T0);
-    }
+    setNow(at);
+    const body = cmsBody(source, 0, [cmsPlay('screen-1', 1, {}, new Date(at.getTime() - 60_000))]);
+    answerOf(await postCms(servers, source, body));
+    // The same stored batch again, 29 times: answered as a repeat while the key has tokens.
+    for (let i = 0; i < 29; i += 1)
+      expect(answerOf(await postCms(servers, source, body)).duplicate).toBe(true);
+    const limited = await postCms(servers, source, body);
+    problemOf(limited, 429, 'rate_limited');
+    expect(limited.headers['retry-after']).toBe('1');
+    // A second later, 10 more calls: 10 bad signatures, then 429 again, never 401 beyond the limit.
+    setNow(new Date(at.getTime() + 1000));
+    const answers = [];
+    for (let i = 0; i < 12; i += 1)
+      answers.push((await postCms(servers, source, body, { signature: 'A'.repeat(86) })).statusCode);
+    expect(answers).toEqual([...Array(10).fill(401), 429, 429]);
   });
 
-  test('10 calls a second per key with a burst of 30, across installations', async () => {
-    const op = await createOperator(c.platform, 1);
+  test('10 calls a second per key with a burst of 30, across installations', async ({
+    servers,
+    platform,
+    setNow,
+  }) => {
+    const op = await createOperator(platform, 1);
     const sources: TestSource[] = [];
-    for (let i = 0; i < 4; i += 1) sources.push(await registerSource(c.platform, op));
+    for (let i = 0; i < 4; i += 1) sources.push(await registerSource(platform, op));
     const at = new Date(T0.getTime() + 31 * 24 * 3600_000);
-    c.setNow(at);
-    try {
-      for (let i = 0; i < 30; i += 1) {
-        const source = sources[i % 4]!;
-        answerOf(await postCms(servers(), source, cmsBody(source, Math.floor(i / 4), [])));
-      }
-      const source = sources[2]!;
-      const limited = await postCms(servers(), source, cmsBody(source, 8, []));
-      problemOf(limited, 429, 'rate_limited');
-      expect(limited.headers['retry-after']).toBe('1');
-    } finally {
-      c.setNow(T0);
+    setNow(at);
+    for (let i = 0; i < 30; i += 1) {
+      const source = sources[i % 4]!;
+      answerOf(await postCms(servers, source, cmsBody(source, Math.floor(i / 4), [])));
     }
+    const source = sources[2]!;
+    const limited = await postCms(servers, source, cmsBody(source, 8, []));
+    problemOf(limited, 429, 'rate_limited');
+    expect(limited.headers['retry-after']).toBe('1');
   });
 
-  test('2 000 000 records an hour per organisation', async () => {
-    const op = await createOperator(c.platform, 1);
-    const source = await registerSource(c.platform, op, { p: op.structures[0]! });
+  test('2 000 000 records an hour per organisation', async ({ db, servers, platform, setNow }) => {
+    const op = await createOperator(platform, 1);
+    const source = await registerSource(platform, op, { p: op.structures[0]! });
     const at = new Date(T0.getTime() + 32 * 24 * 3600_000);
-    c.setNow(at);
-    try {
-      // The organisation's bucket after 1 999 990 records this hour (the state every instance shares).
-      await c.db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, 10, $2)', [
-        `cms-organisation:${op.id}`,
-        at,
-      ]);
-      const records = (from: number, n: number) =>
-        Array.from({ length: n }, (_, i) => cmsPlay('p', from + i, {}, at));
-      answerOf(await postCms(servers(), source, cmsBody(source, 0, records(1, 10))));
-      const limited = await postCms(servers(), source, cmsBody(source, 1, records(11, 1000)));
-      problemOf(limited, 429, 'rate_limited');
-      // 1000 records at 2 000 000 / 3600 s: 1.8 s.
-      expect(limited.headers['retry-after']).toBe('2');
-      c.setNow(new Date(at.getTime() + 1800));
-      answerOf(await postCms(servers(), source, cmsBody(source, 1, records(11, 1000))));
-    } finally {
-      c.setNow(T0);
-    }
+    setNow(at);
+    // The organisation's bucket after 1 999 990 records this hour (the state every instance shares).
+    await db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, 10, $2)', [
+      `cms-organisation:${op.id}`,
+      at,
+    ]);
+    const records = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => cmsPlay('p', from + i, {}, at));
+    answerOf(await postCms(servers, source, cmsBody(source, 0, records(1, 10))));
+    const limited = await postCms(servers, source, cmsBody(source, 1, records(11, 1000)));
+    problemOf(limited, 429, 'rate_limited');
+    // 1000 records at 2 000 000 / 3600 s: 1.8 s.
+    expect(limited.headers['retry-after']).toBe('2');
+    setNow(new Date(at.getTime() + 1800));
+    answerOf(await postCms(servers, source, cmsBody(source, 1, records(11, 1000))));
   });
 });

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect } from 'vitest';
 import {
   agentBody,
   answerOf,
@@ -7,68 +7,68 @@ import {
   cmsBody,
   cmsPlay,
   countedPlays,
-  createOperator,
   insertDevice,
-  type Operator,
-  type PopCluster,
   play,
   postCms,
   postTelemetry,
   problemOf,
   registerSource,
   sendBatch,
-  startPopCluster,
   T0,
   sha256,
 } from './helpers.js';
 import { judgeRecords, settle } from '../../src/pop/judge.js';
 import { readMarks } from '../../src/pop/batch-context.js';
 import { storeBatch } from '../../src/pop/store.js';
+import { popWorld } from './world.js';
 
 /*
  * Two platform instances (own servers, own pools, own caches) on one database, as DESIGN.md section 2 requires:
  * "Several platform processes may run against one database: nothing may depend on being the only instance".
  */
-let c: PopCluster;
-let operator: Operator;
-const a = () => c.instances[0]!.servers;
-const b = () => c.instances[1]!.servers;
-
-beforeAll(async () => {
-  c = await startPopCluster({ instances: 2 });
-  operator = await createOperator(c.platform);
-});
-afterAll(async () => {
-  await c?.close();
-});
+const test = popWorld({ instances: 2 })
+  .extend('a', { scope: 'file' }, ({ world }) => world.instances[0]!.servers)
+  .extend('b', { scope: 'file' }, ({ world }) => world.instances[1]!.servers);
 
 describe('two instances, one database', () => {
-  test('the same agent batch racing on both instances is stored and counted once', async () => {
+  test('the same agent batch racing on both instances is stored and counted once', async ({
+    db,
+    operator,
+    a,
+    b,
+  }) => {
     for (let round = 0; round < 15; round += 1) {
-      const device = await insertDevice(c.db, operator.structures[0]!);
+      const device = await insertDevice(db, operator.structures[0]!);
       const body = agentBody(
         device,
         0,
         Array.from({ length: 50 }, (_, i) => play(i + 1)),
       );
       const answers = (
-        await Promise.all([postTelemetry(a(), device, body), postTelemetry(b(), device, body)])
+        await Promise.all([postTelemetry(a, device, body), postTelemetry(b, device, body)])
       ).map(answerOf);
       expect(answers.map((x) => x.duplicate).sort()).toEqual([false, true]);
       expect(answers[0]).toEqual({ ...answers[1], duplicate: answers[0]!.duplicate });
-      expect(await countedPlays(c.db, `device:${device.id}`)).toBe(50);
-      expect(await batchCount(c.db, `device:${device.id}`)).toBe(1);
+      expect(await countedPlays(db, `device:${device.id}`)).toBe(50);
+      expect(await batchCount(db, `device:${device.id}`)).toBe(1);
     }
   });
 
-  test('the same CMS batch racing on both instances is counted once', async () => {
-    const source = await registerSource(c.platform, operator, {
+  test('the same CMS batch racing on both instances is counted once', async ({
+    db,
+    operator,
+    platform,
+    setNow,
+    a,
+    b,
+  }) => {
+    const source = await registerSource(platform, operator, {
       s1: operator.structures[0]!,
       s2: operator.structures[1]!,
     });
     for (let round = 0; round < 8; round += 1) {
       // A second per round: the installation's burst of 10 is not what this test is about.
-      c.setNow(new Date(T0.getTime() + round * 1000));
+      setNow(new Date(T0.getTime() + round * 1000));
       const records = Array.from({ length: 200 }, (_, i) =>
         cmsPlay(i % 2 ? 's1' : 's2', round * 100 + Math.floor(i / 2) + 1, {
           play_id: randomBytes(12).toString('base64url'),
@@ -76,67 +76,80 @@ describe('two instances, one database', () => {
       );
       const body = cmsBody(source, round, records);
       const answers = (
-        await Promise.all([postCms(a(), source, body, { gzip: true }), postCms(b(), source, body)])
+        await Promise.all([postCms(a, source, body, { gzip: true }), postCms(b, source, body)])
       ).map(answerOf);
       expect(answers.map((x) => x.duplicate).sort()).toEqual([false, true]);
     }
-    c.setNow(T0);
-    expect(await countedPlays(c.db, `cms:${source.id}:s1`)).toBe(800);
-    expect(await countedPlays(c.db, `cms:${source.id}:s2`)).toBe(800);
+    setNow(T0);
+    expect(await countedPlays(db, `cms:${source.id}:s1`)).toBe(800);
+    expect(await countedPlays(db, `cms:${source.id}:s2`)).toBe(800);
   });
 
-  test('one batch_seq, two bodies racing: one is taken, the other is 409 batch_conflict', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
+  test('one batch_seq, two bodies racing: one is taken, the other is 409 batch_conflict', async ({
+    device,
+    a,
+    b,
+  }) => {
     const [x, y] = await Promise.all([
-      sendBatch(a(), device, 0, [play(1)]),
-      sendBatch(b(), device, 0, [play(1), play(2)]),
+      sendBatch(a, device, 0, [play(1)]),
+      sendBatch(b, device, 0, [play(1), play(2)]),
     ]);
     expect([x.statusCode, y.statusCode].sort()).toEqual([200, 409]);
     const conflict = x.statusCode === 409 ? x : y;
     problemOf(conflict, 409, 'batch_conflict');
   });
 
-  test('overlapping seq ranges of one player racing: every number counted once', async () => {
-    const source = await registerSource(c.platform, operator, { p: operator.structures[0]! });
+  test('overlapping seq ranges of one player racing: every number counted once', async ({
+    db,
+    operator,
+    platform,
+    a,
+    b,
+  }) => {
+    const source = await registerSource(platform, operator, { p: operator.structures[0]! });
     const range = (from: number, to: number) =>
       Array.from({ length: to - from + 1 }, (_, i) => cmsPlay('p', from + i));
     const answers = (
       await Promise.all([
-        postCms(a(), source, cmsBody(source, 0, range(1, 60))),
-        postCms(b(), source, cmsBody(source, 1, range(30, 90))),
-        postCms(a(), source, cmsBody(source, 2, range(80, 100))),
+        postCms(a, source, cmsBody(source, 0, range(1, 60))),
+        postCms(b, source, cmsBody(source, 1, range(30, 90))),
+        postCms(a, source, cmsBody(source, 2, range(80, 100))),
       ])
     ).map(answerOf);
     const accepted = answers.reduce((sum, x) => sum + x.accepted, 0);
-    const counted = await countedPlays(c.db, `cms:${source.id}:p`);
+    const counted = await countedPlays(db, `cms:${source.id}:p`);
     expect(counted).toBe(accepted);
     // However the three were ordered, no number is counted twice and the highest is counted.
     expect(counted).toBeLessThanOrEqual(100);
-    const { rows } = await c.db.query(
+    const { rows } = await db.query(
       'SELECT seq, count(*)::int AS n FROM pop_records WHERE player_key = $1 GROUP BY seq HAVING count(*) > 1',
       [`cms:${source.id}:p`],
     );
     expect(rows).toEqual([]);
   });
 
-  test("rate limits are shared: a device's burst of 3 counts across instances", async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
+  test("rate limits are shared: a device's burst of 3 counts across instances", async ({
+    device,
+    setNow,
+    a,
+    b,
+  }) => {
     const at = new Date(T0.getTime() + 3 * 24 * 3600_000);
-    c.setNow(at);
-    try {
-      answerOf(await sendBatch(a(), device, 0, [play(1, {}, at)], { ts: at }));
-      answerOf(await sendBatch(b(), device, 1, [play(2, {}, at)], { ts: at }));
-      answerOf(await sendBatch(a(), device, 2, [play(3, {}, at)], { ts: at }));
-      problemOf(await sendBatch(b(), device, 3, [play(4, {}, at)], { ts: at }), 429, 'rate_limited');
-    } finally {
-      c.setNow(T0);
-    }
+    setNow(at);
+    answerOf(await sendBatch(a, device, 0, [play(1, {}, at)], { ts: at }));
+    answerOf(await sendBatch(b, device, 1, [play(2, {}, at)], { ts: at }));
+    answerOf(await sendBatch(a, device, 2, [play(3, {}, at)], { ts: at }));
+    problemOf(await sendBatch(b, device, 3, [play(4, {}, at)], { ts: at }), 429, 'rate_limited');
   });
 
-  test('a high-water mark moved after it was read: the store statement writes nothing and says so', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
+  test('a high-water mark moved after it was read: the store statement writes nothing and says so', async ({
+    db,
+    operator,
+    device,
+    a,
+  }) => {
     const key = `device:${device.id}`;
-    answerOf(await sendBatch(a(), device, 0, [play(1), play(2)]));
+    answerOf(await sendBatch(a, device, 0, [play(1), play(2)]));
     // Judged as if the mark were still 0 (read before the batch above was stored).
     const stale = new Map([[key, 0]]);
     const verdicts = judgeRecords([play(1), play(2), play(3)], {
@@ -153,7 +166,7 @@ describe('two instances, one database', () => {
     const settled = settle(verdicts, stale);
     expect(settled.accepted).toBe(3);
     const body = Buffer.from('{}');
-    const result = await storeBatch(c.db, {
+    const result = await storeBatch(db, {
       batch: {
         owner: key,
         batchSeq: 1,
@@ -182,13 +195,13 @@ describe('two instances, one database', () => {
       now: () => T0,
     });
     expect(result).toEqual({ kind: 'marks_moved' });
-    expect(await batchCount(c.db, key)).toBe(1);
-    expect(await countedPlays(c.db, key)).toBe(2);
+    expect(await batchCount(db, key)).toBe(1);
+    expect(await countedPlays(db, key)).toBe(2);
     // Judged again on the marks as they are, the same batch goes through (only seq 3 is new).
-    const fresh = await readMarks(c.db, [key]);
+    const fresh = await readMarks(db, [key]);
     expect(fresh.get(key)).toBe(2);
     const again = settle(verdicts, fresh);
-    const stored = await storeBatch(c.db, {
+    const stored = await storeBatch(db, {
       batch: {
         owner: key,
         batchSeq: 1,
@@ -217,23 +230,25 @@ describe('two instances, one database', () => {
       now: () => T0,
     });
     expect(stored.kind).toBe('stored');
-    expect(await countedPlays(c.db, key)).toBe(3);
+    expect(await countedPlays(db, key)).toBe(3);
   });
 
-  test('a revocation seen by one instance is enforced by the other at once', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
-    answerOf(await sendBatch(b(), device, 0, [play(1)]));
-    await c.db.query('UPDATE devices SET revoked_at = $2 WHERE id = $1', [device.id, T0]);
-    problemOf(await sendBatch(b(), device, 1, [play(2)]), 401, 'device_unauthorized');
+  test('a revocation seen by one instance is enforced by the other at once', async ({ db, device, b }) => {
+    answerOf(await sendBatch(b, device, 0, [play(1)]));
+    await db.query('UPDATE devices SET revoked_at = $2 WHERE id = $1', [device.id, T0]);
+    problemOf(await sendBatch(b, device, 1, [play(2)]), 401, 'device_unauthorized');
   });
 });
 
 describe('rate tokens taken last', () => {
-  test('tokens another instance takes meanwhile: the batch looked fine, yet it is refused and nothing stored', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
+  test('tokens another instance takes meanwhile: the batch looked fine, yet it is refused and nothing stored', async ({
+    db,
+    operator,
+    device,
+  }) => {
     const key = `device:${device.id}`;
     const bucket = { key: `agent:${device.id}`, capacity: 3, perSecond: 0.1, cost: 1 };
-    await c.db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, 1, $2)', [
+    await db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, 1, $2)', [
       bucket.key,
       T0,
     ]);
@@ -251,11 +266,11 @@ describe('rate tokens taken last', () => {
     const settled = settle(verdicts, new Map());
     const body = Buffer.from('{"b":1}');
     // Another instance takes the last token and has not committed yet.
-    const other = await c.db.connect();
+    const other = await db.connect();
     try {
       await other.query('BEGIN');
       await other.query('UPDATE pop_rate_buckets SET tokens = 0 WHERE bucket_key = $1', [bucket.key]);
-      const storing = storeBatch(c.db, {
+      const storing = storeBatch(db, {
         batch: {
           owner: key,
           batchSeq: 0,
@@ -286,7 +301,7 @@ describe('rate tokens taken last', () => {
       // The store reads a token (the other's update is not committed), writes, and waits for the bucket's lock.
       let waited = false;
       for (let i = 0; i < 200 && !waited; i += 1) {
-        const { rows } = await c.db.query(
+        const { rows } = await db.query(
           "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pop_take_tokens%'",
         );
         waited = rows[0].n > 0;
@@ -298,10 +313,10 @@ describe('rate tokens taken last', () => {
     } finally {
       other.release();
     }
-    expect(await batchCount(c.db, key)).toBe(0);
-    expect(await countedPlays(c.db, key)).toBe(0);
-    expect((await readMarks(c.db, [key])).get(key)).toBe(0);
-    const { rows } = await c.db.query('SELECT count(*)::int AS n FROM pop_records WHERE player_key = $1', [
+    expect(await batchCount(db, key)).toBe(0);
+    expect(await countedPlays(db, key)).toBe(0);
+    expect((await readMarks(db, [key])).get(key)).toBe(0);
+    const { rows } = await db.query('SELECT count(*)::int AS n FROM pop_records WHERE player_key = $1', [
       key,
     ]);
     expect(rows[0].n).toBe(0);

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect } from 'vitest';
 import { apiCall } from '../support/platform.js';
 import {
   agentBody,
@@ -6,17 +6,13 @@ import {
   cmsBody,
   cmsPlay,
   countedPlays,
-  createOperator,
-  insertDevice,
-  type Operator,
-  type PopCluster,
   play,
   postCms,
   postTelemetry,
   registerSource,
-  startPopCluster,
   T0,
 } from './helpers.js';
+import { popWorld } from './world.js';
 
 /*
  * Issue "Trust under attack", item 4: "A signed agent batch with a reject whose detail nests 100,000 arrays answers
@@ -25,17 +21,7 @@ import {
  * the rest of the batch counts."
  */
 
-let c: PopCluster;
-let operator: Operator;
-const servers = () => c.instances[0]!.servers;
-
-beforeAll(async () => {
-  c = await startPopCluster();
-  operator = await createOperator(c.platform);
-});
-afterAll(async () => {
-  await c?.close();
-});
+const test = popWorld();
 
 /** Where a body holds DEEP, the text of `depth` nested arrays (JSON.stringify itself cannot write it). */
 const DEEP = '__deep__';
@@ -58,22 +44,24 @@ const reject = (seq: number, detail: unknown) => ({
 });
 
 describe('records whose free-form objects no one can store are refused; the rest of the batch counts', () => {
-  test('a reject whose detail nests 100,000 arrays', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
+  test('a reject whose detail nests 100,000 arrays', async ({ db, servers, device }) => {
     const body = withDeep(agentBody(device, 0, [play(1), reject(2, { trace: DEEP }), play(3)]), 100_000);
-    const answer = answerOf(await postTelemetry(servers(), device, body));
+    const answer = answerOf(await postTelemetry(servers, device, body));
     expect(answer).toMatchObject({ received: 3, accepted: 2, refused: 1, duplicate: false });
     expect(refusedItems(answer.items)).toEqual([{ index: 1, status: 'refused', reason: 'invalid_record' }]);
-    expect(await countedPlays(c.db, `device:${device.id}`)).toBe(2);
+    expect(await countedPlays(db, `device:${device.id}`)).toBe(2);
     // The same bytes again: the stored answer, nothing counted twice.
-    expect(answerOf(await postTelemetry(servers(), device, body))).toMatchObject({
+    expect(answerOf(await postTelemetry(servers, device, body))).toMatchObject({
       duplicate: true,
       accepted: 2,
     });
   });
 
-  test('a detail that is too large, a screen too deep, a text that is not Unicode', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
+  test('a detail that is too large, a screen too deep, a text that is not Unicode', async ({
+    servers,
+    platform,
+    device,
+  }) => {
     const body = agentBody(device, 0, [
       reject(1, { note: 'x'.repeat(20_000) }),
       play(2, { screen: { power: 'on', extra: nestedArrays(40) } }),
@@ -84,7 +72,7 @@ describe('records whose free-form objects no one can store are refused; the rest
       reject(5, { file: 'a\u0000b.mp4' }),
       play(6),
     ]);
-    const answer = answerOf(await postTelemetry(servers(), device, body));
+    const answer = answerOf(await postTelemetry(servers, device, body));
     expect(refusedItems(answer.items)).toEqual([
       { index: 0, status: 'refused', reason: 'invalid_record' },
       { index: 1, status: 'refused', reason: 'invalid_record' },
@@ -94,8 +82,8 @@ describe('records whose free-form objects no one can store are refused; the rest
     expect(answer).toMatchObject({ received: 6, accepted: 2, refused: 4 });
     // The kept reject reads back through the console, NUL and all.
     const events = await apiCall(
-      servers().api,
-      c.adminKey,
+      servers.api,
+      platform.adminKey,
       'GET',
       `/api/v1/console/pop/devices/${device.id}/events`,
     );
@@ -105,8 +93,12 @@ describe('records whose free-form objects no one can store are refused; the rest
     ]);
   });
 
-  test('the CMS channel: a play whose detail nests deep is refused, the others count', async () => {
-    const source = await registerSource(c.platform, operator, { 'screen-9': operator.structures[1]! });
+  test('the CMS channel: a play whose detail nests deep is refused, the others count', async ({
+    servers,
+    operator,
+    platform,
+  }) => {
+    const source = await registerSource(platform, operator, { 'screen-9': operator.structures[1]! });
     const body = withDeep(
       cmsBody(source, 0, [
         cmsPlay('screen-9', 1),
@@ -115,7 +107,7 @@ describe('records whose free-form objects no one can store are refused; the rest
       ]),
       50_000,
     );
-    const answer = answerOf(await postCms(servers(), source, body));
+    const answer = answerOf(await postCms(servers, source, body));
     expect(refusedItems(answer.items)).toEqual([{ index: 1, status: 'refused', reason: 'invalid_record' }]);
     expect(answer.accepted).toBe(2);
   });

@@ -1,43 +1,24 @@
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect } from 'vitest';
 import {
   agentBody,
   answerOf,
   cmsBody,
   cmsPlay,
   countedPlays,
-  createOperator,
-  insertApproval,
-  insertDevice,
-  type Operator,
-  type PopCluster,
   play,
   postCms,
   postTelemetry,
   registerSource,
-  startPopCluster,
   T0,
 } from './helpers.js';
+import { APPROVAL, popWorld } from './world.js';
 
 /*
  * Issue "The spec to the letter, second pass": item 2, "A play counts from 1000 ms however its length is given";
  * item 5, "screen is agent-channel only".
  */
 
-let c: PopCluster;
-let operator: Operator;
-const servers = () => c.instances[0]!.servers;
-
-beforeAll(async () => {
-  c = await startPopCluster();
-  operator = await createOperator(c.platform, 2);
-  await insertApproval(c.db, operator.id, {
-    number: 'A-2026-000001',
-    structureIds: operator.structures.map((s) => s.id),
-  });
-});
-afterAll(async () => {
-  await c?.close();
-});
+const test = popWorld({ approvals: [{ number: APPROVAL }] });
 
 /** A play of `intervalMs` between start and end, ending a minute before T0, with or without duration_ms. */
 function timed(seq: number, intervalMs: number, durationMs?: number) {
@@ -51,11 +32,14 @@ function timed(seq: number, intervalMs: number, durationMs?: number) {
 }
 
 describe('a play counts from 1000 ms, however its length is given', () => {
-  test('without duration_ms, end - start decides: 500 ms apart is too_short, 1000 ms counts', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
+  test('without duration_ms, end - start decides: 500 ms apart is too_short, 1000 ms counts', async ({
+    db,
+    servers,
+    device,
+  }) => {
     const answer = answerOf(
       await postTelemetry(
-        servers(),
+        servers,
         device,
         agentBody(device, 0, [timed(1, 500), timed(2, 999), timed(3, 1000)]),
       ),
@@ -64,14 +48,16 @@ describe('a play counts from 1000 ms, however its length is given', () => {
       { index: 0, status: 'refused', reason: 'too_short' },
       { index: 1, status: 'refused', reason: 'too_short' },
     ]);
-    expect(await countedPlays(c.db, `device:${device.id}`)).toBe(1);
+    expect(await countedPlays(db, `device:${device.id}`)).toBe(1);
   });
 
-  test('with both, duration_ms (the time on screen) decides; far apart, the play is flagged timing_mismatch', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
+  test('with both, duration_ms (the time on screen) decides; far apart, the play is flagged timing_mismatch', async ({
+    servers,
+    device,
+  }) => {
     const answer = answerOf(
       await postTelemetry(
-        servers(),
+        servers,
         device,
         agentBody(device, 0, [
           timed(1, 15_000, 15_000), // agree
@@ -91,35 +77,38 @@ describe('a play counts from 1000 ms, however its length is given', () => {
     expect(answer.accepted).toBe(5);
   });
 
-  test('end before start is end_before_start, not too_short', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
-    const answer = answerOf(await postTelemetry(servers(), device, agentBody(device, 0, [timed(1, -2000)])));
+  test('end before start is end_before_start, not too_short', async ({ servers, device }) => {
+    const answer = answerOf(await postTelemetry(servers, device, agentBody(device, 0, [timed(1, -2000)])));
     expect(answer.items).toEqual([{ index: 0, status: 'refused', reason: 'end_before_start' }]);
   });
 });
 
 describe('screen is agent-channel only', () => {
-  test("a CMS record's screen is not the screen's: no screen_off flag, nothing kept of it", async () => {
-    const source = await registerSource(c.platform, operator, { 'screen-1': operator.structures[1]! });
+  test("a CMS record's screen is not the screen's: no screen_off flag, nothing kept of it", async ({
+    db,
+    servers,
+    operator,
+    platform,
+  }) => {
+    const source = await registerSource(platform, operator, { 'screen-1': operator.structures[1]! });
     const answer = answerOf(
       await postCms(
-        servers(),
+        servers,
         source,
         cmsBody(source, 0, [cmsPlay('screen-1', 1, { screen: { power: 'off' } }), cmsPlay('screen-1', 2)]),
       ),
     );
     expect(answer).toMatchObject({ accepted: 2, flagged: 0, items: [] });
-    const { rows } = await c.db.query<{ screen_power: string | null }>(
+    const { rows } = await db.query<{ screen_power: string | null }>(
       'SELECT screen_power FROM pop_records WHERE player_key = $1',
       [`cms:${source.id}:screen-1`],
     );
     expect(rows).toEqual([{ screen_power: null }, { screen_power: null }]);
   });
 
-  test('an agent play with the screen off is still flagged screen_off', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
+  test('an agent play with the screen off is still flagged screen_off', async ({ servers, device }) => {
     const answer = answerOf(
-      await postTelemetry(servers(), device, agentBody(device, 0, [play(1, { screen: { power: 'off' } })])),
+      await postTelemetry(servers, device, agentBody(device, 0, [play(1, { screen: { power: 'off' } })])),
     );
     expect(answer.items).toEqual([{ index: 0, status: 'flagged', flags: ['screen_off'] }]);
   });

@@ -1,61 +1,40 @@
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { expect } from 'vitest';
 import type { Db } from '../../src/db/pool.js';
 import { DeviceLookupBatcher } from '../../src/pop/lookup.js';
-import {
-  answerOf,
-  createOperator,
-  insertApproval,
-  insertDevice,
-  type Operator,
-  type PopCluster,
-  play,
-  rotateDeviceKey,
-  sendBatch,
-  startPopCluster,
-  T0,
-} from './helpers.js';
+import { answerOf, insertDevice, type Operator, play, rotateDeviceKey, sendBatch, T0 } from './helpers.js';
+import { popWorld } from './world.js';
 
 /*
  * The agent channels' reading query answers the lookups of several batches at once (src/pop/lookup.ts): each
  * lookup still gets exactly its own device, keys, stored batch and mark, and the approvals it names.
  */
-let c: PopCluster;
-let operator: Operator;
-const servers = () => c.instances[0]!.servers;
-
-beforeAll(async () => {
-  c = await startPopCluster();
-  operator = await createOperator(c.platform);
-  await insertApproval(c.db, operator.id, {
-    number: 'A-LOOKUP-0',
-    structureIds: [operator.structures[0]!.id],
-  });
-  await insertApproval(c.db, operator.id, {
-    number: 'A-LOOKUP-BOTH',
-    structureIds: operator.structures.map((s) => s.id),
-    revokedAt: new Date(T0.getTime() - 3600_000),
-  });
-});
-afterAll(async () => {
-  await c?.close();
+const test = popWorld({
+  approvals: [
+    { number: 'A-LOOKUP-0', structures: [0] },
+    { number: 'A-LOOKUP-BOTH', revokedAt: new Date(T0.getTime() - 3600_000) },
+  ],
 });
 
-test('lookups asked together are answered by one query, each with its own facts', async () => {
+test('lookups asked together are answered by one query, each with its own facts', async ({
+  db,
+  servers,
+  operator,
+}) => {
   const [s0, s1] = operator.structures as [Operator['structures'][0], Operator['structures'][0]];
-  const plain = await insertDevice(c.db, s0);
-  const revoked = await insertDevice(c.db, s1);
-  await c.db.query('UPDATE devices SET revoked_at = $2 WHERE id = $1', [revoked.id, T0]);
-  const stored = await insertDevice(c.db, s1);
-  const storedAnswer = answerOf(await sendBatch(servers(), stored, 0, [play(1), play(2)]));
-  const renewed = await insertDevice(c.db, s0);
+  const plain = await insertDevice(db, s0);
+  const revoked = await insertDevice(db, s1);
+  await db.query('UPDATE devices SET revoked_at = $2 WHERE id = $1', [revoked.id, T0]);
+  const stored = await insertDevice(db, s1);
+  const storedAnswer = answerOf(await sendBatch(servers, stored, 0, [play(1), play(2)]));
+  const renewed = await insertDevice(db, s0);
   // The first key stays accepted until T0 + 1 min; a lookup after that sees the new key only.
-  await rotateDeviceKey(c.db, renewed, new Date(T0.getTime() + 1000), new Date(T0.getTime() + 60_000));
+  await rotateDeviceKey(db, renewed, new Date(T0.getTime() + 1000), new Date(T0.getTime() + 60_000));
 
   let queries = 0;
   const counting = {
     query: (...args: Parameters<Db['query']>) => {
       queries += 1;
-      return (c.db.query as (...a: unknown[]) => unknown)(...args);
+      return (db.query as (...a: unknown[]) => unknown)(...args);
     },
   } as unknown as Db;
   const batcher = new DeviceLookupBatcher(counting, { concurrency: 1, maxLookups: 256 });
@@ -109,7 +88,7 @@ test('lookups asked together are answered by one query, each with its own facts'
   expect(approvals.get('A-LOOKUP-BOTH')!.revokedAt).toEqual(new Date(T0.getTime() - 3600_000));
 });
 
-test('a failed query fails the lookups it held, not the next ones', async () => {
+test('a failed query fails the lookups it held, not the next ones', async ({ db, device }) => {
   let fail = true;
   const flaky = {
     query: (...args: Parameters<Db['query']>) => {
@@ -117,10 +96,9 @@ test('a failed query fails the lookups it held, not the next ones', async () => 
         fail = false;
         return Promise.reject(new Error('connection lost'));
       }
-      return (c.db.query as (...a: unknown[]) => unknown)(...args);
+      return (db.query as (...a: unknown[]) => unknown)(...args);
     },
   } as unknown as Db;
-  const device = await insertDevice(c.db, operator.structures[0]!);
   const batcher = new DeviceLookupBatcher(flaky, { concurrency: 1, maxLookups: 256 });
   const first = batcher.find({ deviceId: device.id, batchSeq: 0, now: T0, approvalNumbers: [] });
   await expect(first).rejects.toThrow('connection lost');

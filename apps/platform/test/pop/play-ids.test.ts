@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { startHourOf } from '../../src/pop/judge.js';
 import { findCountedPlays } from '../../src/pop/batch-context.js';
@@ -9,19 +9,12 @@ import {
   cmsBody,
   cmsPlay,
   countedPlays,
-  createOperator,
-  insertApproval,
-  insertDevice,
-  type Operator,
-  type PopCluster,
   play,
   postCms,
   postTelemetry,
-  registerSource,
-  startPopCluster,
   T0,
-  type TestSource,
 } from './helpers.js';
+import { APPROVAL, popWorld } from './world.js';
 
 /*
  * Issue "Trust under attack", item 6: "A play_id seen again for the same player under a new seq is counted twice (a
@@ -29,69 +22,60 @@ import {
  * player (within the 90-day horizon of too_old): refuse it with a stable reason, listed in items."
  */
 
-let c: PopCluster;
-let operator: Operator;
-const servers = (i = 0) => c.instances[i]!.servers;
-
-beforeAll(async () => {
-  c = await startPopCluster({ instances: 2 });
-  operator = await createOperator(c.platform, 2);
-  await insertApproval(c.db, operator.id, {
-    number: 'A-2026-000001',
-    structureIds: operator.structures.map((s) => s.id),
+const test = popWorld({ instances: 2, approvals: [{ number: APPROVAL }] })
+  /** A new CMS installation with one screen, on the operator's second structure, and the screen's player key. */
+  .extend('newScreen', { scope: 'file' }, ({ world }) => {
+    let next = 0;
+    return async () => {
+      const screen = `screen-${next++}`;
+      const source = await world.newSource({ [screen]: world.operator.structures[1]! });
+      return { source, screen, key: `cms:${source.id}:${screen}` };
+    };
+  })
+  /** The platform clock moves on, a second at a time, so that the rate limits refill (it never goes back). */
+  .extend('tick', { scope: 'file' }, ({ world }) => {
+    let clockMs = T0.getTime();
+    return (ms = 1000): Date => {
+      clockMs += ms;
+      world.setNow(new Date(clockMs));
+      return new Date(clockMs);
+    };
   });
-});
-afterAll(async () => {
-  await c?.close();
-});
-
-let nextScreen = 0;
-async function newSource(): Promise<{ source: TestSource; screen: string; key: string }> {
-  const screen = `screen-${nextScreen++}`;
-  const source = await registerSource(c.platform, operator, { [screen]: operator.structures[1]! });
-  return { source, screen, key: `cms:${source.id}:${screen}` };
-}
-
-/** The platform clock moves on, a second at a time, so that the rate limits refill (it never goes back). */
-let clockMs = T0.getTime();
-function tick(ms = 1000): Date {
-  clockMs += ms;
-  c.setNow(new Date(clockMs));
-  return new Date(clockMs);
-}
 
 const refused = (indexes: number[]) =>
   indexes.map((index) => ({ index, status: 'refused', reason: 'play_id_counted' }));
 
 describe('a play is counted once per play_id, whatever seq it comes under', () => {
-  test('a CMS that renumbers after a crash resends its plays under new numbers: they are refused', async () => {
-    const { source, screen, key } = await newSource();
+  test('a CMS that renumbers after a crash resends its plays under new numbers: they are refused', async ({
+    db,
+    servers,
+    newScreen,
+  }) => {
+    const { source, screen, key } = await newScreen();
     // Three plays a minute apart, in two batches.
     const at = (minute: number) => new Date(T0.getTime() - (10 - minute) * 60_000);
     const original = [1, 2, 3].map((seq) => cmsPlay(screen, seq, { play_id: `xibo-${seq}` }, at(seq)));
-    expect(
-      answerOf(await postCms(servers(), source, cmsBody(source, 0, original.slice(0, 2)))).accepted,
-    ).toBe(2);
-    expect(answerOf(await postCms(servers(), source, cmsBody(source, 1, original.slice(2)))).accepted).toBe(
-      1,
+    expect(answerOf(await postCms(servers, source, cmsBody(source, 0, original.slice(0, 2)))).accepted).toBe(
+      2,
     );
+    expect(answerOf(await postCms(servers, source, cmsBody(source, 1, original.slice(2)))).accepted).toBe(1);
 
     // After the crash: the same three plays numbered 4, 5, 6, then a new one.
     const renumbered = original.map((record, i) => ({ ...record, seq: 4 + i }));
     const answer = answerOf(
       await postCms(
-        servers(),
+        servers,
         source,
         cmsBody(source, 2, [...renumbered, cmsPlay(screen, 7, { play_id: 'xibo-7' }, at(4))]),
       ),
     );
     expect(answer).toMatchObject({ received: 4, accepted: 1, refused: 3, duplicates: 0 });
     expect(answer.items).toEqual(refused([0, 1, 2]));
-    expect(await countedPlays(c.db, key)).toBe(4);
+    expect(await countedPlays(db, key)).toBe(4);
     // Their numbers are taken all the same: a later record numbered 6 is a duplicate.
     const late = answerOf(
       await postCms(
-        servers(),
+        servers,
         source,
         cmsBody(source, 3, [cmsPlay(screen, 6, { play_id: 'xibo-new' }, at(5))]),
       ),
@@ -99,8 +83,13 @@ describe('a play is counted once per play_id, whatever seq it comes under', () =
     expect(late.items).toEqual([{ index: 0, status: 'duplicate' }]);
   });
 
-  test('a resent play is found across an hour boundary and among many batches', async () => {
-    const { source, screen, key } = await newSource();
+  test('a resent play is found across an hour boundary and among many batches', async ({
+    db,
+    servers,
+    newScreen,
+    tick,
+  }) => {
+    const { source, screen, key } = await newScreen();
     // Plays every 10 minutes over three hours, a batch each.
     const start = new Date('2026-11-20T02:59:59.000Z');
     const plays = Array.from({ length: 18 }, (_, i) =>
@@ -108,7 +97,7 @@ describe('a play is counted once per play_id, whatever seq it comes under', () =
     );
     for (const [i, record] of plays.entries()) {
       tick();
-      expect(answerOf(await postCms(servers(), source, cmsBody(source, i, [record]))).accepted).toBe(1);
+      expect(answerOf(await postCms(servers, source, cmsBody(source, i, [record]))).accepted).toBe(1);
     }
     tick();
     // The first play again, its times shifted across the hour by the resending system (02:59:59 -> 03:00:00.5).
@@ -119,27 +108,32 @@ describe('a play is counted once per play_id, whatever seq it comes under', () =
       end: '2026-11-20T03:00:15.500Z',
     };
     const answer = answerOf(
-      await postCms(servers(), source, cmsBody(source, 18, [shifted, { ...plays[9]!, seq: 101 }])),
+      await postCms(servers, source, cmsBody(source, 18, [shifted, { ...plays[9]!, seq: 101 }])),
     );
     expect(answer.items).toEqual(refused([0, 1]));
-    expect(await countedPlays(c.db, key)).toBe(18);
+    expect(await countedPlays(db, key)).toBe(18);
   });
 
-  test('a play_id that reads NULL is an identifier like any other', async () => {
-    const { source, screen, key } = await newSource();
+  test('a play_id that reads NULL is an identifier like any other', async ({
+    db,
+    servers,
+    newScreen,
+    tick,
+  }) => {
+    const { source, screen, key } = await newScreen();
     const record = cmsPlay(screen, 1, { play_id: 'NULL' });
-    expect(answerOf(await postCms(servers(), source, cmsBody(source, 0, [record]))).accepted).toBe(1);
+    expect(answerOf(await postCms(servers, source, cmsBody(source, 0, [record]))).accepted).toBe(1);
     tick();
-    const answer = answerOf(await postCms(servers(), source, cmsBody(source, 1, [{ ...record, seq: 2 }])));
+    const answer = answerOf(await postCms(servers, source, cmsBody(source, 1, [{ ...record, seq: 2 }])));
     expect(answer.items).toEqual(refused([0]));
-    expect(await countedPlays(c.db, key)).toBe(1);
+    expect(await countedPlays(db, key)).toBe(1);
   });
 
-  test('the same play_id twice in one batch: the second is refused', async () => {
-    const { source, screen, key } = await newSource();
+  test('the same play_id twice in one batch: the second is refused', async ({ db, servers, newScreen }) => {
+    const { source, screen, key } = await newScreen();
     const answer = answerOf(
       await postCms(
-        servers(),
+        servers,
         source,
         cmsBody(source, 0, [
           cmsPlay(screen, 1, { play_id: 'twice' }),
@@ -149,15 +143,19 @@ describe('a play is counted once per play_id, whatever seq it comes under', () =
       ),
     );
     expect(answer.items).toEqual(refused([2]));
-    expect(await countedPlays(c.db, key)).toBe(2);
+    expect(await countedPlays(db, key)).toBe(2);
   });
 
-  test('in one batch as across batches: a play sent again is refused, a later play under a used play_id counts', async () => {
-    const { source, screen, key } = await newSource();
+  test('in one batch as across batches: a play sent again is refused, a later play under a used play_id counts', async ({
+    db,
+    servers,
+    newScreen,
+  }) => {
+    const { source, screen, key } = await newScreen();
     const at = (minutesAgo: number) => new Date(T0.getTime() - minutesAgo * 60_000);
     const answer = answerOf(
       await postCms(
-        servers(),
+        servers,
         source,
         cmsBody(source, 0, [
           cmsPlay(screen, 1, { play_id: 'x' }, at(50)),
@@ -172,46 +170,59 @@ describe('a play is counted once per play_id, whatever seq it comes under', () =
       ),
     );
     expect(answer.items).toEqual(refused([2]));
-    expect(await countedPlays(c.db, key)).toBe(4);
+    expect(await countedPlays(db, key)).toBe(4);
   });
 
-  test('the agent channel too; a play refused for another reason does not hold its play_id', async () => {
-    const device = await insertDevice(c.db, operator.structures[0]!);
+  test('the agent channel too; a play refused for another reason does not hold its play_id', async ({
+    db,
+    servers,
+    device,
+    tick,
+  }) => {
     const key = `device:${device.id}`;
     const first = agentBody(device, 0, [
       play(1, { play_id: 'agent-a' }),
       // too_short: not counted, so its play_id stays free.
       play(2, { play_id: 'agent-b', duration_ms: 400 }),
     ]);
-    expect(answerOf(await postTelemetry(servers(), device, first)).accepted).toBe(1);
+    expect(answerOf(await postTelemetry(servers, device, first)).accepted).toBe(1);
     const second = agentBody(device, 1, [play(3, { play_id: 'agent-a' }), play(4, { play_id: 'agent-b' })], {
       ts: tick(11_000),
     });
-    const answer = answerOf(await postTelemetry(servers(), device, second));
+    const answer = answerOf(await postTelemetry(servers, device, second));
     expect(answer.items).toEqual(refused([0]));
     expect(answer.accepted).toBe(1);
-    expect(await countedPlays(c.db, key)).toBe(2);
+    expect(await countedPlays(db, key)).toBe(2);
   });
 
-  test("one player's play_id is no other player's", async () => {
-    const a = await newSource();
-    const b = await newSource();
+  test("one player's play_id is no other player's", async ({ db, servers, newScreen }) => {
+    const a = await newScreen();
+    const b = await newScreen();
     for (const { source, screen } of [a, b]) {
       const answer = answerOf(
-        await postCms(servers(), source, cmsBody(source, 0, [cmsPlay(screen, 1, { play_id: 'shared-id' })])),
+        await postCms(servers, source, cmsBody(source, 0, [cmsPlay(screen, 1, { play_id: 'shared-id' })])),
       );
       expect(answer.accepted).toBe(1);
     }
-    expect(await countedPlays(c.db, a.key)).toBe(1);
-    expect(await countedPlays(c.db, b.key)).toBe(1);
+    expect(await countedPlays(db, a.key)).toBe(1);
+    expect(await countedPlays(db, b.key)).toBe(1);
   });
 
-  test('two instances storing the same play under two numbers at once count it once', async () => {
+  test('two instances storing the same play under two numbers at once count it once', async ({
+    world,
+    db,
+    servers,
+    newScreen,
+  }) => {
     for (let round = 0; round < 6; round += 1) {
-      const { source, screen, key } = await newSource();
+      const { source, screen, key } = await newScreen();
       const [x, y] = await Promise.all([
-        postCms(servers(0), source, cmsBody(source, 0, [cmsPlay(screen, 10, { play_id: 'raced' })])),
-        postCms(servers(1), source, cmsBody(source, 1, [cmsPlay(screen, 11, { play_id: 'raced' })])),
+        postCms(servers, source, cmsBody(source, 0, [cmsPlay(screen, 10, { play_id: 'raced' })])),
+        postCms(
+          world.instances[1]!.servers,
+          source,
+          cmsBody(source, 1, [cmsPlay(screen, 11, { play_id: 'raced' })]),
+        ),
       ]);
       const answers = [answerOf(x), answerOf(y)];
       expect(answers.reduce((sum, a) => sum + a.accepted, 0)).toBe(1);
@@ -219,17 +230,22 @@ describe('a play is counted once per play_id, whatever seq it comes under', () =
       expect(answers.flatMap((a) => a.items.map((i) => i.reason ?? i.status))).toEqual([
         expect.stringMatching(/^(play_id_counted|duplicate)$/),
       ]);
-      expect(await countedPlays(c.db, key)).toBe(1);
+      expect(await countedPlays(db, key)).toBe(1);
     }
   });
 
-  test('a later play under a play_id used before is counted: only a play sent again is refused', async () => {
-    const { source, screen, key } = await newSource();
+  test('a later play under a play_id used before is counted: only a play sent again is refused', async ({
+    db,
+    servers,
+    newScreen,
+    tick,
+  }) => {
+    const { source, screen, key } = await newScreen();
     const first = new Date(T0.getTime() - 600_000);
     expect(
       answerOf(
         await postCms(
-          servers(),
+          servers,
           source,
           cmsBody(source, 0, [cmsPlay(screen, 1, { play_id: 'reused' }, first)]),
         ),
@@ -239,10 +255,10 @@ describe('a play is counted once per play_id, whatever seq it comes under', () =
     // reused an identifier), not the old one sent again. docs/decisions.md "A play is counted once per play_id".
     tick();
     const answer = answerOf(
-      await postCms(servers(), source, cmsBody(source, 1, [cmsPlay(screen, 2, { play_id: 'reused' }, T0)])),
+      await postCms(servers, source, cmsBody(source, 1, [cmsPlay(screen, 2, { play_id: 'reused' }, T0)])),
     );
     expect(answer.accepted).toBe(1);
-    expect(await countedPlays(c.db, key)).toBe(2);
+    expect(await countedPlays(db, key)).toBe(2);
   });
 });
 

@@ -1,24 +1,20 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect } from 'vitest';
+import type { Db } from '../../src/db/pool.js';
 import {
   agentBody,
   answerOf,
   type Answer,
   cmsBody,
   cmsPlay,
-  createOperator,
-  insertDevice,
-  type Operator,
-  type PopCluster,
   play,
   postCms,
   postTelemetry,
-  registerSource,
-  startPopCluster,
   T0,
   type TestDevice,
   type TestSource,
 } from './helpers.js';
+import { type PopWorld, popWorld } from './world.js';
 
 /*
  * spec: "record numbers seq run on by one per player across batches; records at or below the highest number
@@ -27,16 +23,7 @@ import {
  * seq ranges, some records refused) against a model of those rules.
  */
 
-let c: PopCluster;
-let operator: Operator;
-
-beforeAll(async () => {
-  c = await startPopCluster({ instances: 2 });
-  operator = await createOperator(c.platform);
-});
-afterAll(async () => {
-  await c?.close();
-});
+const test = popWorld({ instances: 2 });
 
 /** Players: two devices (agent channel, each its own owner) and two screens of one CMS installation. */
 const PLAYERS = ['d1', 'd2', 'cms:s1', 'cms:s2'] as const;
@@ -100,11 +87,11 @@ interface Fleet {
   source: TestSource;
 }
 
-async function newFleet(): Promise<Fleet> {
-  const s0 = operator.structures[0]!;
+async function newFleet(world: PopWorld): Promise<Fleet> {
+  const [s0, s1] = world.operator.structures;
   return {
-    devices: { d1: await insertDevice(c.db, s0), d2: await insertDevice(c.db, s0) },
-    source: await registerSource(c.platform, operator, { s1: s0, s2: operator.structures[1]! }),
+    devices: { d1: await world.newDevice(s0), d2: await world.newDevice(s0) },
+    source: await world.newSource({ s1: s0!, s2: s1! }),
   };
 }
 
@@ -128,7 +115,7 @@ function recordJson(record: GenRecord): Record<string, unknown> {
 }
 
 /** Sends one batch; its bytes are made at its first send (ts fresh then) and resent as they are. */
-function makeSender(fleet: Fleet, batches: GenBatch[]) {
+function makeSender(world: PopWorld, fleet: Fleet, batches: GenBatch[]) {
   const bodies = new Map<number, Buffer>();
   const batchSeqs = new Map<number, number>();
   const nextSeq = new Map<string, number>();
@@ -139,7 +126,7 @@ function makeSender(fleet: Fleet, batches: GenBatch[]) {
   }
   return async (index: number, instance: number, now: Date): Promise<Answer> => {
     const batch = batches[index]!;
-    const servers = c.instances[instance]!.servers;
+    const servers = world.instances[instance]!.servers;
     let body = bodies.get(index);
     const batchSeq = batchSeqs.get(index)!;
     if (batch.owner === 'cms') {
@@ -154,9 +141,9 @@ function makeSender(fleet: Fleet, batches: GenBatch[]) {
   };
 }
 
-async function countedByPlayer(fleet: Fleet): Promise<Map<string, number>> {
+async function countedByPlayer(db: Db, fleet: Fleet): Promise<Map<string, number>> {
   const keys = PLAYERS.map((p) => playerKey(fleet, p));
-  const { rows } = await c.db.query<{ player_key: string; plays: string }>(
+  const { rows } = await db.query<{ player_key: string; plays: string }>(
     'SELECT player_key, sum(plays)::text AS plays FROM play_counts WHERE player_key = ANY($1) GROUP BY player_key',
     [keys],
   );
@@ -164,18 +151,22 @@ async function countedByPlayer(fleet: Fleet): Promise<Map<string, number>> {
 }
 
 describe('counting under random interleavings', () => {
-  test('sent one after the other: counted = distinct (player, seq) plays that passed the rules, as the model says', async () => {
+  test('sent one after the other: counted = distinct (player, seq) plays that passed the rules, as the model says', async ({
+    world,
+    db,
+    setNow,
+  }) => {
     await fc.assert(
       fc.asyncProperty(scenarioArb(['d1', 'd2', 'cms']), async ({ batches, order }) => {
-        const fleet = await newFleet();
-        const send = makeSender(fleet, batches);
+        const fleet = await newFleet(world);
+        const send = makeSender(world, fleet, batches);
         // The model: high-water marks per player, batches taken once.
         const marks = new Map<PlayerName, number>();
         const taken = new Set<number>();
         const counted = new Set<string>();
         for (const [k, index] of order.entries()) {
           const now = nextInstant();
-          c.setNow(now);
+          setNow(now);
           const answer = await send(index, k % 2, now);
           const repeat = taken.has(index);
           expect(answer.duplicate).toBe(repeat);
@@ -192,7 +183,7 @@ describe('counting under random interleavings', () => {
           }
           expect(answer.accepted).toBe(accepted);
         }
-        const byPlayer = await countedByPlayer(fleet);
+        const byPlayer = await countedByPlayer(db, fleet);
         for (const player of PLAYERS) {
           const expected = [...counted].filter((k) => k.startsWith(`${player}#`)).length;
           expect(byPlayer.get(playerKey(fleet, player)) ?? 0).toBe(expected);
@@ -200,31 +191,34 @@ describe('counting under random interleavings', () => {
       }),
       { numRuns: 30 },
     );
-    c.setNow(T0);
   });
 
   // Concurrent sends of one device would meet its rate limit (a burst of 3); the CMS installation's burst of 10
   // holds a whole scenario, so the races are among CMS batches.
-  test('sent concurrently on two instances: counted = accepted in the answers, no (player, seq) twice', async () => {
+  test('sent concurrently on two instances: counted = accepted in the answers, no (player, seq) twice', async ({
+    world,
+    db,
+    setNow,
+  }) => {
     await fc.assert(
       fc.asyncProperty(scenarioArb(['cms']), async ({ batches, order }) => {
-        const fleet = await newFleet();
-        const send = makeSender(fleet, batches);
+        const fleet = await newFleet(world);
+        const send = makeSender(world, fleet, batches);
         // Every batch once first (concurrently), then the repeats (concurrently): bodies are made at first send.
         const firsts = [...new Set(order)];
         const repeats = order.filter((index, k) => order.indexOf(index) !== k);
         const now = nextInstant();
         clockStep += 3;
-        c.setNow(now);
+        setNow(now);
         const first = await Promise.all(firsts.map((index, k) => send(index, k % 2, now)));
         const again = await Promise.all(repeats.map((index, k) => send(index, k % 2, now)));
         expect(first.filter((x) => !x.duplicate)).toHaveLength(firsts.length);
         expect(again.every((x) => x.duplicate)).toBe(true);
         const acceptedPlays = first.reduce((sum, x) => sum + x.accepted, 0);
-        const byPlayer = await countedByPlayer(fleet);
+        const byPlayer = await countedByPlayer(db, fleet);
         const total = [...byPlayer.values()].reduce((sum, n) => sum + n, 0);
         expect(total).toBe(acceptedPlays);
-        const { rows } = await c.db.query(
+        const { rows } = await db.query(
           `SELECT player_key, seq FROM pop_records WHERE player_key = ANY($1)
             GROUP BY player_key, seq HAVING count(*) > 1`,
           [PLAYERS.map((p) => playerKey(fleet, p))],
@@ -244,6 +238,5 @@ describe('counting under random interleavings', () => {
       }),
       { numRuns: 20 },
     );
-    c.setNow(T0);
   });
 });
