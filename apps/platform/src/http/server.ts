@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { type FieldError, PROBLEM_MEDIA_TYPE, problemDocument } from '@ooh/protocol';
+import { Type } from '@sinclair/typebox';
 import Fastify, {
   type FastifyError,
   type FastifyInstance,
@@ -10,6 +11,7 @@ import Fastify, {
 import type { Logger } from 'pino';
 import type { PlatformMetrics } from './metrics.js';
 import { ProblemError, sendProblem } from './problem.js';
+import { attachProblemResponses } from './responses.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -208,6 +210,8 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJson);
   app.addContentTypeParser(/^application\/[a-z0-9.-]+\+json$/, { parseAs: 'buffer' }, parseJson);
 
+  // Before any route: every route of the host, in any scope, answers its errors through the problem schema.
+  app.addHook('onRoute', attachProblemResponses);
   registerMethodNotAllowed(app);
 
   // Every parsed JSON body, before its route's schema and handler (issue "Trust under attack", item 4): no NUL in a
@@ -292,15 +296,23 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     return sendProblem(reply, 'internal_error', `an internal error occurred (request ${request.id})`);
   });
 
-  app.get('/healthz', { logLevel: 'warn' }, async () => ({ status: 'ok', host: options.name }));
-  app.get('/readyz', { logLevel: 'warn' }, async (_request, reply) => {
-    try {
-      await options.ready?.();
-      return { status: 'ready', host: options.name };
-    } catch (error) {
-      return sendProblem(reply, 'service_unavailable', `not ready: ${(error as Error).message}`);
-    }
-  });
+  const HostStatus = Type.Object({ status: Type.String(), host: Type.String() });
+  app.get('/healthz', { logLevel: 'warn', schema: { response: { 200: HostStatus } } }, async () => ({
+    status: 'ok',
+    host: options.name,
+  }));
+  app.get(
+    '/readyz',
+    { logLevel: 'warn', schema: { response: { 200: HostStatus } } },
+    async (_request, reply) => {
+      try {
+        await options.ready?.();
+        return { status: 'ready', host: options.name };
+      } catch (error) {
+        return sendProblem(reply, 'service_unavailable', `not ready: ${(error as Error).message}`);
+      }
+    },
+  );
 
   return app;
 }
@@ -435,6 +447,8 @@ export interface RegisteredRoute {
   method: string;
   url: string;
   auth: unknown;
+  /** The route's schema as Fastify compiles it (the problem responses attached). */
+  schema: unknown;
 }
 const ROUTE_LIST = new WeakMap<object, RegisteredRoute[]>();
 export function registeredRoutes(app: FastifyInstance): RegisteredRoute[] {
@@ -458,6 +472,7 @@ function registerMethodNotAllowed(app: FastifyInstance): void {
           method: m,
           url: route.url,
           auth: (route.config as { auth?: unknown } | undefined)?.auth,
+          schema: route.schema,
         });
     }
     const source = route.url
