@@ -31,7 +31,7 @@ import { bootstrap } from '../src/bootstrap.js';
 import { TestClock } from '../src/clock.js';
 import { loadConfig } from '../src/config.js';
 import { createConsoleWebFeature } from '../src/console-web/index.js';
-import type { PlatformContext } from '../src/context.js';
+import { platformContext } from '../src/context.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool, type Db } from '../src/db/pool.js';
@@ -241,7 +241,7 @@ export async function run(): Promise<Record<string, number>> {
       env: {},
       overrides: { env: 'test', testClock: true, logLevel: 'silent', databaseUrl: pg.url, dataDir },
     });
-    const ctx: PlatformContext = { config, db, clock, testClock: clock, log: pino({ level: 'silent' }) };
+    const ctx = platformContext({ config, db, clock, testClock: clock, log: pino({ level: 'silent' }) });
     const features = FEATURES.map((f) =>
       f.name === 'console-web' ? createConsoleWebFeature({ distDir }) : f,
     );

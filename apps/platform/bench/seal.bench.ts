@@ -17,9 +17,11 @@ import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { createProgress, type Progress } from '@ooh/progress';
 import pg from 'pg';
+import pino from 'pino';
 import { loadAuthority } from '../src/authority/index.js';
 import { TestClock } from '../src/clock.js';
 import { loadConfig } from '../src/config.js';
+import { platformCaches } from '../src/context.js';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pool.js';
@@ -118,7 +120,12 @@ export async function run(): Promise<Record<string, number>> {
       env: {},
       overrides: { env: 'test', dataDir: path.join(dir, 'data'), logLevel: 'silent' },
     });
-    const ctx = { db: sealDb, clock, config };
+    const ctx = {
+      db: sealDb,
+      clock,
+      config,
+      caches: platformCaches({ config, clock, log: pino({ level: 'silent' }) }),
+    };
     await loadAuthority(ctx);
     const backendPid = (await sealDb.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
     global.gc?.();

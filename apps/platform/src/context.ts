@@ -1,10 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { AuthorityCache } from './authority/cache.js';
 import type { Clock, TestClock } from './clock.js';
 import type { PlatformConfig } from './config.js';
 import type { Db } from './db/pool.js';
+import { DeviceCaches } from './devices/caches.js';
 
-/** What every feature gets: configuration, the database, the injected clock, a logger. */
+/** What every feature gets: configuration, the database, the injected clock, a logger, and the platform's caches. */
 export interface PlatformContext {
   config: PlatformConfig;
   db: Db;
@@ -12,6 +14,37 @@ export interface PlatformContext {
   /** Present only with --test-clock. */
   testClock: TestClock | null;
   log: Logger;
+  /**
+   * What this platform loads once and keeps between requests (issue 18: on the context, not in a module-level map,
+   * so two platforms in one process share nothing and close() leaves nothing behind). One object per concern.
+   */
+  caches: PlatformCaches;
+}
+
+export interface PlatformCaches {
+  /** The device identity settings, the device CA, verified proxied chains and certificate serials. */
+  devices: DeviceCaches;
+  /** The authority's PKI (root, issuing CA, envelope and seal signers). */
+  authority: AuthorityCache;
+}
+
+/** The caches of a new platform: empty, each filled on first need. */
+export function platformCaches(ctx: Pick<PlatformContext, 'config' | 'clock' | 'log'>): PlatformCaches {
+  return { devices: new DeviceCaches(ctx), authority: new AuthorityCache(ctx) };
+}
+
+/** A platform's context with fresh caches (startPlatform, and tests that build their servers themselves). */
+export function platformContext(parts: Omit<PlatformContext, 'caches'>): PlatformContext {
+  return { ...parts, caches: platformCaches(parts) };
+}
+
+/**
+ * Empties every cache of a platform: its close() calls this once the listeners and schedulers have stopped, before
+ * the pool ends (a cache that holds work, not only values, would finish it here).
+ */
+export async function closePlatformCaches(caches: PlatformCaches): Promise<void> {
+  caches.devices.clear();
+  caches.authority.clear();
 }
 
 /**

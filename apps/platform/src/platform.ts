@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { authenticateRoutes } from './auth/plugin.js';
 import { type Clock, systemClock, TestClock } from './clock.js';
 import type { PlatformConfig } from './config.js';
-import type { Feature, PlatformContext } from './context.js';
+import { closePlatformCaches, type Feature, type PlatformContext, platformContext } from './context.js';
 import { credentialsFile, type EmbeddedCluster, openEmbeddedCluster } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
 import { createPool, type Db } from './db/pool.js';
@@ -224,13 +224,15 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
   const { db } = database;
   // Closed in this order (issue "A newcomer's two commands", item 7: "listeners, schedulers, pools, then the
   // database"): the listeners answer what is in flight and take nothing new, the schedulers stop (the newest
-  // first), then the pool ends and the embedded PostgreSQL, if this process started it, stops.
+  // first), the caches are emptied, then the pool ends and the embedded PostgreSQL, if this process started it,
+  // stops.
   let listeners: (() => Promise<void>) | null = null;
   let metricsListener: MetricsListener | null = null;
   const schedulers: (() => Promise<void>)[] = [];
   const testClock = config.testClock ? new TestClock() : null;
   const clock = options.clock ?? testClock ?? systemClock;
   const metrics = new PlatformMetrics({ db, now: () => clock.now() });
+  const ctx = platformContext({ config, db, clock, testClock, log });
   const cleanup = () => [
     ...(listeners ? [listeners] : []),
     ...[...schedulers].reverse(),
@@ -238,10 +240,11 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
       await metricsListener?.close();
       metrics.close();
     },
+    // Nothing reads the caches once the listeners and schedulers have stopped.
+    () => closePlatformCaches(ctx.caches),
     database.close,
   ];
   try {
-    const ctx: PlatformContext = { config, db, clock, testClock, log };
     const servers = await buildServers(ctx, options.features, {
       devicesHttps: await devicesHttpsOptions(ctx),
       metrics,

@@ -5,6 +5,6 @@ export {
   type AuthoritySource,
   AUTHORITY_ENV,
   authoritySource,
-  loadAuthority,
   type Signer,
 } from './pki.js';
+export { loadAuthority } from './load.js';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
-import { access, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
   createIntermediateCa,
@@ -15,7 +15,6 @@ import {
   splitPemChain,
   verifyChain,
 } from '@ooh/crypto';
-import type { PlatformContext } from '../context.js';
 
 /**
  * The authority's PKI (DESIGN.md sections 2 and 4): a root CA (the public trust anchor of envelopes,
@@ -211,15 +210,6 @@ async function readText(file: string): Promise<string> {
   }
 }
 
-async function exists(file: string): Promise<boolean> {
-  try {
-    await access(file);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Reads the authority and checks it: each signer's key matches its certificate, which chains to the root. */
 export async function readAuthority(source: AuthoritySource, now: Date): Promise<Authority> {
   const files =
@@ -273,30 +263,4 @@ export async function readAuthority(source: AuthoritySource, now: Date): Promise
     envelopeSigner: await signer(files.envelopeCert, files.envelopeKey, 'envelope signer'),
     sealSigner: await signer(files.sealCert, files.sealKey, 'seal signer'),
   };
-}
-
-// One authority per process and source: the PlatformContext has no slot for it, so it is cached here,
-// keyed by where it lives (tests with separate data folders get separate authorities).
-const cache = new Map<string, Promise<Authority>>();
-
-/**
- * The authority of this platform: read from its files, created on first start in the data folder when no
- * real files are configured (DESIGN.md section 2: "created on first start, mode 0600").
- */
-export function loadAuthority(ctx: Pick<PlatformContext, 'config' | 'clock'>): Promise<Authority> {
-  const source = authoritySource(ctx.config.dataDir, ctx.config.settings);
-  const cacheKey = JSON.stringify(source);
-  let loading = cache.get(cacheKey);
-  if (!loading) {
-    loading = (async () => {
-      const now = ctx.clock.now();
-      if (source.kind === 'generated' && !(await exists(path.join(source.dir, GENERATED_FILES.rootCert)))) {
-        await createAuthorityFiles(source.dir, now);
-      }
-      return readAuthority(source, now);
-    })();
-    cache.set(cacheKey, loading);
-    loading.catch(() => cache.delete(cacheKey));
-  }
-  return loading;
 }

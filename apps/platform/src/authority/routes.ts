@@ -1,5 +1,5 @@
 import type { Feature } from '../context.js';
-import { loadAuthority } from './pki.js';
+import { loadAuthority } from './load.js';
 
 /**
  * The authority's public root certificate, the trust anchor of envelopes, revocation lists and seals

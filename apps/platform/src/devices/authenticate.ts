@@ -4,10 +4,9 @@ import { readCertificate, sha256Hex, verifyChain } from '@ooh/crypto';
 import type { FastifyRequest } from 'fastify';
 import type { PlatformContext } from '../context.js';
 import { ProblemError } from '../http/problem.js';
-import { deviceCaFor } from './ca.js';
 import type { RefusalReason } from './refusals.js';
 import { certificateBySerial, findDevice, markFirstUse } from './repository.js';
-import { deviceIdentitySettings, normaliseAddress } from './settings.js';
+import { normaliseAddress } from './settings.js';
 import { certificateState } from './state.js';
 
 export interface DeviceIdentity {
@@ -32,25 +31,8 @@ export class DeviceRefusal extends ProblemError {
   }
 }
 
-interface VerifiedChain {
-  serial: string;
-  /** The window in which every certificate of the chain is valid: the verification holds inside it. */
-  from: number;
-  until: number;
-}
-
-/** Chains verified lately, by the SHA-256 of the leaf's DER (per context: each has its own device CA). */
-const verifiedChains = new WeakMap<PlatformContext, Map<string, VerifiedChain>>();
+/** Chains verified lately are kept up to this many (ctx.caches.devices.verifiedChains; each platform its own CA). */
 const VERIFIED_CHAINS_MAX = 10_000;
-
-function chainCache(ctx: PlatformContext): Map<string, VerifiedChain> {
-  let cache = verifiedChains.get(ctx);
-  if (!cache) {
-    cache = new Map();
-    verifiedChains.set(ctx, cache);
-  }
-  return cache;
-}
 
 /**
  * Chains a certificate passed by the proxy to the device CA at the platform clock. Checking a chain costs
@@ -60,11 +42,11 @@ function chainCache(ctx: PlatformContext): Map<string, VerifiedChain> {
  */
 async function verifyProxiedChain(ctx: PlatformContext, der: Buffer): Promise<void> {
   const digest = sha256Hex(der);
-  const cache = chainCache(ctx);
+  const cache = ctx.caches.devices.verifiedChains;
   const now = ctx.clock.now().getTime();
   const known = cache.get(digest);
   if (known && now >= known.from && now < known.until) return;
-  const ca = await deviceCaFor(ctx);
+  const ca = await ctx.caches.devices.ca();
   const leafPem = new X509Certificate(der).toString();
   const chain = await verifyChain({
     leafPem,
@@ -109,7 +91,7 @@ function chainFailureReason(der: Buffer, nowMs: number): RefusalReason {
  * header is removed and ignored.
  */
 async function presentedCertificate(ctx: PlatformContext, request: FastifyRequest): Promise<Buffer> {
-  const settings = deviceIdentitySettings(ctx);
+  const settings = ctx.caches.devices.settings();
   if (settings.termination === 'proxy' && settings.clientCertHeader) {
     const header = request.headers[settings.clientCertHeader];
     delete request.headers[settings.clientCertHeader];
@@ -150,11 +132,14 @@ async function presentedCertificate(ctx: PlatformContext, request: FastifyReques
   return raw;
 }
 
-/** Serials of certificates seen lately, by the SHA-256 of their DER (parsing one costs about a millisecond). */
-const serials = new Map<string, string>();
+/**
+ * Serials of certificates seen lately are kept, by the SHA-256 of their DER (parsing one costs about a millisecond),
+ * up to this many (ctx.caches.devices.serials).
+ */
 const SERIALS_MAX = 20_000;
 
-function serialOf(der: Buffer, digest: string): string {
+function serialOf(ctx: PlatformContext, der: Buffer, digest: string): string {
+  const serials = ctx.caches.devices.serials;
   const known = serials.get(digest);
   if (known !== undefined) return known;
   let serial: string;
@@ -183,7 +168,7 @@ export async function deviceFromClientCertificate(
 ): Promise<DeviceIdentity> {
   const der = await presentedCertificate(ctx, request);
   const digest = sha256Hex(der);
-  const serial = serialOf(der, digest);
+  const serial = serialOf(ctx, der, digest);
   const certificate = await certificateBySerial(ctx.db, serial);
   // The serial names the certificate; the digest makes sure it is that very certificate.
   if (!certificate || certificate.certificate_sha256 !== digest) {

@@ -16,8 +16,7 @@ import {
 } from '@ooh/crypto';
 import { addCalendarYears, LIMITS } from '@ooh/protocol';
 import type { Logger } from 'pino';
-import type { PlatformContext } from '../context.js';
-import { type DeviceIdentitySettings, deviceIdentitySettings } from './settings.js';
+import type { DeviceIdentitySettings } from './settings.js';
 
 const DAY_MS = 86_400_000;
 /** NotBefore is set this far back so that a fresh certificate works at once on a player whose clock is behind. */
@@ -216,20 +215,6 @@ export async function loadDeviceCa(
     trustPems: chain.chainPem,
     rootPem: chain.chainPem[chain.chainPem.length - 1]!,
   };
-}
-
-const caByContext = new WeakMap<PlatformContext, Promise<DeviceCa>>();
-
-/** The device CA of this platform, loaded (or created) once, on first need. */
-export function deviceCaFor(ctx: PlatformContext): Promise<DeviceCa> {
-  let ca = caByContext.get(ctx);
-  if (!ca) {
-    ca = loadDeviceCa(deviceIdentitySettings(ctx), ctx.clock.now(), ctx.log);
-    caByContext.set(ctx, ca);
-    // A failed load is retried on the next need rather than remembered.
-    ca.catch(() => caByContext.delete(ctx));
-  }
-  return ca;
 }
 
 /**

@@ -4,7 +4,7 @@ import type { PlatformContext } from '../context.js';
 import { isUniqueViolation, withTransaction } from '../db/pool.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
 import { notFound } from '../shared/ids.js';
-import { deviceCaFor, type IssuedCertificate, issueDeviceCertificate } from './ca.js';
+import { type IssuedCertificate, issueDeviceCertificate } from './ca.js';
 import { type DeviceCsr, type DevicePublicKey, parseDeviceCsr, parseDevicePublicKey } from './keys.js';
 import {
   type DeviceRow,
@@ -45,7 +45,7 @@ async function certificateFor(
   now: Date,
 ): Promise<IssuedCertificate | null> {
   if (!csr) return null;
-  return issueDeviceCertificate(await deviceCaFor(ctx), { deviceId, publicKey: csr.key, now });
+  return issueDeviceCertificate(await ctx.caches.devices.ca(), { deviceId, publicKey: csr.key, now });
 }
 
 async function answer(
@@ -59,7 +59,7 @@ async function answer(
     device_id: deviceId,
     structure_code: structureCode,
     certificate_pem: certificate.pem,
-    chain_pem: (await deviceCaFor(ctx)).chainPem,
+    chain_pem: (await ctx.caches.devices.ca()).chainPem,
     not_after: certificate.notAfter.toISOString(),
   };
 }

@@ -4,7 +4,7 @@ import type { PlatformContext } from '../context.js';
 import { isUniqueViolation, withTransaction } from '../db/pool.js';
 import { ProblemError } from '../http/problem.js';
 import type { DeviceIdentity } from './authenticate.js';
-import { deviceCaFor, issueDeviceCertificate } from './ca.js';
+import { issueDeviceCertificate } from './ca.js';
 import type { DeviceCsr } from './keys.js';
 import {
   type CertificateRow,
@@ -94,7 +94,7 @@ export async function renewCertificate(
   csr: DeviceCsr,
   force: boolean,
 ): Promise<RenewAnswer> {
-  const ca = await deviceCaFor(ctx);
+  const ca = await ctx.caches.devices.ca();
   const now = ctx.clock.now();
   try {
     return await withTransaction(ctx.db, async (client) => {

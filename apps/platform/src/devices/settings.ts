@@ -1,6 +1,5 @@
 import { isIP } from 'node:net';
 import path from 'node:path';
-import type { PlatformContext } from '../context.js';
 
 /**
  * Where the device CA and the devices host's TLS pair live, and how client certificates reach the platform.
@@ -130,24 +129,4 @@ export function loadDeviceIdentitySettings(
     trustedProxies,
     serverNames,
   };
-}
-
-const settingsByContext = new WeakMap<PlatformContext, DeviceIdentitySettings>();
-
-/** The settings of this platform: set explicitly (tests), else read once from its configuration. */
-export function deviceIdentitySettings(ctx: PlatformContext): DeviceIdentitySettings {
-  let settings = settingsByContext.get(ctx);
-  if (!settings) {
-    settings = loadDeviceIdentitySettings(
-      { dataDir: ctx.config.dataDir, publicDevicesUrl: ctx.config.publicUrls.devices },
-      ctx.config.settings,
-    );
-    settingsByContext.set(ctx, settings);
-  }
-  return settings;
-}
-
-/** Fixes the settings of a platform before its servers are built (tests use this instead of the environment). */
-export function useDeviceIdentitySettings(ctx: PlatformContext, settings: DeviceIdentitySettings): void {
-  settingsByContext.set(ctx, settings);
 }

@@ -2,9 +2,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server as NetServer } from 'node:net';
 import { Server as TlsServer, type TLSSocket } from 'node:tls';
 import type { PlatformContext } from '../context.js';
-import { deviceCaFor, loadServerTlsPair } from './ca.js';
+import { loadServerTlsPair } from './ca.js';
 import type { Refusal, RefusalReason } from './refusals.js';
-import { deviceIdentitySettings, normaliseAddress } from './settings.js';
+import { normaliseAddress } from './settings.js';
 
 /** Options of the devices host's HTTPS listener (node:tls server options). */
 export interface DevicesHttpsOptions {
@@ -31,8 +31,8 @@ export interface DevicesHttpsOptions {
  * certificate.
  */
 export async function devicesHttpsOptions(ctx: PlatformContext): Promise<DevicesHttpsOptions | null> {
-  const settings = deviceIdentitySettings(ctx);
-  const ca = await deviceCaFor(ctx);
+  const settings = ctx.caches.devices.settings();
+  const ca = await ctx.caches.devices.ca();
   if (settings.termination === 'proxy') return null;
   const pair = await loadServerTlsPair(settings, ca, ctx.clock.now(), ctx.log);
   return {

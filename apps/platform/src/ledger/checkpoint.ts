@@ -101,7 +101,7 @@ export async function blockHeaders(db: Db | DbClient, from: number, to: number):
  * and the size is the key. Returns the sizes it made.
  */
 export async function makeCheckpoints(
-  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config'>,
+  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'caches'>,
 ): Promise<number[]> {
   const { rows } = await ctx.db.query<{ block_height: number; digest: string }>(
     `SELECT b.block_height, b.digest FROM ledger_blocks b

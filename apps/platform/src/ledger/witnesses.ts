@@ -219,7 +219,7 @@ export interface WitnessRun {
  * (never before its backoff ends), then marks the blocks a quorum has cosigned `anchored`. `force`: ignore backoff.
  */
 export async function runWitnessJob(
-  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config'>,
+  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'caches'>,
   options: { transport?: WitnessTransport; force?: boolean; random?: () => number } = {},
 ): Promise<WitnessRun | 'busy'> {
   const settings: LedgerSettings = ledgerSettings(ctx.config);
@@ -262,7 +262,7 @@ export async function runWitnessJob(
 
 /** The job on a chain of short timers (src/shared/ticker.ts), beside the seal scheduler, never inside it. */
 export function startWitnessJob(
-  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'log'>,
+  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'log' | 'caches'>,
   options: { intervalMs?: number; transport?: WitnessTransport } = {},
 ): () => Promise<void> {
   return startTicker(ctx, 'ledger-witnesses', options.intervalMs ?? DEFAULT_WITNESS_INTERVAL_MS, async () => {

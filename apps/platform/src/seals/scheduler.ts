@@ -19,7 +19,7 @@ export interface SchedulerRun {
  * every ended ledger day in order. Whatever another instance is doing meanwhile is skipped, not waited for.
  */
 export async function runSealScheduler(
-  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config'>,
+  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'caches'>,
 ): Promise<SchedulerRun> {
   const now = ctx.clock.now();
   await recordFirstDay(ctx.db, almatyDate(now), now);
@@ -33,7 +33,7 @@ export async function runSealScheduler(
  * injected and may jump). Returns a stop function that waits for a pass under way.
  */
 export function startSealScheduler(
-  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'log'>,
+  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'log' | 'caches'>,
   options: { intervalMs?: number } = {},
 ): () => Promise<void> {
   return startTicker(ctx, 'seals', options.intervalMs ?? DEFAULT_SEAL_INTERVAL_MS, async () => {

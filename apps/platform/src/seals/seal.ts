@@ -243,7 +243,7 @@ async function chainStartDay(db: Db, fallback: string | null): Promise<string | 
  * Returns the seals it made.
  */
 export async function sealUpTo(
-  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config'>,
+  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'caches'>,
   day: string,
   options: { wait: boolean },
 ): Promise<SealRow[]> {
@@ -281,7 +281,7 @@ export async function sealUpTo(
  * Idempotent: returns the seal, new or existing, and whether this call made it.
  */
 export async function sealDay(
-  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config'>,
+  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'caches'>,
   day: string,
 ): Promise<{ seal: SealRow; created: boolean }> {
   const existing = await findSeal(ctx.db, day);
@@ -307,7 +307,7 @@ export const SCHEDULER_GRACE_MS = 30_000;
 
 /** Seals every ended, unsealed day up to yesterday (scheduler), once SCHEDULER_GRACE_MS have passed. */
 export async function sealEndedDays(
-  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config'>,
+  ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'caches'>,
 ): Promise<SealRow[]> {
   const yesterday = addDays(almatyDate(new Date(ctx.clock.now().getTime() - SCHEDULER_GRACE_MS)), -1);
   return sealUpTo(ctx, yesterday, { wait: false });

@@ -3,11 +3,13 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { readCertificate } from '@ooh/crypto';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AuthorityError, authoritySource, loadAuthority } from '../../src/authority/index.js';
 import { createAuthorityFiles, GENERATED_FILES, readAuthority } from '../../src/authority/pki.js';
 import { TestClock } from '../../src/clock.js';
 import type { PlatformConfig } from '../../src/config.js';
+import { platformCaches } from '../../src/context.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 
 const NOW = new Date('2026-11-20T06:00:00Z');
@@ -20,10 +22,17 @@ afterAll(async () => {
   await rm(tmp, { recursive: true, force: true });
 });
 
-const ctxFor = (dataDir: string) => ({
-  config: { dataDir } as PlatformConfig,
-  clock: new TestClock(NOW, { frozen: true }),
-});
+/** A platform's caches on `dataDir` (as startPlatform builds them), without the rest of the platform. */
+const ctxFor = (dataDir: string) => {
+  const config = { dataDir } as PlatformConfig;
+  return {
+    caches: platformCaches({
+      config,
+      clock: new TestClock(NOW, { frozen: true }),
+      log: pino({ level: 'silent' }),
+    }),
+  };
+};
 
 describe('authority PKI', () => {
   test('is created on first load with keys of mode 0600, and its chain verifies with openssl', async () => {
@@ -61,10 +70,16 @@ describe('authority PKI', () => {
     }
   });
 
-  test('is read again, not recreated, and cached per data folder', async () => {
+  test('is read again, not recreated, and cached per platform', async () => {
     const dataDir = path.join(tmp, 'again');
-    const first = await loadAuthority(ctxFor(dataDir));
-    expect(await loadAuthority(ctxFor(dataDir))).toBe(first);
+    const platform = ctxFor(dataDir);
+    const first = await loadAuthority(platform);
+    expect(await loadAuthority(platform)).toBe(first);
+    // Another platform on the same folder reads the same files itself: the same authority, not the same object.
+    const second = await loadAuthority(ctxFor(dataDir));
+    expect(second).not.toBe(first);
+    expect(second.rootPem).toBe(first.rootPem);
+    expect(second.sealSigner.certPem).toBe(first.sealSigner.certPem);
     const reread = await readAuthority({ kind: 'generated', dir: path.join(dataDir, 'authority') }, NOW);
     expect(reread.rootPem).toBe(first.rootPem);
     expect(reread.envelopeSigner.certPem).toBe(first.envelopeSigner.certPem);

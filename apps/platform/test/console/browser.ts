@@ -12,7 +12,7 @@ import { bootstrap } from '../../src/bootstrap.js';
 import { TestClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config.js';
 import { createConsoleWebFeature } from '../../src/console-web/index.js';
-import type { PlatformContext } from '../../src/context.js';
+import { type PlatformContext, platformContext } from '../../src/context.js';
 import { FEATURES } from '../../src/features.js';
 import { buildServers, type Servers } from '../../src/platform.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -51,13 +51,13 @@ export async function startConsolePlatform(now: Date): Promise<ConsolePlatform> 
     },
   });
   await mkdir(config.dataDir, { recursive: true });
-  const ctx: PlatformContext = {
+  const ctx = platformContext({
     config,
     db: database.db,
     clock,
     testClock: clock,
     log: pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' }),
-  };
+  });
   const features = FEATURES.map((f) => (f.name === 'console-web' ? createConsoleWebFeature({ distDir }) : f));
   const servers = await buildServers(ctx, features);
   await servers.api.listen({ host: '127.0.0.1', port: 0 });

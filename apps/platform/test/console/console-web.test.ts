@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { TestClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config.js';
 import { createConsoleWebFeature } from '../../src/console-web/index.js';
-import type { PlatformContext } from '../../src/context.js';
+import { platformContext } from '../../src/context.js';
 import { FEATURES } from '../../src/features.js';
 import { buildServers, type Servers } from '../../src/platform.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -24,13 +24,13 @@ async function build(distDir: string): Promise<Servers> {
   });
   config.publicUrls = { ...config.publicUrls, verify: 'https://verify.example.kz' };
   const clock = new TestClock(new Date('2026-11-20T06:00:00Z'), { frozen: true });
-  const ctx: PlatformContext = {
+  const ctx = platformContext({
     config,
     db: database.db,
     clock,
     testClock: clock,
     log: pino({ level: 'silent' }),
-  };
+  });
   const features = FEATURES.map((f) => (f.name === 'console-web' ? createConsoleWebFeature({ distDir }) : f));
   return buildServers(ctx, features);
 }

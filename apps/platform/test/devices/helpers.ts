@@ -21,9 +21,9 @@ import { expect } from 'vitest';
 import { bootstrap } from '../../src/bootstrap.js';
 import { TestClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config.js';
-import type { PlatformContext } from '../../src/context.js';
-import { type DeviceCa, deviceCaFor } from '../../src/devices/ca.js';
-import { loadDeviceIdentitySettings, useDeviceIdentitySettings } from '../../src/devices/settings.js';
+import { closePlatformCaches, platformContext } from '../../src/context.js';
+import type { DeviceCa } from '../../src/devices/ca.js';
+import { loadDeviceIdentitySettings } from '../../src/devices/settings.js';
 import { devicesHttpsOptions } from '../../src/devices/tls.js';
 import { FEATURES } from '../../src/features.js';
 import { buildServers } from '../../src/platform.js';
@@ -71,9 +71,8 @@ export async function startDevicesPlatform(
     overrides: { env: 'test', testClock: true, logLevel: 'silent', databaseUrl: database.url, dataDir },
   });
   const log = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
-  const ctx: PlatformContext = { config, db: database.db, clock, testClock: clock, log };
-  useDeviceIdentitySettings(
-    ctx,
+  const ctx = platformContext({ config, db: database.db, clock, testClock: clock, log });
+  ctx.caches.devices.useSettings(
     loadDeviceIdentitySettings({ dataDir, publicDevicesUrl: config.publicUrls.devices }, options.env ?? {}),
   );
   const devicesHttps = await devicesHttpsOptions(ctx);
@@ -93,6 +92,7 @@ export async function startDevicesPlatform(
     adminKey: key,
     close: async () => {
       await Promise.all(Object.values(servers).map((s: FastifyInstance) => s.close()));
+      await closePlatformCaches(ctx.caches);
       await database.drop();
       await rm(dataDir, { recursive: true, force: true });
     },
@@ -104,7 +104,7 @@ export async function startDevicesPlatform(
     dataDir,
     devicesUrl: `${devicesHttps ? 'https' : 'http'}://127.0.0.1:${devicesPort}`,
     devicesPort,
-    ca: await deviceCaFor(ctx),
+    ca: await ctx.caches.devices.ca(),
     operator,
     structure,
     tlsClientErrors,

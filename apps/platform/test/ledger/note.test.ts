@@ -2,11 +2,13 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import pino from 'pino';
 import { TestClock } from '../../src/clock.js';
 import { ledgerKeyPath, loadLedgerKey } from '../../src/ledger/key.js';
 import { describe, expect, test } from 'vitest';
 import * as browser from '../../console/src/verify/note.js';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig, type PlatformConfig } from '../../src/config.js';
+import { platformCaches } from '../../src/context.js';
 import {
   checkpointText,
   checkSignature,
@@ -227,7 +229,11 @@ describe('the ledger key', () => {
     const dataDir = await mkdtemp(path.join(os.tmpdir(), 'ooh-ledger-key-'));
     try {
       const clock = new TestClock(new Date('2026-11-20T06:00:00Z'), { frozen: true });
-      const ctx = { config: loadConfig({ env: { DATA_DIR: dataDir } }), clock };
+      const contextOf = (config: PlatformConfig) => ({
+        config,
+        caches: platformCaches({ config, clock, log: pino({ level: 'silent' }) }),
+      });
+      const ctx = contextOf(loadConfig({ env: { DATA_DIR: dataDir } }));
       const { file } = ledgerKeyPath(ctx);
       expect(file).toBe(path.join(dataDir, 'authority', 'ledger-signer.ed25519.key'));
       const first = await loadLedgerKey(ctx);
@@ -237,10 +243,9 @@ describe('the ledger key', () => {
       expect((await loadLedgerKey(ctx)).publicKey).toEqual(first.publicKey);
 
       const mounted = path.join(dataDir, 'mounted.key');
-      const withMounted = {
-        config: loadConfig({ env: { DATA_DIR: dataDir, AUTHORITY_LEDGER_KEY: mounted } }),
-        clock,
-      };
+      const withMounted = contextOf(
+        loadConfig({ env: { DATA_DIR: dataDir, AUTHORITY_LEDGER_KEY: mounted } }),
+      );
       await expect(loadLedgerKey(withMounted)).rejects.toMatchObject({
         problems: [expect.stringMatching(/^AUTHORITY_LEDGER_KEY: cannot read .*mounted\.key/)],
       });

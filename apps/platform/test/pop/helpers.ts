@@ -7,7 +7,7 @@ import { expect } from 'vitest';
 import { bootstrap } from '../../src/bootstrap.js';
 import { TestClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config.js';
-import type { PlatformContext } from '../../src/context.js';
+import { type PlatformContext, platformContext } from '../../src/context.js';
 import { createPool, type Db } from '../../src/db/pool.js';
 import { buildServers, type Servers } from '../../src/platform.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -61,7 +61,7 @@ export async function startPopCluster(
     // Every instance has its own pool, as separate processes would.
     const db =
       i === 0 ? database.db : createPool(database.url, { max: 10, applicationName: `ooh-test-${i}` });
-    const ctx: PlatformContext = { config, db, clock, testClock: clock, log };
+    const ctx = platformContext({ config, db, clock, testClock: clock, log });
     instances.push({ ctx, servers: await buildServers(ctx), clock });
   }
   const first = instances[0]!;

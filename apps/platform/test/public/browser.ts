@@ -14,7 +14,7 @@ import { ru } from '../../console/src/public/i18n/ru.js';
 import { bootstrap } from '../../src/bootstrap.js';
 import { TestClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config.js';
-import type { PlatformContext } from '../../src/context.js';
+import { platformContext } from '../../src/context.js';
 import { FEATURES } from '../../src/features.js';
 import { buildServers, type Servers } from '../../src/platform.js';
 import { createPublicPageFeature } from '../../src/public-page/index.js';
@@ -48,13 +48,13 @@ export async function startPublicPlatform(now: Date): Promise<PublicPlatform> {
     },
   });
   await mkdir(config.dataDir, { recursive: true });
-  const ctx: PlatformContext = {
+  const ctx = platformContext({
     config,
     db: database.db,
     clock,
     testClock: clock,
     log: pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' }),
-  };
+  });
   const features = FEATURES.map((f) => (f.name === 'public-page' ? createPublicPageFeature({ distDir }) : f));
   const servers: Servers = await buildServers(ctx, features);
   await servers.api.listen({ host: '127.0.0.1', port: 0 });

@@ -3,7 +3,7 @@ import pino from 'pino';
 import { bootstrap } from '../../src/bootstrap.js';
 import { TestClock } from '../../src/clock.js';
 import { loadConfig, type PlatformConfig } from '../../src/config.js';
-import type { PlatformContext } from '../../src/context.js';
+import { closePlatformCaches, type PlatformContext, platformContext } from '../../src/context.js';
 import { buildServers, type Servers } from '../../src/platform.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
@@ -34,7 +34,7 @@ export async function startTestPlatform(
     ...options.config,
   };
   const log = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
-  const ctx: PlatformContext = { config, db: database.db, clock, testClock: clock, log };
+  const ctx = platformContext({ config, db: database.db, clock, testClock: clock, log });
   const servers = await buildServers(ctx);
   const { key } = await bootstrap(database.db, clock);
   return {
@@ -45,6 +45,7 @@ export async function startTestPlatform(
     adminKey: key,
     close: async () => {
       await Promise.all(Object.values(servers).map((s: FastifyInstance) => s.close()));
+      await closePlatformCaches(ctx.caches);
       await database.drop();
     },
   };
