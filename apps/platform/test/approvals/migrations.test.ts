@@ -60,7 +60,7 @@ describe('030_submission_review', () => {
     expect(rows[0]).toEqual({ state: 'draft', sent_at: null, decided_at: null, reject_reason: null });
     await expect(
       db.query("UPDATE submissions SET state = 'withdrawn' WHERE id = $1", [submission]),
-    ).rejects.toThrow(/submissions_state/);
+    ).rejects.toMatchObject({ code: '23514', constraint: 'submissions_state' });
     await db.query(
       `INSERT INTO submission_media (submission_id, organisation_id, media_sha256, media_type, size_bytes, width, height,
          duration_ms, uploaded_at)

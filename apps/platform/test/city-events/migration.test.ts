@@ -38,7 +38,10 @@ describe('migration 051_city_events', () => {
       );
     const first = randomUUID();
     await event(first);
-    await expect(event(randomUUID())).rejects.toThrow(/duplicate key/);
+    await expect(event(randomUUID())).rejects.toMatchObject({
+      code: '23505',
+      constraint: 'city_events_type_subject_key_key',
+    });
     const { rows: sub } = await d.db.query(
       `INSERT INTO webhook_subscriptions (url, secret, types, created_at)
        VALUES ('https://example.org/hook', $1, '{declared_vs_actual}', $2) RETURNING id`,
@@ -53,12 +56,12 @@ describe('migration 051_city_events', () => {
         'INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at, created_at) VALUES ($1, $2, $3, $3)',
         [sub[0].id, first, NOW],
       ),
-    ).rejects.toThrow(/duplicate key/);
+    ).rejects.toMatchObject({ code: '23505', constraint: 'webhook_deliveries_subscription_id_event_id_key' });
     await expect(
       d.db.query(
         `INSERT INTO webhook_subscriptions (url, secret, types, created_at) VALUES ('ftp://x', $1, '{a}', $2)`,
         ['s'.repeat(32), NOW],
       ),
-    ).rejects.toThrow(/check/);
+    ).rejects.toMatchObject({ code: '23514', constraint: 'webhook_subscriptions_url_check' });
   });
 });

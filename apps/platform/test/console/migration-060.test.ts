@@ -35,28 +35,28 @@ describe('migration 060 console sessions', () => {
          VALUES ($1, 'B@example.kz', $2, 'admin', $3)`,
         [org, hash, T],
       ),
-    ).rejects.toThrow(/check constraint/);
+    ).rejects.toMatchObject({ code: '23514', constraint: 'console_users_email_check' });
     await expect(
       db.query(
         `INSERT INTO console_users (organisation_id, email, password_hash, role, created_at)
          VALUES ($1, 'a@example.kz', $2, 'member', $3)`,
         [org, hash, T],
       ),
-    ).rejects.toThrow(/unique/);
+    ).rejects.toMatchObject({ code: '23505', constraint: 'console_users_email_key' });
     await expect(
       db.query(
         `INSERT INTO console_users (organisation_id, email, password_hash, role, created_at)
          VALUES ($1, 'c@example.kz', $2, 'owner', $3)`,
         [org, hash, T],
       ),
-    ).rejects.toThrow(/check constraint/);
+    ).rejects.toMatchObject({ code: '23514', constraint: 'console_users_role_check' });
     await expect(
       db.query(
         `INSERT INTO console_users (organisation_id, email, password_hash, role, created_at)
          VALUES ($1, 'd@example.kz', 'plain', 'member', $2)`,
         [org, T],
       ),
-    ).rejects.toThrow(/check constraint/);
+    ).rejects.toMatchObject({ code: '23514', constraint: 'console_users_password_hash_check' });
 
     await db.query(
       `INSERT INTO console_sessions (id, user_id, created_at, last_seen_at, expires_at, csrf_token)
@@ -69,7 +69,7 @@ describe('migration 060 console sessions', () => {
          VALUES ('not-a-hash', $1, $2, $2, $3, 'token')`,
         [user, T, new Date(T.getTime() + 3600_000)],
       ),
-    ).rejects.toThrow(/check constraint/);
+    ).rejects.toMatchObject({ code: '23514', constraint: 'console_sessions_id_check' });
     await db.query('DELETE FROM console_users WHERE id = $1', [user]);
     const { rows } = await db.query('SELECT count(*)::int AS n FROM console_sessions');
     expect(rows[0].n).toBe(0);

@@ -184,10 +184,16 @@ describe('RFC 3161 timestamps of the ledger blocks', () => {
   test('a stored token is kept: the database refuses to change or remove it', async () => {
     await expect(
       p.ctx.db.query(`UPDATE ledger_block_timestamps SET token = '\\x00'::bytea WHERE day = $1`, [D]),
-    ).rejects.toThrow(/is kept/);
-    await expect(p.ctx.db.query('DELETE FROM ledger_block_timestamps WHERE day = $1', [D])).rejects.toThrow(
-      /is kept/,
-    );
+    ).rejects.toMatchObject({
+      code: '23514',
+      where: expect.stringContaining('ledger_block_timestamps_kept'),
+    });
+    await expect(
+      p.ctx.db.query('DELETE FROM ledger_block_timestamps WHERE day = $1', [D]),
+    ).rejects.toMatchObject({
+      code: '23514',
+      where: expect.stringContaining('ledger_block_timestamps_kept'),
+    });
   });
 
   test('ooh-verify --tsa-cert checks the token of every block it verifies', async () => {

@@ -34,9 +34,15 @@ describe('migration 050_open_data', () => {
       }),
     ]);
     // One settings row only.
-    await expect(d.db.query('INSERT INTO open_data_settings (id) VALUES (false)')).rejects.toThrow(/check/);
-    await expect(d.db.query('UPDATE open_data_settings SET max_party_share_pct = 101')).rejects.toThrow(
-      /check/,
+    await expect(d.db.query('INSERT INTO open_data_settings (id) VALUES (false)')).rejects.toMatchObject({
+      code: '23514',
+      constraint: 'open_data_settings_id_check',
+    });
+    await expect(d.db.query('UPDATE open_data_settings SET max_party_share_pct = 101')).rejects.toMatchObject(
+      {
+        code: '23514',
+        constraint: 'open_data_settings_max_party_share_pct_check',
+      },
     );
     // The seeded plays are untouched.
     const { rows: counts } = await d.db.query('SELECT sum(plays)::int AS n FROM play_counts');
@@ -49,11 +55,23 @@ describe('migration 050_open_data', () => {
         [month, 'f'.repeat(64)],
       );
     await insert('2026-10');
-    await expect(insert('2026-13')).rejects.toThrow(/check/);
-    await expect(insert('2026-10')).rejects.toThrow(/duplicate key/);
+    await expect(insert('2026-13')).rejects.toMatchObject({
+      code: '23514',
+      constraint: 'open_data_releases_month_check',
+    });
+    await expect(insert('2026-10')).rejects.toMatchObject({
+      code: '23505',
+      constraint: 'open_data_releases_pkey',
+    });
     await expect(
       d.db.query("UPDATE open_data_releases SET built_at = now() WHERE month = '2026-10'"),
-    ).rejects.toThrow(/immutable/);
-    await expect(d.db.query('DELETE FROM open_data_releases')).rejects.toThrow(/immutable/);
+    ).rejects.toMatchObject({
+      code: '23001',
+      where: expect.stringContaining('open_data_releases_immutable'),
+    });
+    await expect(d.db.query('DELETE FROM open_data_releases')).rejects.toMatchObject({
+      code: '23001',
+      where: expect.stringContaining('open_data_releases_immutable'),
+    });
   });
 });

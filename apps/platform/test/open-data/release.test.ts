@@ -383,10 +383,16 @@ describe('monthly releases', () => {
     expect(after.rawPayload.equals(first.rawPayload)).toBe(true);
     await expect(
       p.ctx.db.query("UPDATE open_data_releases SET csv = 'x' WHERE month = '2026-09'"),
-    ).rejects.toThrow(/immutable/);
-    await expect(p.ctx.db.query("DELETE FROM open_data_releases WHERE month = '2026-09'")).rejects.toThrow(
-      /immutable/,
-    );
+    ).rejects.toMatchObject({
+      code: '23001',
+      where: expect.stringContaining('open_data_releases_immutable'),
+    });
+    await expect(
+      p.ctx.db.query("DELETE FROM open_data_releases WHERE month = '2026-09'"),
+    ).rejects.toMatchObject({
+      code: '23001',
+      where: expect.stringContaining('open_data_releases_immutable'),
+    });
   });
 
   test("a release's dictionary.json is the OpenDataDictionary it was built with", async () => {

@@ -215,7 +215,10 @@ describe('PATCH /api/v1/console/structures/{id}', () => {
     // The database keeps the rule for every writer.
     await expect(
       p.database.db.query('UPDATE structures SET venue_type_id = 302 WHERE id = $1', [s.id]),
-    ).rejects.toThrow(/immutable/);
+    ).rejects.toMatchObject({
+      code: '23514',
+      where: expect.stringContaining('structures_venue_type_immutable'),
+    });
     // A structure used before it had a venue type may still get one.
     const t = await createStructure(p, operatorId);
     await seedApproval(p.database.db, advertiser.id, [t.id]);
@@ -342,13 +345,16 @@ describe('migration 075_structure_venue', () => {
       await d.db.query("UPDATE structures SET geopath_spot_id = '9' WHERE id = $1", [a]);
       await expect(
         d.db.query("UPDATE structures SET geopath_spot_id = '9' WHERE id = $1", [b]),
-      ).rejects.toThrow(/duplicate key/);
+      ).rejects.toMatchObject({ code: '23505', constraint: 'structures_geopath_spot_id' });
       await expect(
         d.db.query("UPDATE structures SET geopath_spot_id = 'x9' WHERE id = $1", [b]),
-      ).rejects.toThrow(/check/);
-      await expect(d.db.query('UPDATE structures SET venue_type_id = 0 WHERE id = $1', [b])).rejects.toThrow(
-        /check/,
-      );
+      ).rejects.toMatchObject({ code: '23514', constraint: 'structures_geopath_spot_id_check' });
+      await expect(
+        d.db.query('UPDATE structures SET venue_type_id = 0 WHERE id = $1', [b]),
+      ).rejects.toMatchObject({
+        code: '23514',
+        constraint: 'structures_venue_type_id_check',
+      });
       // Unused structures may change their venue type (a correction); the trigger lets it through.
       await d.db.query('UPDATE structures SET venue_type_id = 301 WHERE id = $1', [b]);
       await d.db.query('UPDATE structures SET venue_type_id = 302 WHERE id = $1', [b]);
