@@ -124,7 +124,7 @@ export async function run(): Promise<Record<string, number>> {
       db: sealDb,
       clock,
       config,
-      caches: platformCaches({ config, clock, log: pino({ level: 'silent' }) }),
+      caches: platformCaches({ config, db: sealDb, clock, log: pino({ level: 'silent' }) }),
     };
     await loadAuthority(ctx);
     const backendPid = (await sealDb.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;

@@ -5,6 +5,7 @@ import type { Clock, TestClock } from './clock.js';
 import type { PlatformConfig } from './config.js';
 import type { Db } from './db/pool.js';
 import { DeviceCaches } from './devices/caches.js';
+import { PopCaches } from './pop/caches.js';
 
 /** What every feature gets: configuration, the database, the injected clock, a logger, and the platform's caches. */
 export interface PlatformContext {
@@ -26,11 +27,15 @@ export interface PlatformCaches {
   devices: DeviceCaches;
   /** The authority's PKI (root, issuing CA, envelope and seal signers). */
   authority: AuthorityCache;
+  /** Proof of play: the agent channels' shared lookup, the group committer, the known record partitions. */
+  pop: PopCaches;
 }
 
 /** The caches of a new platform: empty, each filled on first need. */
-export function platformCaches(ctx: Pick<PlatformContext, 'config' | 'clock' | 'log'>): PlatformCaches {
-  return { devices: new DeviceCaches(ctx), authority: new AuthorityCache(ctx) };
+export function platformCaches(
+  ctx: Pick<PlatformContext, 'config' | 'db' | 'clock' | 'log'>,
+): PlatformCaches {
+  return { devices: new DeviceCaches(ctx), authority: new AuthorityCache(ctx), pop: new PopCaches(ctx) };
 }
 
 /** A platform's context with fresh caches (startPlatform, and tests that build their servers themselves). */
@@ -45,6 +50,7 @@ export function platformContext(parts: Omit<PlatformContext, 'caches'>): Platfor
 export async function closePlatformCaches(caches: PlatformCaches): Promise<void> {
   caches.devices.clear();
   caches.authority.clear();
+  caches.pop.clear();
 }
 
 /**

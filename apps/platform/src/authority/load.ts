@@ -1,4 +1,4 @@
-import type { PlatformContext } from '../context.js';
+import type { PlatformCaches } from '../context.js';
 import type { Authority } from './pki.js';
 
 /**
@@ -6,6 +6,6 @@ import type { Authority } from './pki.js';
  * files are configured (DESIGN.md section 2: "created on first start, mode 0600"). Kept on the platform's context
  * (authority/cache.ts).
  */
-export function loadAuthority(ctx: Pick<PlatformContext, 'caches'>): Promise<Authority> {
+export function loadAuthority(ctx: { caches: Pick<PlatformCaches, 'authority'> }): Promise<Authority> {
   return ctx.caches.authority.load();
 }

@@ -2,7 +2,7 @@ import { createPrivateKey, generateKeyPairSync, type KeyObject, randomBytes } fr
 import { link, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError } from '../config.js';
-import type { PlatformContext } from '../context.js';
+import type { PlatformCaches, PlatformContext } from '../context.js';
 import { loadAuthority } from '../authority/load.js';
 import { authoritySource } from '../authority/pki.js';
 import { formatVkey, rawEd25519PublicKey, SIG_ED25519 } from './note.js';
@@ -52,7 +52,9 @@ async function createKeyFile(file: string): Promise<void> {
 }
 
 /** Reads the ledger key, creating it first in a generated authority folder. */
-export async function loadLedgerKey(ctx: Pick<PlatformContext, 'config' | 'caches'>): Promise<LedgerKey> {
+export async function loadLedgerKey(
+  ctx: Pick<PlatformContext, 'config'> & { caches: Pick<PlatformCaches, 'authority'> },
+): Promise<LedgerKey> {
   const { file, create } = ledgerKeyPath(ctx);
   // The generated folder is made whole by the authority (built aside and renamed into place): it must exist first.
   if (create && authoritySource(ctx.config.dataDir, ctx.config.settings).kind === 'generated')

@@ -1,4 +1,3 @@
-import type { Logger } from 'pino';
 import type { Db, DbClient } from '../db/pool.js';
 import { copyFrom } from '../db/copy.js';
 import type { Bucket } from './rate-limits.js';
@@ -229,22 +228,6 @@ export class GroupCommitter {
       client.release(broken);
     }
   }
-}
-
-/** Group committers by database pool: one per platform process and pool. */
-const committers = new WeakMap<Db, GroupCommitter>();
-
-export function groupCommitterFor(db: Db, log?: Pick<Logger, 'debug' | 'warn'>): GroupCommitter {
-  let committer = committers.get(db);
-  if (!committer) {
-    committer = new GroupCommitter(db, GROUP_COMMIT_DEFAULTS, (error) => {
-      // A mark moved by another instance is expected now and then; anything else is worth a look.
-      if ((error as { code?: string }).code === 'PHWM1') log?.debug({ err: error }, 'pop group rolled back');
-      else log?.warn({ err: error }, 'pop group rolled back; its batches are stored one by one');
-    });
-    committers.set(db, committer);
-  }
-  return committer;
 }
 
 /**

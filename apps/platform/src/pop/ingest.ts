@@ -7,7 +7,6 @@ import {
 } from '@ooh/protocol';
 import type { PlatformContext } from '../context.js';
 import { ProblemError } from '../http/problem.js';
-import { groupCommitterFor } from './group-commit.js';
 import {
   type ApprovalFacts,
   almatyDayOf,
@@ -185,7 +184,7 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
     approval: (number: string) => input.approvals.get(number),
   };
   const receiveDay = almatyDayOf(input.receivedAt);
-  await ensureRecordPartition(ctx.db, receiveDay);
+  await ensureRecordPartition(ctx.db, receiveDay, ctx.caches.pop.partitions);
   const base = {
     owner: input.owner,
     batchSeq: input.batchSeq,
@@ -266,7 +265,7 @@ export async function ingestBatch(ctx: PlatformContext, input: IngestInput): Pro
     // Agent batches are small and many: they are written in groups, one transaction and one WAL flush for all the
     // batches that arrived meanwhile (group-commit.ts). A CMS batch of up to 10 000 records is a group of its own.
     const result = await (input.recordChannel === 'agent'
-      ? groupCommitterFor(ctx.db, ctx.log).store(entry)
+      ? ctx.caches.pop.committer.store(entry)
       : storeBatch(ctx.db, entry));
     const outcome = await outcomeOf(ctx, input, result, answer, round);
     if (outcome !== 'judge again') return outcome;

@@ -66,15 +66,3 @@ export class DeviceLookupBatcher {
     }
   }
 }
-
-const batchers = new WeakMap<Db, DeviceLookupBatcher>();
-
-/** The lookup batcher of a database pool (one per platform process and pool). */
-export function deviceLookupFor(db: Db): DeviceLookupBatcher {
-  let batcher = batchers.get(db);
-  if (!batcher) {
-    batcher = new DeviceLookupBatcher(db);
-    batchers.set(db, batcher);
-  }
-  return batcher;
-}

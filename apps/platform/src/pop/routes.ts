@@ -14,7 +14,6 @@ import { bodyEncoding, inflateBounded, readWire } from '../http/inflate.js';
 import { approvalNumbersOf, ingestBatch, rateLimited } from './ingest.js';
 import type { Player } from './judge.js';
 import { KeyCache } from './key-cache.js';
-import { deviceLookupFor } from './lookup.js';
 import { agentBuckets, cmsBuckets, cmsKeyBucket } from './rate-limits.js';
 import { type DeviceForTelemetry, devicePlayerKey, findSourceForBatch } from './batch-context.js';
 import { type PopEvent, playCounts, popEvents, popQuality } from './queries.js';
@@ -251,7 +250,7 @@ export const popFeature: Feature = {
           const batch = readAgentBatch(request.body, 'signed');
           const deviceId = batch.deviceId!;
           // Authentication. spec: "401 device_unauthorized: device unknown or revoked".
-          const device = await deviceLookupFor(ctx.db).find({
+          const device = await ctx.caches.pop.lookups.find({
             deviceId,
             batchSeq: batch.batchSeq,
             now: receivedAt,
@@ -309,7 +308,7 @@ export const popFeature: Feature = {
               'device_id is not the device of the client certificate',
             );
           }
-          const device = await deviceLookupFor(ctx.db).find({
+          const device = await ctx.caches.pop.lookups.find({
             deviceId,
             batchSeq: batch.batchSeq,
             now: receivedAt,

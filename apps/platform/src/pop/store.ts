@@ -14,17 +14,12 @@ import { type Bucket, rateLook } from './rate-limits.js';
 // Writing a judged batch: the receive day's lock, the batch row, counts, marks, play sets, records and rate tokens in
 // one transaction (one batch, or a group: group-commit.ts).
 
-/** Month partitions of pop_records known to exist, per database (they are never dropped while it runs). */
-const knownPartitions = new WeakMap<Db, Set<string>>();
-
-/** Creates the month partition of pop_records that holds `receiveDay` unless it is known to exist. */
-export async function ensureRecordPartition(db: Db, receiveDay: string): Promise<void> {
+/**
+ * Creates the month partition of pop_records that holds `receiveDay` unless `known` (the platform's
+ * ctx.caches.pop.partitions) says it exists.
+ */
+export async function ensureRecordPartition(db: Db, receiveDay: string, known: Set<string>): Promise<void> {
   const month = receiveDay.slice(0, 7);
-  let known = knownPartitions.get(db);
-  if (!known) {
-    known = new Set();
-    knownPartitions.set(db, known);
-  }
   if (known.has(month)) return;
   for (let attempt = 0; ; attempt += 1) {
     try {

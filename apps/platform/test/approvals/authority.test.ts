@@ -3,13 +3,12 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { readCertificate } from '@ooh/crypto';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { AuthorityError, authoritySource, loadAuthority } from '../../src/authority/index.js';
 import { createAuthorityFiles, GENERATED_FILES, readAuthority } from '../../src/authority/pki.js';
 import { TestClock } from '../../src/clock.js';
 import type { PlatformConfig } from '../../src/config.js';
-import { platformCaches } from '../../src/context.js';
+import { AuthorityCache } from '../../src/authority/cache.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 
 const NOW = new Date('2026-11-20T06:00:00Z');
@@ -26,11 +25,7 @@ afterAll(async () => {
 const ctxFor = (dataDir: string) => {
   const config = { dataDir } as PlatformConfig;
   return {
-    caches: platformCaches({
-      config,
-      clock: new TestClock(NOW, { frozen: true }),
-      log: pino({ level: 'silent' }),
-    }),
+    caches: { authority: new AuthorityCache({ config, clock: new TestClock(NOW, { frozen: true }) }) },
   };
 };
 

@@ -10,6 +10,7 @@ import { TestClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config.js';
 import { issueDeviceCertificate } from '../../src/devices/ca.js';
 import { type Platform, startPlatform } from '../../src/platform.js';
+import { ensureRecordPartition } from '../../src/pop/store.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 // Issue 18 ("while you are in there"): the caches that were module-level maps keyed by context or configuration (the
@@ -77,6 +78,12 @@ describe('the caches of a platform', () => {
     const a = await start(path.join(tmp, 'a'));
     const b = await start(path.join(tmp, 'b'));
     expect(a.ctx.caches).not.toBe(b.ctx.caches);
+    // Proof of play: each its own shared lookup, group committer (each on its own pool) and known partitions.
+    expect(a.ctx.caches.pop.lookups).not.toBe(b.ctx.caches.pop.lookups);
+    expect(a.ctx.caches.pop.committer).not.toBe(b.ctx.caches.pop.committer);
+    await ensureRecordPartition(a.ctx.db, '2026-11-20', a.ctx.caches.pop.partitions);
+    expect([...a.ctx.caches.pop.partitions]).toEqual(['2026-11']);
+    expect(b.ctx.caches.pop.partitions.size).toBe(0);
     expect(a.ctx.caches.devices.settings().dir).toBe(path.join(tmp, 'a', 'device-ca'));
     expect(b.ctx.caches.devices.settings().dir).toBe(path.join(tmp, 'b', 'device-ca'));
     expect((await a.ctx.caches.devices.ca()).rootPem).not.toBe((await b.ctx.caches.devices.ca()).rootPem);
@@ -110,7 +117,10 @@ describe('the caches of a platform', () => {
     expect(p.ctx.caches.devices.empty).toBe(false);
     expect(p.ctx.caches.devices.verifiedChains.size).toBe(1);
     expect(p.ctx.caches.authority.empty).toBe(false);
+    await ensureRecordPartition(p.ctx.db, '2026-11-20', p.ctx.caches.pop.partitions);
+    expect(p.ctx.caches.pop.partitions.size).toBe(1);
     await p.close();
+    expect(p.ctx.caches.pop.partitions.size).toBe(0);
     expect(p.ctx.caches.devices.empty).toBe(true);
     expect(p.ctx.caches.authority.empty).toBe(true);
   });

@@ -2,13 +2,12 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import pino from 'pino';
 import { TestClock } from '../../src/clock.js';
 import { ledgerKeyPath, loadLedgerKey } from '../../src/ledger/key.js';
 import { describe, expect, test } from 'vitest';
 import * as browser from '../../console/src/verify/note.js';
 import { ConfigError, loadConfig, type PlatformConfig } from '../../src/config.js';
-import { platformCaches } from '../../src/context.js';
+import { AuthorityCache } from '../../src/authority/cache.js';
 import {
   checkpointText,
   checkSignature,
@@ -231,7 +230,7 @@ describe('the ledger key', () => {
       const clock = new TestClock(new Date('2026-11-20T06:00:00Z'), { frozen: true });
       const contextOf = (config: PlatformConfig) => ({
         config,
-        caches: platformCaches({ config, clock, log: pino({ level: 'silent' }) }),
+        caches: { authority: new AuthorityCache({ config, clock }) },
       });
       const ctx = contextOf(loadConfig({ env: { DATA_DIR: dataDir } }));
       const { file } = ledgerKeyPath(ctx);

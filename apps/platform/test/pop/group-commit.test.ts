@@ -1,7 +1,7 @@
 import { describe, expect } from 'vitest';
 import type { Db } from '../../src/db/pool.js';
 import { readMarks } from '../../src/pop/batch-context.js';
-import { type GroupEntry, GroupCommitter, groupCommitterFor } from '../../src/pop/group-commit.js';
+import { type GroupEntry, GroupCommitter } from '../../src/pop/group-commit.js';
 import { popEvents } from '../../src/pop/index.js';
 import { judgeRecords, settle } from '../../src/pop/judge.js';
 import { agentBuckets } from '../../src/pop/rate-limits.js';
@@ -93,12 +93,13 @@ describe('group commit of agent batches', () => {
     servers,
   }) => {
     const devices = await Promise.all(Array.from({ length: 40 }, () => world.newDevice()));
-    const before = { ...groupCommitterFor(db).stats };
+    const committer = world.instances[0]!.ctx.caches.pop.committer;
+    const before = { ...committer.stats };
     const bodies = devices.map((device, d) => agentBody(device, 0, plays(1, 5 + (d % 7))));
     const answers = (
       await Promise.all(devices.map((device, d) => postTelemetry(servers, device, bodies[d]!)))
     ).map(answerOf);
-    const after = groupCommitterFor(db).stats;
+    const after = committer.stats;
     // 40 batches in fewer transactions than batches: at least one group held more than one of them.
     expect(after.batches - before.batches).toBe(40);
     expect(after.groups - before.groups).toBeLessThan(40);

@@ -88,7 +88,7 @@ test('a failure while judging a later part: the COPY is abandoned, nothing is st
     approval: () => undefined,
   };
   const body = cmsBody(source, 0, records);
-  await ensureRecordPartition(db, '2026-11-20');
+  await ensureRecordPartition(db, '2026-11-20', new Set());
   const { rows } = await db.query<{ id: number }>(
     "SELECT nextval(pg_get_serial_sequence('pop_batches', 'id'))::int AS id",
   );
