@@ -37,9 +37,12 @@ interface WallTime {
   second: number;
 }
 
-function instantMs(instant: Date): number {
-  const ms = instant.getTime();
-  if (Number.isNaN(ms)) throw new RangeError('invalid Date');
+/** An instant: a Date, or milliseconds since the epoch as Date.now() gives them (the browser's console counts so). */
+export type Instant = Date | number;
+
+function instantMs(instant: Instant): number {
+  const ms = typeof instant === 'number' ? instant : instant.getTime();
+  if (Number.isNaN(ms)) throw new RangeError('invalid instant');
   return ms;
 }
 
@@ -105,24 +108,24 @@ function parseMonth(month: string): { year: number; month: number } {
 }
 
 /** The Almaty calendar day of an instant, 'YYYY-MM-DD'. */
-export function almatyDate(instant: Date): string {
+export function almatyDate(instant: Instant): string {
   const wall = wallTime(instantMs(instant));
   return formatDay(wall.year, wall.month, wall.day);
 }
 
 /** The Almaty month of an instant, 'YYYY-MM'. */
-export function almatyMonth(instant: Date): string {
+export function almatyMonth(instant: Instant): string {
   const wall = wallTime(instantMs(instant));
   return `${pad(wall.year, 4)}-${pad(wall.month)}`;
 }
 
 /** Local hour 0..23 in Almaty. */
-export function almatyHour(instant: Date): number {
+export function almatyHour(instant: Instant): number {
   return wallTime(instantMs(instant)).hour;
 }
 
 /** Offset of Almaty local time from UTC at that instant, in minutes (360 before 2024-03-01, 300 since). */
-export function almatyOffsetMinutes(instant: Date): number {
+export function almatyOffsetMinutes(instant: Instant): number {
   return offsetMinutesAt(instantMs(instant));
 }
 
@@ -217,7 +220,7 @@ export function almatyWeekday(day: string): number {
 }
 
 /** RFC 3339 in Almaty local time, e.g. '2026-11-21T09:00:00+05:00' (with `.mmm` when milliseconds is set). */
-export function formatAlmaty(instant: Date, options: { milliseconds?: boolean } = {}): string {
+export function formatAlmaty(instant: Instant, options: { milliseconds?: boolean } = {}): string {
   const ms = instantMs(instant);
   const wall = wallTime(ms);
   const offset = offsetMinutesAt(ms);
@@ -247,7 +250,7 @@ export const DAYPARTS: readonly Daypart[] = Object.freeze([
 ]);
 
 /** Code of the daypart holding the instant's Almaty hour; RangeError if the dayparts leave that hour uncovered. */
-export function daypartOf(instant: Date, dayparts: readonly Daypart[] = DAYPARTS): string {
+export function daypartOf(instant: Instant, dayparts: readonly Daypart[] = DAYPARTS): string {
   const hour = almatyHour(instant);
   const daypart = dayparts.find((candidate) => candidate.start_hour <= hour && hour < candidate.end_hour);
   if (daypart === undefined) throw new RangeError(`no daypart covers hour ${hour}`);

@@ -1,7 +1,10 @@
 export { type BackoffPolicy, backoffDelayMs, retryAfterMs } from './backoff.js';
 /**
  * @ooh/protocol: the wire types of the interface specification, problem codes, the proof-of-play vocabulary,
- * limits, and the Almaty calendar. No I/O.
+ * limits, and the Almaty calendar. No I/O, no Node module: the console and the public page import it too. Bundlers
+ * may drop what a bundle does not use ("sideEffects": false in package.json), so the browser pages that take only
+ * the calendar carry no TypeBox (test/browser-bundle.test.ts); the formats schemas/common.ts registers matter only to
+ * the schemas, which import it.
  */
 export {
   ALMATY_TZ,
@@ -21,6 +24,7 @@ export {
   daypartOf,
   daysInCalendarMonth,
   formatAlmaty,
+  type Instant,
   isCalendarDate,
   isCalendarMonth,
 } from './almaty.js';

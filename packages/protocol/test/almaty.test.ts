@@ -167,6 +167,33 @@ describe('calendar arithmetic', () => {
     expect(() => almatyMonthStart('2026-00')).toThrow(RangeError);
     expect(() => almatyDate(new Date(Number.NaN))).toThrow(RangeError);
     expect(() => formatAlmaty(new Date('nope'))).toThrow(RangeError);
+    expect(() => almatyDate(Number.NaN)).toThrow(RangeError);
+    expect(() => almatyOffsetMinutes(Number.NaN)).toThrow(RangeError);
+  });
+});
+
+describe('an instant in epoch milliseconds (Date.now(), as the console counts) is read as its Date', () => {
+  test('on both sides of the offset change and of midnight', () => {
+    expect(almatyDate(Date.parse('2026-11-20T19:30:00Z'))).toBe('2026-11-21');
+    expect(almatyDate(Date.parse('2026-11-20T18:59:59.999Z'))).toBe('2026-11-20');
+    expect(almatyOffsetMinutes(Date.parse('2024-02-28T12:00:00Z'))).toBe(360);
+    expect(almatyOffsetMinutes(Date.parse('2026-11-20T12:00:00Z'))).toBe(300);
+    expect(formatAlmaty(CHANGE.getTime())).toBe('2024-02-29T23:00:00+05:00');
+    expect(daypartOf(Date.parse('2026-11-21T04:00:00Z'))).toBe('morning');
+  });
+
+  test('every function gives what it gives for the Date', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: Date.UTC(1990, 0, 1), max: Date.UTC(2060, 0, 1) }), (ms) => {
+        const date = new Date(ms);
+        expect(almatyDate(ms)).toBe(almatyDate(date));
+        expect(almatyMonth(ms)).toBe(almatyMonth(date));
+        expect(almatyHour(ms)).toBe(almatyHour(date));
+        expect(almatyOffsetMinutes(ms)).toBe(almatyOffsetMinutes(date));
+        expect(formatAlmaty(ms, { milliseconds: true })).toBe(formatAlmaty(date, { milliseconds: true }));
+      }),
+      { numRuns: 300 },
+    );
   });
 });
 
