@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -140,5 +141,58 @@ describe('the caches of a platform', () => {
     expect((await loadAuthority(second.ctx)).rootPem).not.toBe(firstAuthority);
     const served = await second.servers.verify.inject({ method: 'GET', url: '/v1/authority-root.pem' });
     expect(served.body).toBe((await loadAuthority(second.ctx)).rootPem);
+  });
+});
+
+const SRC = path.join(import.meta.dirname, '..', '..', 'src');
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return sources(full);
+    return entry.name.endsWith('.ts') ? [full] : [];
+  });
+}
+
+/** A declaration at the top of a module of a Map or WeakMap, with the type of its keys when written. */
+const MODULE_MAP =
+  /^(?:export\s+)?(?:const|let|var)\s+(\w+)\s*(?::\s*(?:Weak)?Map\s*<\s*([^,=]+?)\s*,[^=]*)?=\s*new\s+(?:Weak)?Map\s*(?:<\s*([^,>]+?)\s*,)?/gm;
+/** What belongs to one platform: its context, its database pool or client, its configuration. */
+const PLATFORM_KEY = /\b(?:PlatformContext|Db|DbClient|PlatformConfig)\b/;
+
+/** The module-level maps of `text` keyed by something of one platform, as `name <key>`. */
+function platformKeyedMaps(text: string): string[] {
+  return [...text.matchAll(MODULE_MAP)]
+    .map((m) => ({ name: m[1]!, key: m[2] ?? m[3] ?? '' }))
+    .filter(({ key }) => PLATFORM_KEY.test(key))
+    .map(({ name, key }) => `${name} <${key}>`);
+}
+
+describe('the platform source', () => {
+  test('the check finds the maps it should', () => {
+    // The maps this issue moved onto the context, as they were written.
+    const before = [
+      'const caByContext = new WeakMap<PlatformContext, Promise<DeviceCa>>();',
+      'const verifiedChains = new WeakMap<PlatformContext, Map<string, VerifiedChain>>();',
+      'const committers = new WeakMap<Db, GroupCommitter>();',
+      'export const byConfig: WeakMap<PlatformConfig, string> = new WeakMap();',
+      // Inside a function or a class, or keyed by anything else, a map is not the platform's.
+      '  const codes = new WeakMap<FastifyRequest, string>();',
+      'const ROUTE_LIST = new WeakMap<object, RegisteredRoute[]>();',
+      'const dayByHour = new Map<number, string>();',
+    ].join('\n');
+    expect(platformKeyedMaps(before)).toEqual([
+      'caByContext <PlatformContext>',
+      'verifiedChains <PlatformContext>',
+      'committers <Db>',
+      'byConfig <PlatformConfig>',
+    ]);
+  });
+
+  test('has no module-level map keyed by a platform: each platform keeps its own on ctx.caches', () => {
+    const found = sources(SRC).flatMap((file) =>
+      platformKeyedMaps(readFileSync(file, 'utf8')).map((m) => `${path.relative(SRC, file)}: ${m}`),
+    );
+    expect(found).toEqual([]);
   });
 });
