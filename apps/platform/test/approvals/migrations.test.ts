@@ -74,7 +74,7 @@ describe('030_submission_review', () => {
          VALUES ($1, $2, $3, 'image/gif', 10, 1, 1, $4)`,
         [submission, org, 'b'.repeat(64), T],
       ),
-    ).rejects.toThrow();
+    ).rejects.toMatchObject({ code: '23514', constraint: 'submission_media_media_type_check' });
   });
 });
 
@@ -100,7 +100,7 @@ describe('031_approval_envelopes', () => {
     });
     await expect(
       db.query("UPDATE approvals SET manifest_sha256 = 'XYZ' WHERE id = $1", [approval]),
-    ).rejects.toThrow();
+    ).rejects.toMatchObject({ code: '23514', constraint: 'approvals_manifest_sha256_check' });
   });
 });
 
@@ -116,8 +116,11 @@ describe('032_revocation_lists', () => {
         'sig',
       ]);
     await insert(1);
-    await expect(insert(1)).rejects.toThrow();
-    await expect(insert(0)).rejects.toThrow();
+    await expect(insert(1)).rejects.toMatchObject({ code: '23505', constraint: 'revocation_lists_pkey' });
+    await expect(insert(0)).rejects.toMatchObject({
+      code: '23514',
+      constraint: 'revocation_lists_version_check',
+    });
   });
 });
 
@@ -150,12 +153,12 @@ describe('033_ledger_leaves', () => {
         "INSERT INTO ledger_leaves (recorded_at, day, kind, approval_number, manifest_sha256, signed_at) VALUES ($1, '2026-11-20', 'revocation', 'APR-1', $2, $1)",
         [T, HEX],
       ),
-    ).rejects.toThrow();
+    ).rejects.toMatchObject({ code: '23514', constraint: 'ledger_leaves_check1' });
     await expect(
       db.query(
         "INSERT INTO ledger_leaves (recorded_at, day, kind, manifest_sha256, signed_at) VALUES ($1, '2026-11-20', 'approval', $2, $1)",
         [T, HEX],
       ),
-    ).rejects.toThrow();
+    ).rejects.toMatchObject({ code: '23514', constraint: 'ledger_leaves_check' });
   });
 });
