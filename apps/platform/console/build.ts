@@ -5,7 +5,7 @@
  * the console alone is `npx vite build --config apps/platform/console/vite.config.ts`.
  */
 import { fileURLToPath } from 'node:url';
-import { build } from 'vite';
+import { build, defaultClientConditions } from 'vite';
 
 export async function buildConsole(outDir?: string): Promise<void> {
   await build({
@@ -29,7 +29,11 @@ export async function buildPublicPage(outDir: string = PUBLIC_PAGE_DIST): Promis
     base: '/',
     publicDir: fileURLToPath(new URL('./public/', import.meta.url)),
     oxc: { jsx: { runtime: 'automatic', importSource: 'preact' } },
-    resolve: { alias: { react: 'preact/compat', 'react-dom': 'preact/compat' } },
+    resolve: {
+      alias: { react: 'preact/compat', 'react-dom': 'preact/compat' },
+      // As the console (vite.config.ts): workspace packages from their sources.
+      conditions: ['source', ...defaultClientConditions],
+    },
     build: {
       outDir,
       emptyOutDir: true,

@@ -1,24 +1,8 @@
-import { intlKnowsKazakh } from '../i18n/formats.js';
+import { intlKnowsKazakh, KK_MONTHS } from '../i18n/formats.js';
 import type { Language } from '../i18n/index.js';
 
 /** The locale of a console language, for Intl formats of the charts. */
 const LOCALES: Record<Language, string> = { en: 'en-GB', ru: 'ru-RU', kk: 'kk-KZ' };
-
-/** CLDR's abbreviated Kazakh months, for a browser whose Intl has no Kazakh data (it would write "20 M11"). */
-const KK_MONTHS = [
-  'қаң.',
-  'ақп.',
-  'нау.',
-  'сәу.',
-  'мам.',
-  'мау.',
-  'шіл.',
-  'там.',
-  'қыр.',
-  'қаз.',
-  'қар.',
-  'жел.',
-];
 
 /** Kazakh written by hand ("20 қар."), as CLDR's "d MMM", where the browser cannot. */
 function kazakhByHand(language: Language): boolean {
@@ -95,11 +79,8 @@ export function dateTimeInZone(language: Language, instant: string, timeZone: st
   return new Intl.DateTimeFormat(LOCALES[language], options).format(new Date(instant));
 }
 
-/** Calendar arithmetic on 'YYYY-MM-DD'. */
-export function addDays(day: string, days: number): string {
-  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
-  return new Date(Date.UTC(y, m - 1, d) + days * 86_400_000).toISOString().slice(0, 10);
-}
+/** Calendar arithmetic on 'YYYY-MM-DD': @ooh/protocol's, re-exported for pages/report.tsx until it imports it. */
+export { addDays } from '@ooh/protocol';
 
 /** Percent with one decimal at most, in the language's number format. */
 export function percent(language: Language, value: number): string {

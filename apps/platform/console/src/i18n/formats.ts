@@ -37,8 +37,8 @@ export function intlFormats(locale: string): Formats {
   };
 }
 
-/** CLDR's abbreviated Kazakh month names (format context). */
-const KK_MONTHS = [
+/** CLDR's abbreviated Kazakh month names (format context); the charts' labels use them too. */
+export const KK_MONTHS: readonly string[] = [
   'қаң.',
   'ақп.',
   'нау.',

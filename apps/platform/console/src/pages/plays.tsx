@@ -1,16 +1,16 @@
+import { addDays, almatyDate } from '@ooh/protocol';
 import { useMemo, useState } from 'preact/hooks';
 import { loadStructures } from '../api/catalogue.js';
 import { get } from '../api/client.js';
 import type { CampaignListItem, PlaysPerDay } from '../api/types.js';
 import { BarChart, HorizontalBars, PALETTE, type Series } from '../components/bar-chart.js';
-import { addDays, dayAndHour, percent, shortDay, shortHour } from '../components/chart-labels.js';
+import { dayAndHour, percent, shortDay, shortHour } from '../components/chart-labels.js';
 import { Link } from '../components/layout.js';
 import { DataTable } from '../components/table.js';
 import { ErrorNotice, Field, knownKey, Loading, Segmented, useAsync } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { groupSeries } from '../lib/series.js';
 import { can, useSession } from '../lib/session.js';
-import { almatyDate } from '../lib/working-hours.js';
 import { EventSettings } from './city-events.js';
 
 /** Structures drawn apart in the stacked chart; the rest are summed as "Other". */

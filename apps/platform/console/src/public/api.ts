@@ -2,6 +2,7 @@
  * Reads of the verify host's public routes, from the page's own origin (the page is served by the verify host:
  * src/public-page). Nothing here needs, or sends, a credential.
  */
+import { almatyDate, isCalendarDate } from '@ooh/protocol';
 
 /** An answer other than 2xx: status, the problem code when there is one, Retry-After of a 429. */
 export class HttpError extends Error {
@@ -67,20 +68,15 @@ export async function getJsonOrNull<T>(path: string): Promise<T | null> {
   }
 }
 
-const DAY_MS = 86_400_000;
-
-/** A calendar day `days` later (or earlier) than `day` (YYYY-MM-DD; plain calendar arithmetic, no zone). */
-export function addDays(day: string, days: number): string {
-  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
-  return new Date(Date.UTC(y, m - 1, d) + days * DAY_MS).toISOString().slice(0, 10);
-}
-
-export const isDay = (value: string): boolean =>
-  /^\d{4}-\d{2}-\d{2}$/.test(value) && addDays(value, 0) === value;
+/**
+ * Calendar days (YYYY-MM-DD) as the platform reckons them: @ooh/protocol's, re-exported for seals.tsx and ledger.tsx
+ * until they import it themselves.
+ */
+export { addDays, isCalendarDate as isDay } from '@ooh/protocol';
 
 /** The platform's Almaty day, as the verify host wrote it into the page; the browser's own as a fallback. */
 export function platformToday(): string {
   const meta = document.querySelector('meta[name="ooh-today"]')?.getAttribute('content') ?? '';
-  if (isDay(meta)) return meta;
-  return new Intl.DateTimeFormat('en-CA', { timeZone: 'Asia/Almaty' }).format(new Date());
+  if (isCalendarDate(meta)) return meta;
+  return almatyDate(Date.now());
 }
