@@ -1,5 +1,6 @@
+import type { Category } from '@ooh/protocol';
 import { get } from './client.js';
-import type { Category, Structure, StructureSet } from './types.js';
+import type { Structure, StructureSet } from './types.js';
 
 /** Reference lists the pages share. */
 

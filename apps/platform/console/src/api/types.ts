@@ -1,4 +1,13 @@
-/** Shapes of the answers the console reads (spec resources and the platform's console routes). */
+/**
+ * Shapes of the answers the console reads. The spec's resources (Submission, Category, Creative entry, the lookup
+ * answer, the open-data dictionary, the stats seal) are @ooh/protocol's, derived from its TypeBox schemas: import them
+ * from there. What follows are the platform's console routes (apps/platform/src, not in the spec) as the console reads
+ * them, and the spec's Submission with what those routes add to it.
+ */
+import type { Submission } from '@ooh/protocol';
+
+/** For pages/transparency.tsx, until it imports it from @ooh/protocol. */
+export type { OpenDataDictionary } from '@ooh/protocol';
 
 export type OrganisationKind = 'authority' | 'operator' | 'agency' | 'advertiser';
 
@@ -11,38 +20,12 @@ export interface SessionInfo {
   expires_at: string;
 }
 
-export interface LocalizedText {
-  en: string;
-  ru: string;
-  kk: string;
-}
-
-export interface Category {
-  id: number;
-  parent_id: number | null;
-  tier: number;
-  name: LocalizedText;
-}
-
 /**
- * spec "Submission", plus what GET /api/v1/submissions/{id} adds (structure_ids, advertiser_bin, media,
- * approval_number, approval_revoked_at, reject_reason) and the list's created_at.
+ * spec "Submission" (@ooh/protocol), plus what GET /api/v1/submissions/{id} adds (structure_ids, advertiser_bin,
+ * media, approval_number, approval_revoked_at, reject_reason) and the list's created_at.
  */
-export interface Submission {
-  id: string;
-  number: string;
-  state: string;
-  advertiser_name: string;
+export interface SubmissionDetail extends Submission {
   advertiser_bin?: string | null;
-  period_from: string | null;
-  period_to: string | null;
-  declared_daily_plays?: Record<string, number>;
-  category_id?: number | null;
-  category?: Category | null;
-  channel?: 'direct' | 'programmatic';
-  fast_track?: boolean;
-  external_refs?: Record<string, unknown>;
-  review_due_at?: string | null;
   structure_ids?: string[];
   created_at?: string;
   media?: {
@@ -102,26 +85,6 @@ export interface MediaFacts {
   width: number;
   height: number;
   duration_ms: number | null;
-}
-
-/** spec "Creative entry". */
-export interface CreativeEntry {
-  status: 'valid' | 'not_yet_valid' | 'expired' | 'revoked' | 'pending' | 'rejected';
-  approval_number: string | null;
-  submission_number: string | null;
-  valid_from: string | null;
-  valid_until: string | null;
-  structures: string[];
-  category_id: number | null;
-  duration_ms: number | null;
-  width: number | null;
-  height: number | null;
-  envelope_url: string | null;
-}
-
-export interface LookupAnswer {
-  items: { sha256: string; approvals: CreativeEntry[] }[];
-  revocation_list_version: number | null;
 }
 
 export interface DeviceCertificate {
@@ -358,18 +321,6 @@ export interface WebhookDelivery {
   failed_at: string | null;
   last_status: number | null;
   last_error: string | null;
-}
-
-/** spec OpenDataDictionary, the parts the console shows. */
-export interface OpenDataDictionary {
-  version: string;
-  disclosure: {
-    min_operators: number;
-    min_advertisers: number;
-    max_party_share_pct: number;
-    lag_months: number;
-    description: LocalizedText;
-  };
 }
 
 /** POST /api/v1/console/devices and .../re-enrol; the certificate fields only when a CSR was given. */

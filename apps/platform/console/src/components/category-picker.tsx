@@ -1,5 +1,5 @@
+import type { Category } from '@ooh/protocol';
 import { useMemo, useState } from 'preact/hooks';
-import type { Category } from '../api/types.js';
 import { useI18n } from '../i18n/index.js';
 
 const MAX_SHOWN = 40;

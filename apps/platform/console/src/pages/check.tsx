@@ -1,6 +1,6 @@
+import type { CreativeEntry, CreativeLookupResponse } from '@ooh/protocol';
 import { useState } from 'preact/hooks';
 import { post } from '../api/client.js';
-import type { CreativeEntry, LookupAnswer } from '../api/types.js';
 import { DropZone } from '../components/dropzone.js';
 import { Link } from '../components/layout.js';
 import { type Column, DataTable } from '../components/table.js';
@@ -41,7 +41,7 @@ export function CheckPage() {
       .slice(0, MAX_HASHES);
     if (unique.length === 0) return;
     try {
-      const answer = await post<LookupAnswer>('/api/v1/creatives/lookup', {
+      const answer = await post<CreativeLookupResponse>('/api/v1/creatives/lookup', {
         hashes: unique.map((e) => e.sha256),
       });
       setVersion(answer.revocation_list_version);

@@ -1,7 +1,7 @@
 import { useMemo, useState } from 'preact/hooks';
 import { loadStructures } from '../api/catalogue.js';
 import { get, post } from '../api/client.js';
-import type { Submission } from '../api/types.js';
+import type { SubmissionDetail } from '../api/types.js';
 import { Link } from '../components/layout.js';
 import { DataTable } from '../components/table.js';
 import { ErrorNotice, Field, Loading, Notice, StateBadge, useAsync } from '../components/ui.js';
@@ -14,7 +14,7 @@ import { Deadline, MediaPreview, SubmissionFacts, useSubmissionColumns } from '.
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The review queue, fast-track deadlines first (earliest first), then the oldest submissions. */
-export function queueOrder(a: Submission, b: Submission): number {
+export function queueOrder(a: SubmissionDetail, b: SubmissionDetail): number {
   const da = a.review_due_at ? new Date(a.review_due_at).getTime() : Number.POSITIVE_INFINITY;
   const db = b.review_due_at ? new Date(b.review_due_at).getTime() : Number.POSITIVE_INFINITY;
   if (da !== db) return da - db;
@@ -27,7 +27,7 @@ export function ModerationPage() {
   const session = useSession();
   const { query } = useRoute();
   const queue = useAsync(
-    () => get<{ items: Submission[] }>('/api/v1/submissions?state=in_review').then((r) => r.items),
+    () => get<{ items: SubmissionDetail[] }>('/api/v1/submissions?state=in_review').then((r) => r.items),
     [],
   );
   const [openId, setOpenId] = useState('');
@@ -144,7 +144,7 @@ function RevokeForm(props: { initial: string }) {
 export function ModerationDetailPage(props: { id: string }) {
   const { t } = useI18n();
   const session = useSession();
-  const submission = useAsync(() => get<Submission>(`/api/v1/submissions/${props.id}`), [props.id]);
+  const submission = useAsync(() => get<SubmissionDetail>(`/api/v1/submissions/${props.id}`), [props.id]);
   const structures = useAsync(() => loadStructures(true), []);
   const structureMap = useMemo(
     () => (structures.data ? new Map(structures.data.map((s) => [s.id, s])) : null),

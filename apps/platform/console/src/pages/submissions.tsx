@@ -1,13 +1,13 @@
+import type { Category } from '@ooh/protocol';
 import { useMemo, useState } from 'preact/hooks';
 import { loadCategories, loadStructureSets, loadStructures } from '../api/catalogue.js';
 import { ApiError, get, patch, post, uploadFile } from '../api/client.js';
 import type {
   CampaignListItem,
-  Category,
   MediaFacts,
   Structure,
   StructureSet,
-  Submission,
+  SubmissionDetail,
 } from '../api/types.js';
 import { CategoryPicker } from '../components/category-picker.js';
 import { WorkingHoursLeft } from '../components/countdown.js';
@@ -35,7 +35,7 @@ export function CategoryName(props: { category: Category | null | undefined }) {
 }
 
 /** Number (a link below `linkBase`), advertiser, period and category: the columns of every list of submissions. */
-export function useSubmissionColumns(): (linkBase: string) => Column<Submission>[] {
+export function useSubmissionColumns(): (linkBase: string) => Column<SubmissionDetail>[] {
   const { t, dateRange } = useI18n();
   return (linkBase) => [
     { header: t('submission.number'), cell: (s) => <Link href={`${linkBase}/${s.id}`}>{s.number}</Link> },
@@ -48,7 +48,10 @@ export function useSubmissionColumns(): (linkBase: string) => Column<Submission>
 export function SubmissionsPage() {
   const { t } = useI18n();
   const submissionColumns = useSubmissionColumns();
-  const list = useAsync(() => get<{ items: Submission[] }>('/api/v1/submissions').then((r) => r.items), []);
+  const list = useAsync(
+    () => get<{ items: SubmissionDetail[] }>('/api/v1/submissions').then((r) => r.items),
+    [],
+  );
   return (
     <section>
       <div class="page-head">
@@ -77,7 +80,7 @@ export function SubmissionsPage() {
 }
 
 /** review_due_at with the working hours left while the review is open. */
-export function Deadline(props: { submission: Submission }) {
+export function Deadline(props: { submission: SubmissionDetail }) {
   const { dateTime } = useI18n();
   const due = props.submission.review_due_at;
   if (!due) return <>—</>;
@@ -122,7 +125,7 @@ const EMPTY: FormState = {
 const text = (value: unknown): string => (typeof value === 'string' ? value : '');
 
 /** A draft's values in the form. */
-function formOf(s: Submission): FormState {
+function formOf(s: SubmissionDetail): FormState {
   const refs = s.external_refs ?? {};
   return {
     advertiser_name: s.advertiser_name,
@@ -182,7 +185,7 @@ export function NewSubmissionPage() {
 export function EditSubmissionPage(props: { id: string }) {
   const { t } = useI18n();
   const data = useFormData();
-  const submission = useAsync(() => get<Submission>(`/api/v1/submissions/${props.id}`), [props.id]);
+  const submission = useAsync(() => get<SubmissionDetail>(`/api/v1/submissions/${props.id}`), [props.id]);
   if ((data.loading && !data.data) || (submission.loading && !submission.data)) return <Loading />;
   if (!data.data || !submission.data) return <ErrorNotice error={data.error ?? submission.error} />;
   const s = submission.data;
@@ -211,7 +214,7 @@ function SubmissionForm(props: {
   categories: Category[];
   structures: Structure[];
   sets: StructureSet[];
-  initial?: Submission;
+  initial?: SubmissionDetail;
 }) {
   const { t } = useI18n();
   const initialIds = props.initial?.structure_ids ?? [];
@@ -262,7 +265,7 @@ function SubmissionForm(props: {
     if (structuresChanged) body['structure_ids'] = structureIds;
     if (chosenSets.size > 0) body['structure_set_ids'] = [...chosenSets];
     try {
-      let saved: Submission;
+      let saved: SubmissionDetail;
       if (props.initial) {
         // An edit says what each optional field becomes: null clears it.
         body['advertiser_bin'] = form.advertiser_bin.trim() || null;
@@ -270,7 +273,7 @@ function SubmissionForm(props: {
         body['declared_daily_plays'] = hasDeclared ? declared : null;
         body['fast_track'] = programmatic && form.fast_track;
         body['external_refs'] = hasRefs ? refs : null;
-        saved = await patch<Submission>(`/api/v1/submissions/${props.initial.id}`, body);
+        saved = await patch<SubmissionDetail>(`/api/v1/submissions/${props.initial.id}`, body);
         navigate(`/submissions/${saved.id}?saved=1`);
       } else {
         if (form.advertiser_bin.trim()) body['advertiser_bin'] = form.advertiser_bin.trim();
@@ -278,7 +281,7 @@ function SubmissionForm(props: {
         if (hasDeclared) body['declared_daily_plays'] = declared;
         if (programmatic && form.fast_track) body['fast_track'] = true;
         if (hasRefs) body['external_refs'] = refs;
-        saved = await post<Submission>('/api/v1/submissions', body);
+        saved = await post<SubmissionDetail>('/api/v1/submissions', body);
         navigate(`/submissions/${saved.id}`);
       }
     } catch (e) {
@@ -480,7 +483,7 @@ function SubmissionForm(props: {
 }
 
 export function SubmissionFacts(props: {
-  submission: Submission;
+  submission: SubmissionDetail;
   structures: Map<string, Structure> | null;
 }) {
   const { t, dateRange, number, dateTime } = useI18n();
@@ -597,7 +600,7 @@ export function MediaFactsView(props: { facts: MediaFacts }) {
 export function SubmissionDetailPage(props: { id: string }) {
   const { t } = useI18n();
   const { query } = useRoute();
-  const submission = useAsync(() => get<Submission>(`/api/v1/submissions/${props.id}`), [props.id]);
+  const submission = useAsync(() => get<SubmissionDetail>(`/api/v1/submissions/${props.id}`), [props.id]);
   const structures = useAsync(() => loadStructures(false), []);
   const [progress, setProgress] = useState<number | null>(null);
   const [uploaded, setUploaded] = useState<MediaFacts | null>(null);
@@ -624,7 +627,7 @@ export function SubmissionDetailPage(props: { id: string }) {
   const send = async () => {
     setError(null);
     try {
-      await post<Submission>(`/api/v1/submissions/${props.id}/send`);
+      await post<SubmissionDetail>(`/api/v1/submissions/${props.id}/send`);
       setSent(true);
       submission.reload();
     } catch (e) {
@@ -705,7 +708,7 @@ export function SubmissionDetailPage(props: { id: string }) {
 }
 
 /** Media preview: the submission's file as the owner uploaded it (GET /api/v1/submissions/{id}/media). */
-export function MediaPreview(props: { submission: Submission }) {
+export function MediaPreview(props: { submission: SubmissionDetail }) {
   const { t } = useI18n();
   const [failed, setFailed] = useState(false);
   const src = `/api/v1/submissions/${props.submission.id}/media`;
@@ -744,7 +747,7 @@ interface EnvelopeBody {
  * downloadable: GET /api/v1/approvals/{number}/envelope) and the plays counted under it so far, with the way to its
  * proof-of-play report.
  */
-function ApprovedCreative(props: { submission: Submission; approvalNumber: string }) {
+function ApprovedCreative(props: { submission: SubmissionDetail; approvalNumber: string }) {
   const { t, number, dateTime, dateRange } = useI18n();
   const href = `/api/v1/approvals/${encodeURIComponent(props.approvalNumber)}/envelope`;
   const envelope = useAsync(() => get<{ body: EnvelopeBody; signature: string }>(href), [href]);
