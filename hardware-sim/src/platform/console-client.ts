@@ -1,8 +1,11 @@
 /**
  * The platform as the simulator reaches it: over HTTP only, with an API key, exactly as a technician's laptop
  * would (the simulator is also a field tool). Every call checks its status and throws a {@link PlatformCallError}
- * carrying the problem document's code otherwise.
+ * carrying the problem document's code otherwise. The spec's resources (Submission, Category, the create request, the
+ * stats seal) are @ooh/protocol's; the other answers are the platform's console routes (not in the spec), typed here
+ * as far as the simulator reads them.
  */
+import type { Category, StatsSeal, Submission, SubmissionCreateRequest } from '@ooh/protocol';
 
 export class PlatformCallError extends Error {
   constructor(
@@ -163,11 +166,11 @@ export class ConsoleClient {
 
   // --- submissions and approvals ---
 
-  categories(): Promise<{ items: { id: number; tier: number; parent_id: number | null }[] }> {
+  categories(): Promise<{ items: Category[] }> {
     return this.call('GET', '/api/v1/categories');
   }
 
-  createSubmission(body: Record<string, unknown>): Promise<{ id: string; number: string }> {
+  createSubmission(body: SubmissionCreateRequest): Promise<Submission> {
     return this.call('POST', '/api/v1/submissions', body);
   }
 
@@ -228,9 +231,8 @@ export class ConsoleClient {
     return this.call('GET', `/api/v1/console/pop/devices/${deviceId}/events${kind ? `?kind=${kind}` : ''}`);
   }
 
-  seal(
-    day: string,
-  ): Promise<{ day: string; body: { record_count: number; batch_count: number; root: string } }> {
+  /** Seals an ended day now unless it is sealed already (idempotent): the day's StatsSeal. */
+  seal(day: string): Promise<StatsSeal> {
     return this.call('POST', `/api/v1/console/seals/${day}`);
   }
 
