@@ -91,9 +91,10 @@ describe('group commit of agent batches', () => {
     world,
     db,
     servers,
+    ctx,
   }) => {
     const devices = await Promise.all(Array.from({ length: 40 }, () => world.newDevice()));
-    const committer = world.instances[0]!.ctx.caches.pop.committer;
+    const committer = ctx.caches.pop.committer;
     const before = { ...committer.stats };
     const bodies = devices.map((device, d) => agentBody(device, 0, plays(1, 5 + (d % 7))));
     const answers = (

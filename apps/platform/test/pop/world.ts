@@ -19,8 +19,8 @@ import {
  * Once per file (scope 'file', set up when a test of the file first asks for it, closed when the file is done):
  * `world`, the platform on a fresh database of the run's embedded PostgreSQL (one or more instances, each its own
  * servers, pool and frozen clock at T0, as separate processes would be), its bootstrapped admin key, and an operator
- * organisation with a write:plays API key, structures and the approvals the file asks for; `db`, `servers`
- * (instance 0), `operator` and `platform` are its parts.
+ * organisation with a write:plays API key, structures and the approvals the file asks for; `db`, `servers` and
+ * `ctx` (instance 0's, `ctx.caches` included), `operator` and `platform` are its parts.
  *
  * Once per test, for tests that must not share state: `device`, a freshly enrolled device (its own key pair) on the
  * operator's first structure; `source`, a freshly registered CMS installation of the operator with screen-1,
@@ -84,6 +84,7 @@ export function popWorld(options: PopWorldOptions = {}) {
       .extend('world', { scope: 'file' }, ({ cluster, popOptions }) => worldOn(cluster, popOptions))
       .extend('db', { scope: 'file' }, ({ world }) => world.db)
       .extend('servers', { scope: 'file' }, ({ world }) => world.instances[0]!.servers)
+      .extend('ctx', { scope: 'file' }, ({ world }) => world.instances[0]!.ctx)
       .extend('operator', { scope: 'file' }, ({ world }) => world.operator)
       .extend('platform', { scope: 'file' }, ({ world }) => world.platform)
       .extend('device', ({ world }) => world.newDevice())
