@@ -6,11 +6,10 @@ import {
   timeStampReply,
 } from '@ooh/crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { verifyBlockTimestamp } from '../../console/src/verify/timestamp.js';
-import { parsePem } from '../../console/src/verify/x509.js';
-import { OpensslTsa } from '../../../../packages/crypto/test/helpers/tsa.js';
+import { OpensslTsa } from '../../crypto/test/helpers/tsa.js';
+import { parsePem, verifyBlockTimestamp } from '../src/index.js';
 
-// The browser's check of a ledger block's RFC 3161 timestamp (console/src/verify/timestamp.ts, WebCrypto only), run
+// The browser's check of a ledger block's RFC 3161 timestamp (src/timestamp.ts, WebCrypto only), run
 // under Node against tokens of `openssl ts -reply`, as the verify host serves them (timestamp.tsr).
 
 let tsa: OpensslTsa;

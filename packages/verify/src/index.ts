@@ -1,0 +1,113 @@
+// @ooh/verify: every verification rule of the project, once, on WebCrypto only (no node: import), so the same code
+// checks signatures, chains, proofs and seals in Node 20+ and in the browser. Signing and issuing (the private-key
+// side) are @ooh/crypto's. No clock of its own: times are arguments.
+
+export {
+  type AnchorCheck,
+  type AnchorSource,
+  type AnchorState,
+  type AnchorTarget,
+  type BlockFields,
+  verifyAnchoring,
+} from './anchoring.js';
+export {
+  type Block,
+  type BlockCheck,
+  type BlockCheckName,
+  type BlockCheckState,
+  type BlockDigestFields,
+  type BlockHead,
+  blockDigest,
+  blockDigestInput,
+  blockVerdict,
+  type LedgerInfo,
+  type LedgerLeafObject,
+  leafHash,
+  verifyBlock,
+  verifyHead,
+  verifyLedgerInfo,
+} from './block.js';
+export {
+  base64Decode,
+  base64Encode,
+  base64urlDecode,
+  bytesEqual,
+  concatBytes,
+  hexDecode,
+  hexEncode,
+  sha256,
+  sha256Hex,
+  toArrayBuffer,
+  utf8,
+} from './bytes.js';
+export { type CmsResult, verifyCms } from './cms.js';
+export {
+  algorithmOid,
+  children,
+  expectTag,
+  octets,
+  oidText,
+  readDer,
+  readTlv,
+  type Tlv,
+  timeValue,
+} from './der.js';
+export { isVerificationError, VerificationError, type VerificationErrorCode } from './errors.js';
+export { type Es256PublicKey, es256Verify, importEs256PublicKey } from './es256.js';
+export { type CanonicalizeOptions, canonicalBytes, canonicalize } from './jcs.js';
+export {
+  expectedSides,
+  hashChildren,
+  MerkleRootBuilder,
+  merkleRoot,
+  type ProofSide,
+  type ProofStep,
+  proofSiblings,
+  rootFromProof,
+  verifyInclusion,
+} from './merkle.js';
+export {
+  COSIGNATURE_SKEW_SECONDS,
+  type Checkpoint,
+  type CosignedCheckpoint,
+  checkCosignedCheckpoint,
+  checkSignature,
+  keyIdHex,
+  type NoteSignature,
+  parseCheckpoint,
+  parseNote,
+  parseVkey,
+  rootIs,
+  SIG_COSIGNATURE_V1,
+  SIG_ED25519,
+  type SignatureState,
+  signedByLedgerKey,
+  type Vkey,
+} from './note.js';
+export {
+  type BatchExportLine,
+  type Check,
+  type CheckName,
+  type CheckState,
+  parseBatchExportLine,
+  type SealDocument,
+  verdictOf,
+  verifySeal,
+  verifySealBatches,
+} from './seal.js';
+export { type BodyValidator, type SignedDocumentResult, verifySignedDocument } from './signed-document.js';
+export { type TimestampRefusal, type TimestampResult, verifyBlockTimestamp } from './timestamp.js';
+export {
+  type Certificate,
+  type ChainResult,
+  issuedBy,
+  KEY_USAGE,
+  keyUsageAllows,
+  OID,
+  parseCertificate,
+  parsePem,
+  parsePems,
+  type ValidityWindow,
+  verifyChain,
+  verifySignature,
+} from './x509.js';
