@@ -1,7 +1,6 @@
-import { createPublicKey } from 'node:crypto';
-import { cpSync, existsSync, readFileSync } from 'node:fs';
+import { cpSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { cmsVerify, importPrivateKey } from '@ooh/crypto';
+import { cmsVerify } from '@ooh/crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentConfig } from '../src/config/config.js';
 import { type AgentCore, createAgent, EnvelopeVerifier, readStatus } from '../src/index.js';
@@ -10,30 +9,49 @@ import { setUpAgent } from './helpers/agent-setup.js';
 import { ManualHardware, TimerDisplay } from './helpers/hardware.js';
 import { writeMedia } from './helpers/media.js';
 import { createTestPki, type TestPki } from './helpers/pki.js';
+import {
+  type AgentTestPlatform,
+  issuedForDaysLeft,
+  startAgentTestPlatform,
+  startProxy,
+} from './helpers/platform.js';
 import { tempDir } from './helpers/temp.js';
-import { TestPlatform } from './helpers/test-platform.js';
 
-const DAY_MS = 86_400_000;
-
-async function until(condition: () => boolean, timeoutMs = 20_000): Promise<void> {
+async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const started = Date.now();
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() - started > timeoutMs) throw new Error('condition not met in time');
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
 
-describe('the agent core, end to end against the test platform', () => {
+/** Every event the platform stored for the device, batch after batch. */
+async function shippedEvents(
+  platform: AgentTestPlatform,
+  deviceId: string,
+): Promise<Record<string, unknown>[]> {
+  return (await platform.batches(deviceId)).flatMap(
+    (batch) => JSON.parse(batch.body.toString()).events as Record<string, unknown>[],
+  );
+}
+
+/*
+ * Against the real platform (helpers/platform.ts): devices enrolled through its console, the signed channel on its
+ * agents host, the certificate channel and renewals on its devices host's mutual TLS.
+ */
+describe('the agent core, end to end against the platform', () => {
   let pki: TestPki;
-  let platform: TestPlatform;
+  let platform: AgentTestPlatform;
   let dir: ReturnType<typeof tempDir>;
   let agent: AgentCore | null;
 
   beforeAll(async () => {
     pki = await createTestPki();
-    platform = await TestPlatform.start({ pki });
+    platform = await startAgentTestPlatform();
   });
-  afterAll(async () => platform.close());
+  afterAll(async () => {
+    await platform?.close();
+  });
   beforeEach(() => {
     dir = tempDir();
     agent = null;
@@ -44,7 +62,17 @@ describe('the agent core, end to end against the test platform', () => {
   });
 
   it('plays verified media, logs plays and a tamper event, and ships them on the signed channel', async () => {
-    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: null,
+      // The platform takes a burst of three batches, then one every ten seconds: a batch every 2.5 s carries the
+      // three plays within the burst, where a batch per record would wait for the fourth.
+      overrides: {
+        shipping: { min_interval_ms: 2500, idle_interval_ms: 100, backoff_base_ms: 50, backoff_cap_ms: 500 },
+      },
+    });
     await writeMedia(pki, setup.config.mediaDir, 'a.png', 'image a');
     await writeMedia(pki, setup.config.mediaDir, 'b.png', 'image b', {
       manifest: { approval_number: 'APP-B' },
@@ -60,7 +88,7 @@ describe('the agent core, end to end against the test platform', () => {
     });
     await agent.start();
     hardware.setTamper('open');
-    await until(() => platform.playCount(setup.deviceId) >= 3);
+    await until(async () => (await platform.plays(setup.deviceId)) >= 3);
     const status = agent.status();
     expect(status).toMatchObject({
       device_id: setup.deviceId,
@@ -78,11 +106,13 @@ describe('the agent core, end to end against the test platform', () => {
     expect(records.filter((r) => r.kind === 'tamper')).toEqual([
       expect.objectContaining({ detail: { state: 'open' } }),
     ]);
-    expect(platform.requests.every((r) => r.channel === 'signed')).toBe(true);
+    const batches = await platform.batches(setup.deviceId);
+    expect(batches.length).toBeGreaterThan(0);
+    expect(batches.every((b) => b.channel === 'agent')).toBe(true);
     // Every record the platform has is one the agent logged, in order, none twice.
-    const device = platform.device(setup.deviceId);
-    const shipped = [...device.batches.values()].flatMap((b) => JSON.parse(b.body.toString()).events);
-    expect(shipped.map((e: { seq: number }) => e.seq)).toEqual(shipped.map((_: unknown, i: number) => i + 1));
+    const shipped = await shippedEvents(platform, setup.deviceId);
+    expect(shipped.map((e) => e['seq'])).toEqual(shipped.map((_, i) => i + 1));
+    expect(shipped.some((e) => e['kind'] === 'tamper')).toBe(true);
   });
 
   it('uses the certificate channel with a certificate, renews when due and promotes the new pair after a call', async () => {
@@ -90,14 +120,10 @@ describe('the agent core, end to end against the test platform', () => {
       dir: dir.path,
       platform,
       pki,
-      certificate: {
-        notBefore: new Date(Date.now() - 360 * DAY_MS),
-        notAfter: new Date(Date.now() + 5 * DAY_MS),
-      },
+      certificate: { issuedAt: issuedForDaysLeft(5) },
     });
     await writeMedia(pki, setup.config.mediaDir, 'a.png', 'image a');
     await new Promise((resolve) => setTimeout(resolve, 150));
-    const before = platform.requests.length;
     agent = await createAgent({
       config: setup.config,
       hardware: new ManualHardware({ now: () => new Date() }),
@@ -108,12 +134,13 @@ describe('the agent core, end to end against the test platform', () => {
     const firstSerial = agent.credentials.certificate!.serialHex;
     await agent.start();
     await until(() => agent!.credentials.certificate?.serialHex !== firstSerial);
-    await until(() => platform.playCount(setup.deviceId) >= 2);
-    const mine = platform.requests.slice(before).filter((r) => r.path.includes('telemetry'));
-    expect(mine.every((r) => r.channel === 'certificate')).toBe(true);
-    expect(platform.requests.slice(before).some((r) => r.path === '/d/v1/renew' && r.status === 200)).toBe(
-      true,
-    );
+    await until(async () => (await platform.plays(setup.deviceId)) >= 2);
+    const batches = await platform.batches(setup.deviceId);
+    expect(batches.every((b) => b.channel === 'cert')).toBe(true);
+    // The platform renewed it, and the agent uses the certificate the platform issued.
+    const certificates = await platform.certificates(setup.deviceId);
+    expect(certificates.map((c) => c.issuedBy)).toEqual(['enrolment', 'renewal']);
+    expect(agent.credentials.certificate!.serialHex).toBe(certificates[1]!.serial);
     expect(existsSync(`${setup.config.certificateFile}.previous`)).toBe(true);
     const status = agent.status();
     expect(status.identity.certificate).toMatchObject({ state: 'valid' });
@@ -174,14 +201,13 @@ describe('the agent core, end to end against the test platform', () => {
     boardSkewMs = 0;
     await until(() => agent!.log.records().some((r) => r.record.kind === 'play'));
     // The mode change logged in 1970 was kept back until the platform's time was known, then set right.
-    await until(() => platform.playCount(setup.deviceId) >= 1);
+    await until(async () => (await platform.plays(setup.deviceId)) >= 1);
     await agent.stop();
-    const shipped = [...platform.device(setup.deviceId).batches.values()].flatMap(
-      (batch) => JSON.parse(batch.body.toString()).events as { start?: string; at?: string }[],
-    );
+    const shipped = await shippedEvents(platform, setup.deviceId);
     expect(shipped.length).toBeGreaterThan(1);
     for (const event of shipped) {
-      expect(Math.abs(Date.parse(event.start ?? event.at!) - Date.now())).toBeLessThan(60_000);
+      const stamp = (event['start'] ?? event['at']) as string;
+      expect(Math.abs(Date.parse(stamp) - Date.now())).toBeLessThan(60_000);
     }
     const records = kinds();
     expect(records.filter((r) => r.kind === 'reject')).toEqual([
@@ -198,46 +224,49 @@ describe('the agent core, end to end against the test platform', () => {
   });
 
   it('a board 10 minutes fast, offline at start: plays are logged, then set right before they are sent', async () => {
-    // The platform is down when the player starts.
-    const down = await TestPlatform.start({ pki });
-    const port = Number(new URL(down.agentsUrl).port);
-    const setup = await setUpAgent({ dir: dir.path, platform: down, pki, certificate: null });
-    await down.close();
-    await writeMedia(pki, setup.config.mediaDir, 'a.png', 'image a');
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    const board = { now: () => new Date(Date.now() + 600_000) };
-    let core: AgentCore | null = null;
-    agent = core = await createAgent({
-      config: setup.config,
-      hardware: new ManualHardware(board, () => performance.now()),
-      display: new TimerDisplay({ now: () => core!.clock.now() }),
-      logger: memoryLogger(),
-    });
-    await agent.start();
-    await until(() => agent!.log.records().filter((r) => r.record.kind === 'play').length >= 3);
-    expect(agent.status().clock.state).toBe('unsynced');
-    expect(agent.status().queue.unsettled).toBeGreaterThanOrEqual(3);
-
-    // The platform comes back on the same address.
-    const back = await TestPlatform.startOnPort(port, { pki });
+    // The platform is down when the player starts: nothing answers at its addresses (the agent takes the time from
+    // any answer of the platform, the revocation list's too).
+    const agents = await startProxy(platform.agentsUrl, { down: true });
+    const verify = await startProxy(platform.verifyUrl, { down: true });
     try {
-      back.registerDevice(
-        setup.deviceId,
-        createPublicKey(importPrivateKey(readFileSync(setup.config.keyFile, 'utf8'))),
-      );
-      await until(() => back.playCount(setup.deviceId) >= 3);
+      const setup = await setUpAgent({
+        dir: dir.path,
+        platform,
+        pki,
+        certificate: null,
+        urls: { agents: agents.url, verify: verify.url },
+      });
+      await writeMedia(pki, setup.config.mediaDir, 'a.png', 'image a');
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      const board = { now: () => new Date(Date.now() + 600_000) };
+      let core: AgentCore | null = null;
+      agent = core = await createAgent({
+        config: setup.config,
+        hardware: new ManualHardware(board, () => performance.now()),
+        display: new TimerDisplay({ now: () => core!.clock.now() }),
+        logger: memoryLogger(),
+      });
+      await agent.start();
+      await until(() => agent!.log.records().filter((r) => r.record.kind === 'play').length >= 3);
+      expect(agent.status().clock.state).toBe('unsynced');
+      expect(agent.status().queue.unsettled).toBeGreaterThanOrEqual(3);
+      expect(await platform.batches(setup.deviceId)).toEqual([]);
+
+      // The platform comes back on the same addresses.
+      agents.down = false;
+      verify.down = false;
+      await until(async () => (await platform.plays(setup.deviceId)) >= 3);
       expect(agent.status().clock.state).toBe('synced');
       expect(Math.abs(agent.clock.offset + 600_000)).toBeLessThan(1500);
       await agent.stop();
-      const device = back.device(setup.deviceId);
-      const answers = [...device.batches.values()].map((batch) => batch.answer);
+      const answers = (await platform.batches(setup.deviceId)).map((batch) => batch.answer);
       expect(
         answers.reduce((sum, answer) => sum + answer.refused, 0),
         JSON.stringify(answers.map((a) => a.items)),
       ).toBe(0);
-      const plays = [...device.batches.values()]
-        .flatMap((batch) => JSON.parse(batch.body.toString()).events as Record<string, unknown>[])
-        .filter((event) => event['kind'] === 'play');
+      const plays = (await shippedEvents(platform, setup.deviceId)).filter(
+        (event) => event['kind'] === 'play',
+      );
       // Every play is in the platform's time (to the Date header's second), not ten minutes ahead; those
       // logged before the sync say so.
       for (const play of plays) expect(Date.parse(play['end'] as string)).toBeLessThan(Date.now() + 1500);
@@ -246,7 +275,8 @@ describe('the agent core, end to end against the test platform', () => {
           .length,
       ).toBeGreaterThanOrEqual(3);
     } finally {
-      await back.close();
+      await agents.close();
+      await verify.close();
     }
   });
 

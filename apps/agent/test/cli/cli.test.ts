@@ -9,8 +9,8 @@ import { PlayLog } from '../../src/log/play-log.js';
 import { BatchStore } from '../../src/shipping/batch-store.js';
 import { setUpAgent } from '../helpers/agent-setup.js';
 import { createTestPki, type TestPki } from '../helpers/pki.js';
+import { type AgentTestPlatform, issuedForDaysLeft, startAgentTestPlatform } from '../helpers/platform.js';
 import { tempDir } from '../helpers/temp.js';
-import { TestPlatform } from '../helpers/test-platform.js';
 
 const DAY_MS = 86_400_000;
 const AGENT_ROOT = join(import.meta.dirname, '..', '..');
@@ -32,14 +32,17 @@ async function run(args: string[]): Promise<{ code: number; output: string; erro
 
 describe('agent CLI', () => {
   let pki: TestPki;
-  let platform: TestPlatform;
+  let platform: AgentTestPlatform;
   let dir: ReturnType<typeof tempDir>;
 
   beforeAll(async () => {
     pki = await createTestPki();
-    platform = await TestPlatform.start({ pki });
+    // Players enrolled on the real platform, certificates issued by its device CA (helpers/platform.ts).
+    platform = await startAgentTestPlatform();
   });
-  afterAll(async () => platform.close());
+  afterAll(async () => {
+    await platform?.close();
+  });
   beforeEach(() => {
     dir = tempDir();
   });
@@ -95,10 +98,7 @@ describe('agent CLI', () => {
       dir: dir.path,
       platform,
       pki,
-      certificate: {
-        notBefore: new Date(Date.now() - DAY_MS),
-        notAfter: new Date(Date.now() + 100 * DAY_MS),
-      },
+      certificate: { issuedAt: issuedForDaysLeft(100) },
     });
     const db = openAgentDatabase(join(setup.config.dataDir, 'agent.sqlite'));
     new PlayLog(db).appendStatus({ kind: 'tamper', at: new Date() });
@@ -247,10 +247,7 @@ describe('agent CLI', () => {
       dir: dir.path,
       platform,
       pki,
-      certificate: {
-        notBefore: new Date(Date.now() - 400 * DAY_MS),
-        notAfter: new Date(Date.now() - DAY_MS),
-      },
+      certificate: { issuedAt: issuedForDaysLeft(-1) },
     });
     const { code, output } = await run(['status', '--config', setup.configPath]);
     expect(code).toBe(1);
@@ -263,10 +260,8 @@ describe('agent CLI', () => {
       dir: dir.path,
       platform,
       pki,
-      certificate: {
-        notBefore: new Date(Date.now() + 10 * DAY_MS),
-        notAfter: new Date(Date.now() + 400 * DAY_MS),
-      },
+      // Issued ten days from now by the platform's clock: not valid yet.
+      certificate: { issuedAt: new Date(Date.now() + 10 * DAY_MS) },
     });
     const { code, output } = await run(['status', '--config', setup.configPath]);
     expect(code).toBe(1);

@@ -1,16 +1,17 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { createPublicKey } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { generateEs256KeyPair, importPrivateKey, readCertificate } from '@ooh/crypto';
+import { createCsr, generateEs256KeyPair, importPrivateKey, readCertificate } from '@ooh/crypto';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-// The platform's own device CA: the files `agent install` takes are the ones the console hands out.
+// The files `agent install` takes are the ones the platform's console hands out at enrolment.
 import { issueDeviceCertificate, loadDeviceCa } from '../../../platform/src/devices/ca.js';
 import { loadDeviceIdentitySettings } from '../../../platform/src/devices/settings.js';
 import { CONFIG_DEFAULTS, parseConfig } from '../../src/config/config.js';
 import { createTestPki, type TestPki } from '../helpers/pki.js';
+import { type AgentTestPlatform, startAgentTestPlatform } from '../helpers/platform.js';
 import { tempDir } from '../helpers/temp.js';
-import { TestPlatform } from '../helpers/test-platform.js';
 
 const AGENT_ROOT = join(import.meta.dirname, '..', '..');
 const REPO_ROOT = join(AGENT_ROOT, '..', '..');
@@ -33,13 +34,15 @@ function agent(args: string[], initCwd: string, env: Record<string, string> = {}
 describe('player setup: init --write-config, install, status, run', () => {
   let dir: ReturnType<typeof tempDir>;
   let pki: TestPki;
-  let platform: TestPlatform;
+  let platform: AgentTestPlatform;
 
   beforeAll(async () => {
     pki = await createTestPki();
-    platform = await TestPlatform.start({ pki });
+    platform = await startAgentTestPlatform();
   });
-  afterAll(async () => platform.close());
+  afterAll(async () => {
+    await platform?.close();
+  });
   beforeEach(() => {
     dir = tempDir();
   });
@@ -55,7 +58,7 @@ describe('player setup: init --write-config, install, status, run', () => {
         '--agents-url',
         platform.agentsUrl,
         '--devices-url',
-        platform.agentsUrl,
+        platform.devicesUrl,
         '--verify-url',
         platform.verifyUrl,
       ],
@@ -126,35 +129,37 @@ describe('player setup: init --write-config, install, status, run', () => {
     expect(notEnrolled.code).toBe(3);
     expect(notEnrolled.stdout).toContain('device:          (not enrolled: device_id not set)');
 
-    // The console's enrolment: the platform's device CA issues for the key `agent init` made.
+    // The console's enrolment on the platform: its device CA issues for the key `agent init` made.
     const now = new Date();
-    const platformData = join(dir.path, 'platform-data');
-    const ca = await loadDeviceCa(
-      loadDeviceIdentitySettings({ dataDir: platformData }, {}),
-      now,
-      pino({ level: 'silent' }),
-    );
-    const deviceId = '7d2b4c1e-9a3f-4e8b-b1c2-3d4e5f6a7b8c';
     const key = importPrivateKey(readFileSync(join(dir.path, 'data', 'device-key.pem'), 'utf8'));
-    const issued = await issueDeviceCertificate(ca, { deviceId, publicKey: key, now });
+    const enrolled = await platform.enrol({
+      publicKey: createPublicKey(key),
+      csr: await createCsr({
+        subject: 'CN=player',
+        keyPair: { publicKey: createPublicKey(key), privateKey: key },
+      }),
+    });
+    const deviceId = enrolled.deviceId;
+    const chainPem = enrolled.chainPem!;
+    const issued = readCertificate(enrolled.certificatePem!);
     const downloads = join(dir.path, 'Downloads');
     mkdirSync(downloads);
     writeFileSync(join(downloads, 'device-cert.pem'), issued.pem);
-    writeFileSync(join(downloads, 'device-chain.pem'), ca.chainPem);
-    writeFileSync(join(downloads, 'server-ca.pem'), pki.tlsRootPem);
+    writeFileSync(join(downloads, 'device-chain.pem'), chainPem);
+    writeFileSync(join(downloads, 'server-ca.pem'), platform.serverCaPem);
     writeFileSync(join(downloads, 'authority-root.pem'), pki.authorityRootPem);
     writeFileSync(join(downloads, 'notes.txt'), 'not a console file: skipped in a folder');
 
-    // A certificate for another key is refused and nothing is written.
-    const other = await issueDeviceCertificate(ca, {
-      deviceId,
-      publicKey: generateEs256KeyPair().publicKey,
-      now,
+    // A certificate for another key (another player's) is refused and nothing is written.
+    const otherKeys = generateEs256KeyPair();
+    const other = await platform.enrol({
+      publicKey: otherKeys.publicKey,
+      csr: await createCsr({ subject: 'CN=other player', keyPair: otherKeys }),
     });
     const wrong = join(dir.path, 'wrong');
     mkdirSync(wrong);
-    writeFileSync(join(wrong, 'device-cert.pem'), other.pem);
-    writeFileSync(join(wrong, 'device-chain.pem'), ca.chainPem);
+    writeFileSync(join(wrong, 'device-cert.pem'), other.certificatePem!);
+    writeFileSync(join(wrong, 'device-chain.pem'), chainPem);
     const configBefore = readFileSync(configPath, 'utf8');
     const refused = agent(['install', 'wrong'], dir.path);
     expect(refused.code).toBe(1);
@@ -174,16 +179,18 @@ describe('player setup: init --write-config, install, status, run', () => {
     const installed = agent(['install', 'Downloads'], dir.path);
     expect(installed.stderr).toBe('');
     expect(installed.code).toBe(0);
-    expect(installed.stdout).toContain(`Installed device ${deviceId}: certificate serial ${issued.serial}`);
+    expect(installed.stdout).toContain(
+      `Installed device ${deviceId}: certificate serial ${issued.serialHex}`,
+    );
     const config = JSON.parse(readFileSync(configPath, 'utf8'));
     expect(config.device_id).toBe(deviceId);
     expect(config.server_ca_file).toBe('server-ca.pem');
     expect(readCertificate(readFileSync(join(dir.path, 'data', 'device-cert.pem'), 'utf8')).serialHex).toBe(
-      issued.serial,
+      issued.serialHex,
     );
-    expect(readFileSync(join(dir.path, 'data', 'device-chain.pem'), 'utf8')).toBe(ca.chainPem);
+    expect(readFileSync(join(dir.path, 'data', 'device-chain.pem'), 'utf8')).toBe(chainPem);
     expect(readFileSync(join(dir.path, 'authority-root.pem'), 'utf8')).toBe(pki.authorityRootPem);
-    expect(readFileSync(join(dir.path, 'server-ca.pem'), 'utf8')).toBe(pki.tlsRootPem);
+    expect(readFileSync(join(dir.path, 'server-ca.pem'), 'utf8')).toBe(platform.serverCaPem);
 
     // Status now: enrolled, times in local time with the zone (TZ of the player).
     const status = agent(['status'], dir.path, { TZ: 'Asia/Tokyo' });
@@ -194,7 +201,13 @@ describe('player setup: init --write-config, install, status, run', () => {
     const json = agent(['status', '--json'], dir.path, { TZ: 'Asia/Tokyo' });
     expect(JSON.parse(json.stdout).identity.certificate.not_after).toBe(issued.notAfter.toISOString());
 
-    // Another device's certificate for this key: refused unless --force.
+    // Another device's certificate for this key: refused unless --force. The platform never issues one (a key is
+    // held by one device), so its device CA code issues it, from a CA of its own.
+    const ca = await loadDeviceCa(
+      loadDeviceIdentitySettings({ dataDir: join(dir.path, 'platform-data') }, {}),
+      now,
+      pino({ level: 'silent' }),
+    );
     const renamed = await issueDeviceCertificate(ca, {
       deviceId: '00000000-0000-4000-8000-000000000001',
       publicKey: key,

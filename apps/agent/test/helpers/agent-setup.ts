@@ -4,10 +4,9 @@ import { join } from 'node:path';
 import { importPublicKey } from '@ooh/crypto';
 import { type AgentConfig, parseConfig } from '../../src/config/config.js';
 import { prepareEnrolment } from '../../src/identity/enrolment.js';
-import { issueDeviceCertificate, type TestPki } from './pki.js';
+import type { TestPki } from './pki.js';
+import type { AgentTestPlatform } from './platform.js';
 import type { TestPlatform } from './test-platform.js';
-
-const DAY_MS = 86_400_000;
 
 export interface AgentSetup {
   config: AgentConfig;
@@ -17,32 +16,95 @@ export interface AgentSetup {
 }
 
 /**
- * Lays out a player as a technician would: config file, authority root, `agent init` (device key), the
- * device enrolled on the test platform, and optionally a client certificate with the given validity.
+ * Lays out a player as a technician would: config file, authority root, `agent init` (device key and CSR), the
+ * device enrolled on the real platform through its console API, with the CSR when a client certificate is asked for
+ * ('valid': issued now; `issuedAt`: issued then, for the platform's one year), and `device_id` written into the
+ * config. The platform's URLs may be replaced (`urls`: a proxy in front of a host).
+ */
+export async function setUpAgent(args: {
+  dir: string;
+  platform: AgentTestPlatform;
+  pki: TestPki;
+  certificate?: { issuedAt: Date } | 'valid' | null;
+  urls?: { agents?: string; devices?: string; verify?: string };
+  overrides?: Record<string, unknown>;
+}): Promise<AgentSetup>;
+/**
+ * The same on the stand-in platform of test-platform.ts, for the agent benchmark only (apps/agent/bench: a backlog
+ * of 100 000 records shipped as fast as the agent goes, which the real platform's rate limit would spread over
+ * hours). No test uses it.
  */
 export async function setUpAgent(args: {
   dir: string;
   platform: TestPlatform;
   pki: TestPki;
-  certificate?: { notBefore: Date; notAfter: Date } | 'valid' | null;
+  certificate?: null;
+  overrides?: Record<string, unknown>;
+}): Promise<AgentSetup>;
+export async function setUpAgent(args: {
+  dir: string;
+  platform: AgentTestPlatform | TestPlatform;
+  pki: TestPki;
+  certificate?: { issuedAt: Date } | 'valid' | null;
+  urls?: { agents?: string; devices?: string; verify?: string };
+  overrides?: Record<string, unknown>;
+}): Promise<AgentSetup> {
+  if ('registerDevice' in args.platform) return setUpOnStandIn({ ...args, platform: args.platform });
+  const platform = args.platform;
+  mkdirSync(args.dir, { recursive: true });
+  writeFileSync(join(args.dir, 'authority-root.pem'), args.pki.authorityRootPem);
+  writeFileSync(join(args.dir, 'server-ca.pem'), platform.serverCaPem);
+  const raw: Record<string, unknown> = {
+    device_id: null,
+    structure: platform.structure.code,
+    platform: {
+      agents_url: args.urls?.agents ?? platform.agentsUrl,
+      devices_url: args.urls?.devices ?? platform.devicesUrl,
+      verify_url: args.urls?.verify ?? platform.verifyUrl,
+    },
+    data_dir: 'data',
+    media_dir: 'media',
+    authority_root_file: 'authority-root.pem',
+    server_ca_file: 'server-ca.pem',
+    image_duration_ms: 1000,
+    shipping: { min_interval_ms: 0, idle_interval_ms: 100, backoff_base_ms: 50, backoff_cap_ms: 500 },
+    media_stability_ms: 100,
+    sidecar_grace_ms: 0,
+    ...args.overrides,
+  };
+  const configPath = join(args.dir, 'agent.json');
+  const enrolment = await prepareEnrolment(parseConfig(raw, args.dir, configPath));
+  const enrolled = await platform.enrol({
+    publicKey: importPublicKey(enrolment.publicKeySpki),
+    ...(args.certificate ? { csr: enrolment.csrPem } : {}),
+    ...(args.certificate && args.certificate !== 'valid' ? { issuedAt: args.certificate.issuedAt } : {}),
+  });
+  raw['device_id'] = enrolled.deviceId;
+  writeFileSync(configPath, JSON.stringify(raw, null, 2));
+  const config = parseConfig(raw, args.dir, configPath);
+  if (enrolled.certificatePem && enrolled.chainPem) {
+    writeFileSync(config.certificateFile, enrolled.certificatePem);
+    writeFileSync(config.caChainFile, enrolled.chainPem);
+  }
+  return { config, configPath, deviceId: enrolled.deviceId, raw };
+}
+
+async function setUpOnStandIn(args: {
+  dir: string;
+  platform: TestPlatform;
+  pki: TestPki;
   overrides?: Record<string, unknown>;
 }): Promise<AgentSetup> {
   const deviceId = randomUUID();
   mkdirSync(args.dir, { recursive: true });
   writeFileSync(join(args.dir, 'authority-root.pem'), args.pki.authorityRootPem);
   writeFileSync(join(args.dir, 'server-ca.pem'), args.pki.tlsRootPem);
-  let devicesUrl: string;
-  try {
-    devicesUrl = args.platform.devicesUrl;
-  } catch {
-    devicesUrl = args.platform.agentsUrl;
-  }
   const raw: Record<string, unknown> = {
     device_id: deviceId,
     structure: 'ALM-0001',
     platform: {
       agents_url: args.platform.agentsUrl,
-      devices_url: devicesUrl,
+      devices_url: args.platform.agentsUrl,
       verify_url: args.platform.verifyUrl,
     },
     data_dir: 'data',
@@ -59,23 +121,6 @@ export async function setUpAgent(args: {
   writeFileSync(configPath, JSON.stringify(raw, null, 2));
   const config = parseConfig(raw, args.dir, configPath);
   const enrolment = await prepareEnrolment(config);
-  const publicKey = importPublicKey(enrolment.publicKeySpki);
-  let certificatePem: string | undefined;
-  if (args.certificate) {
-    const validity =
-      args.certificate === 'valid'
-        ? { notBefore: new Date(Date.now() - DAY_MS), notAfter: new Date(Date.now() + 365 * DAY_MS) }
-        : args.certificate;
-    certificatePem = await issueDeviceCertificate(
-      args.pki,
-      deviceId,
-      publicKey,
-      validity.notBefore,
-      validity.notAfter,
-    );
-    writeFileSync(config.certificateFile, certificatePem);
-    writeFileSync(config.caChainFile, args.pki.deviceIssuing.certificatePem);
-  }
-  args.platform.registerDevice(deviceId, publicKey, certificatePem);
+  args.platform.registerDevice(deviceId, importPublicKey(enrolment.publicKeySpki));
   return { config, configPath, deviceId, raw };
 }

@@ -8,9 +8,10 @@ import { AgentState } from '../../src/log/agent-state.js';
 import { type Database, openAgentDatabase } from '../../src/log/database.js';
 import { PlayLog } from '../../src/log/play-log.js';
 import { memoryLogger } from '../../src/logger.js';
-import { createHttpClient, type HttpClient, type TlsIdentity } from '../../src/net/http-client.js';
+import { createHttpClient, type TlsIdentity } from '../../src/net/http-client.js';
 import { BatchStore } from '../../src/shipping/batch-store.js';
 import { Shipper, type ShipperOptions } from '../../src/shipping/shipper.js';
+import { type AgentTestPlatform, FaultyHttp } from './platform.js';
 import { SHA_A } from './temp.js';
 
 export interface ShippingFixture {
@@ -20,7 +21,8 @@ export interface ShippingFixture {
   log: PlayLog;
   batches: BatchStore;
   state: AgentState;
-  http: HttpClient;
+  /** The agent's real transport, with faults on demand and every exchange recorded. */
+  http: FaultyHttp;
   clock: CorrectedClock;
   logger: ReturnType<typeof memoryLogger>;
   shipper: Shipper;
@@ -59,10 +61,12 @@ export function createShippingFixture(args: {
   );
   const batches = new BatchStore(db);
   const state = new AgentState(db);
-  const http = createHttpClient({
-    ...(args.serverCaPem ? { serverCaPem: args.serverCaPem } : {}),
-    ...(args.dispatcher ? { dispatcher: args.dispatcher } : {}),
-  });
+  const http = new FaultyHttp(
+    createHttpClient({
+      ...(args.serverCaPem ? { serverCaPem: args.serverCaPem } : {}),
+      ...(args.dispatcher ? { dispatcher: args.dispatcher } : {}),
+    }),
+  );
   const logger = memoryLogger();
   const confirmed: (TlsIdentity | null)[] = [];
   const credentials: DeviceCredentials & { confirmed: typeof confirmed } = {
@@ -104,6 +108,18 @@ export function createShippingFixture(args: {
       db.close();
     },
   };
+}
+
+/** A device enrolled on the real platform (its key, no certificate) and the agent's shipping for it. */
+export async function enrolledShippingFixture(
+  platform: AgentTestPlatform,
+  args: Omit<Parameters<typeof createShippingFixture>[0], 'agentsUrl' | 'deviceId' | 'keys'> & {
+    agentsUrl?: string;
+  },
+): Promise<ShippingFixture> {
+  const keys = generateEs256KeyPair();
+  const { deviceId } = await platform.enrol({ publicKey: keys.publicKey });
+  return createShippingFixture({ agentsUrl: platform.agentsUrl, ...args, deviceId, keys });
 }
 
 let counter = 0;

@@ -6,21 +6,30 @@ import { FileCredentials } from '../../src/identity/file-credentials.js';
 import { AgentState } from '../../src/log/agent-state.js';
 import { type Database, openAgentDatabase } from '../../src/log/database.js';
 import { memoryLogger } from '../../src/logger.js';
-import { createHttpClient, type HttpClient } from '../../src/net/http-client.js';
+import { createHttpClient } from '../../src/net/http-client.js';
 import { RenewalManager } from '../../src/renewal/renewal.js';
 import { type AgentSetup, setUpAgent } from '../helpers/agent-setup.js';
 import { createTestPki, type TestPki } from '../helpers/pki.js';
+import {
+  type AgentTestPlatform,
+  FaultyHttp,
+  issuedForDaysLeft,
+  startAgentTestPlatform,
+} from '../helpers/platform.js';
 import { ManualClock, tempDir } from '../helpers/temp.js';
-import { TestPlatform } from '../helpers/test-platform.js';
 
 const DAY_MS = 86_400_000;
 
+/*
+ * Against the real platform (helpers/platform.ts): devices enrolled with a CSR through its console, certificates
+ * issued by its device CA, renewals over its devices host's mutual TLS.
+ */
 describe('certificate self-renewal', () => {
   let pki: TestPki;
-  let platform: TestPlatform;
+  let platform: AgentTestPlatform;
   let dir: ReturnType<typeof tempDir>;
   let db: Database;
-  let http: HttpClient;
+  let http: FaultyHttp;
   let setup: AgentSetup;
   let credentials: FileCredentials;
   let clock: ManualClock;
@@ -28,9 +37,11 @@ describe('certificate self-renewal', () => {
 
   beforeAll(async () => {
     pki = await createTestPki();
-    platform = await TestPlatform.start({ pki });
+    platform = await startAgentTestPlatform();
   });
-  afterAll(async () => platform.close());
+  afterAll(async () => {
+    await platform?.close();
+  });
   beforeEach(() => {
     dir = tempDir();
     clock = new ManualClock(new Date());
@@ -42,18 +53,16 @@ describe('certificate self-renewal', () => {
     dir.cleanup();
   });
 
-  async function prepare(daysLeft: number, daysSinceIssue = 365 - daysLeft): Promise<RenewalManager> {
+  /** A player enrolled with a certificate the platform issued for a year, `daysLeft` days of it left now. */
+  async function prepare(daysLeft: number): Promise<RenewalManager> {
     setup = await setUpAgent({
       dir: dir.path,
       platform,
       pki,
-      certificate: {
-        notBefore: new Date(Date.now() - daysSinceIssue * DAY_MS),
-        notAfter: new Date(Date.now() + daysLeft * DAY_MS),
-      },
+      certificate: { issuedAt: issuedForDaysLeft(daysLeft) },
     });
     db = openAgentDatabase(join(setup.config.dataDir, 'agent.sqlite'));
-    http = createHttpClient({ serverCaPem: pki.tlsRootPem });
+    http = new FaultyHttp(createHttpClient({ serverCaPem: platform.serverCaPem }));
     credentials = loadCredentials();
     return manager(() => 0.5);
   }
@@ -109,8 +118,12 @@ describe('certificate self-renewal', () => {
     const next = readCertificate(readFileSync(`${setup.config.certificateFile}.next`, 'utf8'));
     expect(next.publicKeySpki).toBe(exportPublicKeySpki(credentials.signingKey()));
     expect(next.publicKeySpki).not.toBe(oldKeySpki);
-    // The platform saw the body signature and the current certificate.
-    expect(platform.device(setup.deviceId).certificates).toHaveLength(2);
+    // The platform saw the body signature and the current certificate, and issued the new one.
+    expect(http.exchanges).toEqual([expect.objectContaining({ path: '/d/v1/renew', status: 200 })]);
+    expect(await platform.certificates(setup.deviceId)).toEqual([
+      expect.objectContaining({ issuedBy: 'enrolment' }),
+      { serial: next.serialHex, issuedBy: 'renewal' },
+    ]);
 
     // The new pair is offered first; a success with it promotes it and retires the old one.
     const identity = credentials.tlsIdentity(new Date(), 0)!;
@@ -126,7 +139,7 @@ describe('certificate self-renewal', () => {
 
   it('recovers a lost answer by sending the same CSR again', async () => {
     const renewal = await prepare(10);
-    platform.dropRenewAnswerNext(1);
+    http.loseAnswerNext(1);
     expect((await manager(() => 0).check()).result).toBe('failed');
     const csr = credentials.renewalState?.state === 'requested' ? credentials.renewalState.csr : null;
     expect(csr).not.toBeNull();
@@ -134,7 +147,11 @@ describe('certificate self-renewal', () => {
     credentials = loadCredentials();
     expect(credentials.renewalState).toMatchObject({ state: 'requested', csr });
     expect((await manager(() => 0).check()).result).toBe('renewed');
-    expect(platform.device(setup.deviceId).certificates).toHaveLength(2);
+    // The platform answered the same CSR with the certificate it had issued, not a second one.
+    expect(http.exchanges.map((e) => e.status)).toEqual(['lost', 200]);
+    const certificates = await platform.certificates(setup.deviceId);
+    expect(certificates.map((c) => c.issuedBy)).toEqual(['enrolment', 'renewal']);
+    expect(credentials.nextCertificate?.serialHex).toBe(certificates[1]!.serial);
     expect(credentials.renewalState).toMatchObject({ state: 'issued', csr });
     void renewal;
   });
@@ -170,14 +187,12 @@ describe('certificate self-renewal', () => {
   });
 
   it('reports an expired certificate once instead of looping', async () => {
-    const renewal = await prepare(-1, 366);
-    const renewCalls = () => platform.requests.filter((r) => r.path === '/d/v1/renew').length;
-    const before = renewCalls();
+    const renewal = await prepare(-1);
     expect(await renewal.check()).toMatchObject({ result: 'expired' });
     expect(await renewal.check()).toMatchObject({ result: 'expired' });
     expect(logger.lines.filter((l) => l.level === 'error' && /expired/.test(l.message))).toHaveLength(1);
     expect(credentials.tlsIdentity(new Date())).toBeNull();
-    expect(renewCalls()).toBe(before);
+    expect(http.exchanges).toEqual([]);
   });
 
   it('checks at least hourly, whatever interval is configured', async () => {

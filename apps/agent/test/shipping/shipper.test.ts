@@ -2,30 +2,53 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { es256Verify } from '@ooh/crypto';
 import { MockAgent } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CorrectedClock } from '../../src/clock.js';
 import { memoryLogger } from '../../src/logger.js';
 import { Shipper } from '../../src/shipping/shipper.js';
-import { createShippingFixture, logPlays, type ShippingFixture } from '../helpers/shipping-fixture.js';
+import { type AgentTestPlatform, startAgentTestPlatform } from '../helpers/platform.js';
+import {
+  createShippingFixture,
+  enrolledShippingFixture,
+  logPlays,
+  type ShippingFixture,
+} from '../helpers/shipping-fixture.js';
 import { tempDir } from '../helpers/temp.js';
-import { TestPlatform } from '../helpers/test-platform.js';
+
+/*
+ * Against the real platform (helpers/platform.ts): its own database, the agents host listening on 127.0.0.1, a device
+ * enrolled through the console for each test. What the platform stored and counted is read from its database; what
+ * went over the wire, from the agent's transport (FaultyHttp), which also makes the faults the platform does not
+ * make on demand (a 5xx, a lost answer, an outage).
+ */
 
 describe('shipping to the signed channel', () => {
+  let platform: AgentTestPlatform;
   let dir: ReturnType<typeof tempDir>;
-  let platform: TestPlatform;
   let fx: ShippingFixture;
 
+  beforeAll(async () => {
+    platform = await startAgentTestPlatform();
+  });
+  afterAll(async () => {
+    await platform?.close();
+  });
   beforeEach(async () => {
     dir = tempDir();
-    platform = await TestPlatform.start();
-    fx = createShippingFixture({ dir: dir.path, agentsUrl: platform.agentsUrl });
-    platform.registerDevice(fx.deviceId, fx.keys.publicKey);
+    platform.setClockOffset(0);
+    fx = await enrolledShippingFixture(platform, { dir: dir.path });
   });
   afterEach(async () => {
     await fx.close();
-    await platform.close();
     dir.cleanup();
   });
+
+  /** A directory of its own under the test's, for a second agent database. */
+  function sub(name: string): string {
+    const path = join(dir.path, name);
+    mkdirSync(path, { recursive: true });
+    return path;
+  }
 
   it('sends a signed batch, stores the answer, and only then counts the records as sent', async () => {
     logPlays(fx.log, 3);
@@ -33,7 +56,8 @@ describe('shipping to the signed channel', () => {
     expect(outcome).toMatchObject({ kind: 'answered', batchSeq: 1, channel: 'signed' });
     if (outcome.kind !== 'answered') throw new Error('unreachable');
     expect(outcome.answer).toMatchObject({ batch_seq: 1, received: 3, accepted: 3, duplicate: false });
-    expect(platform.playCount(fx.deviceId)).toBe(3);
+    expect(await platform.plays(fx.deviceId)).toBe(3);
+    expect(await platform.batch(fx.deviceId, 1)).toMatchObject({ channel: 'agent' });
     expect(fx.log.stats().queueDepth).toBe(0);
     expect(JSON.parse(fx.batches.get(1)!.body.toString()).events).toHaveLength(3);
     expect(fx.shipper.status().lastSend).toMatchObject({ batch_seq: 1 });
@@ -44,40 +68,59 @@ describe('shipping to the signed channel', () => {
     logPlays(fx.log, 2);
     const batch = fx.batches.pendingOrCut({ deviceId: fx.deviceId, now: new Date() })!;
     await fx.shipper.sendOnce();
-    expect(platform.requests[0]).toMatchObject({ status: 200, bodySha256: batch.bodySha256 });
-    const stored = platform.device(fx.deviceId).batches.get(1)!;
+    expect(fx.http.exchanges[0]).toMatchObject({ status: 200, bodySha256: batch.bodySha256 });
+    const stored = (await platform.batch(fx.deviceId, 1))!;
+    expect(stored.bodySha256).toBe(batch.bodySha256);
     expect(stored.body.equals(batch.body)).toBe(true);
   });
 
   it('resends byte for byte after a lost answer and accepts the duplicate answer', async () => {
     logPlays(fx.log, 4);
-    platform.dropAnswerNext(1);
+    fx.http.loseAnswerNext(1);
     const first = await fx.shipper.sendOnce();
     expect(first).toMatchObject({ kind: 'retry', batchSeq: 1 });
     expect(fx.log.stats().queueDepth).toBe(4);
     const second = await fx.shipper.sendOnce();
     expect(second).toMatchObject({ kind: 'answered', batchSeq: 1 });
     if (second.kind === 'answered') expect(second.answer.duplicate).toBe(true);
-    expect(platform.requests.map((r) => r.bodySha256)).toEqual([
-      platform.requests[0]!.bodySha256,
-      platform.requests[0]!.bodySha256,
-    ]);
-    expect(platform.playCount(fx.deviceId)).toBe(4);
+    const [lost, again] = fx.http.exchanges;
+    expect(lost).toMatchObject({ status: 'lost', batchSeq: 1 });
+    expect(again).toMatchObject({ status: 200, batchSeq: 1, bodySha256: lost!.bodySha256 });
+    expect(fx.http.exchanges).toHaveLength(2);
+    expect(await platform.batches(fx.deviceId)).toHaveLength(1);
+    expect(await platform.plays(fx.deviceId)).toBe(4);
   });
 
   it('waits Retry-After on 429 and then sends the same bytes', async () => {
+    // The platform's burst is three batches; the fourth within ten seconds is refused.
+    for (let i = 0; i < 3; i++) {
+      logPlays(fx.log, 1);
+      expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: i + 1 });
+    }
     logPlays(fx.log, 1);
-    platform.rateLimitNext(1, 7);
     const limited = await fx.shipper.sendOnce();
-    expect(limited).toEqual({ kind: 'retry', batchSeq: 1, delayMs: 7000, reason: 'rate_limited' });
-    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered' });
-    expect(platform.requests[0]!.bodySha256).toBe(platform.requests[1]!.bodySha256);
+    const refused = fx.http.exchanges[3]!;
+    expect(refused).toMatchObject({ status: 429, code: 'rate_limited', batchSeq: 4 });
+    const retryAfter = Number(refused.retryAfter);
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(10);
+    expect(limited).toEqual({
+      kind: 'retry',
+      batchSeq: 4,
+      delayMs: retryAfter * 1000,
+      reason: 'rate_limited',
+    });
+    // Those seconds pass on the platform's clock.
+    platform.setClockOffset(retryAfter * 1000);
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 4 });
+    expect(fx.http.exchanges[4]).toMatchObject({ status: 200, bodySha256: refused.bodySha256 });
+    expect(await platform.plays(fx.deviceId)).toBe(4);
   });
 
   it('backs off exponentially with a cap on server errors, resending the same bytes; a probe not taken changes nothing', async () => {
     logPlays(fx.log, 1);
     // An outage: every batch fails, the probes too (from the third 5xx on, each failed resend is followed by one).
-    platform.failNext(8, 503, 'service_unavailable');
+    fx.http.failNext(8, 503, 'service_unavailable');
     const delays: number[] = [];
     for (let i = 0; i < 5; i++) {
       const outcome = await fx.shipper.sendOnce();
@@ -87,88 +130,98 @@ describe('shipping to the signed channel', () => {
     // random() = 0.5: three quarters of the window 1 s, 2 s, 4 s ... capped at 60 s.
     expect(delays).toEqual([750, 1500, 3000, 6000, 12_000]);
     expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 1 });
-    expect(platform.requests.map((r) => r.batchSeq)).toEqual([1, 1, 1, 2, 1, 3, 1, 4, 1]);
-    expect(new Set(platform.requests.filter((r) => r.batchSeq === 1).map((r) => r.bodySha256)).size).toBe(1);
+    expect(fx.http.exchanges.map((r) => r.batchSeq)).toEqual([1, 1, 1, 2, 1, 3, 1, 4, 1]);
+    expect(new Set(fx.http.exchanges.filter((r) => r.batchSeq === 1).map((r) => r.bodySha256)).size).toBe(1);
     expect(fx.batches.setAsideRecords()).toEqual({ count: 0, newest: [] });
-    expect(platform.playCount(fx.deviceId)).toBe(1);
+    expect((await platform.batches(fx.deviceId)).map((b) => b.batchSeq)).toEqual([1]);
+    expect(await platform.plays(fx.deviceId)).toBe(1);
   });
 
   it('re-signs under the same batch_seq with a fresh ts after stale_request, correcting the clock', async () => {
     logPlays(fx.log, 2, new Date(Date.now() + 600_000));
     // The platform's clock runs 10 minutes ahead of the agent's.
-    platform.clockOffsetMs = 600_000;
+    platform.setClockOffset(600_000);
     const stale = await fx.shipper.sendOnce();
     expect(stale).toMatchObject({ kind: 'retry', batchSeq: 1, reason: 'stale_request', delayMs: 0 });
     expect(Math.abs(fx.clock.offset - 600_000)).toBeLessThan(3000);
     const answered = await fx.shipper.sendOnce();
     expect(answered).toMatchObject({ kind: 'answered', batchSeq: 1 });
-    const [first, second] = platform.requests;
+    const [first, second] = fx.http.exchanges;
     expect(first).toMatchObject({ status: 401, code: 'stale_request', batchSeq: 1 });
     expect(second).toMatchObject({ status: 200, batchSeq: 1 });
     expect(first!.bodySha256).not.toBe(second!.bodySha256);
-    const stored = JSON.parse(platform.device(fx.deviceId).batches.get(1)!.body.toString());
-    expect(Math.abs(Date.parse(stored.ts) - platform.now().getTime())).toBeLessThan(5000);
+    const stored = (await platform.batch(fx.deviceId, 1))!;
+    expect(stored.bodySha256).toBe(second!.bodySha256);
+    const ts = JSON.parse(stored.body.toString()).ts;
+    expect(Math.abs(Date.parse(ts) - platform.clock.now().getTime())).toBeLessThan(5000);
     // The next batch chains to the body the platform accepted.
     logPlays(fx.log, 1, new Date(Date.now() + 600_000));
-    await fx.shipper.sendOnce();
-    const next = JSON.parse(platform.device(fx.deviceId).batches.get(2)!.body.toString());
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 2 });
+    const next = JSON.parse((await platform.batch(fx.deviceId, 2))!.body.toString());
     expect(next.prev_sha256).toBe(second!.bodySha256);
   });
 
   it('after stale_request the ts is taken at send time, so a long backoff never makes the resend stale', async () => {
-    // Time both sides agree on, moved by the test: the board clock and the platform's clock are right.
+    // Time both sides agree on, moved by the test: the board clock, and the platform's clock.
     let shiftMs = 0;
     await fx.close();
-    fx = createShippingFixture({
-      dir: join(dir.path, 'shifted'),
-      agentsUrl: platform.agentsUrl,
+    fx = await enrolledShippingFixture(platform, {
+      dir: sub('shifted'),
       boardClock: { now: () => new Date(Date.now() + shiftMs) },
     });
-    platform.registerDevice(fx.deviceId, fx.keys.publicKey);
     logPlays(fx.log, 2);
-    platform.failNext(3, 401, 'stale_request');
+    // The platform's clock jumps ten minutes on before each send: the ts the agent signs, corrected by the Date of
+    // the answer before, is stale each time.
     const outcomes = [];
-    for (let i = 0; i < 3; i++) outcomes.push(await fx.shipper.sendOnce());
+    for (let i = 1; i <= 3; i++) {
+      platform.setClockOffset(i * 600_000);
+      outcomes.push(await fx.shipper.sendOnce());
+    }
     // Two immediate re-signs, then the third waits its backoff like any failure.
     expect(outcomes.map((o) => (o.kind === 'retry' ? [o.reason, o.delayMs > 0] : o.kind))).toEqual([
       ['stale_request', false],
       ['stale_request', false],
       ['stale_request', true],
     ]);
-    // The backoff (here ten minutes) passes before the next send.
+    expect(fx.http.exchanges.map((r) => r.status)).toEqual([401, 401, 401]);
+    expect(Math.abs(fx.clock.offset - 1_800_000)).toBeLessThan(3000);
+    // The backoff (here ten minutes) passes before the next send, on both clocks.
     shiftMs = 600_000;
-    platform.clockOffsetMs = 600_000;
+    platform.setClockOffset(2_400_000);
     const resent = await fx.shipper.sendOnce();
     expect(resent).toMatchObject({ kind: 'answered', batchSeq: 1 });
-    const stored = JSON.parse(platform.device(fx.deviceId).batches.get(1)!.body.toString());
-    expect(Math.abs(Date.parse(stored.ts) - platform.now().getTime())).toBeLessThan(5000);
-    expect(platform.playCount(fx.deviceId)).toBe(2);
+    const stored = JSON.parse((await platform.batch(fx.deviceId, 1))!.body.toString());
+    expect(Math.abs(Date.parse(stored.ts) - platform.clock.now().getTime())).toBeLessThan(5000);
+    expect(await platform.plays(fx.deviceId)).toBe(2);
   });
 
   it('never re-signs after a lost answer: the resend is byte for byte the body the platform may hold', async () => {
     logPlays(fx.log, 2);
-    platform.failNext(1, 401, 'stale_request');
+    platform.setClockOffset(600_000);
     expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'stale_request' });
     // The re-signed body is processed and stored, but its answer is lost.
-    platform.dropAnswerNext(1);
+    fx.http.loseAnswerNext(1);
     expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', batchSeq: 1 });
     const resent = await fx.shipper.sendOnce();
     expect(resent).toMatchObject({ kind: 'answered', batchSeq: 1 });
     if (resent.kind === 'answered') expect(resent.answer.duplicate).toBe(true);
-    const [stale, lost, again] = platform.requests;
+    const [stale, lost, again] = fx.http.exchanges;
     expect(stale).toMatchObject({ status: 401, code: 'stale_request' });
-    expect(lost).toMatchObject({ status: -1 });
+    expect(lost).toMatchObject({ status: 'lost' });
     expect(again).toMatchObject({ status: 200, bodySha256: lost!.bodySha256 });
-    expect(platform.requests.some((r) => r.code === 'batch_conflict')).toBe(false);
-    expect(platform.playCount(fx.deviceId)).toBe(2);
+    expect(fx.http.exchanges.some((r) => r.code === 'batch_conflict')).toBe(false);
+    expect((await platform.batch(fx.deviceId, 1))!.bodySha256).toBe(lost!.bodySha256);
+    expect(await platform.plays(fx.deviceId)).toBe(2);
   });
 
   it('a stale_request answered before a restart is re-signed by the next agent at its first send', async () => {
     logPlays(fx.log, 1);
-    platform.failNext(1, 401, 'stale_request');
+    platform.setClockOffset(600_000);
     expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'stale_request' });
     const before = fx.batches.get(1)!;
-    // A new shipper on the same database (the agent restarted), a minute later by its clock.
+    // A new shipper on the same database (the agent restarted), a minute later by its clock, which the platform's
+    // clock now agrees with.
+    platform.setClockOffset(60_000);
     const restarted = new Shipper({
       batches: fx.batches,
       state: fx.state,
@@ -188,7 +241,8 @@ describe('shipping to the signed channel', () => {
       logger: memoryLogger(),
     });
     expect(await restarted.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 1 });
-    expect(platform.requests[1]!.bodySha256).not.toBe(before.bodySha256);
+    expect(fx.http.exchanges[1]).toMatchObject({ status: 200 });
+    expect(fx.http.exchanges[1]!.bodySha256).not.toBe(before.bodySha256);
     expect(Date.parse(fx.batches.get(1)!.ts)).toBeGreaterThan(Date.parse(before.ts) + 50_000);
   });
 
@@ -196,18 +250,16 @@ describe('shipping to the signed channel', () => {
     /** A fixture whose board clock reads `skewMs` off true time, with records marked until synced. */
     async function skewed(name: string, skewMs: number): Promise<void> {
       await fx.close();
-      fx = createShippingFixture({
-        dir: join(dir.path, name),
-        agentsUrl: platform.agentsUrl,
+      fx = await enrolledShippingFixture(platform, {
+        dir: sub(name),
         boardClock: { now: () => new Date(Date.now() + skewMs) },
         run: `run-${name}`,
       });
-      platform.registerDevice(fx.deviceId, fx.keys.publicKey);
     }
-    function sentEvents(
+    async function sentEvents(
       batchSeq: number,
-    ): { start?: string; at?: string; detail?: Record<string, unknown> }[] {
-      return JSON.parse(platform.device(fx.deviceId).batches.get(batchSeq)!.body.toString()).events;
+    ): Promise<{ start?: string; at?: string; detail?: Record<string, unknown> }[]> {
+      return JSON.parse((await platform.batch(fx.deviceId, batchSeq))!.body.toString()).events;
     }
 
     it('a board 10 minutes fast: the platform is asked the time first and the plays go out corrected', async () => {
@@ -220,10 +272,13 @@ describe('shipping to the signed channel', () => {
       if (outcome.kind !== 'answered') throw new Error('unreachable');
       expect(outcome.answer).toMatchObject({ accepted: 3, refused: 0 });
       expect(Math.abs(fx.clock.offset + 600_000)).toBeLessThan(1500);
-      for (const event of sentEvents(1)) {
+      const events = await sentEvents(1);
+      expect(events).toHaveLength(3);
+      for (const event of events) {
         expect(Math.abs(Date.parse(event.start!) - (Date.now() - 2000))).toBeLessThan(5000);
         expect(Math.abs((event.detail!['clock_corrected_ms'] as number) + 600_000)).toBeLessThan(1500);
       }
+      expect(await platform.plays(fx.deviceId)).toBe(3);
       expect(fx.log.stats()).toMatchObject({ unsettled: 0, queueDepth: 0 });
     });
 
@@ -238,16 +293,23 @@ describe('shipping to the signed channel', () => {
       // Its ts is the board's too: stale_request (nothing stored), and the Date header of that answer sets the
       // clock. Re-signed with a fresh ts, the same events go again; they are not corrected.
       expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'stale_request' });
+      expect(await platform.batches(fx.deviceId)).toEqual([]);
       const first = await fx.shipper.sendOnce();
       expect(first).toMatchObject({ kind: 'answered', batchSeq: 1 });
       const eventsOf = (body: Buffer) => JSON.stringify(JSON.parse(body.toString()).events);
-      expect(eventsOf(platform.device(fx.deviceId).batches.get(1)!.body)).toBe(eventsOf(cut.body));
+      expect(eventsOf((await platform.batch(fx.deviceId, 1))!.body)).toBe(eventsOf(cut.body));
       // The platform judged those two plays by their (wrong) times: that is what the bytes say.
-      if (first.kind === 'answered') expect(first.answer.refused).toBe(2);
+      if (first.kind === 'answered') {
+        expect(first.answer.refused).toBe(2);
+        expect(first.answer.items.map((item) => item.reason)).toEqual(['time_in_future', 'time_in_future']);
+      }
       const second = await fx.shipper.sendOnce();
       expect(second).toMatchObject({ kind: 'answered', batchSeq: 2 });
       if (second.kind === 'answered') expect(second.answer).toMatchObject({ accepted: 2, refused: 0 });
-      expect(sentEvents(2).every((event) => event.detail?.['clock_corrected_ms'] !== undefined)).toBe(true);
+      expect((await sentEvents(2)).every((event) => event.detail?.['clock_corrected_ms'] !== undefined)).toBe(
+        true,
+      );
+      expect(await platform.plays(fx.deviceId)).toBe(2);
     });
 
     it('never cuts a record whose times wait for the clock, nor any after it', async () => {
@@ -267,13 +329,18 @@ describe('shipping to the signed channel', () => {
       for (let i = 0; i < 2; i++) {
         expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'clock not set' });
       }
-      // Only the two requests for the time (empty, refused at once); no batch.
-      expect(platform.requests).toEqual([
-        expect.objectContaining({ status: 400, code: 'invalid_json' }),
-        expect.objectContaining({ status: 400, code: 'invalid_json' }),
-      ]);
+      // Only the two requests for the time (empty, refused at once: the signed channel wants its signature before it
+      // reads a body); no batch.
+      const probe = {
+        method: 'POST',
+        path: '/s/v1/telemetry',
+        bodyBytes: 0,
+        status: 401,
+        code: 'bad_signature',
+      };
+      expect(fx.http.exchanges).toEqual([expect.objectContaining(probe), expect.objectContaining(probe)]);
       expect(fx.batches.pending()).toBeNull();
-      expect(platform.device(fx.deviceId).batches.size).toBe(0);
+      expect(await platform.batches(fx.deviceId)).toEqual([]);
     });
 
     it("beyond the correction bound the platform's time cannot be taken: records go with the times they carry", async () => {
@@ -290,24 +357,26 @@ describe('shipping to the signed channel', () => {
   });
 
   it('stops and alerts on batch_conflict instead of looping', async () => {
-    logPlays(fx.log, 1);
-    platform.device(fx.deviceId).batches.set(1, {
-      sha256: '0'.repeat(64),
-      body: Buffer.from('{}'),
-      answer: {
-        batch_seq: 1,
-        received: 0,
-        accepted: 0,
-        duplicates: 0,
-        refused: 0,
-        flagged: 0,
-        duplicate: false,
-        items: [],
-      },
+    // The platform already holds a batch 1 of this device with other bytes (an agent whose database was replaced
+    // by an older copy, say): the same key signed a tamper record under batch_seq 1.
+    const earlier = createShippingFixture({
+      dir: sub('earlier'),
+      agentsUrl: platform.agentsUrl,
+      deviceId: fx.deviceId,
+      keys: fx.keys,
     });
+    try {
+      earlier.log.appendStatus({ kind: 'tamper', at: new Date() });
+      expect(await earlier.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    } finally {
+      await earlier.close();
+    }
+    logPlays(fx.log, 1);
     const controller = new AbortController();
     await fx.shipper.run(controller.signal);
-    expect(platform.requests).toHaveLength(1);
+    expect(fx.http.exchanges).toEqual([
+      expect.objectContaining({ status: 409, code: 'batch_conflict', batchSeq: 1 }),
+    ]);
     expect(fx.shipper.status()).toMatchObject({
       state: 'stopped',
       alert: { code: 'batch_conflict', status: 409, batch_seq: 1 },
@@ -315,10 +384,13 @@ describe('shipping to the signed channel', () => {
     expect(fx.batches.get(1)!.terminalCode).toBe('batch_conflict');
     expect(fx.log.stats().queueDepth).toBe(1);
     expect(fx.logger.lines.some((l) => l.level === 'error')).toBe(true);
+    expect(await platform.plays(fx.deviceId)).toBe(0);
   });
 
   it('stops on device_unauthorized (device unknown to the platform)', async () => {
-    platform.devices.clear();
+    await fx.close();
+    // Never enrolled: an id and key pair the platform has not seen.
+    fx = createShippingFixture({ dir: sub('unknown'), agentsUrl: platform.agentsUrl });
     logPlays(fx.log, 1);
     expect(await fx.shipper.sendOnce()).toMatchObject({
       kind: 'terminal',
@@ -328,33 +400,29 @@ describe('shipping to the signed channel', () => {
   });
 
   it('keeps everything through a long outage and resumes in order', async () => {
-    const port = new URL(platform.agentsUrl).port;
-    await platform.close();
+    fx.http.down = true;
     logPlays(fx.log, 1500);
     for (let i = 0; i < 5; i++)
       expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', batchSeq: 1 });
     logPlays(fx.log, 1200);
     expect(fx.log.stats().queueDepth).toBe(2700);
-    // The platform comes back on the same address.
-    platform = await TestPlatform.startOnPort(Number(port));
-    platform.registerDevice(fx.deviceId, fx.keys.publicKey);
+    // The platform is reachable again.
+    fx.http.down = false;
     const outcomes = [];
     for (let i = 0; i < 4; i++) outcomes.push(await fx.shipper.sendOnce());
     expect(outcomes.map((o) => o.kind)).toEqual(['answered', 'answered', 'answered', 'idle']);
-    expect(platform.requests.map((r) => r.batchSeq)).toEqual([1, 2, 3]);
-    expect(platform.playCount(fx.deviceId)).toBe(2700);
+    expect(fx.http.exchanges.filter((r) => r.status !== 'refused').map((r) => r.batchSeq)).toEqual([1, 2, 3]);
+    expect((await platform.batches(fx.deviceId)).map((b) => b.batchSeq)).toEqual([1, 2, 3]);
+    expect(await platform.plays(fx.deviceId)).toBe(2700);
     expect(fx.log.stats().queueDepth).toBe(0);
   });
 
   it('run() ends at once when stopped during a send, without waiting on the aborted signal', async () => {
-    platform.failNext(1, 503, 'service_unavailable');
     const controller = new AbortController();
     // A sleep like the simulator's virtual clock at shutdown: it ends only when its signal aborts.
     const sleeps: AbortSignal[] = [];
-    mkdirSync(join(dir.path, 'stopping'));
-    const stopping = createShippingFixture({
-      dir: join(dir.path, 'stopping'),
-      agentsUrl: platform.agentsUrl,
+    const stopping = await enrolledShippingFixture(platform, {
+      dir: sub('stopping'),
       overrides: {
         backoff: { baseMs: 3_600_000, capMs: 3_600_000 },
         sleep: (_ms, signal) =>
@@ -367,7 +435,7 @@ describe('shipping to the signed channel', () => {
       },
     });
     try {
-      platform.registerDevice(stopping.deviceId, stopping.keys.publicKey);
+      stopping.http.failNext(1, 503, 'service_unavailable');
       logPlays(stopping.log, 1);
       const outcome = await Promise.race([
         stopping.shipper.run(controller.signal).then(() => 'stopped'),
@@ -375,6 +443,7 @@ describe('shipping to the signed channel', () => {
       ]);
       expect(outcome).toBe('stopped');
       expect(sleeps.every((signal) => signal.aborted)).toBe(true);
+      expect(stopping.http.exchanges).toEqual([expect.objectContaining({ status: 503, injected: true })]);
     } finally {
       await stopping.close();
     }
@@ -384,13 +453,16 @@ describe('shipping to the signed channel', () => {
     logPlays(fx.log, 2500);
     const controller = new AbortController();
     const running = fx.shipper.run(controller.signal);
-    await waitFor(() => platform.playCount(fx.deviceId) === 2500);
+    await waitFor(async () => (await platform.plays(fx.deviceId)) === 2500);
+    // Three batches took the platform's burst; ten seconds on by its clock there is room for the next.
+    platform.setClockOffset(10_000);
     logPlays(fx.log, 1);
     fx.shipper.wake();
-    await waitFor(() => platform.playCount(fx.deviceId) === 2501);
+    await waitFor(async () => (await platform.plays(fx.deviceId)) === 2501);
     controller.abort();
     await running;
     expect(fx.log.stats().queueDepth).toBe(0);
+    expect(fx.http.exchanges.map((r) => r.status)).toEqual([200, 200, 200, 200]);
   });
 
   it('run() counts the idle pause from the last answer, so the next batch finds the connection still open', async () => {
@@ -423,7 +495,7 @@ describe('shipping to the signed channel', () => {
     // look, and the idle pause is what is left of 60 s since the answer (not 60 s more: 70 s would outlast the
     // platform's keep-alive); a look finding nothing a whole idle interval after the answer waits all of it again.
     expect(waits).toEqual([60_000, 10_000, 50_000, 60_000]);
-    expect(platform.playCount(fx.deviceId)).toBe(1);
+    expect(await platform.plays(fx.deviceId)).toBe(1);
   });
 });
 
@@ -510,9 +582,9 @@ describe('shipping edge cases against a mocked platform', () => {
   });
 });
 
-async function waitFor(condition: () => boolean, timeoutMs = 20_000): Promise<void> {
+async function waitFor(condition: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const start = Date.now();
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() - start > timeoutMs) throw new Error('condition not met in time');
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
