@@ -1,6 +1,10 @@
 import { hash as nodeHash } from 'node:crypto';
+import { type ProofSide, type ProofStep, proofSiblings, expectedSides as sidesOf } from '@ooh/verify';
 import { CryptoError } from './errors.js';
 
+// The verification rules (sides derived from index and leaf_count, a proof's form) live in @ooh/verify; this
+// module builds trees and proofs (the platform's side) and checks proofs synchronously with Node's hashing.
+//
 // DESIGN.md §4 "Merkle trees": tree shape and node hashing of RFC 9162 §2.1 (split at the largest power of
 // two below n; node = SHA-256(0x01 ‖ left ‖ right); empty tree = SHA-256 of nothing). Leaf hashes are taken
 // as given, without the RFC 6962 0x00 prefix. A verifier derives every side from index and leaf_count.
@@ -9,19 +13,11 @@ import { CryptoError } from './errors.js';
 // node up unchanged. All functions here use that iterative form over one working buffer, so a million
 // leaves cost a million hashes and no per-node arrays.
 
-/** Side of the SIBLING hash relative to the running hash. */
-export type ProofSide = 'left' | 'right';
-
-export interface ProofStep {
-  side: ProofSide;
-  /** Lowercase hex of the 32-byte sibling hash. */
-  hash: string;
-}
+export type { ProofSide, ProofStep };
 
 const HASH_LENGTH = 32;
 const NODE_PREFIX = 0x01;
 const EMPTY_TREE_ROOT = nodeHash('sha256', new Uint8Array(0), 'buffer');
-const LOWER_HEX_32 = /^[0-9a-f]{64}$/;
 
 function toUint8Array(buffer: Buffer): Uint8Array {
   return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
@@ -103,21 +99,12 @@ function requireIndex(index: number, leafCount: number): void {
 
 /**
  * Sides of the siblings on the path from leaf `index` to the root of a tree of `leafCount` leaves,
- * leaf level first (RFC 9162 §2.1.3 order). Throws CryptoError('invalid_argument') if index >= leafCount.
+ * leaf level first (RFC 9162 §2.1.3 order; @ooh/verify's expectedSides). Throws
+ * CryptoError('invalid_argument') if index >= leafCount.
  */
 export function expectedSides(index: number, leafCount: number): ProofSide[] {
   requireIndex(index, leafCount);
-  const sides: ProofSide[] = [];
-  let position = index;
-  let count = leafCount;
-  while (count > 1) {
-    if (position % 2 === 1) sides.push('left');
-    else if (position + 1 < count) sides.push('right');
-    // else: the node is unpaired at this level and moves up without a sibling.
-    position = Math.floor(position / 2);
-    count = Math.ceil(count / 2);
-  }
-  return sides;
+  return sidesOf(index, leafCount)!;
 }
 
 /** Inclusion proof (RFC 9162 §2.1.3.1 audit path, leaf level first) for leaf `index`. */
@@ -143,10 +130,11 @@ export function inclusionPath(leafHashes: readonly Uint8Array[], index: number):
 }
 
 /**
- * Checks that `leafHash` is leaf `index` of a tree of `leafCount` leaves with root `root`. Returns false
- * for every malformed or wrong proof and never throws: index >= leafCount, non-integers, hashes that are
- * not 32 bytes, a path whose length or sides disagree with those derived from index and leafCount, steps
- * that are not lowercase 64-digit hex. The sides given are checked, never trusted (DESIGN.md §4).
+ * Checks that `leafHash` is leaf `index` of a tree of `leafCount` leaves with root `root`, synchronously
+ * (@ooh/verify's verifyInclusion is the same check on WebCrypto). Returns false for every malformed or
+ * wrong proof and never throws: the proof's form is @ooh/verify's proofSiblings (index inside the tree,
+ * 32-byte hashes, a path whose length and sides are those derived from index and leafCount, lowercase hex
+ * steps). The sides given are checked, never trusted (DESIGN.md §4).
  */
 export function verifyInclusion(args: {
   leafHash: Uint8Array;
@@ -156,30 +144,12 @@ export function verifyInclusion(args: {
   root: Uint8Array;
 }): boolean {
   if (typeof args !== 'object' || args === null) return false;
-  const { leafHash, index, leafCount, path, root } = args;
-  if (!(leafHash instanceof Uint8Array) || leafHash.byteLength !== HASH_LENGTH) return false;
-  if (!(root instanceof Uint8Array) || root.byteLength !== HASH_LENGTH) return false;
-  if (!Number.isSafeInteger(leafCount) || !Number.isSafeInteger(index) || index < 0 || index >= leafCount) {
-    return false;
+  if (!(args.root instanceof Uint8Array) || args.root.byteLength !== HASH_LENGTH) return false;
+  const siblings = proofSiblings(args);
+  if (!siblings) return false;
+  let running: Uint8Array = args.leafHash;
+  for (const { side, hash } of siblings) {
+    running = side === 'left' ? hashChildren(hash, running) : hashChildren(running, hash);
   }
-  if (!Array.isArray(path)) return false;
-  const sides = expectedSides(index, leafCount);
-  if (path.length !== sides.length) return false;
-  const scratch = newScratch();
-  let running: Uint8Array = leafHash;
-  for (let step = 0; step < sides.length; step += 1) {
-    const given: unknown = path[step];
-    if (typeof given !== 'object' || given === null) return false;
-    const { side, hash } = given as { side?: unknown; hash?: unknown };
-    if (side !== sides[step] || typeof hash !== 'string' || !LOWER_HEX_32.test(hash)) return false;
-    if (side === 'left') {
-      scratch.write(hash, 1, 'hex');
-      scratch.set(running, 1 + HASH_LENGTH);
-    } else {
-      scratch.set(running, 1);
-      scratch.write(hash, 1 + HASH_LENGTH, 'hex');
-    }
-    running = nodeHash('sha256', scratch, 'buffer');
-  }
-  return Buffer.from(running.buffer, running.byteOffset, running.byteLength).equals(root);
+  return Buffer.from(running.buffer, running.byteOffset, running.byteLength).equals(args.root);
 }
