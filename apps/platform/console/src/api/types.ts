@@ -4,7 +4,7 @@
  * from there. What follows are the platform's console routes (apps/platform/src, not in the spec) as the console reads
  * them, and the spec's Submission with what those routes add to it.
  */
-import type { Submission } from '@ooh/protocol';
+import type { PopAnswer, Submission } from '@ooh/protocol';
 
 /** For pages/transparency.tsx, until it imports it from @ooh/protocol. */
 export type { OpenDataDictionary } from '@ooh/protocol';
@@ -158,13 +158,8 @@ export interface DeviceActivity {
     record_count: number;
     queue_lag_seconds: number | null;
     clock_offset_ms: number | null;
-    answer: {
-      received: number;
-      accepted: number;
-      duplicates: number;
-      refused: number;
-      flagged: number;
-      duplicate: boolean;
+    /** The counts of the spec's PopAnswer the device was given, and its refusals counted by reason. */
+    answer: Pick<PopAnswer, 'received' | 'accepted' | 'duplicates' | 'refused' | 'flagged' | 'duplicate'> & {
       refusals: { reason: string; records: number }[];
     };
   }[];
