@@ -64,6 +64,7 @@ export {
   type ProofStep,
   proofSiblings,
   rootFromProof,
+  type SyncSha256,
   verifyInclusion,
 } from './merkle.js';
 export {
@@ -85,11 +86,13 @@ export {
   type Vkey,
 } from './note.js';
 export {
+  type BatchCheckName,
   type BatchExportLine,
   type Check,
   type CheckName,
   type CheckState,
   parseBatchExportLine,
+  type SealCheckName,
   type SealDocument,
   verdictOf,
   verifySeal,

@@ -106,29 +106,49 @@ export async function verifyInclusion(args: {
   return reached !== null && bytesEqual(reached, args.root);
 }
 
+/** A synchronous SHA-256 (e.g. node:crypto's), for a builder that folds millions of leaves. */
+export type SyncSha256 = (bytes: Uint8Array) => Uint8Array;
+
 /**
  * The Merkle root over leaf hashes given one at a time, in order, holding only the roots of the complete subtrees
  * seen so far (at most log2(n) hashes): a day of a million batches is never held in memory at once. Add every leaf
- * (awaiting each add), then ask for the root.
+ * (awaiting each add), then ask for the root. `sha256`: a synchronous SHA-256 to hash with instead of WebCrypto's
+ * (the platform seals a day of a million batches with node:crypto's, where an await per node costs seconds); the
+ * rule (shape, 0x01 prefix, empty root) stays here. With it, addSync and rootSync need no await.
  */
 export class MerkleRootBuilder {
   /** Roots of complete subtrees, largest first, with their leaf counts (powers of two, strictly decreasing). */
   private readonly stack: { size: number; hash: Uint8Array }[] = [];
   private leaves = 0;
+  private readonly syncSha256: SyncSha256 | null;
+
+  constructor(options: { sha256?: SyncSha256 } = {}) {
+    this.syncSha256 = options.sha256 ?? null;
+  }
 
   get count(): number {
     return this.leaves;
   }
 
   async add(leafHash: Uint8Array): Promise<void> {
-    if (!(leafHash instanceof Uint8Array) || leafHash.byteLength !== HASH_LENGTH) {
-      throw new TypeError('a leaf hash is 32 bytes');
-    }
-    let node: { size: number; hash: Uint8Array } = { size: 1, hash: leafHash.slice() };
+    if (this.syncSha256) return this.addSync(leafHash);
+    let node = this.leaf(leafHash);
     // Two complete subtrees of the same size are the two halves of the next one.
     for (let top = this.stack.at(-1); top && top.size === node.size; top = this.stack.at(-1)) {
       this.stack.pop();
       node = { size: 2 * node.size, hash: await hashChildren(top.hash, node.hash) };
+    }
+    this.stack.push(node);
+    this.leaves += 1;
+  }
+
+  /** add, with the synchronous SHA-256 given to the constructor (throws without one). */
+  addSync(leafHash: Uint8Array): void {
+    const hash = this.requireSync();
+    let node = this.leaf(leafHash);
+    for (let top = this.stack.at(-1); top && top.size === node.size; top = this.stack.at(-1)) {
+      this.stack.pop();
+      node = { size: 2 * node.size, hash: hash(concatBytes(NODE_PREFIX, top.hash, node.hash)) };
     }
     this.stack.push(node);
     this.leaves += 1;
@@ -139,11 +159,34 @@ export class MerkleRootBuilder {
    * subtrees fold from the smallest (rightmost) up.
    */
   async root(): Promise<Uint8Array> {
+    if (this.syncSha256) return this.rootSync();
     if (this.stack.length === 0) return sha256(new Uint8Array(0));
     let running = this.stack[this.stack.length - 1]!.hash;
     for (let i = this.stack.length - 2; i >= 0; i -= 1)
       running = await hashChildren(this.stack[i]!.hash, running);
     return running;
+  }
+
+  /** root, with the synchronous SHA-256 given to the constructor (throws without one). */
+  rootSync(): Uint8Array {
+    const hash = this.requireSync();
+    if (this.stack.length === 0) return hash(new Uint8Array(0));
+    let running = this.stack[this.stack.length - 1]!.hash;
+    for (let i = this.stack.length - 2; i >= 0; i -= 1)
+      running = hash(concatBytes(NODE_PREFIX, this.stack[i]!.hash, running));
+    return running;
+  }
+
+  private leaf(leafHash: Uint8Array): { size: number; hash: Uint8Array } {
+    if (!(leafHash instanceof Uint8Array) || leafHash.byteLength !== HASH_LENGTH) {
+      throw new TypeError('a leaf hash is 32 bytes');
+    }
+    return { size: 1, hash: leafHash.slice() };
+  }
+
+  private requireSync(): SyncSha256 {
+    if (!this.syncSha256) throw new TypeError('this builder hashes with WebCrypto: use add and root');
+    return this.syncSha256;
   }
 }
 
