@@ -3,6 +3,8 @@ import type { Feature } from '../context.js';
 import { validationFailed } from '../http/problem.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 
+const ClockView = Type.Object({ now: Type.String(), frozen: Type.Boolean() });
+
 const ClockBody = Type.Object(
   { now: Type.String({ format: 'date-time' }), frozen: Type.Optional(Type.Boolean()) },
   { additionalProperties: false },
@@ -16,7 +18,7 @@ export const clockFeature: Feature = {
     if (!clock) return;
     app.put<{ Body: { now: string; frozen?: boolean } }>(
       '/api/v1/console/clock',
-      { config: { auth: AUTHORITY_ADMIN }, schema: { body: ClockBody } },
+      { config: { auth: AUTHORITY_ADMIN }, schema: { body: ClockBody, response: { 200: ClockView } } },
       async (request) => {
         const instant = new Date(request.body.now);
         if (Number.isNaN(instant.getTime())) {
@@ -27,9 +29,13 @@ export const clockFeature: Feature = {
         return { now: clock.now().toISOString(), frozen: clock.isFrozen };
       },
     );
-    app.get('/api/v1/console/clock', { config: { auth: AUTHORITY_ADMIN } }, async () => ({
-      now: clock.now().toISOString(),
-      frozen: clock.isFrozen,
-    }));
+    app.get(
+      '/api/v1/console/clock',
+      { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 200: ClockView } } },
+      async () => ({
+        now: clock.now().toISOString(),
+        frozen: clock.isFrozen,
+      }),
+    );
   },
 };

@@ -6,6 +6,7 @@ import { isAuthority } from '../auth/principal.js';
 import { withTransaction } from '../db/pool.js';
 import type { Feature } from '../context.js';
 import { validationFailed } from '../http/problem.js';
+import { ItemsOf, NoBody, Nullable } from '../http/responses.js';
 import { FLEET_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 
@@ -27,6 +28,40 @@ const PlayerBody = Type.Object(
   { structure_id: Type.String({ format: 'uuid' }) },
   { additionalProperties: false },
 );
+const InstallationView = Type.Object({
+  id: Type.String(),
+  organisation_id: Type.String(),
+  name: Type.String(),
+  kind: Type.String(),
+  created_at: Type.String(),
+});
+/** One installation with its keys (never the key itself: it is public, but nobody reads it back) and players. */
+const InstallationDetails = Type.Object({
+  ...InstallationView.properties,
+  keys: Type.Array(
+    Type.Object({ id: Type.String(), registered_at: Type.String(), accepted_until: Nullable(Type.String()) }),
+  ),
+  players: Type.Array(
+    Type.Object({
+      external_id: Type.String(),
+      structure_id: Type.String(),
+      structure_code: Type.String(),
+      mapped_at: Type.String(),
+    }),
+  ),
+});
+const KeyRegistered = Type.Object({
+  key_id: Type.String(),
+  registered_at: Type.String(),
+  previous_keys_accepted_until: Type.String(),
+});
+const PlayerMapping = Type.Object({
+  installation_id: Type.String(),
+  external_id: Type.String(),
+  structure_id: Type.String(),
+  mapped_at: Type.String(),
+});
+
 const EXTERNAL_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 
 function checkP256(publicKey: string, path: string): void {
@@ -63,7 +98,10 @@ export const cmsFeature: Feature = {
 
     app.post<{ Body: { organisation_id: string; name: string; kind: string; public_key: string } }>(
       '/api/v1/console/cms-installations',
-      { config: { auth: FLEET_ADMIN }, schema: { body: InstallationBody } },
+      {
+        config: { auth: FLEET_ADMIN },
+        schema: { body: InstallationBody, response: { 201: Type.Object({ id: Type.String() }) } },
+      },
       async (request, reply) => {
         const principal = principalOf(request);
         const b = request.body;
@@ -103,19 +141,23 @@ export const cmsFeature: Feature = {
       },
     );
 
-    app.get('/api/v1/console/cms-installations', { config: { auth: FLEET_ADMIN } }, async (request) => {
-      const principal = principalOf(request);
-      const { rows } = await ctx.db.query(
-        `SELECT id, organisation_id, name, kind, created_at FROM cms_installations
+    app.get(
+      '/api/v1/console/cms-installations',
+      { config: { auth: FLEET_ADMIN }, schema: { response: { 200: ItemsOf(InstallationView) } } },
+      async (request) => {
+        const principal = principalOf(request);
+        const { rows } = await ctx.db.query(
+          `SELECT id, organisation_id, name, kind, created_at FROM cms_installations
           WHERE $1::uuid IS NULL OR organisation_id = $1 ORDER BY name, id`,
-        [isAuthority(principal) ? null : principal.organisation.id],
-      );
-      return { items: rows };
-    });
+          [isAuthority(principal) ? null : principal.organisation.id],
+        );
+        return { items: rows };
+      },
+    );
 
     app.get<{ Params: { id: string } }>(
       '/api/v1/console/cms-installations/:id',
-      { config: { auth: FLEET_ADMIN } },
+      { config: { auth: FLEET_ADMIN }, schema: { response: { 200: InstallationDetails } } },
       async (request) => {
         const inst = await installationFor(request, request.params.id);
         const { rows: details } = await ctx.db.query(
@@ -152,7 +194,7 @@ export const cmsFeature: Feature = {
 
     app.post<{ Params: { id: string }; Body: { public_key: string } }>(
       '/api/v1/console/cms-installations/:id/keys',
-      { config: { auth: FLEET_ADMIN }, schema: { body: KeyBody } },
+      { config: { auth: FLEET_ADMIN }, schema: { body: KeyBody, response: { 201: KeyRegistered } } },
       async (request, reply) => {
         const inst = await installationFor(request, request.params.id);
         checkP256(request.body.public_key, '/public_key');
@@ -180,7 +222,7 @@ export const cmsFeature: Feature = {
 
     app.put<{ Params: { id: string; external_id: string }; Body: { structure_id: string } }>(
       '/api/v1/console/cms-installations/:id/players/:external_id',
-      { config: { auth: FLEET_ADMIN }, schema: { body: PlayerBody } },
+      { config: { auth: FLEET_ADMIN }, schema: { body: PlayerBody, response: { 200: PlayerMapping } } },
       async (request) => {
         const inst = await installationFor(request, request.params.id);
         const externalId = request.params.external_id;
@@ -231,7 +273,7 @@ export const cmsFeature: Feature = {
 
     app.delete<{ Params: { id: string; external_id: string } }>(
       '/api/v1/console/cms-installations/:id/players/:external_id',
-      { config: { auth: FLEET_ADMIN } },
+      { config: { auth: FLEET_ADMIN }, schema: { response: { 204: NoBody } } },
       async (request, reply) => {
         const inst = await installationFor(request, request.params.id);
         const { rowCount } = await ctx.db.query(

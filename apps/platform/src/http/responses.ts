@@ -9,6 +9,12 @@ import type { RouteOptions } from 'fastify';
  */
 export const ProblemResponse = Type.Object({ ...ProblemDocumentSchema.properties, code: Type.String() });
 
+/** `X or null`. */
+export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+/** `{ items: [...] }`, the shape of every list answer. */
+export const ItemsOf = <T extends TSchema>(item: T) => Type.Object({ items: Type.Array(item) });
+
 /** An answer without a body (204, a redirect). */
 export const NoBody = Type.Null({ description: 'no body' });
 

@@ -4,6 +4,7 @@ import { principalOf } from '../auth/plugin.js';
 import { ORGANISATION_KINDS, type OrganisationKind, SCOPES } from '../auth/principal.js';
 import type { Feature } from '../context.js';
 import { validationFailed } from '../http/problem.js';
+import { NoBody } from '../http/responses.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 
@@ -105,10 +106,19 @@ export const identityFeature: Feature = {
       },
     );
 
-    app.get('/api/v1/console/organisations', { config: { auth: AUTHORITY_ADMIN } }, async () => {
-      const { rows } = await ctx.db.query('SELECT id, name, kind FROM organisations ORDER BY created_at, id');
-      return { items: rows };
-    });
+    app.get(
+      '/api/v1/console/organisations',
+      {
+        config: { auth: AUTHORITY_ADMIN },
+        schema: { response: { 200: Type.Object({ items: Type.Array(Organisation) }) } },
+      },
+      async () => {
+        const { rows } = await ctx.db.query(
+          'SELECT id, name, kind FROM organisations ORDER BY created_at, id',
+        );
+        return { items: rows };
+      },
+    );
 
     // The keys of one organisation, or of all; revoked and expired ones too unless state says otherwise.
     app.get<{ Querystring: { organisation_id?: string; state?: string } }>(
@@ -202,7 +212,7 @@ export const identityFeature: Feature = {
 
     app.delete<{ Params: { id: string } }>(
       '/api/v1/console/api-keys/:id',
-      { config: { auth: AUTHORITY_ADMIN } },
+      { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 204: NoBody } } },
       async (request, reply) => {
         const id = pathUuid(request.params.id, 'API key');
         const { rowCount } = await ctx.db.query(

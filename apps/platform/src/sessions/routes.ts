@@ -5,6 +5,7 @@ import type { PlatformContext } from '../context.js';
 import { isUniqueViolation, withTransaction } from '../db/pool.js';
 import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
+import { ItemsOf, NoBody } from '../http/responses.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 import { clearSessionCookie, deviceToken, setDeviceCookie, setSessionCookie } from './cookies.js';
@@ -132,16 +133,20 @@ export function createSessionsFeature(options: Partial<SessionSettings> = {}): F
         },
       );
 
-      app.delete('/api/v1/console/session', async (request, reply) => {
-        const session = await currentSession(ctx, settings, request);
-        if (session !== null && session !== 'expired') {
-          // A forged cross-site sign-out is refused like any other unsafe call.
-          requireCsrf(request, session);
-          await deleteSession(ctx.db, session.id);
-        }
-        clearSessionCookie(reply, request, ctx.config, settings);
-        return reply.code(204).send();
-      });
+      app.delete(
+        '/api/v1/console/session',
+        { schema: { response: { 204: NoBody } } },
+        async (request, reply) => {
+          const session = await currentSession(ctx, settings, request);
+          if (session !== null && session !== 'expired') {
+            // A forged cross-site sign-out is refused like any other unsafe call.
+            requireCsrf(request, session);
+            await deleteSession(ctx.db, session.id);
+          }
+          clearSessionCookie(reply, request, ctx.config, settings);
+          return reply.code(204).send();
+        },
+      );
     },
 
     api(app, ctx) {
@@ -179,7 +184,7 @@ export function createSessionsFeature(options: Partial<SessionSettings> = {}): F
 
       app.get<{ Params: { id: string } }>(
         '/api/v1/console/organisations/:id/users',
-        { config: { auth: AUTHORITY_ADMIN } },
+        { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 200: ItemsOf(UserView) } } },
         async (request) => {
           const organisationId = pathUuid(request.params.id, 'organisation');
           return { items: (await usersOfOrganisation(ctx.db, organisationId)).map(userView) };

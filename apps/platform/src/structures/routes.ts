@@ -4,6 +4,7 @@ import { principalOf } from '../auth/plugin.js';
 import { isUniqueViolation, withTransaction } from '../db/pool.js';
 import type { Feature } from '../context.js';
 import { validationFailed } from '../http/problem.js';
+import { ItemsOf, Nullable } from '../http/responses.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { isUuid, notFound, pathUuid } from '../shared/ids.js';
 import { patchIdentifiers, screenIdErrors, screenIdViolation } from './identifiers.js';
@@ -31,6 +32,57 @@ const SetBody = Type.Object(
   { additionalProperties: false },
 );
 
+/** A structure as the console and submitters see it (repository.ts structureView). */
+const StructureView = Type.Object({
+  id: Type.String(),
+  organisation_id: Type.String(),
+  code: Type.String(),
+  district: Type.String(),
+  format: Type.String(),
+  address: Nullable(Type.String()),
+  lat: Nullable(Type.Number()),
+  lon: Nullable(Type.Number()),
+  retired_at: Nullable(Type.String()),
+  venue_type_id: Nullable(Type.Integer()),
+  openooh_screen_id: Nullable(Type.String()),
+  geopath_spot_id: Nullable(Type.String()),
+});
+
+/** The answer of an import (import.ts ImportAnswer). */
+const ImportAnswer = Type.Object({
+  dry_run: Type.Boolean(),
+  created: Type.Integer(),
+  unchanged: Type.Integer(),
+  items: Type.Array(
+    Type.Object({
+      index: Type.Integer(),
+      code: Type.String(),
+      status: Type.String(),
+      id: Nullable(Type.String()),
+    }),
+  ),
+});
+
+const StructureSet = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  structure_ids: Type.Array(Type.String()),
+});
+
+const VenueTypes = Type.Object({
+  taxonomy: Type.String(),
+  version: Type.String(),
+  source: Type.String(),
+  items: Type.Array(
+    Type.Object({
+      id: Type.Integer(),
+      parent_id: Nullable(Type.Integer()),
+      name: Type.String(),
+      deprecated: Type.Boolean(),
+    }),
+  ),
+});
+
 const SUBMITTERS = {
   anyOf: [{ scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] }],
 } as const;
@@ -45,7 +97,7 @@ export const structuresFeature: Feature = {
   name: 'structures',
   // The OpenOOH Venue Taxonomy shipped with the platform: public reference data, as the IAB categories are.
   apiPublic(app) {
-    app.get('/api/v1/venue-types', async (_request, reply) => {
+    app.get('/api/v1/venue-types', { schema: { response: { 200: VenueTypes } } }, async (_request, reply) => {
       const taxonomy = venueTaxonomy();
       reply.header('cache-control', 'public, max-age=3600');
       return {
@@ -67,7 +119,10 @@ export const structuresFeature: Feature = {
 
     app.post<{ Body: StructureBody }>(
       '/api/v1/console/structures',
-      { config: { auth: AUTHORITY_ADMIN }, schema: { body: StructureBody } },
+      {
+        config: { auth: AUTHORITY_ADMIN },
+        schema: { body: StructureBody, response: { 201: StructureView } },
+      },
       async (request, reply) => {
         const b = request.body;
         const errors: FieldError[] = [
@@ -117,7 +172,7 @@ export const structuresFeature: Feature = {
       {
         config: { auth: AUTHORITY_ADMIN },
         bodyLimit: STRUCTURE_IMPORT_MAX_BYTES,
-        schema: { body: StructureImportBody },
+        schema: { body: StructureImportBody, response: { 200: ImportAnswer } },
       },
       async (request) => importStructures(ctx, request.body),
     );
@@ -125,13 +180,16 @@ export const structuresFeature: Feature = {
     // The venue type and screen identifiers of one structure (identifiers.ts says what may change and when).
     app.patch<{ Params: { id: string }; Body: StructureIdentifiersPatch }>(
       '/api/v1/console/structures/:id',
-      { config: { auth: AUTHORITY_ADMIN }, schema: { body: StructureIdentifiersPatch } },
+      {
+        config: { auth: AUTHORITY_ADMIN },
+        schema: { body: StructureIdentifiersPatch, response: { 200: StructureView } },
+      },
       async (request) => patchIdentifiers(ctx, pathUuid(request.params.id, 'structure'), request.body),
     );
 
     app.post<{ Params: { id: string } }>(
       '/api/v1/console/structures/:id/retire',
-      { config: { auth: AUTHORITY_ADMIN } },
+      { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 200: StructureView } } },
       async (request) => {
         const id = pathUuid(request.params.id, 'structure');
         const { rows } = await ctx.db.query<StructureRow>(
@@ -145,7 +203,7 @@ export const structuresFeature: Feature = {
 
     app.get<{ Querystring: { organisation_id?: string } }>(
       '/api/v1/console/structures',
-      { config: { auth: AUTHORITY_ADMIN } },
+      { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 200: ItemsOf(StructureView) } } },
       async (request) => {
         const org = request.query.organisation_id;
         const { rows } = await ctx.db.query<StructureRow>(
@@ -157,29 +215,37 @@ export const structuresFeature: Feature = {
     );
 
     // Structures a submitter may choose: an operator its own, agencies and advertisers every active one.
-    app.get('/api/v1/structures', { config: { auth: SUBMITTER_READ } }, async (request) => {
-      const principal = principalOf(request);
-      const { rows } = await ctx.db.query<StructureRow>(
-        `SELECT ${STRUCTURE_COLUMNS} FROM structures
+    app.get(
+      '/api/v1/structures',
+      { config: { auth: SUBMITTER_READ }, schema: { response: { 200: ItemsOf(StructureView) } } },
+      async (request) => {
+        const principal = principalOf(request);
+        const { rows } = await ctx.db.query<StructureRow>(
+          `SELECT ${STRUCTURE_COLUMNS} FROM structures
           WHERE retired_at IS NULL AND ($1::uuid IS NULL OR organisation_id = $1) ORDER BY code`,
-        [principal.organisation.kind === 'operator' ? principal.organisation.id : null],
-      );
-      return { items: rows.map(structureView) };
-    });
+          [principal.organisation.kind === 'operator' ? principal.organisation.id : null],
+        );
+        return { items: rows.map(structureView) };
+      },
+    );
 
-    app.get('/api/v1/structure-sets', { config: { auth: SUBMITTER_READ } }, async (request) => {
-      const { rows } = await ctx.db.query(
-        `SELECT s.id, s.name, ARRAY(SELECT m.structure_id FROM structure_set_members m WHERE m.set_id = s.id
+    app.get(
+      '/api/v1/structure-sets',
+      { config: { auth: SUBMITTER_READ }, schema: { response: { 200: ItemsOf(StructureSet) } } },
+      async (request) => {
+        const { rows } = await ctx.db.query(
+          `SELECT s.id, s.name, ARRAY(SELECT m.structure_id FROM structure_set_members m WHERE m.set_id = s.id
                  ORDER BY m.position) AS structure_ids
            FROM structure_sets s WHERE s.organisation_id = $1 ORDER BY s.name, s.id`,
-        [principalOf(request).organisation.id],
-      );
-      return { items: rows };
-    });
+          [principalOf(request).organisation.id],
+        );
+        return { items: rows };
+      },
+    );
 
     app.post<{ Body: { name: string; structure_ids: string[] } }>(
       '/api/v1/structure-sets',
-      { config: { auth: SUBMITTERS }, schema: { body: SetBody } },
+      { config: { auth: SUBMITTERS }, schema: { body: SetBody, response: { 201: StructureSet } } },
       async (request, reply) => {
         const principal = principalOf(request);
         const ids = request.body.structure_ids.map((s) => s.toLowerCase());
