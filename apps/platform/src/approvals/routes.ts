@@ -1,8 +1,11 @@
 import {
+  ApprovalEnvelope,
   CreativeLookupItem,
   CreativeLookupResponse,
   formatAlmaty,
+  RevocationList,
   SHA256_HEX_PATTERN,
+  Submission,
   validateLookupHashes,
 } from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
@@ -11,6 +14,7 @@ import { isAuthority, type Principal, type RouteAuth } from '../auth/principal.j
 import { loadAuthority } from '../authority/index.js';
 import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
+import { Nullable } from '../http/responses.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 import { findSubmission, submissionView } from '../submissions/repository.js';
@@ -37,6 +41,8 @@ const ApprovalRevoked = Type.Object({
   revoked_at: Type.String(),
   revocation_list_version: Type.Integer(),
 });
+
+const SubmissionRejected = Type.Object({ ...Submission.properties, reject_reason: Nullable(Type.String()) });
 
 /**
  * Approvals (issue "Approvals"): media upload and sending of submissions, the authority's decisions with
@@ -71,7 +77,7 @@ export function createApprovalsFeature(options: Partial<ApprovalSettings> = {}):
 
       app.post<{ Params: { id: string } }>(
         '/api/v1/console/submissions/:id/reject',
-        { config: { auth: AUTHORITY_ADMIN } },
+        { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 200: SubmissionRejected } } },
         async (request) => {
           const id = pathUuid(request.params.id, 'submission');
           const reason = parseReason(request.body);
@@ -157,7 +163,8 @@ export function createApprovalsFeature(options: Partial<ApprovalSettings> = {}):
 
       app.get<{ Params: { number: string } }>(
         '/api/v1/approvals/:number/envelope',
-        { config: { auth: READ_CREATIVES } },
+        // The stored text is sent as signed, byte for byte: a string is not serialized, the schema says what it is.
+        { config: { auth: READ_CREATIVES }, schema: { response: { 200: ApprovalEnvelope } } },
         async (request, reply) => {
           const number = request.params.number;
           const envelope = await visibleEnvelope(ctx.db, number, viewerOf(principalOf(request)));
@@ -169,15 +176,20 @@ export function createApprovalsFeature(options: Partial<ApprovalSettings> = {}):
 
     verify(app, ctx) {
       // DESIGN.md section 4: the newest signed revocation list, public.
-      app.get('/v1/revocations.json', async (_request, reply) => {
-        const text = await latestRevocationListText(ctx.db);
-        if (text === null)
-          throw new ProblemError(
-            'not_found',
-            'no approval has been revoked yet: there is no revocation list',
-          );
-        return reply.type('application/json').header('cache-control', 'public, max-age=60').send(text);
-      });
+      // The stored text is sent as signed, byte for byte: a string is not serialized, the schema says what it is.
+      app.get(
+        '/v1/revocations.json',
+        { schema: { response: { 200: RevocationList } } },
+        async (_request, reply) => {
+          const text = await latestRevocationListText(ctx.db);
+          if (text === null)
+            throw new ProblemError(
+              'not_found',
+              'no approval has been revoked yet: there is no revocation list',
+            );
+          return reply.type('application/json').header('cache-control', 'public, max-age=60').send(text);
+        },
+      );
     },
   };
 }

@@ -1,11 +1,13 @@
 import { createReadStream } from 'node:fs';
 import { type FieldError, Submission } from '@ooh/protocol';
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../auth/plugin.js';
 import type { Principal, RouteAuth } from '../auth/principal.js';
 import type { PlatformContext } from '../context.js';
 import { withTransaction } from '../db/pool.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
+import { Nullable } from '../http/responses.js';
 import {
   discardUpload,
   isMediaType,
@@ -44,6 +46,14 @@ const MEDIA_READ: RouteAuth = {
   ],
 };
 
+/** What an upload stored: the file's hash and what was read from it (media/probe.ts MediaFacts). */
+const MediaStored = Type.Object({
+  media_sha256: Type.String(),
+  width: Type.Integer(),
+  height: Type.Integer(),
+  duration_ms: Nullable(Type.Integer()),
+});
+
 /** A file name extension for a stored media type. */
 const extensionOf = (mediaType: string): string =>
   isMediaType(mediaType) ? `.${MEDIA_TYPES[mediaType].detected}` : '';
@@ -80,7 +90,7 @@ export async function registerSubmissionFlow(
 
     scope.put<{ Params: { id: string } }>(
       '/api/v1/submissions/:id/media',
-      { config: { auth: OWNER } },
+      { config: { auth: OWNER }, schema: { response: { 200: MediaStored } } },
       async (request, reply) => {
         const principal = principalOf(request);
         const id = pathUuid(request.params.id, 'submission');

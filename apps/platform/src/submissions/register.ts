@@ -1,9 +1,11 @@
 import { formatAlmaty } from '@ooh/protocol';
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { RouteAuth } from '../auth/principal.js';
 import type { PlatformContext } from '../context.js';
 import type { Db } from '../db/pool.js';
 import { validationFailed } from '../http/problem.js';
+import { Nullable } from '../http/responses.js';
 import { isUuid } from '../shared/ids.js';
 
 /**
@@ -124,6 +126,48 @@ export interface RegisterItem {
   reject_reason: string | null;
   history: RegisterEvent[];
 }
+
+const Party = Type.Object({ id: Type.String(), name: Type.String(), kind: Type.String() });
+
+/** The answer of the register (RegisterItem, RegisterEvent). */
+const RegisterPage = Type.Object({
+  items: Type.Array(
+    Type.Object({
+      submission_id: Type.String(),
+      number: Type.String(),
+      state: Type.String(),
+      advertiser_name: Type.String(),
+      advertiser_bin: Nullable(Type.String()),
+      organisation: Party,
+      period_from: Nullable(Type.String()),
+      period_to: Nullable(Type.String()),
+      decided_at: Nullable(Type.String()),
+      approval: Nullable(
+        Type.Object({
+          number: Type.String(),
+          valid_from: Type.String(),
+          valid_until: Type.String(),
+          issued_at: Type.String(),
+          revoked_at: Nullable(Type.String()),
+          revoke_reason: Nullable(Type.String()),
+        }),
+      ),
+      reject_reason: Nullable(Type.String()),
+      history: Type.Array(
+        Type.Object({
+          event: Type.String(),
+          at: Type.String(),
+          by: Nullable(Type.Object({ kind: Type.String(), name: Type.String() })),
+          approval_number: Type.Optional(Type.String()),
+          reason: Type.Optional(Type.String()),
+        }),
+      ),
+    }),
+  ),
+  total: Type.Integer(),
+  limit: Type.Integer(),
+  offset: Type.Integer(),
+});
 
 /** `%`, `_` and `\` of a search text matched literally by ILIKE. */
 const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
@@ -296,7 +340,7 @@ export async function readRegister(
 export function registerDecidedRoute(app: FastifyInstance, ctx: PlatformContext): void {
   app.get(
     '/api/v1/console/submissions/decided',
-    { config: { auth: REGISTER_READ } },
+    { config: { auth: REGISTER_READ }, schema: { response: { 200: RegisterPage } } },
     async (request, reply) => {
       const query = parseRegisterQuery((request.query ?? {}) as Record<string, unknown>);
       const { items, total } = await readRegister(ctx.db, query);

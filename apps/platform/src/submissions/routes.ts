@@ -1,10 +1,12 @@
 import { Submission } from '@ooh/protocol';
+import { Type } from '@sinclair/typebox';
 import { principalOf } from '../auth/plugin.js';
 import { isAuthority, type RouteAuth } from '../auth/principal.js';
 import { categories } from '../categories/catalogue.js';
 import { withTransaction } from '../db/pool.js';
 import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
+import { ItemsOf, Nullable } from '../http/responses.js';
 import { expandStructureSets, structuresByIds } from '../structures/repository.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 import {
@@ -32,6 +34,30 @@ const READ: RouteAuth = {
     { scope: 'console:read', kinds: ['authority'] },
   ],
 };
+
+/** A submission as listed: the resource of the spec and when it was created. */
+const SubmissionListed = Type.Object({ ...Submission.properties, created_at: Type.String() });
+
+/** One submission with what its owner and the authority see of its review (repository.ts submissionReview). */
+const SubmissionDetails = Type.Object({
+  ...Submission.properties,
+  advertiser_bin: Nullable(Type.String()),
+  structure_ids: Type.Array(Type.String()),
+  media: Nullable(
+    Type.Object({
+      sha256: Type.String(),
+      media_type: Type.String(),
+      size_bytes: Type.Integer(),
+      width: Type.Integer(),
+      height: Type.Integer(),
+      duration_ms: Nullable(Type.Integer()),
+      uploaded_at: Type.String(),
+    }),
+  ),
+  approval_number: Nullable(Type.String()),
+  approval_revoked_at: Nullable(Type.String()),
+  reject_reason: Nullable(Type.String()),
+});
 
 /** Optional fields of a submission that an edit clears with null. */
 const CLEARABLE = new Set(['advertiser_bin', 'category_id', 'external_refs', 'declared_daily_plays']);
@@ -95,7 +121,7 @@ export const submissionsFeature: Feature = {
     // The caller's submissions (the authority: everyone's), optionally by state; newest first.
     app.get<{ Querystring: { state?: string; limit?: string } }>(
       '/api/v1/submissions',
-      { config: { auth: READ } },
+      { config: { auth: READ }, schema: { response: { 200: ItemsOf(SubmissionListed) } } },
       async (request) => {
         const principal = principalOf(request);
         const state = typeof request.query.state === 'string' ? request.query.state : null;
@@ -122,7 +148,7 @@ export const submissionsFeature: Feature = {
 
     app.get<{ Params: { id: string } }>(
       '/api/v1/submissions/:id',
-      { config: { auth: READ } },
+      { config: { auth: READ }, schema: { response: { 200: SubmissionDetails } } },
       async (request) => {
         const principal = principalOf(request);
         const id = pathUuid(request.params.id, 'submission');
