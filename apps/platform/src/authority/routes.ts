@@ -1,4 +1,5 @@
 import type { Feature } from '../context.js';
+import { TextBody } from '../http/responses.js';
 import { loadAuthority } from './load.js';
 
 /**
@@ -8,13 +9,17 @@ import { loadAuthority } from './load.js';
 export const authorityFeature: Feature = {
   name: 'authority',
   verify(app, ctx) {
-    app.get('/v1/authority-root.pem', async (_request, reply) => {
-      const authority = await loadAuthority(ctx);
-      return reply
-        .type('application/x-pem-file')
-        .header('cache-control', 'public, max-age=3600')
-        .send(authority.rootPem);
-    });
+    app.get(
+      '/v1/authority-root.pem',
+      { schema: { response: { 200: TextBody('application/x-pem-file') } } },
+      async (_request, reply) => {
+        const authority = await loadAuthority(ctx);
+        return reply
+          .type('application/x-pem-file')
+          .header('cache-control', 'public, max-age=3600')
+          .send(authority.rootPem);
+      },
+    );
   },
   // Created on first start rather than on first use, so a broken configuration stops the start.
   async start(ctx) {

@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { PlatformContext } from '../context.js';
 import type { Feature } from '../context.js';
 import { ProblemError } from '../http/problem.js';
+import { NoBody } from '../http/responses.js';
 
 /** The Vite build of apps/platform/console (`npx vite build --config apps/platform/console/vite.config.ts`). */
 export const DEFAULT_CONSOLE_DIST = fileURLToPath(new URL('../../console/dist/', import.meta.url));
@@ -132,7 +133,9 @@ export function createConsoleWebFeature(options: ConsoleWebOptions = {}): Featur
           .send(html.replace(VERIFY_URL_META, meta));
       };
 
-      app.get('/console', async (_request, reply) => reply.redirect('/console/', 308));
+      app.get('/console', { schema: { response: { 308: NoBody } } }, async (_request, reply) =>
+        reply.redirect('/console/', 308),
+      );
 
       app.get('/console/*', async (request: FastifyRequest<{ Params: { '*': string } }>, reply) => {
         const rel = relativePath(request.params['*'] ?? '');

@@ -3,6 +3,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { Db } from '../db/pool.js';
 import type { Feature } from '../context.js';
 import { ProblemError } from '../http/problem.js';
+import { TextBody } from '../http/responses.js';
 import {
   DEFAULT_PUBLIC_RATE_LIMIT,
   type PublicRateLimit,
@@ -38,6 +39,7 @@ function sizeParam(text: string): number | null {
 
 /** c2sp.org/tlog-checkpoint: a signed note; served as text, as tlog-tiles serves its checkpoint. */
 const NOTE_TYPE = 'text/plain; charset=utf-8';
+const CheckpointNote = TextBody('text/plain');
 
 function headOf(block: BlockRow): LedgerBlockHead {
   return {
@@ -139,30 +141,38 @@ export function createLedgerFeature(options: LedgerOptions = {}): Feature {
       );
 
       // Issue 23: the newest checkpoint of the ledger head with every cosignature collected so far.
-      app.get('/v1/ledger/checkpoint', async (request, reply) => {
-        limiter.take(request.ip);
-        const checkpoint = await newestCheckpoint(ctx.db);
-        if (!checkpoint) throw new ProblemError('not_found', 'no ledger checkpoint has been made yet');
-        const cosignatures = await cosignaturesOf(ctx.db, checkpoint.size);
-        return reply
-          .type(NOTE_TYPE)
-          .header('cache-control', 'public, max-age=60')
-          .send(publishedNote(checkpoint, cosignatures));
-      });
+      app.get(
+        '/v1/ledger/checkpoint',
+        { schema: { response: { 200: CheckpointNote } } },
+        async (request, reply) => {
+          limiter.take(request.ip);
+          const checkpoint = await newestCheckpoint(ctx.db);
+          if (!checkpoint) throw new ProblemError('not_found', 'no ledger checkpoint has been made yet');
+          const cosignatures = await cosignaturesOf(ctx.db, checkpoint.size);
+          return reply
+            .type(NOTE_TYPE)
+            .header('cache-control', 'public, max-age=60')
+            .send(publishedNote(checkpoint, cosignatures));
+        },
+      );
 
       // Every earlier checkpoint stays here; cosignatures may still be added to it (a witness that was down).
-      app.get<{ Params: { size: string } }>('/v1/ledger/checkpoints/:size', async (request, reply) => {
-        limiter.take(request.ip);
-        const size = sizeParam(request.params.size);
-        const checkpoint = size === null ? null : await findCheckpoint(ctx.db, size);
-        if (!checkpoint)
-          throw new ProblemError('not_found', `no ledger checkpoint of size ${request.params.size}`);
-        const cosignatures = await cosignaturesOf(ctx.db, checkpoint.size);
-        return reply
-          .type(NOTE_TYPE)
-          .header('cache-control', 'public, max-age=60')
-          .send(publishedNote(checkpoint, cosignatures));
-      });
+      app.get<{ Params: { size: string } }>(
+        '/v1/ledger/checkpoints/:size',
+        { schema: { response: { 200: CheckpointNote } } },
+        async (request, reply) => {
+          limiter.take(request.ip);
+          const size = sizeParam(request.params.size);
+          const checkpoint = size === null ? null : await findCheckpoint(ctx.db, size);
+          if (!checkpoint)
+            throw new ProblemError('not_found', `no ledger checkpoint of size ${request.params.size}`);
+          const cosignatures = await cosignaturesOf(ctx.db, checkpoint.size);
+          return reply
+            .type(NOTE_TYPE)
+            .header('cache-control', 'public, max-age=60')
+            .send(publishedNote(checkpoint, cosignatures));
+        },
+      );
 
       app.get(
         '/v1/ledger/witnesses',

@@ -5,6 +5,7 @@ import type { RouteAuth } from '../auth/principal.js';
 import type { PlatformContext } from '../context.js';
 import type { Feature } from '../context.js';
 import { ProblemError } from '../http/problem.js';
+import { NoBody, Nullable, TextBody } from '../http/responses.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { buildDictionary, PublishedDictionary } from './dictionary.js';
 import { buildDueReleases } from './release.js';
@@ -48,6 +49,27 @@ type DisclosureBody = {
   max_party_share_pct?: number | null;
   lag_months?: number | null;
 };
+
+const ReleaseView = Type.Object({
+  month: Type.String(),
+  built_at: Type.String(),
+  sha256: Type.String(),
+  files: Type.Array(
+    Type.Object({ name: Type.String(), url: Type.String(), sha256: Type.String(), bytes: Type.Integer() }),
+  ),
+});
+const Publication = Type.Object({ enabled: Type.Boolean(), changed_at: Nullable(Type.String()) });
+const Disclosure = Type.Object({
+  min_operators: Type.Integer(),
+  min_advertisers: Type.Integer(),
+  max_party_share_pct: Type.Number(),
+  lag_months: Type.Integer(),
+});
+const OpenDataView = Type.Object({
+  publication: Publication,
+  disclosure: Disclosure,
+  releases: Type.Array(ReleaseView),
+});
 
 /** spec: "While publication is switched off the answer is 404 with code not_published". */
 async function requirePublished(ctx: PlatformContext): Promise<void> {
@@ -139,17 +161,26 @@ export function createOpenDataFeature(options: OpenDataFeatureOptions = {}): Fea
         },
       );
 
-      app.get('/v1/open/releases', async () => {
-        await requirePublished(ctx);
-        const releases = await listReleases(ctx.db);
-        return { releases: releases.map((release) => releaseView(ctx, release)) };
-      });
-
-      app.get<{ Params: { month: string } }>('/v1/open/releases/:month/plays.csv', (request, reply) =>
-        sendReleaseFile(ctx, request, reply, 'csv'),
+      app.get(
+        '/v1/open/releases',
+        { schema: { response: { 200: Type.Object({ releases: Type.Array(ReleaseView) }) } } },
+        async () => {
+          await requirePublished(ctx);
+          const releases = await listReleases(ctx.db);
+          return { releases: releases.map((release) => releaseView(ctx, release)) };
+        },
       );
-      app.get<{ Params: { month: string } }>('/v1/open/releases/:month/dictionary.json', (request, reply) =>
-        sendReleaseFile(ctx, request, reply, 'dictionary'),
+
+      // The files are sent as built, byte for byte (their SHA-256 is their ETag): the schemas say what they are.
+      app.get<{ Params: { month: string } }>(
+        '/v1/open/releases/:month/plays.csv',
+        { schema: { response: { 200: TextBody('text/csv'), 304: NoBody } } },
+        (request, reply) => sendReleaseFile(ctx, request, reply, 'csv'),
+      );
+      app.get<{ Params: { month: string } }>(
+        '/v1/open/releases/:month/dictionary.json',
+        { schema: { response: { 200: PublishedDictionary, 304: NoBody } } },
+        (request, reply) => sendReleaseFile(ctx, request, reply, 'dictionary'),
       );
     },
 
@@ -171,12 +202,19 @@ export function createOpenDataFeature(options: OpenDataFeatureOptions = {}): Fea
         };
       };
 
-      app.get('/api/v1/console/open-data', { config: { auth: CONSOLE_READ } }, view);
+      app.get(
+        '/api/v1/console/open-data',
+        { config: { auth: CONSOLE_READ }, schema: { response: { 200: OpenDataView } } },
+        view,
+      );
 
       // Publication switch; off until the city opts in (docs/open-data.md).
       app.put<{ Body: PublicationBody }>(
         '/api/v1/console/open-data/publication',
-        { config: { auth: AUTHORITY_ADMIN }, schema: { body: PublicationBody } },
+        {
+          config: { auth: AUTHORITY_ADMIN },
+          schema: { body: PublicationBody, response: { 200: Publication } },
+        },
         async (request) => {
           await setPublished(ctx.db, request.body.enabled, ctx.clock.now());
           return (await view()).publication;
@@ -187,7 +225,10 @@ export function createOpenDataFeature(options: OpenDataFeatureOptions = {}): Fea
       // was built with.
       app.put<{ Body: DisclosureBody }>(
         '/api/v1/console/open-data/disclosure',
-        { config: { auth: AUTHORITY_ADMIN }, schema: { body: DisclosureBody } },
+        {
+          config: { auth: AUTHORITY_ADMIN },
+          schema: { body: DisclosureBody, response: { 200: Disclosure } },
+        },
         async (request) => {
           const b = request.body;
           await setRules(

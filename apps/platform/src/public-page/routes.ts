@@ -6,6 +6,7 @@ import { almatyDate } from '@ooh/protocol';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
+import { NoBody, TextBody } from '../http/responses.js';
 import { type PublicRateLimit, PublicRateLimiter } from '../http/public-rate-limit.js';
 import { languageFromAcceptLanguage } from './language.js';
 import { approvalsOfMedia, PublicApprovalsOfMedia } from './lookup.js';
@@ -112,21 +113,26 @@ export function createPublicPageFeature(options: PublicPageOptions = {}): Featur
           .send(page);
       };
 
-      app.get('/', sendPage);
-      app.get('/index.html', async (_request, reply) => reply.redirect('/', 308));
+      const redirect = { schema: { response: { 308: NoBody } } };
+      app.get('/', { schema: { response: { 200: TextBody('text/html') } } }, sendPage);
+      app.get('/index.html', redirect, async (_request, reply) => reply.redirect('/', 308));
       // No route of the spec is /v1 itself: a reader who types the host's documented prefix finds the page.
-      app.get('/v1', async (_request, reply) => reply.redirect('/', 308));
-      app.get('/v1/', async (_request, reply) => reply.redirect('/', 308));
+      app.get('/v1', redirect, async (_request, reply) => reply.redirect('/', 308));
+      app.get('/v1/', redirect, async (_request, reply) => reply.redirect('/', 308));
 
-      app.get('/favicon.svg', async (_request, reply) => {
-        const file = path.join(distDir, 'favicon.svg');
-        if (!(await isFile(file))) throw new ProblemError('not_found', 'no favicon');
-        return reply
-          .type('image/svg+xml')
-          .header('x-content-type-options', 'nosniff')
-          .header('cache-control', 'public, max-age=86400')
-          .send(createReadStream(file));
-      });
+      app.get(
+        '/favicon.svg',
+        { schema: { response: { 200: TextBody('image/svg+xml') } } },
+        async (_request, reply) => {
+          const file = path.join(distDir, 'favicon.svg');
+          if (!(await isFile(file))) throw new ProblemError('not_found', 'no favicon');
+          return reply
+            .type('image/svg+xml')
+            .header('x-content-type-options', 'nosniff')
+            .header('cache-control', 'public, max-age=86400')
+            .send(createReadStream(file));
+        },
+      );
 
       app.get<{ Params: { file: string } }>('/assets/:file', async (request, reply) => {
         const name = request.params.file;

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import { isCalendarDate, StatsSeal } from '@ooh/protocol';
 import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
+import { TextBody } from '../http/responses.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { exportDayBatches } from './export.js';
 import {
@@ -102,7 +103,10 @@ export function createSealsFeature(options: SealsOptions = {}): Feature {
       // body as received, decompressed on the CMS channel, base64), so root and record_count can be recomputed.
       app.get<{ Params: { day: string } }>(
         '/api/v1/console/seals/:day/batches',
-        { config: { auth: AUTHORITY_ADMIN } },
+        {
+          config: { auth: AUTHORITY_ADMIN },
+          schema: { response: { 200: TextBody('application/x-ndjson') } },
+        },
         async (request, reply) => {
           const day = consoleDayParam(request.params.day);
           if (!(await findSeal(ctx.db, day))) throw new ProblemError('not_found', `day ${day} is not sealed`);
