@@ -12,11 +12,12 @@ import { subscriptionUrl } from '../city-events/subscription-url.js';
 import { generateSecret } from '../city-events/webhooks.js';
 import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
+import { ItemsOf, NoBody } from '../http/responses.js';
 import { isUuid, notFound, pathUuid } from '../shared/ids.js';
 import { startTicker } from '../shared/ticker.js';
 import { raiseAdAuditEvents } from './events.js';
 import { queryAds } from './repository.js';
-import { type AdCollection, adOf } from './view.js';
+import { type AdCollection, AdCollectionSchema, adOf } from './view.js';
 
 /*
  * A read-only IAB Tech Lab Ad Management API 1.1 view of an exchange partner's own programmatic submissions
@@ -108,6 +109,22 @@ const WebhookBody = Type.Object(
 );
 type WebhookBody = { url: string; secret?: string };
 
+const PartnerSubscription = Type.Object({
+  id: Type.String(),
+  url: Type.String(),
+  types: Type.Array(Type.String()),
+  created_at: Type.String(),
+  deliveries: Type.Object({ pending: Type.Integer(), delivered: Type.Integer(), failed: Type.Integer() }),
+});
+/** A new subscription; `secret` only when the platform made it (shown once). */
+const PartnerSubscriptionCreated = Type.Object({
+  id: Type.String(),
+  url: Type.String(),
+  types: Type.Array(Type.String()),
+  created_at: Type.String(),
+  secret: Type.Optional(Type.String()),
+});
+
 export function createAdManagementFeature(options: { tickMs?: number } = {}): Feature {
   const tickMs = options.tickMs ?? 5_000;
   return {
@@ -115,33 +132,37 @@ export function createAdManagementFeature(options: { tickMs?: number } = {}): Fe
     api(app, ctx) {
       const json = (collection: AdCollection): AdCollection => collection;
 
-      app.get('/api/v1/ads', { config: { auth: READ_ADS } }, async (request) => {
-        const now = ctx.clock.now();
-        const q = parseAdsQuery(request.query as Record<string, unknown>, now);
-        // One more than asked for: whether there is a next page, without counting.
-        const rows = await queryAds(ctx.db, {
-          organisationId: principalOf(request).organisation.id,
-          today: almatyDate(now),
-          auditStart: new Date(q.auditStart),
-          afterId: q.id,
-          auditEnd: new Date(q.auditEnd),
-          limit: q.limit + 1,
-        });
-        const more = rows.length > q.limit;
-        const ads = rows.slice(0, q.limit).map(adOf);
-        const last = ads[ads.length - 1];
-        const nextPage =
-          more && last
-            ? `${ctx.config.publicUrls.api}/api/v1/ads?auditStart=${last.audit.lastmod}&id=${last.id}` +
-              `&auditEnd=${q.auditEnd}&limit=${q.limit}`
-            : null;
-        return json({ count: ads.length, more: more ? 1 : 0, nextPage, ads });
-      });
+      app.get(
+        '/api/v1/ads',
+        { config: { auth: READ_ADS }, schema: { response: { 200: AdCollectionSchema } } },
+        async (request) => {
+          const now = ctx.clock.now();
+          const q = parseAdsQuery(request.query as Record<string, unknown>, now);
+          // One more than asked for: whether there is a next page, without counting.
+          const rows = await queryAds(ctx.db, {
+            organisationId: principalOf(request).organisation.id,
+            today: almatyDate(now),
+            auditStart: new Date(q.auditStart),
+            afterId: q.id,
+            auditEnd: new Date(q.auditEnd),
+            limit: q.limit + 1,
+          });
+          const more = rows.length > q.limit;
+          const ads = rows.slice(0, q.limit).map(adOf);
+          const last = ads[ads.length - 1];
+          const nextPage =
+            more && last
+              ? `${ctx.config.publicUrls.api}/api/v1/ads?auditStart=${last.audit.lastmod}&id=${last.id}` +
+                `&auditEnd=${q.auditEnd}&limit=${q.limit}`
+              : null;
+          return json({ count: ads.length, more: more ? 1 : 0, nextPage, ads });
+        },
+      );
 
       // Static segments win over the parameter: /api/v1/ads/webhooks is never an ad id (ids are uuids).
       app.get<{ Params: { id: string } }>(
         '/api/v1/ads/:id',
-        { config: { auth: READ_ADS } },
+        { config: { auth: READ_ADS }, schema: { response: { 200: AdCollectionSchema } } },
         async (request) => {
           const id = pathUuid(request.params.id, 'ad');
           const now = ctx.clock.now();
@@ -168,7 +189,10 @@ export function createAdManagementFeature(options: { tickMs?: number } = {}): Fe
 
       app.post<{ Body: WebhookBody }>(
         '/api/v1/ads/webhooks',
-        { config: { auth: READ_ADS }, schema: { body: WebhookBody } },
+        {
+          config: { auth: READ_ADS },
+          schema: { body: WebhookBody, response: { 201: PartnerSubscriptionCreated } },
+        },
         async (request, reply) => {
           const owner = principalOf(request).organisation.id;
           const url = await subscriptionUrl(request.body.url, ctx.config.settings);
@@ -202,15 +226,19 @@ export function createAdManagementFeature(options: { tickMs?: number } = {}): Fe
         },
       );
 
-      app.get('/api/v1/ads/webhooks', { config: { auth: READ_ADS } }, async (request) => ({
-        items: (await listSubscriptions(ctx.db, null, principalOf(request).organisation.id))
-          .filter((row) => row.types.some((t) => PARTNER_EVENT_TYPES.includes(t as never)))
-          .map(subscriptionView),
-      }));
+      app.get(
+        '/api/v1/ads/webhooks',
+        { config: { auth: READ_ADS }, schema: { response: { 200: ItemsOf(PartnerSubscription) } } },
+        async (request) => ({
+          items: (await listSubscriptions(ctx.db, null, principalOf(request).organisation.id))
+            .filter((row) => row.types.some((t) => PARTNER_EVENT_TYPES.includes(t as never)))
+            .map(subscriptionView),
+        }),
+      );
 
       app.delete<{ Params: { id: string } }>(
         '/api/v1/ads/webhooks/:id',
-        { config: { auth: READ_ADS } },
+        { config: { auth: READ_ADS }, schema: { response: { 204: NoBody } } },
         async (request, reply) => {
           const id = pathUuid(request.params.id, 'webhook');
           const owner = principalOf(request).organisation.id;

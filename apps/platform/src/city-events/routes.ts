@@ -4,6 +4,7 @@ import { principalOf } from '../auth/plugin.js';
 import type { Principal, RouteAuth } from '../auth/principal.js';
 import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
+import { ItemsOf, NoBody, Nullable } from '../http/responses.js';
 import { startTicker } from '../shared/ticker.js';
 import { AUTHORITY_ADMIN, FLEET_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';
@@ -64,6 +65,47 @@ const SettingsBody = Type.Object(
   { additionalProperties: false },
 );
 type SettingsBody = { declared_band_pct: number | null };
+
+/**
+ * An event as stored and delivered (docs/city-events.md): the route sends the stored documents as they are, so this
+ * says what they hold without rewriting them.
+ */
+const CityEvent = Type.Object(
+  {
+    id: Type.String(),
+    type: Type.String(),
+    created_at: Type.String(),
+    data: Type.Object({}, { additionalProperties: true }),
+  },
+  { additionalProperties: true },
+);
+const BandSettings = Type.Object({ declared_band_pct: Type.Number() });
+const SubscriptionView = Type.Object({
+  id: Type.String(),
+  organisation_id: Nullable(Type.String()),
+  url: Type.String(),
+  types: Type.Array(Type.String()),
+  created_at: Type.String(),
+  deliveries: Type.Object({ pending: Type.Integer(), delivered: Type.Integer(), failed: Type.Integer() }),
+});
+/** A new subscription; `secret` only when the platform made it (shown once). */
+const SubscriptionCreated = Type.Object({
+  id: Type.String(),
+  organisation_id: Nullable(Type.String()),
+  url: Type.String(),
+  types: Type.Array(Type.String()),
+  created_at: Type.String(),
+  secret: Type.Optional(Type.String()),
+});
+const DeliveryView = Type.Object({
+  event_id: Type.String(),
+  attempts: Type.Integer(),
+  next_attempt_at: Type.String(),
+  delivered_at: Nullable(Type.String()),
+  failed_at: Nullable(Type.String()),
+  last_status: Nullable(Type.Integer()),
+  last_error: Nullable(Type.String()),
+});
 
 const LIMIT_DEFAULT = 100;
 const LIMIT_MAX = 500;
@@ -129,23 +171,35 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
     name: 'city-events',
     api(app, ctx) {
       // Events as stored, newest first; each item is the exact document delivered by webhook.
-      app.get('/api/v1/console/events', { config: { auth: EVENTS_READ } }, async (request, reply) => {
-        const filter = parseEventQuery(request.query as Record<string, unknown>);
-        const bodies = await listEvents(ctx.db, {
-          ...filter,
-          organisationId: viewerOf(principalOf(request)),
-        });
-        return reply.type('application/json; charset=utf-8').send(`{"items":[${bodies.join(',')}]}`);
-      });
+      // The stored documents are joined as they are: a string is not serialized.
+      app.get(
+        '/api/v1/console/events',
+        { config: { auth: EVENTS_READ }, schema: { response: { 200: ItemsOf(CityEvent) } } },
+        async (request, reply) => {
+          const filter = parseEventQuery(request.query as Record<string, unknown>);
+          const bodies = await listEvents(ctx.db, {
+            ...filter,
+            organisationId: viewerOf(principalOf(request)),
+          });
+          return reply.type('application/json; charset=utf-8').send(`{"items":[${bodies.join(',')}]}`);
+        },
+      );
 
-      app.get('/api/v1/console/events/settings', { config: { auth: CONSOLE_READ } }, async () => {
-        const { bandPct } = await readBandPct(ctx.db);
-        return { declared_band_pct: bandPct };
-      });
+      app.get(
+        '/api/v1/console/events/settings',
+        { config: { auth: CONSOLE_READ }, schema: { response: { 200: BandSettings } } },
+        async () => {
+          const { bandPct } = await readBandPct(ctx.db);
+          return { declared_band_pct: bandPct };
+        },
+      );
       // null returns to the spec's default band (30 %).
       app.put<{ Body: SettingsBody }>(
         '/api/v1/console/events/settings',
-        { config: { auth: AUTHORITY_ADMIN }, schema: { body: SettingsBody } },
+        {
+          config: { auth: AUTHORITY_ADMIN },
+          schema: { body: SettingsBody, response: { 200: BandSettings } },
+        },
         async (request) => {
           await setBandPct(ctx.db, request.body.declared_band_pct, ctx.clock.now());
           const { bandPct } = await readBandPct(ctx.db);
@@ -164,7 +218,10 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
 
       app.post<{ Body: WebhookBody }>(
         '/api/v1/console/webhooks',
-        { config: { auth: FLEET_ADMIN }, schema: { body: WebhookBody } },
+        {
+          config: { auth: FLEET_ADMIN },
+          schema: { body: WebhookBody, response: { 201: SubscriptionCreated } },
+        },
         async (request, reply) => {
           const b = request.body;
           const owner = viewerOf(principalOf(request));
@@ -214,13 +271,19 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
         },
       );
 
-      app.get('/api/v1/console/webhooks', { config: { auth: EVENTS_READ } }, async (request) => ({
-        items: (await listSubscriptions(ctx.db, null, viewerOf(principalOf(request)))).map(subscriptionView),
-      }));
+      app.get(
+        '/api/v1/console/webhooks',
+        { config: { auth: EVENTS_READ }, schema: { response: { 200: ItemsOf(SubscriptionView) } } },
+        async (request) => ({
+          items: (await listSubscriptions(ctx.db, null, viewerOf(principalOf(request)))).map(
+            subscriptionView,
+          ),
+        }),
+      );
 
       app.get<{ Params: { id: string } }>(
         '/api/v1/console/webhooks/:id/deliveries',
-        { config: { auth: EVENTS_READ } },
+        { config: { auth: EVENTS_READ }, schema: { response: { 200: ItemsOf(DeliveryView) } } },
         async (request) => {
           const id = pathUuid(request.params.id, 'webhook');
           // Another organisation's subscription is not found, as if it did not exist.
@@ -243,7 +306,7 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
 
       app.delete<{ Params: { id: string } }>(
         '/api/v1/console/webhooks/:id',
-        { config: { auth: FLEET_ADMIN } },
+        { config: { auth: FLEET_ADMIN }, schema: { response: { 204: NoBody } } },
         async (request, reply) => {
           const id = pathUuid(request.params.id, 'webhook');
           const owner = viewerOf(principalOf(request));

@@ -1,6 +1,7 @@
 import { principalOf } from '../auth/plugin.js';
 import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
+import { TextBody } from '../http/responses.js';
 import { pathUuid } from '../shared/ids.js';
 import { READ_FLEET_HEALTH, READ_REPORTS, viewerOf } from './access.js';
 import { campaignReport, type Gate, loadCampaign } from './campaign.js';
@@ -9,6 +10,12 @@ import { parseZone } from './days.js';
 import { fleetHealth, parseFleetHealthQuery } from './fleet-health.js';
 import { listCampaigns } from './list.js';
 import { parsePlaysQuery, playsReport } from './plays.js';
+import {
+  CampaignListAnswer,
+  CampaignReportAnswer,
+  FleetHealthAnswer,
+  PlaysReportAnswer,
+} from './response-schemas.js';
 
 /**
  * A few reports at once per process, a few more waiting, the rest 503 service_unavailable with Retry-After: a
@@ -74,7 +81,7 @@ export const reportsFeature: Feature = {
 
     app.get(
       '/api/v1/console/reports/campaigns',
-      { config: { auth: READ_REPORTS } },
+      { config: { auth: READ_REPORTS }, schema: { response: { 200: CampaignListAnswer } } },
       async (request, reply) => {
         onlyKeys(request.query as Record<string, unknown>, []);
         reply.headers(noStore);
@@ -97,7 +104,7 @@ export const reportsFeature: Feature = {
 
     app.get<{ Params: { id: string } }>(
       '/api/v1/console/reports/campaigns/:id',
-      { config: { auth: READ_REPORTS } },
+      { config: { auth: READ_REPORTS }, schema: { response: { 200: CampaignReportAnswer } } },
       async (request, reply) => {
         const answer = await report(request, principalOf(request));
         reply.headers(noStore);
@@ -107,7 +114,7 @@ export const reportsFeature: Feature = {
 
     app.get<{ Params: { id: string } }>(
       '/api/v1/console/reports/campaigns/:id/plays.csv',
-      { config: { auth: READ_REPORTS } },
+      { config: { auth: READ_REPORTS }, schema: { response: { 200: TextBody('text/csv') } } },
       async (request, reply) => {
         const answer = await report(request, principalOf(request));
         return reply
@@ -118,15 +125,19 @@ export const reportsFeature: Feature = {
       },
     );
 
-    app.get('/api/v1/console/reports/plays', { config: { auth: READ_REPORTS } }, async (request, reply) => {
-      const q = parsePlaysQuery(request.query as Record<string, unknown>, ctx.clock.now());
-      reply.headers(noStore);
-      return playsReport(ctx.db, viewerOf(principalOf(request)), q, ctx.clock.now(), gate);
-    });
+    app.get(
+      '/api/v1/console/reports/plays',
+      { config: { auth: READ_REPORTS }, schema: { response: { 200: PlaysReportAnswer } } },
+      async (request, reply) => {
+        const q = parsePlaysQuery(request.query as Record<string, unknown>, ctx.clock.now());
+        reply.headers(noStore);
+        return playsReport(ctx.db, viewerOf(principalOf(request)), q, ctx.clock.now(), gate);
+      },
+    );
 
     app.get(
       '/api/v1/console/reports/fleet-health',
-      { config: { auth: READ_FLEET_HEALTH } },
+      { config: { auth: READ_FLEET_HEALTH }, schema: { response: { 200: FleetHealthAnswer } } },
       async (request, reply) => {
         const q = parseFleetHealthQuery(request.query as Record<string, unknown>);
         reply.headers(noStore);
