@@ -29,20 +29,16 @@ export interface SealDocument {
   ledger: LedgerInfo | null;
 }
 
-export type CheckName =
-  | 'signature'
-  | 'content'
-  | 'chain'
-  | 'ledger'
-  | 'batches'
-  | 'root'
-  | 'batch_count'
-  | 'record_count';
+/** The checks of verifySeal. */
+export type SealCheckName = 'signature' | 'content' | 'chain' | 'ledger';
+/** The checks of verifySealBatches (`ooh-verify --batches`). */
+export type BatchCheckName = 'batches' | 'root' | 'batch_count' | 'record_count';
+export type CheckName = SealCheckName | BatchCheckName;
 export type CheckState = 'ok' | 'failed' | 'pending' | 'unknown';
 
 /** One check of a seal: the console shows it translated, the CLI prints it. */
-export interface Check {
-  name: CheckName;
+export interface Check<Name extends CheckName = SealCheckName> {
+  name: Name;
   state: CheckState;
   /**
    * A stable machine word: the reason of a failure or of a pending state (a VerificationError code for a signature
@@ -164,7 +160,9 @@ async function ledgerCheck(seal: SealDocument, bodySha: string): Promise<Check> 
  * What the checks add up to: every one passed; none failed but the ledger has not digested the day yet (amber: the
  * signature and content are valid, as `ooh-verify` says ok); none failed but one could not be made; or one failed.
  */
-export function verdictOf(checks: readonly Check[]): 'ok' | 'ledger_pending' | 'incomplete' | 'failed' {
+export function verdictOf(
+  checks: readonly Check<CheckName>[],
+): 'ok' | 'ledger_pending' | 'incomplete' | 'failed' {
   if (checks.some((c) => c.state === 'failed')) return 'failed';
   if (checks.every((c) => c.state === 'ok')) return 'ok';
   const open = checks.filter((c) => c.state !== 'ok');
@@ -228,14 +226,14 @@ export async function verifySealBatches(
   seal: Pick<SealDocument, 'day' | 'body'>,
   lines: Iterable<string> | AsyncIterable<string>,
   onLine: () => void = () => {},
-): Promise<Check[]> {
-  const checks: Check[] = [];
+): Promise<Check<BatchCheckName>[]> {
+  const checks: Check<BatchCheckName>[] = [];
   const builder = new MerkleRootBuilder();
   let plays = 0;
   let bad = 0;
   let count = 0;
   let previous: BatchExportLine | null = null;
-  const fail = (subject: string, reason: string, facts?: Check['facts']) => {
+  const fail = (subject: string, reason: string, facts?: Check<BatchCheckName>['facts']) => {
     bad += 1;
     checks.push({ name: 'batches', state: 'failed', reason, subject, ...(facts ? { facts } : {}) });
   };
