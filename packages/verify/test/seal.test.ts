@@ -5,6 +5,7 @@ import { createPki, issueLeaf } from '../../crypto/test/helpers/pki.js';
 import {
   blockDigest,
   type Check,
+  type CheckName,
   type Certificate,
   canonicalBytes,
   parsePem,
@@ -131,7 +132,7 @@ beforeAll(async () => {
   );
 });
 
-const summary = (checks: Check[]) => checks.map((c) => `${c.name}:${c.state}:${c.reason}`);
+const summary = (checks: Check<CheckName>[]) => checks.map((c) => `${c.name}:${c.state}:${c.reason}`);
 
 describe('verifySeal', () => {
   test('every check passes, and the first seal links to nothing', async () => {

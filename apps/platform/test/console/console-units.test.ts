@@ -5,7 +5,6 @@ import { describe, expect, test } from 'vitest';
 import { en } from '../../console/src/i18n/en.js';
 import { intlKnowsKazakh, kazakhFormats } from '../../console/src/i18n/formats.js';
 import { groupSeries } from '../../console/src/lib/series.js';
-import { type Check, verdictOf } from '../../console/src/verify/seal.js';
 import { kk } from '../../console/src/i18n/kk.js';
 import { ru } from '../../console/src/i18n/ru.js';
 import { readEnrolmentFile, readEnrolmentText } from '../../console/src/lib/enrolment.js';
@@ -63,33 +62,6 @@ describe('Kazakh dates and numbers where the browser has no Kazakh data', () => 
     expect(f.number(1540)).toBe('1\u00a0540');
     expect(f.number(1234567.5)).toBe('1\u00a0234\u00a0567,5');
     expect(f.number(7)).toBe('7');
-  });
-});
-
-describe('the verdict of a seal checked in the browser', () => {
-  const ok = (name: Check['name']): Check => ({ name, state: 'ok', reason: 'x' });
-  test('only the ledger pending is amber, not a failure; a failure anywhere is red', () => {
-    const passed = [ok('signature'), ok('content'), ok('chain')];
-    expect(verdictOf([...passed, ok('ledger')])).toBe('ok');
-    expect(verdictOf([...passed, { name: 'ledger', state: 'pending', reason: 'not_digested' }])).toBe(
-      'ledger_pending',
-    );
-    expect(
-      verdictOf([
-        ok('signature'),
-        ok('content'),
-        { name: 'chain', state: 'unknown', reason: 'previous_unavailable' },
-        ok('ledger'),
-      ]),
-    ).toBe('incomplete');
-    expect(
-      verdictOf([
-        ok('signature'),
-        { name: 'content', state: 'failed', reason: 'content_differs' },
-        ok('chain'),
-        { name: 'ledger', state: 'pending', reason: 'not_digested' },
-      ]),
-    ).toBe('failed');
   });
 });
 

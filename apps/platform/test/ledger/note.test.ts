@@ -5,7 +5,7 @@ import path from 'node:path';
 import { TestClock } from '../../src/clock.js';
 import { ledgerKeyPath, loadLedgerKey } from '../../src/ledger/key.js';
 import { describe, expect, test } from 'vitest';
-import * as browser from '../../console/src/verify/note.js';
+import * as browser from '@ooh/verify';
 import { ConfigError, loadConfig, type PlatformConfig } from '../../src/config.js';
 import { AuthorityCache } from '../../src/authority/cache.js';
 import {

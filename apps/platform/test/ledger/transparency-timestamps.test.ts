@@ -26,7 +26,7 @@ import { apiCall } from '../support/platform.js';
 
 /*
  * Issue 23 in the browser: the reader pins a TSA certificate on the Transparency page (pasted or from a file), and
- * each seal's ledger block is checked for an RFC 3161 timestamp of its digest (console/src/verify/timestamp.ts, in
+ * each seal's ledger block is checked for an RFC 3161 timestamp of its digest (@ooh/verify, src/timestamp.ts, in
  * Chromium) from `openssl ts -reply` acting as the TSA. openssl stamps with the machine's clock, so the ledger days
  * are the days before today: the block of A+1 (holding the seal of A) is stamped, the block of A+2 (holding the seal
  * of A+1) is not.

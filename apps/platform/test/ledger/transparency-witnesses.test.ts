@@ -21,7 +21,7 @@ import { startWitness, type WitnessProcess } from '../witness/process.js';
 
 /*
  * Issue 23 in the browser: the Transparency page lists the ledger's witnesses and how far the ledger is anchored; a
- * reader pins witness keys and each seal is then checked for a quorum of their cosignatures (console/src/verify/
+ * reader pins witness keys and each seal is then checked for a quorum of their cosignatures (@ooh/verify, src/
  * anchoring.ts), in Chromium, against a real platform and the test witness process.
  */
 

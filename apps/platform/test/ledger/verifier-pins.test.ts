@@ -4,11 +4,13 @@ import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { type AnchorSource, type BlockFields, verifyAnchoring } from '../../console/src/verify/anchoring.js';
 import {
+  type AnchorSource,
+  type BlockFields,
   checkCosignedCheckpoint as checkInBrowser,
   parseVkey as parseVkeyInBrowser,
-} from '../../console/src/verify/note.js';
+  verifyAnchoring,
+} from '@ooh/verify';
 import { loadAuthority } from '../../src/authority/index.js';
 import { FEATURES } from '../../src/features.js';
 import { makeCheckpoints } from '../../src/ledger/checkpoint.js';
@@ -336,7 +338,7 @@ describe('a cosignature dated in the future', () => {
     expect(
       checkCosignedCheckpoint(cosigned, [parseVkey(witnessVkey)], { now: now + 3_700_000 }),
     ).toMatchObject({ cosigned: [WITNESS], invalid: [] });
-    // Browser (console/src/verify): the same.
+    // Browser (@ooh/verify): the same.
     const key = (await parseVkeyInBrowser(witnessVkey))!;
     expect(await checkInBrowser(cosigned, [key], now)).toMatchObject({ cosigned: [], future: [WITNESS] });
     expect(await checkInBrowser(cosigned, [key], now + 3_700_000)).toMatchObject({

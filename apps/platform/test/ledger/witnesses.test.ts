@@ -5,8 +5,11 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { verifyAnchoring } from '../../console/src/verify/anchoring.js';
-import { parseVkey as parseVkeyInBrowser } from '../../console/src/verify/note.js';
+import {
+  checkCosignedCheckpoint as checkInBrowser,
+  parseVkey as parseVkeyInBrowser,
+  verifyAnchoring,
+} from '@ooh/verify';
 import { withTransaction } from '../../src/db/pool.js';
 import { FEATURES } from '../../src/features.js';
 import { digestLedgerUpTo } from '../../src/ledger/digest.js';
@@ -323,7 +326,7 @@ describe('verifiers with pinned witness keys', () => {
     });
   }, 60_000);
 
-  test('the browser verifier (console/src/verify) finds the same checkpoint and quorum', async () => {
+  test('the browser verifier (@ooh/verify) finds the same checkpoint and quorum', async () => {
     const pinned = await parseVkeyInBrowser(witness.vkey);
     expect(pinned).not.toBeNull();
     const block = await blockStatus('2026-11-20');
@@ -397,7 +400,7 @@ describe('a split view', () => {
     });
     // The browser verifier says the same.
     const browserKey = (await parseVkeyInBrowser(witness.vkey))!;
-    const { checkCosignedCheckpoint: inBrowser } = await import('../../console/src/verify/note.js');
+    const inBrowser = checkInBrowser;
     expect(await inBrowser(honest, [browserKey])).toMatchObject({ invalid: [], cosigned: [{ name: W1 }] });
     expect(await inBrowser(forged, [browserKey])).toMatchObject({ invalid: [W1], cosigned: [] });
   });

@@ -5,21 +5,21 @@ import {
   type Block,
   type BlockHead,
   blockVerdict,
+  canonicalBytes,
   type LedgerInfo,
-  merkleRootOf,
+  merkleRoot as merkleRootOf,
+  sha256Hex,
   verifyBlock,
   verifyHead,
   verifyLedgerInfo,
-} from '../../console/src/verify/block.js';
-import { canonicalize } from '../../console/src/verify/jcs.js';
-import { sha256Hex, utf8 } from '../../console/src/verify/bytes.js';
+} from '@ooh/verify';
 import { digestLedgerDay } from '../../src/ledger/index.js';
 import { sealDay } from '../../src/seals/index.js';
 import { approve, inReview, organisation, structures } from '../approvals/helpers.js';
 import { png } from '../approvals/media-fixtures.js';
 import { agentBody, insertBatch, startSealPlatform } from '../seals/helpers.js';
 
-// The browser's ledger checks (console/src/verify/block.ts, used by the public page) run here under Node, on the
+// The browser's ledger checks (@ooh/verify's block.ts, used by the public page) run here under Node, on the
 // blocks and proofs of a real platform, with @ooh/crypto as the oracle of the Merkle root.
 
 describe('merkleRootOf, as @ooh/crypto computes it', () => {
@@ -74,7 +74,7 @@ beforeAll(async () => {
     blocks.set(day, await get<Block>(`/v1/ledger/blocks/${day}`));
   const seal = await get<{ body: unknown; ledger: LedgerInfo }>('/v1/stats-seals/2026-11-20');
   sealLedger = seal.ledger;
-  sealBodySha = await sha256Hex(utf8(canonicalize(seal.body)));
+  sealBodySha = await sha256Hex(canonicalBytes(seal.body));
   const status = await get<{
     approval_number: string;
     manifest_sha256: string;

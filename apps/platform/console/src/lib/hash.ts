@@ -1,4 +1,4 @@
-import { hexEncode } from '../verify/bytes.js';
+import { hexEncode } from '@ooh/verify';
 
 /**
  * SHA-256 of a file, in the browser. WebCrypto has no streaming digest, so the file is read whole into memory:

@@ -1,3 +1,5 @@
+import type { StatsSeal } from '@ooh/protocol';
+import { type Check, parsePem, sha256Hex, verifySeal } from '@ooh/verify';
 import { useState } from 'preact/hooks';
 import { ApiError, get, verifyGet } from '../api/client.js';
 import type { CampaignListItem, CampaignReport, ReportCell, ReportTotals } from '../api/types.js';
@@ -17,9 +19,6 @@ import {
   useAsync,
 } from '../components/ui.js';
 import { type Language, type MessageKey, useI18n } from '../i18n/index.js';
-import { sha256Hex } from '../verify/bytes.js';
-import { type Check, type StatsSeal, verifySeal } from '../verify/seal.js';
-import { parsePem } from '../verify/x509.js';
 
 type Zone = 'almaty' | 'utc';
 
@@ -662,7 +661,7 @@ function SealRow(props: { seal: CampaignReport['seals'][number]; utc: boolean; r
       if ((await sha256Hex(root.der)) !== props.rootSha256) throw new Error(t('reports.rootDiffers'));
       const previous =
         seal.body.prev_seal_sha256 === '0'.repeat(64) ? 'none' : await publicSeal(addDays(s.receive_day, -1));
-      setChecks(await verifySeal(seal, root, previous));
+      setChecks(await verifySeal(seal, [root], previous));
     } catch (e) {
       setError(e);
     } finally {

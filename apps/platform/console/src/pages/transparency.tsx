@@ -1,3 +1,21 @@
+import type { StatsSeal } from '@ooh/protocol';
+import {
+  type AnchorCheck,
+  type AnchorSource,
+  type Certificate,
+  type Check,
+  parsePem,
+  parseVkey,
+  SIG_COSIGNATURE_V1,
+  SIG_ED25519,
+  sha256Hex,
+  type TimestampResult,
+  type Vkey,
+  verdictOf,
+  verifyAnchoring,
+  verifyBlockTimestamp,
+  verifySeal,
+} from '@ooh/verify';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, put, verifyGet, verifyUrl } from '../api/client.js';
 import type { OpenDataConsole, OpenDataDictionary, OpenDataRelease } from '../api/types.js';
@@ -6,12 +24,6 @@ import { Badge, ErrorNotice, Field, Hash, knownKey, Loading, Notice, useAsync } 
 import { type MessageKey, useI18n } from '../i18n/index.js';
 import { can, useSession } from '../lib/session.js';
 import { almatyDate, almatyWallClock } from '../lib/working-hours.js';
-import { type AnchorCheck, type AnchorSource, verifyAnchoring } from '../verify/anchoring.js';
-import { sha256Hex } from '../verify/bytes.js';
-import { parseVkey, SIG_COSIGNATURE_V1, SIG_ED25519, type Vkey } from '../verify/note.js';
-import { type Check, type StatsSeal, verdictOf, verifySeal } from '../verify/seal.js';
-import { type TimestampResult, verifyBlockTimestamp } from '../verify/timestamp.js';
-import { type Certificate, parsePem } from '../verify/x509.js';
 
 const DAY_MS = 86_400_000;
 const DAYS_SHOWN = 14;
@@ -528,7 +540,7 @@ function SealRow(props: {
     setError(null);
     try {
       const previous = seal.body.prev_seal_sha256 === '0'.repeat(64) ? 'none' : await props.previous();
-      const found = await verifySeal(seal, props.root.certificate, previous);
+      const found = await verifySeal(seal, [props.root.certificate], previous);
       setChecks(found);
       // Issue 23: with witness keys pinned, the seal's block must be anchored by a quorum of them; with a TSA
       // certificate pinned, it must carry an RFC 3161 timestamp of its digest by that TSA.

@@ -1,7 +1,5 @@
 import { useState } from 'preact/hooks';
-import { type LedgerInfo, verifyLedgerInfo } from '../verify/block.js';
-import { sha256Hex, utf8 } from '../verify/bytes.js';
-import { canonicalize } from '../verify/jcs.js';
+import { canonicalBytes, type LedgerInfo, sha256Hex, verifyLedgerInfo } from '@ooh/verify';
 import { getJson, getJsonOrNull } from './api.js';
 import { type PublicMessageKey, useI18n } from './i18n/index.js';
 import { Badge, type CheckLine, CheckList, ErrorText, Hash, type Tone } from './ui.js';
@@ -51,7 +49,7 @@ async function checkApproval(
 ): Promise<CheckLine[]> {
   const lines: CheckLine[] = [];
   const m = a.manifest;
-  const manifestSha = m ? await sha256Hex(utf8(canonicalize(m))) : null;
+  const manifestSha = m ? await sha256Hex(canonicalBytes(m)) : null;
   const contentOk =
     m !== null &&
     manifestSha === a.manifest_sha256 &&

@@ -1,4 +1,3 @@
-import { useEffect, useState } from 'preact/hooks';
 import {
   type Block,
   type BlockCheck,
@@ -6,7 +5,8 @@ import {
   blockVerdict,
   verifyBlock,
   verifyHead,
-} from '../verify/block.js';
+} from '@ooh/verify';
+import { useEffect, useState } from 'preact/hooks';
 import { addDays, getJsonOrNull, isDay } from './api.js';
 import { type PublicMessageKey, useI18n } from './i18n/index.js';
 import { Badge, type CheckLine, CheckList, ErrorText, Hash, type Tone, useAsync } from './ui.js';

@@ -1,5 +1,4 @@
-import { sha256Hex } from '../verify/bytes.js';
-import { type Certificate, parsePem } from '../verify/x509.js';
+import { type Certificate, parsePem, sha256Hex } from '@ooh/verify';
 
 /**
  * The root the reader pins (issue 22, item 1): a SHA-256 fingerprint, or a whole root certificate, kept in this

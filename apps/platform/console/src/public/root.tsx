@@ -1,7 +1,6 @@
+import { type Certificate, parsePem, sha256Hex } from '@ooh/verify';
 import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
-import { sha256Hex } from '../verify/bytes.js';
-import { type Certificate, parsePem } from '../verify/x509.js';
 import { getText } from './api.js';
 import { useI18n } from './i18n/index.js';
 import { formatFingerprint, type Pin, parsePinInput } from './pin.js';

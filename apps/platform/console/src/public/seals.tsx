@@ -1,5 +1,5 @@
+import { type Check, type SealDocument as StatsSeal, verdictOf, verifySeal } from '@ooh/verify';
 import { useEffect, useState } from 'preact/hooks';
-import { type Check, type StatsSeal, verdictOf, verifySeal } from '../verify/seal.js';
 import { addDays, getJsonOrNull, isDay } from './api.js';
 import { type PublicMessageKey, useI18n } from './i18n/index.js';
 import type { Trust } from './root.js';
@@ -32,7 +32,7 @@ export function useSealLines(): (checks: Check[]) => CheckLine[] {
         title: t(`check.${c.name}` as PublicMessageKey),
         state: c.state,
         text: reasonKey ? t(reasonKey) : c.reason,
-        ...(failedSignature ? { detail: c.reason } : {}),
+        ...(failedSignature ? { detail: String(c.facts?.['detail'] ?? c.reason) } : {}),
         ...(height !== undefined
           ? {
               note: t('seals.block', { height: number(Number(height)), day: date(String(c.facts?.['day'])) }),
@@ -57,7 +57,7 @@ function SealDay(props: { day: string; seal: StatsSeal | null; previous: StatsSe
     if (!seal || !anchor) return;
     let current = true;
     const previous = seal.body.prev_seal_sha256 === '0'.repeat(64) ? 'none' : props.previous;
-    verifySeal(seal, anchor, previous).then(
+    verifySeal(seal, [anchor], previous).then(
       (result) => current && setChecks(result),
       (e: unknown) => current && setError(e),
     );
