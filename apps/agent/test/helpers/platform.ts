@@ -78,6 +78,12 @@ export interface AgentTestPlatform {
   /** The device's certificates as the platform holds them (enrolment, renewals), oldest first. */
   certificates(deviceId: string): Promise<{ serial: string; issuedBy: string }[]>;
   /**
+   * Makes this signed revocation list the one the verify host serves at /v1/revocations.json (null: none published
+   * yet, a 404), stored as publishing stores it but signed by whichever authority the test holds: for the agent's
+   * checks of lists signed by another root, older or altered.
+   */
+  serveRevocationList(document: { v: 1; body: unknown; signature: string } | null): Promise<void>;
+  /**
    * The device's rate-limit bucket filled again, as ten seconds a batch of waiting would: for tests whose agent sends
    * more batches than the burst of 3 and whose subject is not the rate limit.
    */
@@ -217,6 +223,15 @@ export async function startAgentTestPlatform(
         [deviceId],
       );
       return rows.map((r) => ({ serial: r.serial, issuedBy: r.issued_by }));
+    },
+    async serveRevocationList(document) {
+      await db.query('DELETE FROM revocation_lists');
+      if (!document) return;
+      const body = document.body as { version: number; issued_at: string };
+      await db.query(
+        'INSERT INTO revocation_lists (version, issued_at, body, signature) VALUES ($1, $2, $3, $4)',
+        [body.version, body.issued_at, JSON.stringify(body), document.signature],
+      );
     },
     async refill(deviceId) {
       await db.query('DELETE FROM pop_rate_buckets WHERE bucket_key = $1', [`agent:${deviceId}`]);
