@@ -598,8 +598,9 @@ export class Shipper {
 
   /**
    * One request to the platform for its Date header; false when it could not be reached. It goes to the very
-   * route that will judge the records, by the channel that will carry them: an empty POST, refused at once
-   * (400 invalid_json: nothing read, nothing stored, no batch_seq taken). It is the one route every deployment
+   * route that will judge the records, by the channel that will carry them: an empty POST, refused at once with
+   * nothing stored and no batch_seq taken (the signed channel: 401 bad_signature, the platform wants the signature
+   * before it reads a body; the certificate channel: 400 invalid_json). It is the one route every deployment
    * is sure to expose to players, whatever proxy stands in front, and its Date is the clock the platform judges
    * the records by.
    */
