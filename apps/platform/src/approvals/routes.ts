@@ -1,12 +1,12 @@
 import {
   ApprovalEnvelope,
   CreativeLookupItem,
+  CreativeLookupRequest,
   CreativeLookupResponse,
   formatAlmaty,
   RevocationList,
   SHA256_HEX_PATTERN,
   Submission,
-  validateLookupHashes,
 } from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
 import { principalOf } from '../auth/plugin.js';
@@ -18,7 +18,13 @@ import { Nullable } from '../http/responses.js';
 import { AUTHORITY_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 import { findSubmission, submissionView } from '../submissions/repository.js';
-import { approveSubmission, parseReason, rejectSubmission, revokeApproval } from './decisions.js';
+import {
+  approveSubmission,
+  parseReason,
+  REASON_MAX_CHARS,
+  rejectSubmission,
+  revokeApproval,
+} from './decisions.js';
 import { envelopeUrl } from './envelope.js';
 import { lookupCreatives, type Viewer } from './lookup.js';
 import { rejectReasonOf, visibleEnvelope } from './repository.js';
@@ -41,6 +47,17 @@ const ApprovalRevoked = Type.Object({
   revoked_at: Type.String(),
   revocation_list_version: Type.Integer(),
 });
+
+/**
+ * spec: lookup "{hashes: array of string, required; lowercase hexadecimal SHA-256 values; at most 500}"; unknown keys
+ * refused. The host's ajv collects every error, so each bad hash is named in one 422.
+ */
+const LookupBody = Type.Object(CreativeLookupRequest.properties, { additionalProperties: false });
+/** A rejection's or a revocation's reason; parseReason then refuses one of blanks only and trims it. */
+const ReasonBody = Type.Object(
+  { reason: Type.String({ minLength: 1, maxLength: REASON_MAX_CHARS }) },
+  { additionalProperties: false },
+);
 
 const SubmissionRejected = Type.Object({ ...Submission.properties, reject_reason: Nullable(Type.String()) });
 
@@ -77,7 +94,10 @@ export function createApprovalsFeature(options: Partial<ApprovalSettings> = {}):
 
       app.post<{ Params: { id: string } }>(
         '/api/v1/console/submissions/:id/reject',
-        { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 200: SubmissionRejected } } },
+        {
+          config: { auth: AUTHORITY_ADMIN },
+          schema: { body: ReasonBody, response: { 200: SubmissionRejected } },
+        },
         async (request) => {
           const id = pathUuid(request.params.id, 'submission');
           const reason = parseReason(request.body);
@@ -91,7 +111,10 @@ export function createApprovalsFeature(options: Partial<ApprovalSettings> = {}):
 
       app.post<{ Params: { number: string } }>(
         '/api/v1/console/approvals/:number/revoke',
-        { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 200: ApprovalRevoked } } },
+        {
+          config: { auth: AUTHORITY_ADMIN },
+          schema: { body: ReasonBody, response: { 200: ApprovalRevoked } },
+        },
         async (request) => {
           const reason = parseReason(request.body);
           const revoked = await revokeApproval({
@@ -111,29 +134,20 @@ export function createApprovalsFeature(options: Partial<ApprovalSettings> = {}):
       );
 
       // --- lookups --------------------------------------------------------------------------------------
-      app.post(
+      app.post<{ Body: CreativeLookupRequest }>(
         '/api/v1/creatives/lookup',
-        { config: { auth: READ_CREATIVES }, schema: { response: { 200: CreativeLookupResponse } } },
-        async (request) => {
-          const body = request.body;
-          if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-            throw validationFailed([{ path: '/', code: 'type', message: 'the body must be a JSON object' }]);
-          }
-          const errors = validateLookupHashes((body as Record<string, unknown>)['hashes']);
-          for (const key of Object.keys(body)) {
-            if (key !== 'hashes')
-              errors.push({ path: `/${key}`, code: 'unknown_key', message: `unknown field ${key}` });
-          }
-          if (errors.length > 0) throw validationFailed(errors);
-          const hashes = (body as { hashes: string[] }).hashes;
-          return lookupCreatives(
+        {
+          config: { auth: READ_CREATIVES },
+          schema: { body: LookupBody, response: { 200: CreativeLookupResponse } },
+        },
+        async (request) =>
+          lookupCreatives(
             ctx.db,
-            hashes,
+            request.body.hashes,
             viewerOf(principalOf(request)),
             ctx.clock.now(),
             ctx.config.publicUrls.api,
-          );
-        },
+          ),
       );
 
       app.get<{ Params: { sha256: string } }>(
