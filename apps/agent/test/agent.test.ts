@@ -1,6 +1,6 @@
 import { cpSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { cmsVerify } from '@ooh/crypto';
+import { verifySignedDocument } from '@ooh/verify';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { AgentConfig } from '../src/config/config.js';
 import { type AgentCore, createAgent, EnvelopeVerifier, readStatus } from '../src/index.js';
@@ -323,9 +323,9 @@ describe('the agent core, end to end against the platform', () => {
     const counting = (rootPem: string) =>
       new EnvelopeVerifier({
         trustedRootsPem: [rootPem],
-        verifySignature: (der, options) => {
+        verifyDocument: (text, validate, roots, at) => {
           calls++;
-          return cmsVerify(der, options);
+          return verifySignedDocument(text, validate, roots, at);
         },
       });
     const first = await setUpAgent({ dir: join(dir.path, 'first'), platform, pki, certificate: null });

@@ -1,5 +1,4 @@
-import { X509Certificate } from 'node:crypto';
-import { canonicalBytes, cmsVerify, sha256Hex } from '@ooh/crypto';
+import { createHash } from 'node:crypto';
 import {
   type ApprovalManifest,
   almatyDate,
@@ -8,6 +7,14 @@ import {
   Envelope,
   type RejectCode,
 } from '@ooh/protocol';
+import {
+  base64Decode,
+  type Certificate,
+  parsePems,
+  type ValidityWindow,
+  type VerificationError,
+  verifySignedDocument,
+} from '@ooh/verify';
 
 /** Answers whether an approval number is revoked at an instant (see RevocationStore). */
 export interface RevocationIndex {
@@ -36,26 +43,24 @@ export interface EnvelopeCheck {
   revocations: RevocationIndex;
 }
 
-/** The CMS check: `cmsVerify` of @ooh/crypto, injectable so tests can count the calls. */
-export type VerifySignature = typeof cmsVerify;
-
-/** How long the certificates that signed an envelope are all valid: [notBefore, notAfter] in ms. */
-interface ValidityWindow {
-  notBefore: number;
-  notAfter: number;
-}
+/** The signed-document check of @ooh/verify, injectable so tests can count the calls. */
+export type VerifyDocument = typeof verifySignedDocument;
 
 /**
  * What does not depend on the time of the check, worked out once per envelope text: whether the CMS signature
  * verifies against the pinned roots, its content is the canonical JSON of `body`, and `body` is an approval
- * manifest; and the validity window of the signing chain, so that a later check only compares dates.
+ * manifest; and the validity window of the signing chain (signer to pinned root), so that a later check only
+ * compares dates.
  */
 type SignatureCheck =
   | { ok: false; reason: string }
-  | { ok: true; manifest: ApprovalManifest; der: Uint8Array; window: ValidityWindow | null };
+  | { ok: true; manifest: ApprovalManifest; window: ValidityWindow };
 
 /** Envelopes remembered; a player holds a few hundred files, so this is never reached in practice. */
 const CACHE_ENTRIES = 4096;
+
+const isManifest = (body: unknown): body is ApprovalManifest =>
+  compiledCheck(ApprovalManifestSchema).Check(body);
 
 /**
  * Decides whether a media file may play (DESIGN.md §9): "playable only when its SHA-256 matches a verified
@@ -77,17 +82,19 @@ const CACHE_ENTRIES = 4096;
  * periodic media recheck) then only compares dates, the hash, the structure and the revocation list.
  */
 export class EnvelopeVerifier {
-  private readonly cache = new Map<string, SignatureCheck>();
-  private readonly verifySignature: VerifySignature;
+  /** The outcome of each envelope text's signature check, kept while it runs too (one check for concurrent asks). */
+  private readonly cache = new Map<string, Promise<SignatureCheck>>();
+  private readonly verifyDocument: VerifyDocument;
+  private roots: Certificate[] | null = null;
 
   constructor(
     private readonly options: {
       trustedRootsPem: string[];
-      verifySignature?: VerifySignature;
+      verifyDocument?: VerifyDocument;
       maxEntries?: number;
     },
   ) {
-    this.verifySignature = options.verifySignature ?? cmsVerify;
+    this.verifyDocument = options.verifyDocument ?? verifySignedDocument;
   }
 
   /** Whether this verifier checks against exactly these roots (it may then serve another agent that pins them). */
@@ -112,26 +119,16 @@ export class EnvelopeVerifier {
     }
     if (!compiledCheck(Envelope).Check(parsed)) return refused('BAD_SIGNATURE', 'sidecar is not an envelope');
 
-    const signed = await this.signatureOf(check.envelopeText, parsed);
+    const signed = await this.signatureOf(check.envelopeText, parsed.signature);
     if (!signed.ok) return refused('BAD_SIGNATURE', signed.reason);
-    const manifest = signed.manifest;
+    const { manifest, window } = signed;
+    // x509 validity is inclusive at both ends (RFC 5280 §4.1.2.5).
     const at = check.now.getTime();
-    if (signed.window) {
-      // x509 validity is inclusive at both ends (RFC 5280 §4.1.2.5).
-      if (at < signed.window.notBefore) {
-        return { status: 'not_yet_valid', manifest, reason: 'signing certificate not yet valid (clock?)' };
-      }
-      if (at > signed.window.notAfter) {
-        return refused('BAD_SIGNATURE', 'signing certificate expired', manifest);
-      }
-    } else {
-      // The chain could not be read for its dates: judge it at `now` the long way (not remembered).
-      const dated = await this.verifySignature(signed.der, {
-        trustedRootsPem: this.options.trustedRootsPem,
-        at: check.now,
-      });
-      if (!dated.ok) return refused('BAD_SIGNATURE', `signature does not verify: ${dated.reason}`, manifest);
+    if (at < window.notBefore.getTime()) {
+      return { status: 'not_yet_valid', manifest, reason: 'signing certificate not yet valid (clock?)' };
     }
+    if (at > window.notAfter.getTime())
+      return refused('BAD_SIGNATURE', 'signing certificate expired', manifest);
 
     if (manifest.media_sha256 !== check.mediaSha256) {
       return refused('HASH_MISMATCH', 'file hash differs from the approval', manifest);
@@ -149,8 +146,8 @@ export class EnvelopeVerifier {
     return { status: 'playable', manifest };
   }
 
-  private async signatureOf(text: string, envelope: Envelope): Promise<SignatureCheck> {
-    const key = sha256Hex(Buffer.from(text, 'utf8'));
+  private signatureOf(text: string, signature: string): Promise<SignatureCheck> {
+    const key = createHash('sha256').update(text, 'utf8').digest('hex');
     const known = this.cache.get(key);
     if (known) {
       // Most recently used last: the oldest entry goes first when the cache is full.
@@ -158,38 +155,36 @@ export class EnvelopeVerifier {
       this.cache.set(key, known);
       return known;
     }
-    const result = await this.checkSignature(envelope);
+    const result = this.checkSignature(text, signature);
     this.cache.set(key, result);
+    // verifySignedDocument answers bad input as a value: a throw is a fault, not a verdict, so it is not remembered.
+    result.catch(() => {
+      if (this.cache.get(key) === result) this.cache.delete(key);
+    });
     const limit = this.options.maxEntries ?? CACHE_ENTRIES;
     while (this.cache.size > limit) this.cache.delete(this.cache.keys().next().value as string);
     return result;
   }
 
-  private async checkSignature(envelope: Envelope): Promise<SignatureCheck> {
-    const der = decodeBase64Strict(envelope.signature);
-    if (!der) return { ok: false, reason: 'signature is not base64' };
-    // No `at`: the dates of the chain are judged at each check from the window kept below.
-    const result = await this.verifySignature(der, { trustedRootsPem: this.options.trustedRootsPem });
-    if (!result.ok) return { ok: false, reason: `signature does not verify: ${result.reason}` };
-    let expected: Uint8Array;
-    try {
-      expected = canonicalBytes(envelope.body);
-    } catch {
-      return { ok: false, reason: 'body cannot be canonicalized' };
+  private async checkSignature(text: string, signature: string): Promise<SignatureCheck> {
+    if (!base64Decode(signature)) return { ok: false, reason: 'signature is not base64' };
+    const roots = this.pinnedRoots();
+    if (!roots) return { ok: false, reason: 'the pinned authority root cannot be read' };
+    // No `at`: the dates of the chain are judged at each check from the window kept.
+    const result = await this.verifyDocument(text, isManifest, roots, null);
+    if (!result.ok) return { ok: false, reason: reasonOf(result.error) };
+    return { ok: true, manifest: result.body, window: result.window };
+  }
+
+  private pinnedRoots(): Certificate[] | null {
+    if (!this.roots) {
+      try {
+        this.roots = parsePems(this.options.trustedRootsPem);
+      } catch {
+        return null;
+      }
     }
-    // DESIGN.md §4: the signature is "over canonical JSON of body": the signed content must be exactly that.
-    if (!Buffer.from(result.content).equals(Buffer.from(expected))) {
-      return { ok: false, reason: 'signed content is not the body' };
-    }
-    if (!compiledCheck(ApprovalManifestSchema).Check(envelope.body)) {
-      return { ok: false, reason: 'signed body is not an approval manifest' };
-    }
-    return {
-      ok: true,
-      manifest: envelope.body as ApprovalManifest,
-      der,
-      window: chainWindow(der, result.signerCertificatePem, this.options.trustedRootsPem),
-    };
+    return this.roots;
   }
 }
 
@@ -198,104 +193,18 @@ export async function verifyEnvelope(check: EnvelopeCheck): Promise<EnvelopeVerd
   return new EnvelopeVerifier({ trustedRootsPem: check.trustedRootsPem }).verify(check);
 }
 
-/**
- * The window in which every certificate from the signer up to a pinned root is valid, or null when the path
- * cannot be rebuilt here (then each check verifies at its own `now`). The CMS verification has already proved
- * the path; this only finds the same certificates again to read their dates: signer → certificates embedded in
- * the SignedData → a pinned root, each link checked by issuer name and signature.
- */
-function chainWindow(der: Uint8Array, signerPem: string, rootsPem: string[]): ValidityWindow | null {
-  try {
-    const roots = rootsPem.map((pem) => new X509Certificate(pem));
-    const pool = embeddedCertificates(der).map((certificate) => new X509Certificate(certificate));
-    let current = new X509Certificate(signerPem);
-    const chain = [current];
-    for (let depth = 0; depth < 8; depth++) {
-      if (roots.some((root) => root.raw.equals(current.raw))) return windowOf(chain);
-      const issuedBy = (candidate: X509Certificate) =>
-        !chain.some((item) => item.raw.equals(candidate.raw)) &&
-        current.checkIssued(candidate) &&
-        current.verify(candidate.publicKey);
-      const root = roots.find(issuedBy);
-      if (root) return windowOf([...chain, root]);
-      const issuer = pool.find(issuedBy);
-      if (!issuer) return null;
-      chain.push(issuer);
-      current = issuer;
-    }
-    return null;
-  } catch {
-    return null;
+/** The reason a reject record carries for a signature that does not verify (`detail.reason`). */
+function reasonOf(error: VerificationError): string {
+  switch (error.code) {
+    case 'document_content_differs':
+      return error.cause === undefined ? 'signed content is not the body' : 'body cannot be canonicalized';
+    case 'document_body_invalid':
+      return 'signed body is not an approval manifest';
+    default:
+      return `signature does not verify: ${error.message} (${error.code})`;
   }
-}
-
-function windowOf(chain: X509Certificate[]): ValidityWindow | null {
-  const notBefore = Math.max(...chain.map((item) => Date.parse(item.validFrom)));
-  const notAfter = Math.min(...chain.map((item) => Date.parse(item.validTo)));
-  return Number.isFinite(notBefore) && Number.isFinite(notAfter) ? { notBefore, notAfter } : null;
-}
-
-/**
- * The `certificates` of a DER CMS SignedData (RFC 5652 §5.1): ContentInfo { contentType, [0] { SignedData {
- * version, digestAlgorithms, encapContentInfo, [0] IMPLICIT certificates, ... } } }. Definite lengths only
- * (DER); anything else gives none, and the window is then not known.
- */
-function embeddedCertificates(der: Uint8Array): Uint8Array[] {
-  const contentInfo = readTlv(der, 0);
-  if (contentInfo?.tag !== 0x30) return [];
-  const explicit = childrenOf(der, contentInfo)[1];
-  if (explicit?.tag !== 0xa0) return [];
-  const signedData = readTlv(der, explicit.start);
-  if (signedData?.tag !== 0x30) return [];
-  const certificates = childrenOf(der, signedData).find((child) => child.tag === 0xa0);
-  if (!certificates) return [];
-  return childrenOf(der, certificates)
-    .filter((child) => child.tag === 0x30)
-    .map((child) => der.subarray(child.offset, child.end));
-}
-
-interface Tlv {
-  tag: number;
-  /** Where the TLV begins (its tag). */
-  offset: number;
-  /** Where its value begins and ends. */
-  start: number;
-  end: number;
-}
-
-function readTlv(der: Uint8Array, offset: number): Tlv | null {
-  if (offset + 2 > der.length) return null;
-  const tag = der[offset]!;
-  const first = der[offset + 1]!;
-  let position = offset + 2;
-  let length = first;
-  if (first >= 0x80) {
-    const octets = first & 0x7f;
-    if (octets === 0 || octets > 4 || position + octets > der.length) return null;
-    length = 0;
-    for (let index = 0; index < octets; index++) length = length * 256 + der[position++]!;
-  }
-  const end = position + length;
-  return end <= der.length ? { tag, offset, start: position, end } : null;
-}
-
-function childrenOf(der: Uint8Array, parent: Tlv): Tlv[] {
-  const children: Tlv[] = [];
-  for (let offset = parent.start; offset < parent.end; ) {
-    const child = readTlv(der, offset);
-    if (!child || child.end > parent.end) return children;
-    children.push(child);
-    offset = child.end;
-  }
-  return children;
 }
 
 function refused(code: RejectCode, reason: string, manifest?: ApprovalManifest): EnvelopeVerdict {
   return manifest ? { status: 'refused', code, reason, manifest } : { status: 'refused', code, reason };
-}
-
-function decodeBase64Strict(text: string): Uint8Array | null {
-  const compact = text.replace(/\s+/g, '');
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(compact) || compact.length % 4 !== 0) return null;
-  return Buffer.from(compact, 'base64');
 }

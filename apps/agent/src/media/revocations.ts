@@ -1,11 +1,11 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { canonicalBytes, cmsVerify } from '@ooh/crypto';
 import {
   compiledCheck,
   RevocationList,
   type RevocationListBody,
   RevocationListBody as BodySchema,
 } from '@ooh/protocol';
+import { parsePems, type VerificationErrorCode, verifySignedDocument } from '@ooh/verify';
 import type { Clock } from '../clock.js';
 import { writeFileAtomic } from '../fs/atomic.js';
 import type { Logger } from '../logger.js';
@@ -23,34 +23,38 @@ export type RevocationRefresh =
   /** Fetched but not judged: the clock cannot be trusted yet (its signature is checked at a date). */
   | 'deferred';
 
+export type RevocationListCheck =
+  | { ok: true; body: RevocationListBody }
+  /** `not_a_list`: not JSON, or not of the list's shape; else the code of @ooh/verify that refused it. */
+  | { ok: false; code: VerificationErrorCode | 'not_a_list' };
+
+const isListBody = (body: unknown): body is RevocationListBody => compiledCheck(BodySchema).Check(body);
+
 /**
- * Verifies a signed revocation list `{v:1, body:{version, issued_at, revoked}, signature}` (DESIGN.md §4):
- * the CMS must verify against the pinned root and its content must be the canonical JSON of `body`.
+ * Verifies a signed revocation list `{v:1, body:{version, issued_at, revoked}, signature}` (DESIGN.md §4) with
+ * @ooh/verify's verifySignedDocument: the CMS verifies against the pinned root with every certificate of its chain
+ * valid at `now`, and its content is the canonical JSON of `body`.
  */
 export async function verifyRevocationList(
   text: string,
   trustedRootsPem: string[],
   now: Date,
-): Promise<RevocationListBody | null> {
+): Promise<RevocationListCheck> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
-    return null;
+    return { ok: false, code: 'not_a_list' };
   }
-  if (!compiledCheck(RevocationList).Check(parsed)) return null;
-  const der = Buffer.from(parsed.signature, 'base64');
-  const result = await cmsVerify(der, { trustedRootsPem, at: now });
-  if (!result.ok) return null;
-  let expected: Uint8Array;
+  if (!compiledCheck(RevocationList).Check(parsed)) return { ok: false, code: 'not_a_list' };
+  let roots: ReturnType<typeof parsePems>;
   try {
-    expected = canonicalBytes(parsed.body);
+    roots = parsePems(trustedRootsPem);
   } catch {
-    return null;
+    return { ok: false, code: 'malformed' };
   }
-  if (!Buffer.from(result.content).equals(Buffer.from(expected))) return null;
-  if (!compiledCheck(BodySchema).Check(parsed.body)) return null;
-  return parsed.body;
+  const result = await verifySignedDocument(text, isListBody, roots, now);
+  return result.ok ? { ok: true, body: result.body } : { ok: false, code: result.error.code };
 }
 
 export interface RevocationStoreOptions {
@@ -99,15 +103,15 @@ export class RevocationStore implements RevocationIndex {
     // A 1970 clock would find the list's signature "not yet valid" and throw a good list away.
     if (this.options.clockTrusted?.() === false) return false;
     const text = readFileSync(this.options.cachePath, 'utf8');
-    const body = await verifyRevocationList(text, this.options.trustedRootsPem, this.options.clock.now());
-    if (!body) {
+    const checked = await verifyRevocationList(text, this.options.trustedRootsPem, this.options.clock.now());
+    if (!checked.ok) {
       this.options.logger.warn(
-        { path: this.options.cachePath },
+        { path: this.options.cachePath, code: checked.code },
         'cached revocation list does not verify; ignored',
       );
       return false;
     }
-    this.accept(body);
+    this.accept(checked.body);
     return true;
   }
 
@@ -142,11 +146,12 @@ export class RevocationStore implements RevocationIndex {
   /** Considers a signed list from anywhere (the network, a technician's USB stick). */
   async offer(text: string): Promise<RevocationRefresh> {
     if (this.options.clockTrusted?.() === false) return 'deferred';
-    const body = await verifyRevocationList(text, this.options.trustedRootsPem, this.options.clock.now());
-    if (!body) {
-      this.options.logger.warn({}, 'revocation list refused: signature or shape invalid');
+    const checked = await verifyRevocationList(text, this.options.trustedRootsPem, this.options.clock.now());
+    if (!checked.ok) {
+      this.options.logger.warn({ code: checked.code }, 'revocation list refused: signature or shape invalid');
       return 'invalid';
     }
+    const body = checked.body;
     const held = this.body?.version ?? 0;
     if (body.version < held) {
       this.options.logger.warn({ offered: body.version, held }, 'older revocation list refused');

@@ -1,8 +1,9 @@
-import { cmsVerify } from '@ooh/crypto';
+import { generateEs256KeyPair, issueCertificate, randomSerialHex } from '@ooh/crypto';
+import { verifySignedDocument } from '@ooh/verify';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { EnvelopeVerifier, verifyEnvelope } from '../../src/media/envelope.js';
 import { manifestFor, sha256Of } from '../helpers/media.js';
-import { createTestPki, signEnvelope, type TestPki } from '../helpers/pki.js';
+import { createTestPki, type SignerMaterial, signEnvelope, type TestPki } from '../helpers/pki.js';
 
 const noRevocations = { isRevoked: () => false };
 const NOW = new Date('2026-11-21T09:00:00.000Z');
@@ -64,6 +65,56 @@ describe('envelope verification (DESIGN.md §4, §9)', () => {
     expect(await check(notManifest)).toMatchObject({ code: 'BAD_SIGNATURE' });
   });
 
+  it('BAD_SIGNATURE naming the code of @ooh/verify: a foreign root, a tampered signed content', async () => {
+    const foreign = await check(await signEnvelope(otherPki, manifestFor(sha)));
+    expect(foreign).toMatchObject({ status: 'refused', code: 'BAD_SIGNATURE' });
+    if (foreign.status === 'refused')
+      expect(foreign.reason).toMatch(/^signature does not verify: .+ \(chain_no_issuer\)$/);
+    // One byte of the content inside the CMS changed ("APP-2026-000001" becomes "APP-2026-000002"), and the body
+    // changed to match it: the signed attributes' message digest no longer matches the content.
+    const signed = await signEnvelope(pki, manifestFor(sha));
+    const der = Buffer.from(signed.signature, 'base64');
+    const at = der.indexOf('APP-2026-000001');
+    expect(at).toBeGreaterThan(0);
+    der[at + 14] = '2'.charCodeAt(0);
+    const tampered = await check({
+      ...signed,
+      body: manifestFor(sha, { approval_number: 'APP-2026-000002' }),
+      signature: der.toString('base64'),
+    });
+    expect(tampered).toMatchObject({ status: 'refused', code: 'BAD_SIGNATURE' });
+    if (tampered.status === 'refused') expect(tampered.reason).toMatch(/\(cms_message_digest\)$/);
+  });
+
+  it('judges the dates of the whole chain: a signer expired before now is BAD_SIGNATURE, one not yet valid waits', async () => {
+    const signerValid = async (notBefore: string, notAfter: string): Promise<SignerMaterial> => {
+      const keys = generateEs256KeyPair();
+      const certificatePem = await issueCertificate({
+        subject: 'CN=Short-lived Approval Signer, O=City',
+        publicKey: keys.publicKey,
+        issuerCertificatePem: pki.authorityIssuing.certificatePem,
+        issuerKey: pki.authorityIssuing.key,
+        notBefore: new Date(notBefore),
+        notAfter: new Date(notAfter),
+        serialHex: randomSerialHex(),
+        usage: 'signing',
+      });
+      return { certificatePem, key: keys.privateKey };
+    };
+    const expired = await signerValid('2026-01-02T00:00:00Z', '2026-11-21T08:59:59Z');
+    expect(
+      await check(await signEnvelope(pki, manifestFor(sha), new Date('2026-06-01T00:00:00Z'), expired)),
+    ).toMatchObject({ status: 'refused', code: 'BAD_SIGNATURE', reason: 'signing certificate expired' });
+    const early = await signerValid('2026-11-21T09:00:01Z', '2027-11-21T00:00:00Z');
+    expect(
+      await check(await signEnvelope(pki, manifestFor(sha), new Date('2026-11-21T09:00:01Z'), early)),
+    ).toEqual({
+      status: 'not_yet_valid',
+      manifest: manifestFor(sha),
+      reason: 'signing certificate not yet valid (clock?)',
+    });
+  });
+
   it('HASH_MISMATCH when the file is not the approved one', async () => {
     const verdict = await check(await signEnvelope(pki, manifestFor(sha)), {
       mediaSha256: sha256Of('other'),
@@ -113,9 +164,9 @@ describe('envelope verification (DESIGN.md §4, §9)', () => {
     let calls = 0;
     const verifier = new EnvelopeVerifier({
       trustedRootsPem: [pki.authorityRootPem],
-      verifySignature: (der, options) => {
+      verifyDocument: (text, validate, roots, at) => {
         calls++;
-        return cmsVerify(der, options);
+        return verifySignedDocument(text, validate, roots, at);
       },
     });
     const text = JSON.stringify(await signEnvelope(pki, manifestFor(sha)));
@@ -165,5 +216,34 @@ describe('envelope verification (DESIGN.md §4, §9)', () => {
         revocations: noRevocations,
       }),
     ).toMatchObject({ code: 'BAD_SIGNATURE', reason: 'signed content is not the body' });
+  });
+
+  it('verifies an envelope asked for by several files at once only once, and does not remember a fault', async () => {
+    let calls = 0;
+    let fail = true;
+    const verifier = new EnvelopeVerifier({
+      trustedRootsPem: [pki.authorityRootPem],
+      verifyDocument: async (text, validate, roots, at) => {
+        calls++;
+        if (fail) {
+          fail = false;
+          throw new Error('a fault, not a verdict');
+        }
+        return verifySignedDocument(text, validate, roots, at);
+      },
+    });
+    const text = JSON.stringify(await signEnvelope(pki, manifestFor(sha)));
+    const ask = () =>
+      verifier.verify({
+        envelopeText: text,
+        mediaSha256: sha,
+        now: NOW,
+        structure: 'ALM-0001',
+        revocations: noRevocations,
+      });
+    await expect(ask()).rejects.toThrow('a fault, not a verdict');
+    const verdicts = await Promise.all([ask(), ask(), ask()]);
+    expect(verdicts.map((verdict) => verdict.status)).toEqual(['playable', 'playable', 'playable']);
+    expect(calls).toBe(2);
   });
 });

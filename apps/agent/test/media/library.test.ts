@@ -1,6 +1,6 @@
 import { appendFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cmsVerify } from '@ooh/crypto';
+import { VerificationError, verifySignedDocument } from '@ooh/verify';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type Clock, systemClock } from '../../src/clock.js';
 import { type Database, openAgentDatabase } from '../../src/log/database.js';
@@ -214,9 +214,9 @@ describe('media library', () => {
     const calls: number[] = [];
     const verifier = new EnvelopeVerifier({
       trustedRootsPem: [pki.authorityRootPem],
-      verifySignature: (der, options) => {
-        calls.push(der.length);
-        return cmsVerify(der, options);
+      verifyDocument: (text, validate, roots, at) => {
+        calls.push(text.length);
+        return verifySignedDocument(text, validate, roots, at);
       },
     });
     let now = new Date();
@@ -261,9 +261,9 @@ describe('media library', () => {
     let now = new Date(Date.now() + 600_000);
     const verifier = new EnvelopeVerifier({
       trustedRootsPem: [pki.authorityRootPem],
-      verifySignature: async () => {
+      verifyDocument: async () => {
         now = new Date(now.getTime() - 600_000);
-        return { ok: false, reason: 'forged' };
+        return { ok: false, error: new VerificationError('cms_bad_signature', 'forged') };
       },
     });
     await writeMedia(pki, mediaDir, 'forged.png', 'png bytes');

@@ -87,6 +87,30 @@ describe('revocation list', () => {
     expect(revocations.version).toBe(5);
   });
 
+  it('refuses a list whose signing chain has expired at the clock now, and logs the code of @ooh/verify', async () => {
+    platform.revocationList = await signedRevocations(pki, 7, []);
+    const logger = memoryLogger();
+    // The test PKI is valid for 20 years from today.
+    const revocations = new RevocationStore({
+      cachePath: join(dir.path, 'revocations.json'),
+      trustedRootsPem: [pki.authorityRootPem],
+      clock: { now: () => new Date(Date.now() + 25 * 365 * 86_400_000) },
+      logger,
+      http,
+      verifyUrl: platform.verifyUrl,
+    });
+    expect(await revocations.refresh()).toBe('invalid');
+    expect(revocations.version).toBeNull();
+    expect(logger.lines).toEqual([
+      {
+        level: 'warn',
+        message: 'revocation list refused: signature or shape invalid',
+        fields: { code: 'chain_expired' },
+      },
+    ]);
+    expect(existsSync(join(dir.path, 'revocations.json'))).toBe(false);
+  });
+
   it('takes a 404 (a fresh platform: nothing revoked yet) as no list, said once at info, never a warning', async () => {
     platform.revocationList = null;
     const logger = memoryLogger();
