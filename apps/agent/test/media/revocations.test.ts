@@ -6,21 +6,21 @@ import { memoryLogger } from '../../src/logger.js';
 import { RevocationStore } from '../../src/media/revocations.js';
 import { createHttpClient, type HttpClient } from '../../src/net/http-client.js';
 import { signedRevocations } from '../helpers/media.js';
+import { type AgentTestPlatform, startAgentTestPlatform } from '../helpers/platform.js';
 import { createTestPki, type TestPki } from '../helpers/pki.js';
 import { tempDir } from '../helpers/temp.js';
-import { TestPlatform } from '../helpers/test-platform.js';
 
 describe('revocation list', () => {
   let pki: TestPki;
   let otherPki: TestPki;
-  let platform: TestPlatform;
+  let platform: AgentTestPlatform;
   let dir: ReturnType<typeof tempDir>;
   let http: HttpClient;
 
   beforeAll(async () => {
     pki = await createTestPki();
     otherPki = await createTestPki();
-    platform = await TestPlatform.start();
+    platform = await startAgentTestPlatform();
   });
   afterAll(async () => platform.close());
   beforeEach(() => {
@@ -32,21 +32,21 @@ describe('revocation list', () => {
     dir.cleanup();
   });
 
-  function store() {
+  function store(logger = memoryLogger()) {
     return new RevocationStore({
       cachePath: join(dir.path, 'revocations.json'),
       trustedRootsPem: [pki.authorityRootPem],
       clock: systemClock,
-      logger: memoryLogger(),
+      logger,
       http,
       verifyUrl: platform.verifyUrl,
     });
   }
 
   it('fetches, verifies, caches on disk and answers isRevoked from revoked_at on', async () => {
-    platform.revocationList = await signedRevocations(pki, 3, [
-      { approval_number: 'APP-1', revoked_at: '2026-11-20T10:00:00Z' },
-    ]);
+    await platform.serveRevocationList(
+      await signedRevocations(pki, 3, [{ approval_number: 'APP-1', revoked_at: '2026-11-20T10:00:00Z' }]),
+    );
     const revocations = store();
     let changes = 0;
     revocations.onChange(() => changes++);
@@ -72,23 +72,29 @@ describe('revocation list', () => {
   });
 
   it('refuses an older version, a list signed by another root and an altered list', async () => {
-    const revocations = store();
-    platform.revocationList = await signedRevocations(pki, 5, []);
+    const logger = memoryLogger();
+    const revocations = store(logger);
+    await platform.serveRevocationList(await signedRevocations(pki, 5, []));
     expect(await revocations.refresh()).toBe('updated');
-    platform.revocationList = await signedRevocations(pki, 4, [
-      { approval_number: 'X', revoked_at: '2026-01-01T00:00:00Z' },
-    ]);
+    await platform.serveRevocationList(
+      await signedRevocations(pki, 4, [{ approval_number: 'X', revoked_at: '2026-01-01T00:00:00Z' }]),
+    );
     expect(await revocations.refresh()).toBe('older_refused');
-    platform.revocationList = await signedRevocations(otherPki, 9, []);
+    await platform.serveRevocationList(await signedRevocations(otherPki, 9, []));
     expect(await revocations.refresh()).toBe('invalid');
     const genuine = await signedRevocations(pki, 6, []);
-    platform.revocationList = { ...genuine, body: { ...(genuine.body as object), version: 60 } };
+    await platform.serveRevocationList({ ...genuine, body: { ...(genuine.body as object), version: 60 } });
     expect(await revocations.refresh()).toBe('invalid');
     expect(revocations.version).toBe(5);
+    expect(logger.lines.filter((line) => line.level === 'warn').map((line) => line.fields)).toEqual([
+      { offered: 4, held: 5 },
+      { code: 'chain_no_issuer' },
+      { code: 'document_content_differs' },
+    ]);
   });
 
   it('refuses a list whose signing chain has expired at the clock now, and logs the code of @ooh/verify', async () => {
-    platform.revocationList = await signedRevocations(pki, 7, []);
+    await platform.serveRevocationList(await signedRevocations(pki, 7, []));
     const logger = memoryLogger();
     // The test PKI is valid for 20 years from today.
     const revocations = new RevocationStore({
@@ -112,7 +118,7 @@ describe('revocation list', () => {
   });
 
   it('takes a 404 (a fresh platform: nothing revoked yet) as no list, said once at info, never a warning', async () => {
-    platform.revocationList = null;
+    await platform.serveRevocationList(null);
     const logger = memoryLogger();
     const revocations = new RevocationStore({
       cachePath: join(dir.path, 'revocations.json'),
