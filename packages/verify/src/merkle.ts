@@ -106,7 +106,7 @@ export async function verifyInclusion(args: {
   return reached !== null && bytesEqual(reached, args.root);
 }
 
-/** A synchronous SHA-256 (e.g. node:crypto's), for a builder that folds millions of leaves. */
+/** A synchronous SHA-256 (e.g. node:crypto's), for a builder that folds millions of leaves; it must not keep its argument. */
 export type SyncSha256 = (bytes: Uint8Array) => Uint8Array;
 
 /**
@@ -121,9 +121,12 @@ export class MerkleRootBuilder {
   private readonly stack: { size: number; hash: Uint8Array }[] = [];
   private leaves = 0;
   private readonly syncSha256: SyncSha256 | null;
+  /** 0x01 ‖ left ‖ right, reused by the synchronous path (one allocation per builder, not per node). */
+  private readonly scratch = new Uint8Array(1 + 2 * HASH_LENGTH);
 
   constructor(options: { sha256?: SyncSha256 } = {}) {
     this.syncSha256 = options.sha256 ?? null;
+    this.scratch[0] = NODE_PREFIX[0]!;
   }
 
   get count(): number {
@@ -148,7 +151,7 @@ export class MerkleRootBuilder {
     let node = this.leaf(leafHash);
     for (let top = this.stack.at(-1); top && top.size === node.size; top = this.stack.at(-1)) {
       this.stack.pop();
-      node = { size: 2 * node.size, hash: hash(concatBytes(NODE_PREFIX, top.hash, node.hash)) };
+      node = { size: 2 * node.size, hash: this.node(hash, top.hash, node.hash) };
     }
     this.stack.push(node);
     this.leaves += 1;
@@ -173,8 +176,14 @@ export class MerkleRootBuilder {
     if (this.stack.length === 0) return hash(new Uint8Array(0));
     let running = this.stack[this.stack.length - 1]!.hash;
     for (let i = this.stack.length - 2; i >= 0; i -= 1)
-      running = hash(concatBytes(NODE_PREFIX, this.stack[i]!.hash, running));
+      running = this.node(hash, this.stack[i]!.hash, running);
     return running;
+  }
+
+  private node(hash: SyncSha256, left: Uint8Array, right: Uint8Array): Uint8Array {
+    this.scratch.set(left, 1);
+    this.scratch.set(right, 1 + HASH_LENGTH);
+    return hash(this.scratch);
   }
 
   private leaf(leafHash: Uint8Array): { size: number; hash: Uint8Array } {

@@ -1,5 +1,6 @@
-import { canonicalize, inclusionPath, merkleRoot, sha256, sha256Hex } from '@ooh/crypto';
+import { inclusionPath } from '@ooh/crypto';
 import { addDays, almatyDate, almatyDayEnd, type LedgerInfo, type LedgerProof } from '@ooh/protocol';
+import { blockDigest, hexEncode, leafHash, merkleRoot } from '@ooh/verify';
 import type { PlatformContext } from '../context.js';
 import { type Db, type DbClient, isUniqueViolation, withTransaction } from '../db/pool.js';
 import { type LedgerLeafObject, type LedgerLeafRow, ledgerLeafObject } from './leaves.js';
@@ -30,33 +31,11 @@ export class LedgerError extends Error {
   }
 }
 
-/** SHA-256 of the canonical JSON of a leaf object (DESIGN.md section 4: no 0x00 prefix). */
-export function ledgerLeafHash(leaf: LedgerLeafObject): Uint8Array {
-  return sha256(canonicalize(leaf));
-}
-
-/**
- * DESIGN.md section 6: "digest = SHA-256 of the canonical JSON of {v:1, day, block_height, leaf_count,
- * merkle_root, prev_digest}".
+/*
+ * The rules of a block (the leaf hash, the Merkle root over the leaves, the digest of {v:1, day, block_height,
+ * leaf_count, merkle_root, prev_digest}: DESIGN.md section 6) are @ooh/verify's, the ones every verifier applies;
+ * this file decides only which rows make a block, and when.
  */
-export function blockDigest(block: {
-  day: string;
-  block_height: number;
-  leaf_count: number;
-  merkle_root: string;
-  prev_digest: string;
-}): string {
-  return sha256Hex(
-    canonicalize({
-      v: 1,
-      day: block.day,
-      block_height: block.block_height,
-      leaf_count: block.leaf_count,
-      merkle_root: block.merkle_root,
-      prev_digest: block.prev_digest,
-    }),
-  );
-}
 
 /** Waits for transactions still recording leaves (see waitForBatchWriters in seals: same reason). */
 async function waitForLeafWriters(db: Db): Promise<void> {
@@ -75,8 +54,8 @@ async function digestOne(
   const previous = await lastBlock(client);
   if (previous && previous.day !== addDays(day, -1)) return 'out_of_order';
   const leaves = await unblockedLeavesUpTo(client, day);
-  const hashes = leaves.map((row) => ledgerLeafHash(ledgerLeafObject(row)));
-  const merkle = Buffer.from(merkleRoot(hashes)).toString('hex');
+  const hashes = await Promise.all(leaves.map((row) => leafHash(ledgerLeafObject(row))));
+  const merkle = hexEncode(await merkleRoot(hashes));
   const blockHeight = previous ? previous.block_height + 1 : 1;
   const anchor = previous ? previous.digest : ZERO_SHA256;
   const block: Omit<BlockRow, 'status'> = {
@@ -86,12 +65,12 @@ async function digestOne(
     leaf_count: leaves.length,
     merkle_root: merkle,
     anchor_sha256: anchor,
-    digest: blockDigest({
+    digest: await blockDigest({
       day,
       block_height: blockHeight,
       leaf_count: leaves.length,
       merkle_root: merkle,
-      prev_digest: anchor,
+      anchor_sha256: anchor,
     }),
     digested_at: now,
   };
@@ -211,10 +190,12 @@ export async function blockLeaves(
   day: string,
 ): Promise<{ rows: LedgerLeafRow[]; leaves: BlockLeaf[] }> {
   const rows = await leavesOfBlock(db, day);
-  const leaves = rows.map((row, index) => {
-    const leaf = ledgerLeafObject(row);
-    return { index, leaf, leaf_sha256: Buffer.from(ledgerLeafHash(leaf)).toString('hex') };
-  });
+  const leaves = await Promise.all(
+    rows.map(async (row, index) => {
+      const leaf = ledgerLeafObject(row);
+      return { index, leaf, leaf_sha256: hexEncode(await leafHash(leaf)) };
+    }),
+  );
   return { rows, leaves };
 }
 

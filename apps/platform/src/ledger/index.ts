@@ -1,6 +1,5 @@
 export {
   type BlockLeaf,
-  blockDigest,
   blockLeaves,
   digestEndedLedgerDays,
   digestLedgerDay,
@@ -9,7 +8,6 @@ export {
   LedgerError,
   type LedgerErrorCode,
   ledgerInfoOfLeaf,
-  ledgerLeafHash,
   ZERO_SHA256,
 } from './digest.js';
 export {

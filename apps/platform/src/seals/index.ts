@@ -24,4 +24,3 @@ export {
   sealUpTo,
 } from './seal.js';
 export { sealView } from './view.js';
-export { StreamingMerkleRoot } from './tree.js';

@@ -1,6 +1,7 @@
 import { hash as nodeHash } from 'node:crypto';
 import { canonicalize, cmsSign } from '@ooh/crypto';
 import { addDays, almatyDate, almatyDayEnd, type StatsSealBody } from '@ooh/protocol';
+import { hexEncode, MerkleRootBuilder } from '@ooh/verify';
 import { type Authority, loadAuthority } from '../authority/index.js';
 import type { PlatformContext } from '../context.js';
 import { type Db, type DbClient, isUniqueViolation } from '../db/pool.js';
@@ -18,7 +19,6 @@ import {
   SEAL_LOCK,
   type SealRow,
 } from './repository.js';
-import { StreamingMerkleRoot } from './tree.js';
 
 export type SealErrorCode = 'day_not_ended' | 'before_first_day' | 'busy';
 
@@ -50,7 +50,8 @@ export interface DayLeaves {
  * caller's REPEATABLE READ transaction, so every page comes from the same snapshot.
  */
 export async function computeDayLeaves(client: DbClient, day: string): Promise<DayLeaves> {
-  const tree = new StreamingMerkleRoot();
+  // The tree rule is @ooh/verify's; node:crypto hashes its nodes (a day may hold millions of leaves).
+  const tree = new MerkleRootBuilder({ sha256: (bytes) => nodeHash('sha256', bytes, 'buffer') });
   let recordCount = 0;
   const readPage = (at: string, id: number) =>
     client.query<LeafPage>(LEAF_PAGE_SQL, [day, at, id, PAGE_LEAVES]).then((r) => r.rows[0]!);
@@ -66,7 +67,7 @@ export async function computeDayLeaves(client: DbClient, day: string): Promise<D
       if (page.hashes.length !== page.n * HASH_LENGTH)
         throw new Error(`day ${day}: a page of leaves is malformed`);
       for (let offset = 0; offset < page.hashes.length; offset += HASH_LENGTH) {
-        tree.push(page.hashes.subarray(offset, offset + HASH_LENGTH));
+        tree.addSync(page.hashes.subarray(offset, offset + HASH_LENGTH));
       }
       recordCount += page.plays;
     }
@@ -74,7 +75,7 @@ export async function computeDayLeaves(client: DbClient, day: string): Promise<D
     // A page still in flight when folding failed: settle it (the caller rolls back).
     await next?.catch(() => {});
   }
-  return { batchCount: tree.count, recordCount, root: tree.root().toString('hex') };
+  return { batchCount: tree.count, recordCount, root: hexEncode(tree.rootSync()) };
 }
 
 /** spec StatsSeal body: {v: 1, env, day, batch_count, record_count, root, prev_seal_sha256}. */

@@ -1,12 +1,12 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { canonicalize, merkleRoot, sha256Hex } from '@ooh/crypto';
+import { MerkleRootBuilder } from '@ooh/verify';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { LEAF_JSON_SQL, RECEIVED_AT_SQL } from '../../src/seals/leaf.js';
 import { FIRST_PAGE_KEY, LEAF_PAGE_SQL, type LeafPage } from '../../src/seals/repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { computeDayLeaves } from '../../src/seals/seal.js';
-import { StreamingMerkleRoot } from '../../src/seals/tree.js';
 
 const uuid = fc.uuid().map((u) => u.toLowerCase());
 // Receive times within the Almaty day 2026-11-19 (19:00 UTC the day before to 19:00 UTC), to the microsecond.
@@ -94,7 +94,7 @@ describe('the leaf JSON written by PostgreSQL', () => {
 
     const client = await t.db.connect();
     try {
-      const tree = new StreamingMerkleRoot();
+      const tree = syncBuilder();
       let key: { at: string; id: number } = { ...FIRST_PAGE_KEY };
       const all: Buffer[] = [];
       for (;;) {
@@ -105,8 +105,8 @@ describe('the leaf JSON written by PostgreSQL', () => {
         key = { at: page.last_at!, id: page.last_id! };
       }
       expect(all.map((h) => h.toString('hex'))).toEqual(rows.map((r) => sha256Hex(r.json)));
-      for (const h of all) tree.push(h);
-      expect(tree.root().equals(Buffer.from(merkleRoot(all)))).toBe(true);
+      for (const h of all) tree.addSync(h);
+      expect(Buffer.from(tree.rootSync()).equals(Buffer.from(merkleRoot(all)))).toBe(true);
     } finally {
       client.release();
     }
@@ -128,7 +128,11 @@ describe('the leaf JSON written by PostgreSQL', () => {
   });
 });
 
-describe('StreamingMerkleRoot', () => {
+// computeDayLeaves folds with @ooh/verify's builder hashing on node:crypto, as here.
+const syncBuilder = () =>
+  new MerkleRootBuilder({ sha256: (bytes) => new Uint8Array(createHash('sha256').update(bytes).digest()) });
+
+describe('MerkleRootBuilder on node:crypto (the sealing tree)', () => {
   test('equals @ooh/crypto merkleRoot for every size, at every prefix', () => {
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 140 }), (count) => {
@@ -137,13 +141,14 @@ describe('StreamingMerkleRoot', () => {
           { length: count },
           (_, i) => new Uint8Array(pool.subarray(i * 32, i * 32 + 32)),
         );
-        const tree = new StreamingMerkleRoot();
-        expect(tree.root().equals(Buffer.from(merkleRoot([])))).toBe(true);
+        const tree = syncBuilder();
+        expect(Buffer.from(tree.rootSync()).equals(Buffer.from(merkleRoot([])))).toBe(true);
         leaves.forEach((leaf, i) => {
-          tree.push(leaf);
-          expect(tree.root().equals(Buffer.from(merkleRoot(leaves.slice(0, i + 1)))), `${i + 1} leaves`).toBe(
-            true,
-          );
+          tree.addSync(leaf);
+          expect(
+            Buffer.from(tree.rootSync()).equals(Buffer.from(merkleRoot(leaves.slice(0, i + 1)))),
+            `${i + 1} leaves`,
+          ).toBe(true);
         });
         expect(tree.count).toBe(count);
       }),
@@ -154,9 +159,9 @@ describe('StreamingMerkleRoot', () => {
   test('sizes around powers of two', () => {
     for (const count of [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 1023, 1024, 1025]) {
       const leaves = Array.from({ length: count }, () => new Uint8Array(randomBytes(32)));
-      const tree = new StreamingMerkleRoot();
-      for (const leaf of leaves) tree.push(leaf);
-      expect(tree.root().equals(Buffer.from(merkleRoot(leaves))), `${count}`).toBe(true);
+      const tree = syncBuilder();
+      for (const leaf of leaves) tree.addSync(leaf);
+      expect(Buffer.from(tree.rootSync()).equals(Buffer.from(merkleRoot(leaves))), `${count}`).toBe(true);
     }
   });
 });
