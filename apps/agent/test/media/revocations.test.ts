@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
 import { memoryLogger } from '../../src/logger.js';
-import { RevocationStore } from '../../src/media/revocations.js';
+import { RevocationStore, type RevocationStoreOptions } from '../../src/media/revocations.js';
 import { createHttpClient, type HttpClient } from '../../src/net/http-client.js';
 import { signedRevocations } from '../helpers/media.js';
 import { type AgentTestPlatform, startAgentTestPlatform } from '../helpers/platform.js';
@@ -32,14 +32,16 @@ describe('revocation list', () => {
     dir.cleanup();
   });
 
-  function store(logger = memoryLogger()) {
+  /** A store on the platform's verify host; `options` for another logger, clock or address. */
+  function store(options: Partial<RevocationStoreOptions> = {}) {
     return new RevocationStore({
       cachePath: join(dir.path, 'revocations.json'),
       trustedRootsPem: [pki.authorityRootPem],
       clock: systemClock,
-      logger,
+      logger: memoryLogger(),
       http,
       verifyUrl: platform.verifyUrl,
+      ...options,
     });
   }
 
@@ -73,7 +75,7 @@ describe('revocation list', () => {
 
   it('refuses an older version, a list signed by another root and an altered list', async () => {
     const logger = memoryLogger();
-    const revocations = store(logger);
+    const revocations = store({ logger });
     await platform.serveRevocationList(await signedRevocations(pki, 5, []));
     expect(await revocations.refresh()).toBe('updated');
     await platform.serveRevocationList(
@@ -97,14 +99,7 @@ describe('revocation list', () => {
     await platform.serveRevocationList(await signedRevocations(pki, 7, []));
     const logger = memoryLogger();
     // The test PKI is valid for 20 years from today.
-    const revocations = new RevocationStore({
-      cachePath: join(dir.path, 'revocations.json'),
-      trustedRootsPem: [pki.authorityRootPem],
-      clock: { now: () => new Date(Date.now() + 25 * 365 * 86_400_000) },
-      logger,
-      http,
-      verifyUrl: platform.verifyUrl,
-    });
+    const revocations = store({ logger, clock: { now: () => new Date(Date.now() + 25 * 365 * 86_400_000) } });
     expect(await revocations.refresh()).toBe('invalid');
     expect(revocations.version).toBeNull();
     expect(logger.lines).toEqual([
@@ -120,14 +115,7 @@ describe('revocation list', () => {
   it('takes a 404 (a fresh platform: nothing revoked yet) as no list, said once at info, never a warning', async () => {
     await platform.serveRevocationList(null);
     const logger = memoryLogger();
-    const revocations = new RevocationStore({
-      cachePath: join(dir.path, 'revocations.json'),
-      trustedRootsPem: [pki.authorityRootPem],
-      clock: systemClock,
-      logger,
-      http,
-      verifyUrl: platform.verifyUrl,
-    });
+    const revocations = store({ logger });
     for (let i = 0; i < 3; i++) expect(await revocations.refresh()).toBe('none_published');
     expect(logger.lines.map((line) => `${line.level} ${line.message}`)).toEqual([
       'info no revocation list published yet (nothing revoked); looking again every refresh',
@@ -137,14 +125,7 @@ describe('revocation list', () => {
 
   it('reports an unreachable list as a warning without throwing', async () => {
     const logger = memoryLogger();
-    const offline = new RevocationStore({
-      cachePath: join(dir.path, 'revocations.json'),
-      trustedRootsPem: [pki.authorityRootPem],
-      clock: systemClock,
-      logger,
-      http,
-      verifyUrl: 'http://127.0.0.1:9',
-    });
+    const offline = store({ logger, verifyUrl: 'http://127.0.0.1:9' });
     expect(await offline.refresh()).toBe('unreachable');
     expect(logger.lines.map((line) => line.level)).toEqual(['warn']);
   });
