@@ -6,6 +6,7 @@ import {
   octets,
   oidText,
   readDer,
+  signedAttribute,
   smallInteger,
   type Tlv,
   timeValue,
@@ -127,21 +128,6 @@ function findSigner(sid: Tlv, certificates: Certificate[]): Certificate | undefi
   if (sid.tag === 0x80)
     return certificates.find((c) => c.subjectKeyIdentifier && bytesEqual(c.subjectKeyIdentifier, sid.value));
   return undefined;
-}
-
-/** The one value of a signed attribute; an attribute given twice, or with several values, is refused. */
-function signedAttribute(attributes: Tlv, oid: string): Tlv | undefined {
-  let found: Tlv | undefined;
-  for (const a of children(attributes)) {
-    const [type, values] = children(a);
-    if (type && values && oidText(type) === oid) {
-      const list = children(values);
-      if (found || list.length !== 1)
-        refuse('malformed', `signed attribute ${oid} must appear once with one value`);
-      found = list[0];
-    }
-  }
-  return found;
 }
 
 async function check(

@@ -1,3 +1,4 @@
+import { concatBytes } from './bytes.js';
 import { VerificationError } from './errors.js';
 
 /**
@@ -102,14 +103,7 @@ export function timeValue(tlv: Tlv): Date {
 export function octets(tlv: Tlv): Uint8Array {
   if (tlv.tag === 0x04) return tlv.value;
   if (tlv.tag === 0x24) {
-    const parts = children(tlv).map(octets);
-    const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let offset = 0;
-    for (const p of parts) {
-      out.set(p, offset);
-      offset += p.length;
-    }
-    return out;
+    return concatBytes(...children(tlv).map(octets));
   }
   malformed('expected an OCTET STRING');
 }
@@ -125,4 +119,21 @@ export function smallInteger(tlv: Tlv | undefined, what: string): number {
   const value = expectTag(tlv, 0x02, what).value;
   if (value.length !== 1) malformed(`${what}: not a small integer`);
   return value[0]!;
+}
+
+/**
+ * The one value of a signed attribute (CMS, RFC 5652 §5.3: a SET OF Attribute), undefined when absent; an attribute
+ * given twice, or with several values, is malformed.
+ */
+export function signedAttribute(attributes: Tlv, oid: string): Tlv | undefined {
+  let found: Tlv | undefined;
+  for (const a of children(attributes)) {
+    const [type, values] = children(a);
+    if (type && values && oidText(type) === oid) {
+      const list = children(values);
+      if (found || list.length !== 1) malformed(`signed attribute ${oid} must appear once with one value`);
+      found = list[0];
+    }
+  }
+  return found;
 }

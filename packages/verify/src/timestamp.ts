@@ -1,6 +1,15 @@
 import { bytesEqual, hexDecode, toArrayBuffer } from './bytes.js';
 import { VerificationError } from './errors.js';
-import { algorithmOid, children, expectTag, octets, oidText, readDer, type Tlv } from './der.js';
+import {
+  algorithmOid,
+  children,
+  expectTag,
+  octets,
+  oidText,
+  readDer,
+  signedAttribute,
+  type Tlv,
+} from './der.js';
 import { type Certificate, parseCertificate, verifySignature } from './x509.js';
 
 /*
@@ -92,19 +101,6 @@ function generalizedTime(tlv: Tlv): Date {
   return new Date(Date.UTC(y, mo - 1, d, h, mi, s, ms));
 }
 
-function attribute(attributes: Tlv, oid: string): Tlv | undefined {
-  let found: Tlv | undefined;
-  for (const a of children(attributes)) {
-    const [type, values] = children(a);
-    if (type && values && oidText(type) === oid) {
-      const list = children(values);
-      if (found || list.length !== 1) refuse(`signed attribute ${oid} must appear once with one value`);
-      found = list[0];
-    }
-  }
-  return found;
-}
-
 /**
  * Verifies a signature by `signer`'s key (x509.ts verifySignature: ECDSA or RSA PKCS #1 v1.5) with the hash the
  * SignerInfo's digest algorithm names; a signature algorithm that names another hash is refused.
@@ -193,10 +189,10 @@ async function check(
   const signatureAlgorithm = algorithmOid(parts[4], 'signature algorithm');
   const signature = expectTag(parts[5], 0x04, 'signature').value;
 
-  const contentType = attribute(signedAttributes, OID.contentType);
+  const contentType = signedAttribute(signedAttributes, OID.contentType);
   if (!contentType || oidText(contentType) !== OID.tstInfo)
     refuse('the contentType attribute is not id-ct-TSTInfo');
-  const messageDigest = attribute(signedAttributes, OID.messageDigest);
+  const messageDigest = signedAttribute(signedAttributes, OID.messageDigest);
   if (
     !messageDigest ||
     !bytesEqual(expectTag(messageDigest, 0x04, 'messageDigest').value, await digest(hash, tstDer))
@@ -219,8 +215,8 @@ async function check(
   if (!signer) refuse("the TSA's certificate is neither in the token nor pinned", 'not_pinned');
 
   // RFC 3161 §2.4.1 / RFC 5816: the signing-certificate attribute names the signer's certificate.
-  const v2 = attribute(signedAttributes, OID.signingCertificateV2);
-  const v1 = v2 ? undefined : attribute(signedAttributes, OID.signingCertificate);
+  const v2 = signedAttribute(signedAttributes, OID.signingCertificateV2);
+  const v1 = v2 ? undefined : signedAttribute(signedAttributes, OID.signingCertificate);
   if (!v1 && !v2) refuse('the token has no signing-certificate attribute');
   const [certs] = children((v2 ?? v1)!);
   const certId = children(expectTag(children(expectTag(certs, 0x30, 'certs'))[0], 0x30, 'ESSCertID'));
