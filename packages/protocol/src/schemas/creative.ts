@@ -26,7 +26,8 @@ export type CreativeEntry = Static<typeof CreativeEntry>;
 
 /**
  * spec: "{hashes: array of string, required; lowercase hexadecimal SHA-256 values; at most 500}".
- * Fastify's ajv stops at the first error; validateLookupHashes lists every bad hash for one 422.
+ * The platform's route takes it as its body schema (unknown keys refused); its hosts' ajv collects every error, so
+ * each bad hash is named in one 422. validateLookupHashes says the same without a validator.
  */
 export const CreativeLookupRequest = Type.Object({
   hashes: Type.Array(Sha256Hex, { maxItems: LIMITS.lookupHashesMax }),
