@@ -42,6 +42,15 @@ export {
 } from './bytes.js';
 export { type CmsResult, verifyCms } from './cms.js';
 export {
+  ANCHOR_REASONS,
+  BATCH_CHECK_REASONS,
+  BLOCK_CHECK_REASONS,
+  LEDGER_PROOF_REASONS,
+  SEAL_CHECK_REASONS,
+  TIMESTAMP_REFUSALS,
+  VERIFICATION_ERROR_CODES,
+} from './codes.js';
+export {
   algorithmOid,
   children,
   expectTag,
@@ -102,6 +111,7 @@ export { type BodyValidator, type SignedDocumentResult, verifySignedDocument } f
 export { type TimestampRefusal, type TimestampResult, verifyBlockTimestamp } from './timestamp.js';
 export {
   type Certificate,
+  type ChainPurpose,
   type ChainResult,
   issuedBy,
   KEY_USAGE,
