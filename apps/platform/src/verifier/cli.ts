@@ -6,9 +6,10 @@ import { parseArgs } from 'node:util';
 import { createProgress, type Env, PROGRESS_FLAGS, type ProgressStream, progressMode } from '@ooh/progress';
 import { isCalendarDate } from '@ooh/protocol';
 import { NoteError, parseVkey, SIG_COSIGNATURE_V1, SIG_ED25519, type Vkey } from '../ledger/note.js';
-import { type TimestampChecker, timestampChecker, tsaPemProblem } from '../ledger/timestamp-check.js';
+import { type LineKind, reportLines } from './messages.js';
 import { httpSource, SourceError } from './source.js';
-import { type Check, notABatchExport, verifySeal } from './verify-seal.js';
+import { type TimestampChecker, timestampChecker, tsaPemProblem } from './timestamps.js';
+import { notABatchExport, verifySeal } from './verify-seal.js';
 
 /*
  * ooh-verify: checks a daily stats seal from public data only.
@@ -49,8 +50,8 @@ const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authori
                     on a terminal, not in CI; OOH_PROGRESS=1 or 0 does the same). The checks go to stdout.
 `;
 
-const MARK: Record<Check['kind'], string> = { ok: 'ok  ', fail: 'FAIL', note: 'note' };
-const line = (kind: Check['kind'], text: string) => `${MARK[kind]} ${text}`;
+const MARK: Record<LineKind, string> = { ok: 'ok  ', fail: 'FAIL', note: 'note' };
+const line = (kind: LineKind, text: string) => `${MARK[kind]} ${text}`;
 
 function parseCli(args: string[]) {
   return parseArgs({
@@ -268,8 +269,9 @@ export async function main(
     });
     progress.done();
     if (tsa) await tsa.check(report);
-    for (const check of report.checks) out(line(check.kind, `${check.subject}: ${check.message}`));
-    const failed = report.checks.filter((c) => c.kind === 'fail').length;
+    const lines = reportLines(report.checks, values.root ? 'pinned' : 'fetched');
+    for (const check of lines) out(line(check.kind, `${check.subject}: ${check.message}`));
+    const failed = lines.filter((c) => c.kind === 'fail').length;
     out(report.ok ? `seal ${day}: every check passed` : `seal ${day}: ${failed} check(s) FAILED`);
     return report.ok ? 0 : 1;
   } catch (error) {

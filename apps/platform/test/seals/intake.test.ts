@@ -101,7 +101,7 @@ test('accepted agent and CMS batches are sealed; duplicates, conflicts and refus
     rootPem: (await loadAuthority(p.ctx)).rootPem,
     batchesNdjson: exported.body,
   });
-  expect(report.checks.filter((c) => c.kind === 'fail')).toEqual([]);
+  expect(report.checks.filter((c) => c.state === 'failed')).toEqual([]);
 
   p.clock.set(new Date('2026-11-22T06:00:00Z'));
   const next = await apiCall(p.servers.api, p.adminKey, 'POST', '/api/v1/console/seals/2026-11-21');

@@ -148,7 +148,7 @@ async function verifiedDay(instance: PopInstance, day: string): Promise<{ owner:
     rootPem: (await loadAuthority(instance.ctx)).rootPem,
     batchesNdjson: exported.body,
   });
-  expect(report.checks.filter((c) => c.kind === 'fail')).toEqual([]);
+  expect(report.checks.filter((c) => c.state === 'failed')).toEqual([]);
   return exported.body
     .split('\n')
     .filter((l) => l.trim() !== '')
