@@ -1,5 +1,6 @@
 import {
   ApprovalEnvelope,
+  CalendarDate,
   CreativeLookupItem,
   CreativeLookupRequest,
   CreativeLookupResponse,
@@ -7,6 +8,7 @@ import {
   RevocationList,
   SHA256_HEX_PATTERN,
   Submission,
+  Uuid,
 } from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
 import { principalOf } from '../auth/plugin.js';
@@ -59,6 +61,26 @@ const ReasonBody = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * The approve body `{valid_from?, valid_until?, structure_ids?}` (decisions.ts approvalTerms, which then checks the
+ * terms against the submission: no widening). Keyed by media type, so a request without a body is not validated: it
+ * approves the requested period and structures.
+ */
+const ApproveBody = {
+  content: {
+    'application/json': {
+      schema: Type.Object(
+        {
+          valid_from: Type.Optional(Nullable(CalendarDate)),
+          valid_until: Type.Optional(Nullable(CalendarDate)),
+          structure_ids: Type.Optional(Nullable(Type.Array(Uuid, { minItems: 1 }))),
+        },
+        { additionalProperties: false },
+      ),
+    },
+  },
+};
+
 const SubmissionRejected = Type.Object({ ...Submission.properties, reject_reason: Nullable(Type.String()) });
 
 /**
@@ -75,7 +97,10 @@ export function createApprovalsFeature(options: Partial<ApprovalSettings> = {}):
       // --- the authority's console: decide and revoke ---------------------------------------------------
       app.post<{ Params: { id: string } }>(
         '/api/v1/console/submissions/:id/approve',
-        { config: { auth: AUTHORITY_ADMIN }, schema: { response: { 201: ApprovalIssued } } },
+        {
+          config: { auth: AUTHORITY_ADMIN },
+          schema: { body: ApproveBody, response: { 201: ApprovalIssued } },
+        },
         async (request, reply) => {
           const id = pathUuid(request.params.id, 'submission');
           const issued = await approveSubmission({
