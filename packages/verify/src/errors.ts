@@ -31,6 +31,8 @@ export type VerificationErrorCode =
   | 'chain_unknown_critical_extension'
   /** More than eight certificates without reaching a root. */
   | 'chain_too_long'
+  /** The path is not good for the purpose asked (extKeyUsage without it, or a leaf keyUsage that does not fit). */
+  | 'chain_purpose'
   // CMS SignedData (RFC 5652).
   /** The signed content is not attached (detached signatures are not used here). */
   | 'cms_not_attached'

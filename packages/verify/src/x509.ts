@@ -51,6 +51,8 @@ export const OID = {
   basicConstraints: '2.5.29.19',
   authorityKeyIdentifier: '2.5.29.35',
   extKeyUsage: '2.5.29.37',
+  serverAuth: '1.3.6.1.5.5.7.3.1',
+  clientAuth: '1.3.6.1.5.5.7.3.2',
 } as const;
 
 /** Extensions the chain walk knows; any other extension marked critical refuses the chain (RFC 5280 §4.2). */
@@ -64,7 +66,10 @@ const KNOWN_EXTENSIONS: ReadonlySet<string> = new Set([
 ]);
 
 /** keyUsage bit numbers (RFC 5280 §4.2.1.3). */
-export const KEY_USAGE = { digitalSignature: 0, nonRepudiation: 1, keyCertSign: 5 } as const;
+export const KEY_USAGE = { digitalSignature: 0, nonRepudiation: 1, keyAgreement: 4, keyCertSign: 5 } as const;
+
+/** What a chain may be asked to be good for (`verifyChain`'s `purpose`): the TLS purposes of RFC 5280 §4.2.1.12. */
+export type ChainPurpose = 'clientAuth' | 'serverAuth';
 
 /** Whether a keyUsage extension is absent or sets `bit`. */
 export function keyUsageAllows(certificate: Certificate, bit: number): boolean {
@@ -321,18 +326,44 @@ function issuerProblem(
 }
 
 /**
+ * Why the path `chain` (leaf first) is not good for `purpose`, as OpenSSL's X509_PURPOSE_SSL_CLIENT/SERVER judge it
+ * (the check TLS makes of a peer's chain): every certificate that carries extKeyUsage lists the purpose
+ * (anyExtendedKeyUsage does not count, as in OpenSSL), and the leaf's keyUsage, when present, allows
+ * digitalSignature or keyAgreement.
+ */
+function purposeProblem(chain: readonly Certificate[], purpose: ChainPurpose): VerificationError | null {
+  const oid = OID[purpose];
+  for (const c of chain) {
+    if (c.extendedKeyUsage && !c.extendedKeyUsage.purposes.includes(oid)) {
+      return new VerificationError('chain_purpose', `certificate ${describe(c)} is not for ${purpose}`);
+    }
+  }
+  const leaf = chain[0]!;
+  if (!keyUsageAllows(leaf, KEY_USAGE.digitalSignature) && !keyUsageAllows(leaf, KEY_USAGE.keyAgreement)) {
+    return new VerificationError(
+      'chain_purpose',
+      `certificate ${describe(leaf)} allows neither digitalSignature nor keyAgreement (${purpose})`,
+    );
+  }
+  return null;
+}
+
+/**
  * The one certificate-chain walk (RFC 5280 §6, the checks `openssl verify` makes of our chains): from `leaf`
  * through `pool` (intermediates, the certificates a SignedData carries) to one of `roots` (trust anchors, matched by
  * exact DER). Every link: the candidate names itself the issuer (name, key identifier), its signature verifies, it is
  * a CA allowed to sign certificates and within its path length; no certificate carries an unknown critical
  * extension; every certificate is valid at `at` (not judged when `at` is null: the caller then judges the returned
- * window). Depth-first, so a pool with several candidates still finds a path. Never throws on bad certificates.
+ * window). Depth-first, so a pool with several candidates still finds a path. With `purpose`, the path found must
+ * also be good for it (`purposeProblem`: what TLS checks of a client's or server's chain). Never throws on bad
+ * certificates.
  */
 export async function verifyChain(args: {
   leaf: Certificate;
   pool?: readonly Certificate[];
   roots: readonly Certificate[];
   at: Date | null;
+  purpose?: ChainPurpose;
 }): Promise<ChainResult> {
   const { leaf, roots, at } = args;
   if (at !== null && (!(at instanceof Date) || Number.isNaN(at.getTime())))
@@ -386,6 +417,8 @@ export async function verifyChain(args: {
         new VerificationError('chain_no_issuer', `no trusted issuer found for ${describe(withoutIssuer)}`),
     };
   }
+  const unfit = args.purpose === undefined ? null : purposeProblem(chain, args.purpose);
+  if (unfit) return { ok: false, error: unfit };
   const window = {
     notBefore: new Date(Math.max(...chain.map((c) => c.notBefore.getTime()))),
     notAfter: new Date(Math.min(...chain.map((c) => c.notAfter.getTime()))),
