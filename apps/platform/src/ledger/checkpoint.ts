@@ -1,4 +1,5 @@
 import { canonicalize } from '@ooh/crypto';
+import { type BlockDigestFields, blockDigestInput } from '@ooh/verify';
 import type { PlatformContext } from '../context.js';
 import type { Db, DbClient } from '../db/pool.js';
 import { loadLedgerKey } from './key.js';
@@ -28,15 +29,11 @@ export interface CosignatureRow {
   cosigned_at: Date;
 }
 
-/** A block's digest preimage: what the digest is the SHA-256 of (DESIGN.md section 6), one proof line each. */
-export interface BlockHeader {
-  v: 1;
-  day: string;
-  block_height: number;
-  leaf_count: number;
-  merkle_root: string;
-  prev_digest: string;
-}
+/**
+ * A block's digest preimage: what the digest is the SHA-256 of (DESIGN.md section 6), one proof line each;
+ * @ooh/verify's blockDigestInput, the one statement of it.
+ */
+export type BlockHeader = ReturnType<typeof blockDigestInput>;
 
 /**
  * The "consistency proof" from old size m to size n in our chain (docs/ledger-witnesses.md, "Where our chain departs
@@ -80,19 +77,12 @@ export function publishedNote(checkpoint: CheckpointRow, cosignatures: Cosignatu
 
 /** The digest preimages of blocks from+1..to, oldest first. */
 export async function blockHeaders(db: Db | DbClient, from: number, to: number): Promise<BlockHeader[]> {
-  const { rows } = await db.query<Omit<BlockHeader, 'v'> & { anchor_sha256: string }>(
+  const { rows } = await db.query<BlockDigestFields>(
     `SELECT to_char(day, 'YYYY-MM-DD') AS day, block_height, leaf_count, merkle_root, anchor_sha256
        FROM ledger_blocks WHERE block_height > $1 AND block_height <= $2 ORDER BY block_height`,
     [from, to],
   );
-  return rows.map((r) => ({
-    v: 1,
-    day: r.day,
-    block_height: r.block_height,
-    leaf_count: r.leaf_count,
-    merkle_root: r.merkle_root,
-    prev_digest: r.anchor_sha256,
-  }));
+  return rows.map(blockDigestInput);
 }
 
 /**
