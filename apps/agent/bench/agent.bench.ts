@@ -1,9 +1,10 @@
 /**
  * Agent benchmark (wired into `npm run bench` by the root runner):
  * - plays logged per second with synchronous FULL on a real file (one transaction per play, as in service);
- * - agent core RSS idle, and peak RSS while shipping a 100,000-record backlog to the test platform
- *   (goal: under 150 MB). The core runs in its own process, bundled with esbuild and run by plain node, so
- *   the figures are the agent's alone (no test runner, no TypeScript loader, no platform in the process).
+ * - agent core RSS idle, and peak RSS while shipping a 100,000-record backlog (goal: under 150 MB) to a sink that
+ *   checks signatures and counts plays (bench/sink.ts), not the platform. The core runs in its own process, bundled
+ *   with esbuild and run by plain node, so the figures are the agent's alone (no test runner, no TypeScript loader,
+ *   no platform in the process).
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, rmdirSync, rmSync } from 'node:fs';
@@ -12,10 +13,9 @@ import { createProgress } from '@ooh/progress';
 import { build } from 'esbuild';
 import { openAgentDatabase } from '../src/log/database.js';
 import { PlayLog } from '../src/log/play-log.js';
-import { setUpAgent } from '../test/helpers/agent-setup.js';
+import { BenchSink, setUpOnSink } from './sink.js';
 import { createTestPki } from '../test/helpers/pki.js';
 import { tempDir } from '../test/helpers/temp.js';
-import { TestPlatform } from '../test/helpers/test-platform.js';
 
 const AGENT_ROOT = join(import.meta.dirname, '..');
 const BACKLOG = 100_000;
@@ -88,7 +88,7 @@ async function runChild(
 
 export async function run(): Promise<Record<string, number>> {
   const dir = tempDir('agent-bench-');
-  const platform = await TestPlatform.start();
+  const sink = await BenchSink.start();
   // The setup's progress on stderr, on a terminal only (@ooh/progress); drawn after the in-process timing of 1.
   const progress = createProgress();
   try {
@@ -110,23 +110,11 @@ export async function run(): Promise<Record<string, number>> {
 
     // 2. Idle RSS.
     progress.phase('measuring: idle agent');
-    const idle = await setUpAgent({
-      dir: join(dir.path, 'idle'),
-      platform,
-      pki,
-      certificate: null,
-      overrides: fast,
-    });
+    const idle = await setUpOnSink({ dir: join(dir.path, 'idle'), sink, pki, overrides: fast });
     const idleResult = await runChild(script, 'idle', idle.configPath);
 
     // 3. RSS while shipping a 100,000-record backlog.
-    const ship = await setUpAgent({
-      dir: join(dir.path, 'ship'),
-      platform,
-      pki,
-      certificate: null,
-      overrides: fast,
-    });
+    const ship = await setUpOnSink({ dir: join(dir.path, 'ship'), sink, pki, overrides: fast });
     const backlogDb = openAgentDatabase(join(ship.config.dataDir, 'agent.sqlite'));
     const backlog = new PlayLog(backlogDb);
     const now = new Date();
@@ -140,8 +128,8 @@ export async function run(): Promise<Record<string, number>> {
     backlogDb.close();
     progress.phase(`measuring: shipping ${BACKLOG.toLocaleString('en-US')} plays`);
     const shipResult = await runChild(script, 'ship', ship.configPath);
-    const shipped = platform.playCount(ship.deviceId);
-    if (shipped !== BACKLOG) throw new Error(`platform counted ${shipped} of ${BACKLOG} plays`);
+    const shipped = sink.playCount(ship.deviceId);
+    if (shipped !== BACKLOG) throw new Error(`the sink counted ${shipped} of ${BACKLOG} plays`);
 
     return {
       plays_logged_per_s_sync_full: Math.round(playsPerSecond),
@@ -155,7 +143,7 @@ export async function run(): Promise<Record<string, number>> {
     };
   } finally {
     progress.done();
-    await platform.close();
+    await sink.close();
     dir.cleanup();
     rmSync(join(AGENT_ROOT, 'node_modules', '.cache', 'agent-bench'), { recursive: true, force: true });
     // Leave no empty folders behind (non-recursive: anything else in them stays).

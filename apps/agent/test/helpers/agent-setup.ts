@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { importPublicKey } from '@ooh/crypto';
@@ -6,7 +5,6 @@ import { type AgentConfig, parseConfig } from '../../src/config/config.js';
 import { prepareEnrolment } from '../../src/identity/enrolment.js';
 import type { TestPki } from './pki.js';
 import type { AgentTestPlatform } from './platform.js';
-import type { TestPlatform } from './test-platform.js';
 
 export interface AgentSetup {
   config: AgentConfig;
@@ -28,28 +26,7 @@ export async function setUpAgent(args: {
   certificate?: { issuedAt: Date } | 'valid' | null;
   urls?: { agents?: string; devices?: string; verify?: string };
   overrides?: Record<string, unknown>;
-}): Promise<AgentSetup>;
-/**
- * The same on the stand-in platform of test-platform.ts, for the agent benchmark only (apps/agent/bench: a backlog
- * of 100 000 records shipped as fast as the agent goes, which the real platform's rate limit would spread over
- * hours). No test uses it.
- */
-export async function setUpAgent(args: {
-  dir: string;
-  platform: TestPlatform;
-  pki: TestPki;
-  certificate?: null;
-  overrides?: Record<string, unknown>;
-}): Promise<AgentSetup>;
-export async function setUpAgent(args: {
-  dir: string;
-  platform: AgentTestPlatform | TestPlatform;
-  pki: TestPki;
-  certificate?: { issuedAt: Date } | 'valid' | null;
-  urls?: { agents?: string; devices?: string; verify?: string };
-  overrides?: Record<string, unknown>;
 }): Promise<AgentSetup> {
-  if ('registerDevice' in args.platform) return setUpOnStandIn({ ...args, platform: args.platform });
   const platform = args.platform;
   mkdirSync(args.dir, { recursive: true });
   writeFileSync(join(args.dir, 'authority-root.pem'), args.pki.authorityRootPem);
@@ -87,40 +64,4 @@ export async function setUpAgent(args: {
     writeFileSync(config.caChainFile, enrolled.chainPem);
   }
   return { config, configPath, deviceId: enrolled.deviceId, raw };
-}
-
-async function setUpOnStandIn(args: {
-  dir: string;
-  platform: TestPlatform;
-  pki: TestPki;
-  overrides?: Record<string, unknown>;
-}): Promise<AgentSetup> {
-  const deviceId = randomUUID();
-  mkdirSync(args.dir, { recursive: true });
-  writeFileSync(join(args.dir, 'authority-root.pem'), args.pki.authorityRootPem);
-  writeFileSync(join(args.dir, 'server-ca.pem'), args.pki.tlsRootPem);
-  const raw: Record<string, unknown> = {
-    device_id: deviceId,
-    structure: 'ALM-0001',
-    platform: {
-      agents_url: args.platform.agentsUrl,
-      devices_url: args.platform.agentsUrl,
-      verify_url: args.platform.verifyUrl,
-    },
-    data_dir: 'data',
-    media_dir: 'media',
-    authority_root_file: 'authority-root.pem',
-    server_ca_file: 'server-ca.pem',
-    image_duration_ms: 1000,
-    shipping: { min_interval_ms: 0, idle_interval_ms: 100, backoff_base_ms: 50, backoff_cap_ms: 500 },
-    media_stability_ms: 100,
-    sidecar_grace_ms: 0,
-    ...args.overrides,
-  };
-  const configPath = join(args.dir, 'agent.json');
-  writeFileSync(configPath, JSON.stringify(raw, null, 2));
-  const config = parseConfig(raw, args.dir, configPath);
-  const enrolment = await prepareEnrolment(config);
-  args.platform.registerDevice(deviceId, importPublicKey(enrolment.publicKeySpki));
-  return { config, configPath, deviceId, raw };
 }

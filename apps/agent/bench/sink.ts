@@ -1,35 +1,38 @@
-import type { KeyObject } from 'node:crypto';
+import { type KeyObject, randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { es256Verify } from '@ooh/crypto';
+import { join } from 'node:path';
+import { es256Verify, importPublicKey } from '@ooh/crypto';
 import { LIMITS, type PopAnswer, problemDocument, type ProblemCode } from '@ooh/protocol';
+import { parseConfig } from '../src/config/config.js';
+import { prepareEnrolment } from '../src/identity/enrolment.js';
+import type { AgentSetup } from '../test/helpers/agent-setup.js';
+import type { TestPki } from '../test/helpers/pki.js';
 
 /**
- * A stand-in for the platform's agents and verify hosts, kept for the agent benchmark (apps/agent/bench: a backlog of
- * 100 000 records shipped as fast as the agent goes, which the real platform's rate limit of a batch every ten
- * seconds would spread over hours) and for media/revocations.test.ts until it moves to the real verify host.
+ * Where the agent benchmark ships its backlog: 100 000 records as fast as the agent goes, which the real platform's
+ * rate limit of a batch every ten seconds would spread over hours, and whose judging would put the platform's work
+ * into the agent's figures.
  *
- * It is NOT the platform's rules: it checks a signed batch's signature, takes every record of it and counts each play
- * seq once; it judges nothing else (no ts window, no high-water mark, no too_short, no batch_conflict). The agent's
- * tests run against the real platform (platform.ts, issue 18): test the agent's behaviour there, never here.
+ * It is NOT the platform: it checks a signed batch's signature, takes every record and counts each play seq once, and
+ * judges nothing else. The agent's tests run against the real platform (test/helpers/platform.ts, issue 18).
  */
-export class TestPlatform {
-  /** The revocation list GET /v1/revocations.json answers with; null: 404, none published. */
-  revocationList: unknown = null;
+export class BenchSink {
   private readonly keys = new Map<string, KeyObject>();
   private readonly plays = new Map<string, Set<number>>();
   private readonly sockets = new Set<Socket>();
 
   private constructor(private readonly server: Server) {}
 
-  static async start(): Promise<TestPlatform> {
-    let platform: TestPlatform | undefined;
+  static async start(): Promise<BenchSink> {
+    let platform: BenchSink | undefined;
     const server = createServer((req, res) => {
       platform!.handle(req, res).catch((error: unknown) => {
         if (!res.headersSent) problem(res, 500, 'internal_error', String(error));
       });
     });
-    platform = new TestPlatform(server);
+    platform = new BenchSink(server);
     server.on('connection', (socket) => {
       platform!.sockets.add(socket);
       socket.on('close', () => platform!.sockets.delete(socket));
@@ -64,12 +67,6 @@ export class TestPlatform {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     res.setHeader('date', new Date().toUTCString());
     const path = (req.url ?? '').split('?')[0] ?? '';
-    if (req.method === 'GET' && path === '/v1/revocations.json') {
-      if (this.revocationList === null) return problem(res, 404, 'not_found');
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(this.revocationList));
-      return;
-    }
     if (req.method !== 'POST' || path !== '/s/v1/telemetry') return problem(res, 404, 'not_found');
     const chunks: Buffer[] = [];
     let total = 0;
@@ -116,4 +113,41 @@ export class TestPlatform {
 function problem(res: ServerResponse, status: number, code: ProblemCode, detail?: string): void {
   res.writeHead(status, { 'content-type': 'application/problem+json' });
   res.end(JSON.stringify({ ...problemDocument(code, detail), status }));
+}
+
+/** A player laid out as setUpAgent does, its device registered with the sink instead of enrolled on a platform. */
+export async function setUpOnSink(args: {
+  dir: string;
+  sink: BenchSink;
+  pki: TestPki;
+  overrides?: Record<string, unknown>;
+}): Promise<AgentSetup> {
+  const deviceId = randomUUID();
+  mkdirSync(args.dir, { recursive: true });
+  writeFileSync(join(args.dir, 'authority-root.pem'), args.pki.authorityRootPem);
+  writeFileSync(join(args.dir, 'server-ca.pem'), args.pki.tlsRootPem);
+  const raw: Record<string, unknown> = {
+    device_id: deviceId,
+    structure: 'ALM-0001',
+    platform: {
+      agents_url: args.sink.agentsUrl,
+      devices_url: args.sink.agentsUrl,
+      verify_url: args.sink.agentsUrl,
+    },
+    data_dir: 'data',
+    media_dir: 'media',
+    authority_root_file: 'authority-root.pem',
+    server_ca_file: 'server-ca.pem',
+    image_duration_ms: 1000,
+    shipping: { min_interval_ms: 0, idle_interval_ms: 100, backoff_base_ms: 50, backoff_cap_ms: 500 },
+    media_stability_ms: 100,
+    sidecar_grace_ms: 0,
+    ...args.overrides,
+  };
+  const configPath = join(args.dir, 'agent.json');
+  writeFileSync(configPath, JSON.stringify(raw, null, 2));
+  const config = parseConfig(raw, args.dir, configPath);
+  const enrolment = await prepareEnrolment(config);
+  args.sink.registerDevice(deviceId, importPublicKey(enrolment.publicKeySpki));
+  return { config, configPath, deviceId, raw };
 }
