@@ -21,6 +21,7 @@ const ERROR_CODES: { readonly [C in VerificationErrorCode]: null } = {
   chain_expired: null,
   chain_unknown_critical_extension: null,
   chain_too_long: null,
+  chain_purpose: null,
   cms_not_attached: null,
   cms_signer_count: null,
   cms_algorithm: null,

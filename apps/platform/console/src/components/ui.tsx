@@ -29,6 +29,14 @@ export function knownKey(key: string): MessageKey | null {
   return key in DICTIONARIES.en ? (key as MessageKey) : null;
 }
 
+/**
+ * The text of a seal check's reason: what the check established or why it did not hold, or, for a signature that
+ * does not verify, the @ooh/verify code it failed with. Null for a word this console has no text for.
+ */
+export function sealReasonKey(reason: string): MessageKey | null {
+  return knownKey(`seal.reason.${reason}`) ?? knownKey(`verify.code.${reason}`);
+}
+
 export function Notice(props: {
   kind?: 'info' | 'success' | 'warning' | 'error';
   children: ComponentChildren;

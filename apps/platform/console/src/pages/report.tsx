@@ -16,6 +16,7 @@ import {
   Loading,
   Notice,
   Segmented,
+  sealReasonKey,
   useAsync,
 } from '../components/ui.js';
 import { type Language, type MessageKey, useI18n } from '../i18n/index.js';
@@ -708,9 +709,7 @@ function SealRow(props: { seal: CampaignReport['seals'][number]; utc: boolean; r
                     <span>
                       <strong>{t(CHECK_TITLES[c.name])}</strong>: {t(`seal.state.${c.state}`)}
                       {' — '}
-                      {knownKey(`seal.reason.${c.reason}`)
-                        ? t(knownKey(`seal.reason.${c.reason}`)!)
-                        : c.reason}
+                      {sealReasonKey(c.reason) ? t(sealReasonKey(c.reason)!) : c.reason}
                     </span>
                   </li>
                 ))}

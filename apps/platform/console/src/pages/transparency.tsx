@@ -20,7 +20,17 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, put, verifyGet, verifyUrl } from '../api/client.js';
 import type { OpenDataConsole, OpenDataDictionary, OpenDataRelease } from '../api/types.js';
 import { DataTable, TableFrame } from '../components/table.js';
-import { Badge, ErrorNotice, Field, Hash, knownKey, Loading, Notice, useAsync } from '../components/ui.js';
+import {
+  Badge,
+  ErrorNotice,
+  Field,
+  Hash,
+  knownKey,
+  Loading,
+  Notice,
+  sealReasonKey,
+  useAsync,
+} from '../components/ui.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';
 import { can, useSession } from '../lib/session.js';
 import { almatyDate, almatyWallClock } from '../lib/working-hours.js';
@@ -67,7 +77,7 @@ function CheckList(props: { checks: Check[] }) {
   return (
     <ul class="checks">
       {props.checks.map((c) => {
-        const reason = knownKey(`seal.reason.${c.reason}`);
+        const reason = sealReasonKey(c.reason);
         return (
           <li key={c.name} class={`check check-${c.state}`}>
             <span class="check-icon" aria-hidden="true">

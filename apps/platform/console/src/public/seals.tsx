@@ -25,7 +25,11 @@ export function useSealLines(): (checks: Check[]) => CheckLine[] {
   return (checks) =>
     checks.map((c) => {
       const failedSignature = c.name === 'signature' && c.state === 'failed';
-      const reasonKey = failedSignature ? 'reason.signature_bad' : known(`reason.${c.reason}`);
+      // A failed signature carries the @ooh/verify code it failed with (cms_bad_signature, chain_expired, ...).
+      const reasonKey =
+        known(`reason.${c.reason}`) ??
+        known(`code.${c.reason}`) ??
+        (failedSignature ? 'reason.signature_bad' : null);
       const height = c.facts?.['block_height'];
       return {
         key: c.name,
