@@ -1,5 +1,6 @@
 import { createPublicKey } from 'node:crypto';
 import { createCsr, exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypto';
+import { almatyDate, almatyOffsetMinutes } from '@ooh/protocol';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { en } from '../../console/src/i18n/en.js';
@@ -8,7 +9,7 @@ import { groupSeries } from '../../console/src/lib/series.js';
 import { kk } from '../../console/src/i18n/kk.js';
 import { ru } from '../../console/src/i18n/ru.js';
 import { readEnrolmentFile, readEnrolmentText } from '../../console/src/lib/enrolment.js';
-import { almatyDate, almatyOffsetMinutes, workingMsBetween } from '../../console/src/lib/working-hours.js';
+import { workingMsBetween } from '../../console/src/lib/working-hours.js';
 import { parseDeviceCsr, parseDevicePublicKey } from '../../src/devices/keys.js';
 import { addWorkingHours, workingCalendar } from '../../src/working-hours/index.js';
 import { agentInit } from './agent-init.js';

@@ -6,9 +6,6 @@
  */
 import type { PopAnswer, Submission } from '@ooh/protocol';
 
-/** For pages/transparency.tsx, until it imports it from @ooh/protocol. */
-export type { OpenDataDictionary } from '@ooh/protocol';
-
 export type OrganisationKind = 'authority' | 'operator' | 'agency' | 'advertiser';
 
 export interface SessionInfo {

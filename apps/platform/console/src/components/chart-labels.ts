@@ -79,9 +79,6 @@ export function dateTimeInZone(language: Language, instant: string, timeZone: st
   return new Intl.DateTimeFormat(LOCALES[language], options).format(new Date(instant));
 }
 
-/** Calendar arithmetic on 'YYYY-MM-DD': @ooh/protocol's, re-exported for pages/report.tsx until it imports it. */
-export { addDays } from '@ooh/protocol';
-
 /** Percent with one decimal at most, in the language's number format. */
 export function percent(language: Language, value: number): string {
   return new Intl.NumberFormat(LOCALES[language], { maximumFractionDigits: 2 }).format(value);

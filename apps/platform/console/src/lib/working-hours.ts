@@ -20,9 +20,6 @@ export const OPENS_HOUR = 9;
 export const CLOSES_HOUR = 18;
 const HOUR_MS = 3_600_000;
 
-// The browser's console, transparency page and their Node tests read these two from here.
-export { almatyDate, almatyOffsetMinutes };
-
 /** The instant of hour:00 Almaty time on `day` (offset changes in Almaty happen at midnight, never in the day). */
 export function almatyWallClock(day: string, hour: number): number {
   const [y, m, d] = day.split('-').map(Number) as [number, number, number];

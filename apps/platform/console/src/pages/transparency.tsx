@@ -1,4 +1,4 @@
-import type { StatsSeal } from '@ooh/protocol';
+import { addDays, almatyDate, type OpenDataDictionary, type StatsSeal } from '@ooh/protocol';
 import {
   type AnchorCheck,
   type AnchorSource,
@@ -18,7 +18,7 @@ import {
 } from '@ooh/verify';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, put, verifyGet, verifyUrl } from '../api/client.js';
-import type { OpenDataConsole, OpenDataDictionary, OpenDataRelease } from '../api/types.js';
+import type { OpenDataConsole, OpenDataRelease } from '../api/types.js';
 import { DataTable, TableFrame } from '../components/table.js';
 import {
   Badge,
@@ -33,15 +33,9 @@ import {
 } from '../components/ui.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';
 import { can, useSession } from '../lib/session.js';
-import { almatyDate, almatyWallClock } from '../lib/working-hours.js';
+import { almatyWallClock } from '../lib/working-hours.js';
 
-const DAY_MS = 86_400_000;
 const DAYS_SHOWN = 14;
-
-function addDays(day: string, days: number): string {
-  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
-  return new Date(Date.UTC(y, m - 1, d) + days * DAY_MS).toISOString().slice(0, 10);
-}
 
 /** The seal of a day from the public verify host; null when the day is not sealed (404). */
 async function fetchSeal(day: string): Promise<StatsSeal | null> {

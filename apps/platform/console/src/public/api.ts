@@ -68,12 +68,6 @@ export async function getJsonOrNull<T>(path: string): Promise<T | null> {
   }
 }
 
-/**
- * Calendar days (YYYY-MM-DD) as the platform reckons them: @ooh/protocol's, re-exported for seals.tsx and ledger.tsx
- * until they import it themselves.
- */
-export { addDays, isCalendarDate as isDay } from '@ooh/protocol';
-
 /** The platform's Almaty day, as the verify host wrote it into the page; the browser's own as a fallback. */
 export function platformToday(): string {
   const meta = document.querySelector('meta[name="ooh-today"]')?.getAttribute('content') ?? '';

@@ -6,8 +6,9 @@ import {
   verifyBlock,
   verifyHead,
 } from '@ooh/verify';
+import { addDays, isCalendarDate } from '@ooh/protocol';
 import { useEffect, useState } from 'preact/hooks';
-import { addDays, getJsonOrNull, isDay } from './api.js';
+import { getJsonOrNull } from './api.js';
 import { type PublicMessageKey, useI18n } from './i18n/index.js';
 import { Badge, type CheckLine, CheckList, ErrorText, Hash, type Tone, useAsync } from './ui.js';
 
@@ -225,7 +226,7 @@ export function LedgerSection() {
             // One block a day from the first day, even an empty one (DESIGN.md section 6): height n is the head's
             // day less (head height - n) days. The block's own height is checked when it is shown.
             void load(addDays(h.day, wanted - h.block_height), wanted);
-          } else if (isDay(day)) {
+          } else if (isCalendarDate(day)) {
             void load(day);
           }
         }}

@@ -1,6 +1,7 @@
 import { type Check, type SealDocument as StatsSeal, verdictOf, verifySeal } from '@ooh/verify';
+import { addDays, isCalendarDate } from '@ooh/protocol';
 import { useEffect, useState } from 'preact/hooks';
-import { addDays, getJsonOrNull, isDay } from './api.js';
+import { getJsonOrNull } from './api.js';
 import { type PublicMessageKey, useI18n } from './i18n/index.js';
 import type { Trust } from './root.js';
 import { Badge, type CheckLine, CheckList, ErrorText, type Tone, useAsync } from './ui.js';
@@ -135,7 +136,7 @@ export function SealsSection(props: { trust: Trust; today: string }) {
         class="inline-form"
         onSubmit={(e) => {
           e.preventDefault();
-          if (isDay(field)) show(field);
+          if (isCalendarDate(field)) show(field);
         }}
       >
         <div class="field">
