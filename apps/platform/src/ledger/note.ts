@@ -3,8 +3,8 @@ import { createHash, createPrivateKey, createPublicKey, type KeyObject, sign, ve
 /*
  * C2SP signed notes, checkpoints and Ed25519 cosignatures (https://c2sp.org/signed-note@v1.0.0,
  * https://c2sp.org/tlog-checkpoint@v1.0.0, https://c2sp.org/tlog-cosignature), for the ledger's checkpoints, the
- * witnesses that cosign them and the verify CLI. The browser verifier has its own WebCrypto copy of the verifying
- * half (console/src/verify/note.ts); both are tested against the examples the C2SP texts publish.
+ * witnesses that cosign them and the verify CLI. The verifying half for the browser is @ooh/verify's, on WebCrypto
+ * (packages/verify/src/note.ts); both are tested against the examples the C2SP texts publish.
  */
 
 /** signed-note "Signature types": 0x01 Ed25519 note signature, 0x04 timestamped Ed25519 cosignature (v1). */

@@ -77,9 +77,8 @@ export interface PublicPageOptions {
 /**
  * The public verification page on the verify host (issue 22, item 1): served at `/` by the verify host itself, from
  * its own bundle, so it works with the api host (and the console) down or switched off. It reads only the verify
- * host's public routes and checks everything in the browser with the console's verifier
- * (apps/platform/console/src/verify). `/v1/` (no spec route) leads to it; the spec's routes under /v1 keep their
- * answers.
+ * host's public routes and checks everything in the browser with @ooh/verify (packages/verify, on WebCrypto).
+ * `/v1/` (no spec route) leads to it; the spec's routes under /v1 keep their answers.
  */
 export function createPublicPageFeature(options: PublicPageOptions = {}): Feature {
   return {
