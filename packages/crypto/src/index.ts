@@ -39,9 +39,11 @@ export {
 export {
   createTimeStampRequest,
   parseTimeStampResponse,
+  readTimeStampToken,
   type TimeStampInfo,
   type TimeStampRequest,
   type TimeStampResponse,
+  type TimeStampTokenClaims,
   type TimeStampVerifyResult,
   timeStampReply,
   verifyTimeStampToken,

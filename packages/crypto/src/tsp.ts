@@ -231,6 +231,42 @@ export interface TimeStampInfo {
 
 export type TimeStampVerifyResult = ({ ok: true } & TimeStampInfo) | { ok: false; reason: string };
 
+/** What a token says of itself, read and not checked: `readTimeStampToken`. */
+export interface TimeStampTokenClaims {
+  /** TSTInfo nonce, lowercase hex without leading zeros (as createTimeStampRequest's nonceHex); null when none. */
+  nonceHex: string | null;
+  /** Subject of the certificate in the token that its SignerInfo names; null when the token does not carry it. */
+  signerSubject: string | null;
+}
+
+/**
+ * Reads what the platform, as the TSA's client, matches against its own request: the nonce, and the subject of the
+ * TSA certificate the token carries. No check: @ooh/verify's verifyBlockTimestamp judges the token (digest,
+ * signature, signing certificate, the pinned TSA); this only reads the same bytes. Null when unreadable.
+ */
+export function readTimeStampToken(token: Uint8Array): TimeStampTokenClaims | null {
+  try {
+    if (!(token instanceof Uint8Array) || single(token) === null) return null;
+    const contentInfo = pkijs.ContentInfo.fromBER(Uint8Array.from(token));
+    if (contentInfo.contentType !== OID_SIGNED_DATA) return null;
+    const signedData = new pkijs.SignedData({ schema: contentInfo.content });
+    const { eContentType, eContent } = signedData.encapContentInfo;
+    const tstDer = eContent === undefined ? null : octetStringValue(eContent);
+    if (eContentType !== OID_TST_INFO || tstDer === null) return null;
+    const tst = pkijs.TSTInfo.fromBER(Uint8Array.from(tstDer));
+    const signerInfo = signedData.signerInfos[0];
+    const signer = signerInfo
+      ? signerCertificates(signedData).find((candidate) => matchesSid(signerInfo.sid, candidate))
+      : undefined;
+    return {
+      nonceHex: tst.nonce ? integerHex(tst.nonce.valueBlock.valueHexView) : null,
+      signerSubject: signer ? signer.cert.subject : null,
+    };
+  } catch {
+    return null;
+  }
+}
+
 /** DER of a value of pkijs's asn1js, read again with this package's asn1js. */
 function reread(value: unknown): asn1js.AsnType | null {
   const toBER = (value as { toBER?: (sizeOnly?: boolean) => ArrayBuffer } | null)?.toBER;

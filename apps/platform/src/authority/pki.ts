@@ -13,8 +13,8 @@ import {
   randomSerialHex,
   readCertificate,
   splitPemChain,
-  verifyChain,
 } from '@ooh/crypto';
+import { type ChainResult, parsePem, parsePems, verifyChain } from '@ooh/verify';
 
 /**
  * The authority's PKI (DESIGN.md sections 2 and 4): a root CA (the public trust anchor of envelopes,
@@ -243,16 +243,22 @@ export async function readAuthority(source: AuthoritySource, now: Date): Promise
       );
     }
     if (info.isCa) throw new AuthorityError('authority_invalid', `${what}: ${certFile} is a CA certificate`);
-    const chain = await verifyChain({
-      leafPem: certPem,
-      intermediatesPem: chainPem,
-      rootsPem: [rootPem],
-      at: now,
-    });
+    let chain: ChainResult;
+    try {
+      chain = await verifyChain({
+        leaf: parsePem(certPem)[0]!,
+        pool: parsePems(chainPem),
+        roots: parsePem(rootPem),
+        at: now,
+      });
+    } catch (error) {
+      throw new AuthorityError('authority_invalid', `${what}: ${(error as Error).message}`, { cause: error });
+    }
     if (!chain.ok) {
       throw new AuthorityError(
         'authority_invalid',
-        `${what}: ${certFile} does not chain to the root: ${chain.reason}`,
+        `${what}: ${certFile} does not chain to the root: ${chain.error.code}: ${chain.error.message}`,
+        { cause: chain.error },
       );
     }
     return { certPem, key };

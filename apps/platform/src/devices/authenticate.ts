@@ -1,6 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import { TLSSocket } from 'node:tls';
-import { readCertificate, sha256Hex, verifyChain } from '@ooh/crypto';
+import { readCertificate, sha256Hex } from '@ooh/crypto';
+import { type Certificate, parseCertificate, parsePem, parsePems, verifyChain } from '@ooh/verify';
 import type { FastifyRequest } from 'fastify';
 import type { PlatformContext } from '../context.js';
 import { ProblemError } from '../http/problem.js';
@@ -35,10 +36,12 @@ export class DeviceRefusal extends ProblemError {
 const VERIFIED_CHAINS_MAX = 10_000;
 
 /**
- * Chains a certificate passed by the proxy to the device CA at the platform clock. Checking a chain costs
- * milliseconds of signature work and a device sends the same certificate on every call for a year, so a
- * successful verification is remembered by the leaf's digest for as long as every certificate of the chain is
- * inside its dates (bounded; the oldest entry goes first). A failure is never remembered.
+ * Chains a certificate passed by the proxy to the device CA at the platform clock, for clientAuth (@ooh/verify's
+ * verifyChain: the purpose TLS checks of a client's chain, so the proxy path refuses what a direct connection
+ * refuses). Checking a chain costs milliseconds of signature work and a device sends the same certificate on every
+ * call for a year, so a successful verification is remembered by the leaf's digest for as long as every certificate
+ * of the chain is inside its dates (the chain's window; bounded, the oldest entry goes first). A failure is never
+ * remembered.
  */
 async function verifyProxiedChain(ctx: PlatformContext, der: Buffer): Promise<void> {
   const digest = sha256Hex(der);
@@ -47,40 +50,51 @@ async function verifyProxiedChain(ctx: PlatformContext, der: Buffer): Promise<vo
   const known = cache.get(digest);
   if (known && now >= known.from && now < known.until) return;
   const ca = await ctx.caches.devices.ca();
-  const leafPem = new X509Certificate(der).toString();
+  let leaf: Certificate;
+  try {
+    leaf = parseCertificate(new Uint8Array(der));
+  } catch (cause) {
+    cache.delete(digest);
+    throw new DeviceRefusal(
+      'certificate_unreadable',
+      'the client certificate passed by the proxy is unreadable',
+      der,
+      null,
+      { cause },
+    );
+  }
   const chain = await verifyChain({
-    leafPem,
-    intermediatesPem: ca.trustPems.slice(0, -1),
-    rootsPem: [ca.rootPem],
+    leaf,
+    pool: parsePems(ca.trustPems.slice(0, -1)),
+    roots: parsePem(ca.rootPem),
     at: new Date(now),
+    purpose: 'clientAuth',
   });
   if (!chain.ok) {
     cache.delete(digest);
     throw new DeviceRefusal(
-      chainFailureReason(der, now),
-      'the client certificate does not chain to the device CA',
+      chain.error.code === 'chain_purpose' ? 'certificate_invalid' : chainFailureReason(leaf, now),
+      chain.error.code === 'chain_purpose'
+        ? 'the client certificate is not for client authentication'
+        : 'the client certificate does not chain to the device CA',
       der,
+      null,
+      { cause: chain.error },
     );
   }
-  const infos = [der, ...ca.trustPems].map((c) => readCertificate(c));
   cache.delete(digest);
   if (cache.size >= VERIFIED_CHAINS_MAX) cache.delete(cache.keys().next().value as string);
   cache.set(digest, {
-    serial: infos[0]!.serialHex,
-    from: Math.max(...infos.map((i) => i.notBefore.getTime())),
-    until: Math.min(...infos.map((i) => i.notAfter.getTime())),
+    serial: readCertificate(new Uint8Array(der)).serialHex,
+    from: chain.window.notBefore.getTime(),
+    until: chain.window.notAfter.getTime(),
   });
 }
 
-/** Why a certificate passed by a proxy did not verify: its dates, else its chain. */
-function chainFailureReason(der: Buffer, nowMs: number): RefusalReason {
-  try {
-    const info = readCertificate(new Uint8Array(der));
-    if (nowMs >= info.notAfter.getTime()) return 'certificate_expired';
-    if (nowMs < info.notBefore.getTime()) return 'certificate_not_yet_valid';
-  } catch {
-    return 'certificate_unreadable';
-  }
+/** Why a certificate passed by a proxy did not chain: its own dates, else its chain. */
+function chainFailureReason(leaf: Certificate, nowMs: number): RefusalReason {
+  if (nowMs >= leaf.notAfter.getTime()) return 'certificate_expired';
+  if (nowMs < leaf.notBefore.getTime()) return 'certificate_not_yet_valid';
   return 'unknown_ca';
 }
 

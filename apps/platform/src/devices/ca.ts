@@ -12,9 +12,9 @@ import {
   readCertificate,
   sha256Hex,
   splitPemChain,
-  verifyChain,
 } from '@ooh/crypto';
 import { addCalendarYears, LIMITS } from '@ooh/protocol';
+import { type ChainResult, parsePem, parsePems, verifyChain } from '@ooh/verify';
 import type { Logger } from 'pino';
 import type { DeviceIdentitySettings } from './settings.js';
 
@@ -187,15 +187,26 @@ export async function loadDeviceCa(
   if (roots.length === 0) throw new DeviceCaError(`device CA: ${chainPath} holds no self-signed root`);
   // Names, signatures and constraints are checked at a moment inside the issuing CA's own validity: whether
   // the CA is valid today is for TLS (machine clock) to say, and a test clock may stand anywhere.
-  const chain = await verifyChain({
-    leafPem: issuingCertPem,
-    intermediatesPem: above,
-    rootsPem: roots,
-    at: issuing.notBefore,
-  });
-  if (!chain.ok) {
-    throw new DeviceCaError(`device CA: the issuing CA does not chain to its root: ${chain.reason}`);
+  let chain: ChainResult;
+  try {
+    chain = await verifyChain({
+      leaf: parsePem(issuingCertPem)[0]!,
+      pool: parsePems(above),
+      roots: parsePems(roots),
+      at: issuing.notBefore,
+    });
+  } catch (cause) {
+    throw new DeviceCaError(`device CA: a certificate of ${chainPath} or ${certPath} is unreadable`, {
+      cause,
+    });
   }
+  if (!chain.ok) {
+    throw new DeviceCaError(
+      `device CA: the issuing CA does not chain to its root: ${chain.error.code}: ${chain.error.message}`,
+      { cause: chain.error },
+    );
+  }
+  const chainPem = chain.chain.map((c) => readCertificate(c.der).pem);
   if (now < issuing.notBefore || now > issuing.notAfter) {
     log.warn(
       { notBefore: issuing.notBefore, notAfter: issuing.notAfter },
@@ -211,9 +222,9 @@ export async function loadDeviceCa(
     issuingCertPem,
     issuingKey,
     issuingNotAfter: issuing.notAfter,
-    chainPem: chain.chainPem.join(''),
-    trustPems: chain.chainPem,
-    rootPem: chain.chainPem[chain.chainPem.length - 1]!,
+    chainPem: chainPem.join(''),
+    trustPems: chainPem,
+    rootPem: chainPem[chainPem.length - 1]!,
   };
 }
 

@@ -5,13 +5,14 @@ import {
   hexDecode,
   parseTimeStampResponse,
   readCertificate,
+  readTimeStampToken,
   splitPemChain,
-  verifyTimeStampToken,
 } from '@ooh/crypto';
 import { almatyDayEnd, type BackoffPolicy, backoffDelayMs, formatAlmaty } from '@ooh/protocol';
 import { ConfigError, type PlatformConfig } from '../config.js';
 import type { PlatformContext } from '../context.js';
 import type { Db, DbClient } from '../db/pool.js';
+import { type Certificate, parsePems, verifyBlockTimestamp } from '@ooh/verify';
 import { startTicker } from '../shared/ticker.js';
 
 /*
@@ -196,12 +197,21 @@ export async function requestTimestamp(
     throw new TsaError('the TSA answer is too large to be a TimeStampResp');
   const parsed = parseTimeStampResponse(body);
   if (!parsed.ok) throw new TsaError(parsed.reason);
-  const verified = await verifyTimeStampToken(parsed.token, {
-    digest,
-    trustedTsaPem: settings.trustedPem,
-    nonceHex: request.nonceHex,
-  });
+  let pinned: Certificate[];
+  try {
+    pinned = parsePems(settings.trustedPem);
+  } catch (cause) {
+    throw new TsaError(`the pinned TSA certificate ${settings.certFile} is unreadable`, { cause });
+  }
+  // The reply's token is judged by @ooh/verify (what a reader of the block checks too); the nonce is ours to match.
+  const verified = await verifyBlockTimestamp(body, block.digest, pinned);
   if (!verified.ok) throw new TsaError(`the token does not verify: ${verified.reason}`);
+  const claims = readTimeStampToken(parsed.token);
+  if (!claims || claims.nonceHex !== request.nonceHex) {
+    throw new TsaError(
+      `the token's nonce ${claims?.nonceHex ?? 'is missing'}${claims?.nonceHex ? ' differs from the request' : ''}`,
+    );
+  }
   // genTime sane: not before the day ended (the digest did not exist before) nor before we asked, not after now.
   const genTime = verified.genTime.getTime();
   const dayEnd = almatyDayEnd(block.day).getTime();
@@ -213,7 +223,11 @@ export async function requestTimestamp(
       `genTime ${verified.genTime.toISOString()} is not the time of the request (${sentAt.toISOString()}): the TSA's clock or ours is off`,
     );
   }
-  return { token: parsed.token, genTime: verified.genTime, tsaSubject: verified.tsaSubject };
+  return {
+    token: parsed.token,
+    genTime: verified.genTime,
+    tsaSubject: claims.signerSubject ?? (verified.tsa ? `CN=${verified.tsa}` : 'the pinned TSA'),
+  };
 }
 
 export interface TimestampRun {

@@ -1,7 +1,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { base64Decode, canonicalBytes, cmsVerify, sha256Hex } from '@ooh/crypto';
+import { base64Decode, canonicalBytes, sha256Hex } from '@ooh/crypto';
+import { bytesEqual, parsePem, verifyCms } from '@ooh/verify';
 import { ApprovalEnvelope, RevocationList } from '@ooh/protocol';
 import { Value } from '@sinclair/typebox/value';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -116,14 +117,14 @@ describe('POST /api/v1/console/submissions/{id}/approve', () => {
       issued_at: '2026-11-20T11:00:00.000+05:00',
     });
     const authority = await loadAuthority(p.ctx);
-    const verified = await cmsVerify(base64Decode(envelope.signature), {
-      trustedRootsPem: [authority.rootPem],
+    const verified = await verifyCms(base64Decode(envelope.signature), {
+      roots: parsePem(authority.rootPem),
       at: NOW,
     });
     expect(verified.ok).toBe(true);
     if (verified.ok) {
       expect(Buffer.from(verified.content)).toEqual(Buffer.from(canonicalBytes(envelope.body)));
-      expect(verified.signerCertificatePem.trim()).toBe(authority.envelopeSigner.certPem.trim());
+      expect(bytesEqual(verified.signer.der, parsePem(authority.envelopeSigner.certPem)[0]!.der)).toBe(true);
       expect(verified.signingTime).toEqual(NOW);
     }
     // The body text in the document is the signed bytes.
@@ -294,7 +295,7 @@ describe('POST /api/v1/console/approvals/{number}/revoke and the revocation list
       ],
     });
     const authority = await loadAuthority(p.ctx);
-    const verified = await cmsVerify(base64Decode(list.signature), { trustedRootsPem: [authority.rootPem] });
+    const verified = await verifyCms(base64Decode(list.signature), { roots: parsePem(authority.rootPem) });
     expect(verified.ok && Buffer.from(verified.content).equals(Buffer.from(canonicalBytes(list.body)))).toBe(
       true,
     );

@@ -130,6 +130,39 @@ describe('behind a TLS-terminating proxy', () => {
     // The header from someone not a proxy (the test before).
     expect((await all()).find((r) => r.address === '10.9.9.9')?.reason).toBe('untrusted_proxy');
   });
+
+  test('a server certificate of the device CA is not a client certificate: 401 certificate_invalid', async () => {
+    // Direct TLS refuses it (the handshake checks the client chain for clientAuth); behind a proxy the platform's
+    // own check (@ooh/verify's verifyChain, purpose clientAuth) refuses it alike, before any device lookup.
+    const ca = await p.ctx.caches.devices.ca();
+    const key = generateEs256KeyPair();
+    const server = await issueCertificate({
+      subject: 'CN=devices.city.kz',
+      publicKey: key.publicKey,
+      issuerCertificatePem: ca.issuingCertPem,
+      issuerKey: ca.issuingKey,
+      notBefore: new Date(T0.getTime() - DAY_MS),
+      notAfter: new Date(T0.getTime() + DAY_MS),
+      serialHex: randomSerialHex(),
+      usage: 'server',
+      dnsNames: ['devices.city.kz'],
+    });
+    const res = await whoamiVia('10.1.2.4', encodeURIComponent(server));
+    expect(res.statusCode).toBe(401);
+    expect(res.json<{ code: string }>().code).toBe('device_unauthorized');
+    let recent: { reason: string; address: string; subject: string | null }[] = [];
+    for (let i = 0; i < 100 && recent.length === 0; i++) {
+      const fleet = await apiCall(p.servers.api, p.adminKey, 'GET', '/api/v1/console/devices');
+      recent = fleet
+        .json<{
+          handshake_refusals: { recent: { reason: string; address: string; subject: string | null }[] };
+        }>()
+        .handshake_refusals.recent.filter((r) => r.address === '10.1.2.4');
+      if (recent.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(recent.map((r) => r.reason)).toEqual(['certificate_invalid']);
+    expect(recent[0]?.subject).toBe('CN=devices.city.kz');
+  });
 });
 
 describe('device identity settings', () => {

@@ -3,7 +3,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { canonicalize, cmsVerify, merkleRoot, sha256, sha256Hex } from '@ooh/crypto';
+import { canonicalize, merkleRoot, sha256, sha256Hex } from '@ooh/crypto';
+import { bytesEqual, parsePem, verifyCms } from '@ooh/verify';
 import { StatsSeal } from '@ooh/protocol';
 import { Value } from '@sinclair/typebox/value';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -108,14 +109,14 @@ describe('sealing a day', () => {
     });
 
     const authority = await loadAuthority(p.ctx);
-    const verified = await cmsVerify(Buffer.from(seal.signature, 'base64'), {
-      trustedRootsPem: [authority.rootPem],
+    const verified = await verifyCms(new Uint8Array(Buffer.from(seal.signature, 'base64')), {
+      roots: parsePem(authority.rootPem),
       at: new Date('2026-11-20T06:00:00Z'),
     });
     expect(verified.ok).toBe(true);
     if (!verified.ok) return;
     expect(Buffer.from(verified.content).toString('utf8')).toBe(canonicalize(seal.body));
-    expect(verified.signerCertificatePem).toBe(authority.sealSigner.certPem);
+    expect(bytesEqual(verified.signer.der, parsePem(authority.sealSigner.certPem)[0]!.der)).toBe(true);
     expect(verified.signingTime?.toISOString()).toBe('2026-11-20T06:00:00.000Z');
 
     // Idempotent: the same seal again, 200.
