@@ -253,6 +253,38 @@ describe('the public page in Chromium', () => {
     }
   }, 120_000);
 
+  test('ru: a seal whose signature does not verify says why, in Russian (the code of @ooh/verify translated)', async () => {
+    const d = DICTIONARIES.ru;
+    const context = await browser.newContext({ viewport: { width: 1366, height: 768 }, locale: 'ru-RU' });
+    try {
+      const page = await context.newPage();
+      // One base64 character near the end of the CMS changed: the last bytes of the ECDSA signature's s, so the
+      // SignedData still reads and the signature over the signed attributes no longer verifies.
+      await page.route(`${p.verifyUrl}/v1/stats-seals/2026-11-20`, async (route) => {
+        const original = await route.fetch();
+        const seal = (await original.json()) as { signature: string };
+        const at = seal.signature.replace(/=+$/, '').length - 3;
+        const swapped = seal.signature[at] === 'A' ? 'B' : 'A';
+        seal.signature = seal.signature.slice(0, at) + swapped + seal.signature.slice(at + 1);
+        await route.fulfill({ response: original, json: seal });
+      });
+      await page.goto(`${p.verifyUrl}/`);
+      const card = sealCard(page, '2026-11-20');
+      await card.and(page.locator('[data-verdict="failed"]')).waitFor({ timeout: 20_000 });
+      const signature = card.locator('li.check-failed[data-check="signature"]');
+      expect(await signature.textContent()).toContain(d['code.cms_bad_signature']);
+      expect(await card.locator('li[data-check="content"]').textContent()).toContain(
+        d['reason.signature_failed'],
+      );
+      await expectAccessible(page, 'signature fails (ru)');
+      await expectNoEnglish(page, 'signature fails (ru)');
+      await signature.scrollIntoViewIfNeeded();
+      await screenshot(page, 'ru', 'signature-fails');
+    } finally {
+      await context.close();
+    }
+  }, 120_000);
+
   test('ru: a pinned root that differs is refused, plainly; the right pin is kept and verifies', async () => {
     const d = DICTIONARIES.ru;
     const other = 'ab'.repeat(32);

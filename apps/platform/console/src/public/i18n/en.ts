@@ -75,7 +75,7 @@ export const en = {
   'reason.signature_bad': 'the signature does not verify against the root.',
   'reason.matches': 'the signed bytes are exactly the seal’s body.',
   'reason.content_differs': 'the signed bytes differ from the body shown.',
-  'reason.signature_failed': 'not checked: the signature did not verify.',
+  'reason.signature_failed': 'the signature did not verify, so the content was not compared.',
   'reason.first_seal': 'this is the first seal.',
   'reason.links_previous': 'it names the previous day’s seal.',
   'reason.previous_differs': 'the previous day’s seal differs from the one it names.',

@@ -73,7 +73,7 @@ export const kk: Record<PublicMessageKey, string> = {
   'reason.signature_bad': 'қолтаңба түбір бойынша тексеруден өтпейді.',
   'reason.matches': 'қол қойылған байттар мөрдің денесімен дәл сәйкес келеді.',
   'reason.content_differs': 'қол қойылған байттар көрсетілген денеден өзгеше.',
-  'reason.signature_failed': 'тексерілмеді: қолтаңба тексеруден өтпеді.',
+  'reason.signature_failed': 'қолтаңба тексеруден өтпеді, сондықтан мазмұн салыстырылмады.',
   'reason.first_seal': 'бұл — бірінші мөр.',
   'reason.links_previous': 'ол алдыңғы күннің мөріне сілтейді.',
   'reason.previous_differs': 'алдыңғы күннің мөрі көрсетілгеннен өзгеше.',

@@ -73,7 +73,7 @@ export const ru: Record<PublicMessageKey, string> = {
   'reason.signature_bad': 'подпись не проходит проверку по корню.',
   'reason.matches': 'подписанные байты в точности совпадают с телом печати.',
   'reason.content_differs': 'подписанные байты отличаются от показанного тела.',
-  'reason.signature_failed': 'не проверено: подпись не прошла проверку.',
+  'reason.signature_failed': 'подпись не прошла проверку, поэтому содержимое не сравнивалось.',
   'reason.first_seal': 'это первая печать.',
   'reason.links_previous': 'она ссылается на печать предыдущего дня.',
   'reason.previous_differs': 'печать предыдущего дня отличается от указанной.',
