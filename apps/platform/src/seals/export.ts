@@ -1,3 +1,4 @@
+import type { BatchExportLine } from '@ooh/verify';
 import type { Db } from '../db/pool.js';
 import { type BodyEncoding, storedBody } from '../http/inflate.js';
 import { RECEIVED_AT_SQL } from './leaf.js';
@@ -12,16 +13,10 @@ const BODY_GROUP_BYTES = 8 * 1024 * 1024;
 /**
  * One line of the export of a sealed day: the leaf fields (DESIGN.md section 6) and the body as received, base64
  * (decompressed on the CMS channel: the bytes body_sha256 covers, restored when stored as gzip).
- * An auditor recomputes each body_sha256, the leaves, `root` and `record_count` from these lines alone.
+ * An auditor recomputes each body_sha256, the leaves, `root` and `record_count` from these lines alone: the line is
+ * the one @ooh/verify's verifySealBatches (ooh-verify --batches) reads.
  */
-export interface ExportLine {
-  batch: number;
-  owner: string;
-  seq: number;
-  body_sha256: string;
-  received_at: string;
-  body: string;
-}
+export type ExportLine = BatchExportLine;
 
 /**
  * The batches received on `day` in leaf order, as NDJSON lines, read through a cursor in one REPEATABLE READ
