@@ -1,18 +1,9 @@
-import { createPublicKey, type KeyObject, verify as nodeVerify, sign as nodeSign } from 'node:crypto';
+import { createPublicKey, type KeyObject, sign as nodeSign } from 'node:crypto';
 import * as asn1js from 'asn1js';
-import * as pkijs from 'pkijs';
-import { bytesEqual, sha256 } from './bytes.js';
+import { sha256 } from './bytes.js';
 import {
-  CONTEXT,
-  certificateDer,
   derSetOf,
-  isAsn,
-  objectIdentifierValue,
-  octetStringValue,
   oid,
-  Refusal,
-  refuse,
-  singleAttributeValue,
   TAG_CONTEXT_0,
   TAG_GENERALIZED_TIME,
   TAG_INTEGER,
@@ -21,15 +12,9 @@ import {
   TAG_SET,
   TAG_UTC_TIME,
   tlv,
-  UNIVERSAL,
 } from './der.js';
 import { CryptoError } from './errors.js';
-import {
-  keyUsageAllowsSigning,
-  type ParsedCertificate,
-  parseCertificateForChain,
-  verifyParsedChain,
-} from './x509.js';
+import { parseCertificateForChain } from './x509.js';
 
 // DESIGN.md §4 "CMS signature": SignedData, content attached (id-data), ECDSA P-256 with SHA-256, signed
 // attributes contentType, signingTime, messageDigest, signer certificate included.
@@ -38,8 +23,8 @@ import {
 // Why the signing side writes DER itself: pkijs 3 bundles its own asn1js 3.x while this package depends
 // on asn1js 4, so asn1js objects cannot be handed to pkijs (different classes), and pkijs would wrap the
 // content in a constructed (BER) OCTET STRING. A SignedData with one signer is a few fixed structures, so
-// they are written here as exact DER and signed with node:crypto. Reading uses pkijs (schema-checked
-// parsing of whatever BER another signer such as OpenSSL produced), with checks done on the parsed values.
+// they are written here as exact DER and signed with node:crypto. Verifying a SignedData is @ooh/verify's
+// (verifyCms), in Node and in the browser.
 
 const OID_DATA = '1.2.840.113549.1.7.1';
 const OID_SIGNED_DATA = '1.2.840.113549.1.7.2';
@@ -48,12 +33,6 @@ const OID_MESSAGE_DIGEST = '1.2.840.113549.1.9.4';
 const OID_SIGNING_TIME = '1.2.840.113549.1.9.5';
 const OID_SHA256 = '2.16.840.1.101.3.4.2.1';
 const OID_ECDSA_WITH_SHA256 = '1.2.840.10045.4.3.2';
-const OID_EC_PUBLIC_KEY = '1.2.840.10045.2.1';
-const OID_SUBJECT_KEY_IDENTIFIER = '2.5.29.14';
-
-export type CmsVerifyResult =
-  | { ok: true; content: Uint8Array; signerCertificatePem: string; signingTime: Date | null }
-  | { ok: false; reason: string };
 
 // ---------------------------------------------------------------------------------------------------------
 // DER writing (the shared writer: der.ts)
@@ -162,168 +141,4 @@ export async function cmsSign(args: {
   );
   const contentInfo = tlv(TAG_SEQUENCE, oid(OID_SIGNED_DATA), tlv(TAG_CONTEXT_0, signedData));
   return new Uint8Array(contentInfo);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Verification
-
-function timeValue(value: unknown): Date | null {
-  if (!isAsn(value, UNIVERSAL, TAG_UTC_TIME) && !isAsn(value, UNIVERSAL, TAG_GENERALIZED_TIME)) return null;
-  const toDate = (value as { toDate?: () => Date }).toDate;
-  if (typeof toDate !== 'function') return null;
-  const date = toDate.call(value);
-  return date instanceof Date && !Number.isNaN(date.getTime()) ? date : null;
-}
-
-function parseSignedData(der: Uint8Array): pkijs.SignedData {
-  // This package's asn1js only checks that the input is one complete element (no trailing bytes).
-  const outer = asn1js.fromBER(der);
-  if (outer.offset === -1 || outer.offset !== der.byteLength || outer.result.error) {
-    refuse('not a single DER element');
-  }
-  let contentInfo: pkijs.ContentInfo;
-  try {
-    contentInfo = pkijs.ContentInfo.fromBER(der);
-  } catch {
-    return refuse('not a CMS ContentInfo');
-  }
-  if (contentInfo.contentType !== OID_SIGNED_DATA) refuse('ContentInfo does not hold SignedData');
-  try {
-    return new pkijs.SignedData({ schema: contentInfo.content });
-  } catch {
-    return refuse('unreadable SignedData');
-  }
-}
-
-function attachedContent(signedData: pkijs.SignedData): Uint8Array {
-  const { eContentType, eContent } = signedData.encapContentInfo;
-  if (eContentType !== OID_DATA) refuse('encapsulated content is not id-data');
-  const content = eContent === undefined ? null : octetStringValue(eContent);
-  if (content === null) refuse('content is not attached');
-  return content;
-}
-
-function signerCertificateOf(signedData: pkijs.SignedData, signerInfo: pkijs.SignerInfo): ParsedCertificate {
-  const certificates = (signedData.certificates ?? []).filter(
-    (item): item is pkijs.Certificate => item instanceof pkijs.Certificate,
-  );
-  const { sid } = signerInfo;
-  const match = certificates.find((certificate) => {
-    if (sid instanceof pkijs.IssuerAndSerialNumber) {
-      return certificate.issuer.isEqual(sid.issuer) && certificate.serialNumber.isEqual(sid.serialNumber);
-    }
-    // [0] SubjectKeyIdentifier
-    const wanted = isAsn(sid, CONTEXT, 0) ? sid.valueBlock.valueHexView : undefined;
-    const extension = certificate.extensions?.find((item) => item.extnID === OID_SUBJECT_KEY_IDENTIFIER);
-    const keyId = octetStringValue(extension?.parsedValue);
-    return wanted !== undefined && keyId !== null && bytesEqual(wanted, keyId);
-  });
-  if (!match) refuse('signer certificate not included');
-  try {
-    return parseCertificateForChain(certificateDer(match));
-  } catch {
-    return refuse('unreadable signer certificate');
-  }
-}
-
-async function verifyOrRefuse(
-  der: Uint8Array,
-  options: { trustedRootsPem: string[]; intermediatesPem?: string[]; at?: Date },
-): Promise<CmsVerifyResult> {
-  if (!(der instanceof Uint8Array)) refuse('input is not bytes');
-  if (typeof options !== 'object' || options === null || !Array.isArray(options.trustedRootsPem)) {
-    refuse('trustedRootsPem must be an array of PEM');
-  }
-  if (options.at !== undefined && (!(options.at instanceof Date) || Number.isNaN(options.at.getTime()))) {
-    refuse('at must be a valid Date');
-  }
-  const signedData = parseSignedData(der);
-  const content = attachedContent(signedData);
-  if (signedData.signerInfos.length !== 1) refuse('exactly one signer expected');
-  const signerInfo = signedData.signerInfos[0]!;
-
-  if (signerInfo.digestAlgorithm.algorithmId !== OID_SHA256) refuse('digest algorithm is not SHA-256');
-  const signatureAlgorithm = signerInfo.signatureAlgorithm.algorithmId;
-  // OpenSSL writes ecdsa-with-SHA256; some signers write the bare key algorithm (RFC 5753 allows both).
-  if (signatureAlgorithm !== OID_ECDSA_WITH_SHA256 && signatureAlgorithm !== OID_EC_PUBLIC_KEY) {
-    refuse('signature algorithm is not ECDSA with SHA-256');
-  }
-  const signedAttrs = signerInfo.signedAttrs;
-  if (!signedAttrs || signedAttrs.attributes.length === 0) refuse('signed attributes missing');
-  const attributes = signedAttrs.attributes;
-
-  const contentType = singleAttributeValue(attributes, OID_CONTENT_TYPE, 'contentType');
-  if (objectIdentifierValue(contentType) !== OID_DATA) refuse('contentType attribute is not id-data');
-  const messageDigest = octetStringValue(
-    singleAttributeValue(attributes, OID_MESSAGE_DIGEST, 'messageDigest'),
-  );
-  if (messageDigest === null) refuse('messageDigest attribute is not an OCTET STRING');
-  if (!bytesEqual(messageDigest, sha256(content))) refuse('messageDigest does not match the content');
-  let signingTime: Date | null = null;
-  if (attributes.some((item) => item.type === OID_SIGNING_TIME)) {
-    signingTime = timeValue(singleAttributeValue(attributes, OID_SIGNING_TIME, 'signingTime'));
-    if (signingTime === null) refuse('signingTime is neither a UTCTime nor a GeneralizedTime');
-  }
-
-  const signer = signerCertificateOf(signedData, signerInfo);
-  const signerKey = signer.node.publicKey;
-  if (signerKey.asymmetricKeyType !== 'ec' || signerKey.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
-    refuse('signer key is not ECDSA P-256');
-  }
-  if (!keyUsageAllowsSigning(signer)) refuse('signer certificate key usage does not allow signatures');
-
-  // RFC 5652 §5.4: the signature covers the DER of the signed attributes with an explicit SET OF tag.
-  const signedBytes = new Uint8Array(signedAttrs.encodedValue.slice(0));
-  if (signedBytes.byteLength === 0) refuse('signed attributes missing');
-  signedBytes[0] = 0x31;
-  let signatureOk = false;
-  try {
-    signatureOk = nodeVerify(
-      'sha256',
-      signedBytes,
-      { key: signerKey, dsaEncoding: 'der' },
-      signerInfo.signature.valueBlock.valueHexView,
-    );
-  } catch {
-    signatureOk = false;
-  }
-  if (!signatureOk) refuse('signature does not verify');
-
-  const embedded: ParsedCertificate[] = [];
-  for (const item of signedData.certificates ?? []) {
-    if (!(item instanceof pkijs.Certificate)) continue;
-    try {
-      const parsed = parseCertificateForChain(certificateDer(item));
-      if (!parsed.der.equals(signer.der)) embedded.push(parsed);
-    } catch {
-      // An unreadable extra certificate cannot help build a path; the path check decides.
-    }
-  }
-  const chain = verifyParsedChain({
-    leaf: signer,
-    pool: embedded,
-    rootsPem: options.trustedRootsPem,
-    intermediatesPem: options.intermediatesPem,
-    at: options.at ?? null,
-  });
-  if (!chain.ok) refuse(`signer certificate: ${chain.reason}`);
-  return { ok: true, content, signerCertificatePem: signer.pem, signingTime };
-}
-
-/**
- * Verifies a DER CMS SignedData with attached id-data content: the ECDSA P-256/SHA-256 signature over the
- * signed attributes, contentType and messageDigest, and the signer certificate's chain to one of
- * `trustedRootsPem` through `intermediatesPem` and the embedded certificates; every certificate valid at
- * `at` when given (no date check otherwise: this package has no clock). Never throws on bad input.
- */
-export async function cmsVerify(
-  der: Uint8Array,
-  options: { trustedRootsPem: string[]; intermediatesPem?: string[]; at?: Date },
-): Promise<CmsVerifyResult> {
-  try {
-    return await verifyOrRefuse(der, options);
-  } catch (error) {
-    if (error instanceof Refusal) return { ok: false, reason: error.message };
-    return { ok: false, reason: `malformed CMS: ${error instanceof Error ? error.message : String(error)}` };
-  }
 }

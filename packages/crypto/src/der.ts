@@ -2,7 +2,7 @@ import type * as pkijs from 'pkijs';
 
 // What cms.ts (RFC 5652 SignedData) and tsp.ts (RFC 3161 tokens, which are SignedData) share: a small exact-DER
 // writer (pkijs bundles its own asn1js, whose objects cannot be mixed with this package's, and would write BER
-// where DER is wanted) and the checks that read values pkijs parsed. Internal to the package.
+// where DER is wanted) and the readers of values pkijs parsed. Internal to the package.
 
 export const TAG_BOOLEAN = 0x01;
 export const TAG_INTEGER = 0x02;
@@ -17,7 +17,6 @@ export const TAG_CONTEXT_0 = 0xa0;
 
 /** ASN.1 tag classes as asn1js numbers them. */
 export const UNIVERSAL = 1;
-export const CONTEXT = 3;
 
 // ---------------------------------------------------------------------------------------------------------
 // DER writing
@@ -64,15 +63,8 @@ export function unsignedInteger(octets: Uint8Array): Uint8Array {
 // ---------------------------------------------------------------------------------------------------------
 // Reading what pkijs parsed
 
-/** A verification refusal: caught at the edge of a verify function and answered as `{ ok: false, reason }`. */
-export class Refusal extends Error {}
-
-export function refuse(reason: string): never {
-  throw new Refusal(reason);
-}
-
 /**
- * What verification reads of an ASN.1 value that pkijs parsed. pkijs holds values of its own asn1js copy,
+ * What this package reads of an ASN.1 value that pkijs parsed. pkijs holds values of its own asn1js copy,
  * so they are recognised by tag, never by `instanceof` against this package's asn1js.
  */
 export interface AsnValue {
@@ -95,25 +87,6 @@ export function octetStringValue(value: unknown): Uint8Array | null {
   if (!isAsn(value, UNIVERSAL, TAG_OCTET_STRING)) return null;
   const getValue = (value as { getValue?: () => ArrayBuffer }).getValue;
   return typeof getValue === 'function' ? new Uint8Array(getValue.call(value)) : null;
-}
-
-export function objectIdentifierValue(value: unknown): string | null {
-  if (!isAsn(value, UNIVERSAL, TAG_OID)) return null;
-  const getValue = (value as { getValue?: () => string }).getValue;
-  return typeof getValue === 'function' ? getValue.call(value) : null;
-}
-
-/** The one value of the one signed attribute of `type`; refused when it is missing, repeated or multi-valued. */
-export function singleAttributeValue(
-  attributes: readonly pkijs.Attribute[],
-  type: string,
-  name: string,
-): unknown {
-  const matching = attributes.filter((item) => item.type === type);
-  if (matching.length !== 1 || matching[0]?.values.length !== 1) {
-    refuse(`signed attribute ${name} must appear exactly once with one value`);
-  }
-  return matching[0].values[0];
 }
 
 export function certificateDer(certificate: pkijs.Certificate): Uint8Array {

@@ -12,7 +12,7 @@ export {
   sha256,
   sha256Hex,
 } from './bytes.js';
-export { type CmsVerifyResult, cmsSign, cmsVerify } from './cms.js';
+export { cmsSign } from './cms.js';
 export { CryptoError, type CryptoErrorCode, isCryptoError } from './errors.js';
 export {
   es256Sign,
@@ -40,18 +40,14 @@ export {
   createTimeStampRequest,
   parseTimeStampResponse,
   readTimeStampToken,
-  type TimeStampInfo,
   type TimeStampRequest,
   type TimeStampResponse,
   type TimeStampTokenClaims,
-  type TimeStampVerifyResult,
   timeStampReply,
-  verifyTimeStampToken,
 } from './tsp.js';
 export {
   type CertificateInfo,
   type CertificateUsage,
-  type ChainResult,
   type CsrInfo,
   certificateFingerprint,
   createCsr,
@@ -62,5 +58,4 @@ export {
   randomSerialHex,
   readCertificate,
   splitPemChain,
-  verifyChain,
 } from './x509.js';

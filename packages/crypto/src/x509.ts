@@ -19,16 +19,6 @@ x509.cryptoProvider.set(webcrypto);
 const ECDSA_P256 = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 const ECDSA_SHA256 = { name: 'ECDSA', hash: 'SHA-256' } as const;
 const OID_ECDSA_WITH_SHA256 = '1.2.840.10045.4.3.2';
-const MAX_CHAIN_LENGTH = 8;
-/** Extensions whose meaning verifyChain knows; any other extension marked critical refuses the chain. */
-const KNOWN_EXTENSIONS = new Set([
-  '2.5.29.14', // subjectKeyIdentifier
-  '2.5.29.15', // keyUsage
-  '2.5.29.17', // subjectAltName
-  '2.5.29.19', // basicConstraints
-  '2.5.29.35', // authorityKeyIdentifier
-  '2.5.29.37', // extKeyUsage
-]);
 
 export interface CertificateInfo {
   /** Lowercase hex of the serial number, without a leading 00 sign octet. */
@@ -54,8 +44,6 @@ export interface CsrInfo {
 }
 
 export type CertificateUsage = 'client' | 'server' | 'signing';
-
-export type ChainResult = { ok: true; chainPem: string[] } | { ok: false; reason: string };
 
 // ---------------------------------------------------------------------------------------------------------
 // Encodings
@@ -485,173 +473,14 @@ export async function parseCsr(pemOrBase64Der: string): Promise<CsrInfo> {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Chains
+// Reading (whether a chain verifies is @ooh/verify's verifyChain)
 
-function validAt(parsed: ParsedCertificate, at: Date | null): boolean {
-  if (at === null) return true;
-  return parsed.cert.notBefore.getTime() <= at.getTime() && at.getTime() <= parsed.cert.notAfter.getTime();
-}
-
-function unknownCriticalExtension(parsed: ParsedCertificate): string | null {
-  const extension = parsed.cert.extensions.find((item) => item.critical && !KNOWN_EXTENSIONS.has(item.type));
-  return extension ? extension.type : null;
-}
-
-function describe(parsed: ParsedCertificate): string {
-  return `"${parsed.cert.subject}" (serial ${parsed.cert.serialNumber.toLowerCase()})`;
-}
-
-/** Why `candidate` cannot be the CA above `caCountBelow` intermediate CAs, or null when it can. */
-function issuerProblem(candidate: ParsedCertificate, caCountBelow: number, at: Date | null): string | null {
-  const constraints = basicConstraints(candidate.cert);
-  if (constraints?.ca !== true) return `issuer ${describe(candidate)} is not a CA`;
-  if (constraints.pathLength !== undefined && caCountBelow > constraints.pathLength) {
-    return `issuer ${describe(candidate)} path length constraint exceeded`;
-  }
-  if (!validAt(candidate, at)) return `issuer ${describe(candidate)} is not valid at ${at?.toISOString()}`;
-  const critical = unknownCriticalExtension(candidate);
-  if (critical) return `issuer ${describe(candidate)} has unsupported critical extension ${critical}`;
-  return null;
-}
-
-/**
- * Builds a path from `leaf` through `pool` to one of `roots` (trust anchors, matched by exact DER).
- * Every link: issuer name and key identifier match and keyCertSign allowed (OpenSSL X509_check_issued),
- * signature verifies, issuer is a CA within its path length, every certificate valid at `at` (dates are
- * not checked when `at` is null). Depth-first, so a pool with several candidates still finds a path.
- */
-function buildPath(
-  leaf: ParsedCertificate,
-  pool: readonly ParsedCertificate[],
-  roots: readonly ParsedCertificate[],
-  at: Date | null,
-): { ok: true; chain: ParsedCertificate[] } | { ok: false; reason: string } {
-  if (!validAt(leaf, at)) {
-    return { ok: false, reason: `certificate ${describe(leaf)} is not valid at ${at?.toISOString()}` };
-  }
-  const critical = unknownCriticalExtension(leaf);
-  if (critical) {
-    return {
-      ok: false,
-      reason: `certificate ${describe(leaf)} has unsupported critical extension ${critical}`,
-    };
-  }
-  const candidates = [...roots, ...pool];
-  // The most telling failure: a named issuer that failed a check, else the certificate left without one.
-  let failedCheck: string | null = null;
-  let withoutIssuer = leaf;
-
-  const extend = (chain: ParsedCertificate[]): ParsedCertificate[] | null => {
-    const current = chain[chain.length - 1]!;
-    if (roots.some((root) => root.der.equals(current.der))) return chain;
-    if (chain.length >= MAX_CHAIN_LENGTH) {
-      failedCheck = 'chain too long';
-      return null;
-    }
-    let named = false;
-    for (const candidate of candidates) {
-      if (chain.some((item) => item.der.equals(candidate.der))) continue;
-      if (!current.node.checkIssued(candidate.node)) continue;
-      named = true;
-      let signatureOk = false;
-      try {
-        signatureOk = current.node.verify(candidate.node.publicKey);
-      } catch {
-        signatureOk = false;
-      }
-      if (!signatureOk) {
-        failedCheck = `signature of ${describe(current)} does not verify with ${describe(candidate)}`;
-        continue;
-      }
-      const problem = issuerProblem(candidate, chain.length - 1, at);
-      if (problem) {
-        failedCheck = problem;
-        continue;
-      }
-      const found = extend([...chain, candidate]);
-      if (found) return found;
-    }
-    if (!named) withoutIssuer = current;
-    return null;
-  };
-
-  const chain = extend([leaf]);
-  if (chain) return { ok: true, chain };
-  return { ok: false, reason: failedCheck ?? `no trusted issuer found for ${describe(withoutIssuer)}` };
-}
-
-function parseAll(pems: readonly string[] | undefined, what: string): ParsedCertificate[] {
-  if (pems === undefined) return [];
-  if (!Array.isArray(pems)) throw new CryptoError('invalid_argument', `${what} must be an array of PEM`);
-  return pems.flatMap((pem) => {
-    const blocks = splitPemChain(pem);
-    if (blocks.length === 0) throw new CryptoError('invalid_certificate', `no certificate in ${what}`);
-    return blocks.map((block) => parseCertificate(block));
-  });
-}
-
-/** Internal: chain check on already parsed certificates, shared with CMS verification. */
-export function verifyParsedChain(args: {
-  leaf: ParsedCertificate;
-  pool: readonly ParsedCertificate[];
-  rootsPem: readonly string[];
-  intermediatesPem: readonly string[] | undefined;
-  at: Date | null;
-}): ChainResult {
-  let roots: ParsedCertificate[];
-  let intermediates: ParsedCertificate[];
-  try {
-    roots = parseAll(args.rootsPem, 'trusted roots');
-    intermediates = parseAll(args.intermediatesPem, 'intermediates');
-  } catch (error) {
-    return { ok: false, reason: error instanceof Error ? error.message : 'unreadable certificates' };
-  }
-  if (roots.length === 0) return { ok: false, reason: 'no trusted roots given' };
-  const result = buildPath(args.leaf, [...intermediates, ...args.pool], roots, args.at);
-  return result.ok ? { ok: true, chainPem: result.chain.map((item) => item.pem) } : result;
-}
-
-/** Internal: true unless a keyUsage extension leaves out both digitalSignature and nonRepudiation. */
-export function keyUsageAllowsSigning(parsed: ParsedCertificate): boolean {
-  const keyUsage = parsed.cert.getExtension(x509.KeyUsagesExtension);
-  if (!keyUsage) return true;
-  return (keyUsage.usages & (x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.nonRepudiation)) !== 0;
-}
-
-/** Parses a certificate for chain checks (internal). */
+/** Parses a certificate for this package's signing and token reading (internal). */
 export function parseCertificateForChain(pemOrDer: string | Uint8Array): ParsedCertificate {
   return parseCertificate(pemOrDer);
 }
 
 export type { ParsedCertificate };
-
-/**
- * Verifies `leafPem` up to one of `rootsPem` through `intermediatesPem`, all valid at `at`. Never throws
- * on bad certificates: { ok: false, reason }. chainPem runs from the leaf to the trusted root.
- */
-export async function verifyChain(args: {
-  leafPem: string;
-  intermediatesPem: string[];
-  rootsPem: string[];
-  at: Date;
-}): Promise<ChainResult> {
-  if (!(args.at instanceof Date) || Number.isNaN(args.at.getTime())) {
-    throw new CryptoError('invalid_argument', 'at must be a valid Date');
-  }
-  let leaf: ParsedCertificate;
-  try {
-    leaf = parseCertificate(args.leafPem);
-  } catch (error) {
-    return { ok: false, reason: error instanceof Error ? error.message : 'unreadable leaf certificate' };
-  }
-  return verifyParsedChain({
-    leaf,
-    pool: [],
-    rootsPem: args.rootsPem,
-    intermediatesPem: args.intermediatesPem,
-    at: args.at,
-  });
-}
 
 /** Lowercase hex of a certificate's SHA-256 thumbprint over its DER. */
 export function certificateFingerprint(pemOrDer: string | Uint8Array): string {

@@ -1,16 +1,19 @@
 import { randomBytes } from 'node:crypto';
+import { parsePem, verifyBlockTimestamp } from '@ooh/verify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   createTimeStampRequest,
   hexEncode,
   parseTimeStampResponse,
+  readTimeStampToken,
   sha256,
   timeStampReply,
-  verifyTimeStampToken,
 } from '../src/index.js';
 import { OpensslTsa } from './helpers/tsa.js';
 
-// RFC 3161 with `openssl ts` as the time-stamping authority (STYLE.md §7: openssl checks our side, we check its).
+// RFC 3161 with `openssl ts` as the time-stamping authority (STYLE.md §7: openssl checks our side). Whether a token
+// verifies is @ooh/verify's verifyBlockTimestamp (its cases: packages/verify/test/timestamp.test.ts); here, what the
+// client side sends and reads, and the replies it wraps verified by openssl and by @ooh/verify.
 
 let tsa: OpensslTsa;
 let other: OpensslTsa;
@@ -87,19 +90,28 @@ describe('the request', () => {
 });
 
 describe('the token', () => {
-  test('a token from openssl verifies against the pinned TSA certificate or its CA', async () => {
-    const digest = sha256('day 2026-11-20');
-    const before = Date.now();
-    const { token, nonceHex } = await stamp(tsa, digest);
-    for (const pinned of [tsa.caPem, tsa.tsaPem]) {
-      const result = await verifyTimeStampToken(token, { digest, trustedTsaPem: [pinned], nonceHex });
-      expect(result).toMatchObject({ ok: true, nonceHex, policy: '1.2.3.4.1' });
-      if (!result.ok) continue;
-      expect(result.tsaSubject).toBe('CN=Test TSA');
-      // genTime is openssl's clock, in whole seconds.
-      expect(result.genTime.getTime()).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000);
-      expect(result.genTime.getTime()).toBeLessThanOrEqual(Date.now());
+  test("reads the token's nonce (the request's) and the subject of the TSA certificate it carries", async () => {
+    for (const [authority, subject] of [
+      [tsa, 'CN=Test TSA'],
+      [rsa, 'CN=RSA TSA'],
+    ] as const) {
+      const digest = sha256(`day of ${subject}`);
+      const { token, nonceHex } = await stamp(authority, digest);
+      expect(readTimeStampToken(token)).toEqual({ nonceHex, signerSubject: subject });
+      // The same token, as a reply, verifies with @ooh/verify under the TSA's CA.
+      const verified = await verifyBlockTimestamp(
+        timeStampReply(token),
+        hexEncode(digest),
+        parsePem(authority.caPem),
+      );
+      expect(verified).toMatchObject({ ok: true });
     }
+    // Another request's token carries another nonce.
+    const first = await stamp(tsa, sha256('one'));
+    const second = await stamp(tsa, sha256('one'));
+    expect(readTimeStampToken(second.token)?.nonceHex).not.toBe(first.nonceHex);
+    expect(readTimeStampToken(randomBytes(40))).toBeNull();
+    expect(readTimeStampToken(new Uint8Array(0))).toBeNull();
   });
 
   test('openssl ts -verify accepts the token wrapped again as a reply, for the digest', async () => {
@@ -136,97 +148,17 @@ describe('the token', () => {
     expect(parseTimeStampResponse(rewrapped)).toMatchObject({ ok: true, token });
   });
 
-  test('refuses a token for another digest, with another nonce, or from a TSA that is not pinned', async () => {
-    const digest = sha256('day 2026-11-22');
-    const { token, nonceHex } = await stamp(tsa, digest);
-    const otherDigest = await verifyTimeStampToken(token, {
-      digest: sha256('rewritten'),
-      trustedTsaPem: [tsa.caPem],
-    });
-    expect(otherDigest).toMatchObject({ ok: false, reason: expect.stringMatching(/stamps digest/) });
-    const otherNonce = await verifyTimeStampToken(token, {
-      digest,
-      trustedTsaPem: [tsa.caPem],
-      nonceHex: nonceHex === '1' ? '2' : '1',
-    });
-    expect(otherNonce).toMatchObject({ ok: false, reason: expect.stringMatching(/nonce/) });
-    for (const pinned of [other.caPem, other.tsaPem]) {
-      const unpinned = await verifyTimeStampToken(token, { digest, trustedTsaPem: [pinned] });
-      expect(unpinned).toMatchObject({ ok: false, reason: expect.stringMatching(/not the pinned one/) });
-    }
-    // The other TSA's token is refused under this TSA's pin the same way.
-    const foreign = await stamp(other, digest);
-    expect(await verifyTimeStampToken(foreign.token, { digest, trustedTsaPem: [tsa.caPem] })).toMatchObject({
-      ok: false,
-    });
-  });
-
-  test('refuses a tampered token: every single changed byte of the TSTInfo, and a changed signature', async () => {
-    const digest = sha256('day 2026-11-23');
-    const { token } = await stamp(tsa, digest);
-    // Change a digit of the stamped time, of the serial number, of the digest: the signature no longer holds.
-    const text = Buffer.from(token).toString('latin1');
-    const genTimeAt = text.search(/\d{14}(\.\d+)?Z/);
-    expect(genTimeAt).toBeGreaterThan(0);
-    const changedTime = Buffer.from(token);
-    changedTime[genTimeAt + 3] = changedTime[genTimeAt + 3] === 0x30 ? 0x31 : 0x30;
-    expect(await verifyTimeStampToken(changedTime, { digest, trustedTsaPem: [tsa.caPem] })).toMatchObject({
-      ok: false,
-      reason: expect.stringMatching(/messageDigest|signature/),
-    });
-    const signatureEnd = Buffer.from(token);
-    signatureEnd[signatureEnd.length - 3] = signatureEnd[signatureEnd.length - 3]! ^ 0x01;
-    const tampered = await verifyTimeStampToken(signatureEnd, { digest, trustedTsaPem: [tsa.caPem] });
-    expect(tampered.ok).toBe(false);
-    // openssl agrees on both.
-    for (const [name, bytes] of [
-      ['t1.tsr', changedTime],
-      ['t2.tsr', signatureEnd],
-    ] as const) {
-      tsa.ws.write(name, timeStampReply(bytes));
-      expect(
-        tsa.ws.run(['ts', '-verify', '-digest', hexEncode(digest), '-in', name, '-CAfile', 'ca.pem']).ok,
-      ).toBe(false);
-    }
-    // A byte flipped anywhere: never a throw, and never accepted with another time, serial or policy (a flip in an
-    // unsigned part, such as SignedData's own list of digest algorithms, may leave a token that still verifies).
-    const original = await verifyTimeStampToken(token, { digest, trustedTsaPem: [tsa.caPem] });
-    if (!original.ok) throw new Error(original.reason);
-    let refused = 0;
-    for (let i = 0; i < 100; i += 1) {
-      const flipped = Buffer.from(token);
-      const at = Math.floor(Math.random() * flipped.length);
-      flipped[at] = (flipped[at]! ^ (1 + Math.floor(Math.random() * 255))) & 0xff;
-      const result = await verifyTimeStampToken(flipped, { digest, trustedTsaPem: [tsa.caPem] });
-      if (!result.ok) refused += 1;
-      else {
-        expect(result.genTime).toEqual(original.genTime);
-        expect([result.serialHex, result.policy]).toEqual([original.serialHex, original.policy]);
-      }
-    }
-    expect(refused).toBeGreaterThan(90);
-  });
-
-  test('an RSA TSA (as most public TSAs are) verifies', async () => {
-    const digest = sha256('rsa day');
-    const { token, nonceHex } = await stamp(rsa, digest);
-    expect(await verifyTimeStampToken(token, { digest, trustedTsaPem: [rsa.caPem], nonceHex })).toMatchObject(
-      {
-        ok: true,
-        tsaSubject: 'CN=RSA TSA',
-      },
-    );
-  });
-
-  test('without the certificate in the token (certReq false) the pinned TSA certificate is the signer', async () => {
+  test('without the certificate in the token (certReq false) no subject is read; the pinned TSA certificate signs', async () => {
     const digest = sha256('no cert');
-    const { token } = await stamp(tsa, digest, { certReq: false });
-    expect(await verifyTimeStampToken(token, { digest, trustedTsaPem: [tsa.tsaPem] })).toMatchObject({
+    const { token, nonceHex } = await stamp(tsa, digest, { certReq: false });
+    expect(readTimeStampToken(token)).toEqual({ nonceHex, signerSubject: null });
+    const reply = timeStampReply(token);
+    expect(await verifyBlockTimestamp(reply, hexEncode(digest), parsePem(tsa.tsaPem))).toMatchObject({
       ok: true,
     });
-    expect(await verifyTimeStampToken(token, { digest, trustedTsaPem: [tsa.caPem] })).toMatchObject({
+    expect(await verifyBlockTimestamp(reply, hexEncode(digest), parsePem(tsa.caPem))).toMatchObject({
       ok: false,
-      reason: expect.stringMatching(/neither in the token nor pinned/),
+      code: 'not_pinned',
     });
   });
 });
@@ -242,11 +174,6 @@ describe('the response', () => {
     });
     expect(parseTimeStampResponse(randomBytes(40))).toMatchObject({ ok: false });
     expect(parseTimeStampResponse(new Uint8Array(0))).toMatchObject({ ok: false });
-    expect(
-      await verifyTimeStampToken(randomBytes(40), { digest: sha256('x'), trustedTsaPem: [tsa.caPem] }),
-    ).toMatchObject({
-      ok: false,
-    });
     expect(() => timeStampReply(randomBytes(3))).toThrow();
   });
 });
