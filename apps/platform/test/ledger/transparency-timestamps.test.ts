@@ -6,6 +6,7 @@ import { addDays, almatyDate, almatyDayStart } from '@ooh/protocol';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { OpensslTsa, serveTsa } from '../../../../packages/crypto/test/helpers/tsa.js';
+import { ru } from '../../console/src/i18n/ru.js';
 import { makeCheckpoints } from '../../src/ledger/checkpoint.js';
 import { digestLedgerDay } from '../../src/ledger/digest.js';
 import { formatVkey, rawEd25519PublicKey, SIG_ED25519 } from '../../src/ledger/note.js';
@@ -293,6 +294,42 @@ describe('the ledger key pin on the same page', () => {
       await expectNoEnglish(page, `transparency ledger key (${language})`);
     }
     await page.locator('#language').selectOption('en');
+    expect(errors).toEqual([]);
+  }, 120_000);
+});
+
+describe('a seal whose signature does not verify', () => {
+  test('the Transparency page says why in Russian: the code of @ooh/verify as a sentence, no English left', async () => {
+    // One base64 character near the end of the CMS changed: the last bytes of the ECDSA signature's s, so the
+    // SignedData still reads and the signature over the signed attributes no longer verifies.
+    await page.route(`**/v1/stats-seals/${A}`, async (route) => {
+      const original = await route.fetch();
+      const seal = (await original.json()) as { signature: string };
+      const at = seal.signature.replace(/=+$/, '').length - 3;
+      seal.signature =
+        seal.signature.slice(0, at) + (seal.signature[at] === 'A' ? 'B' : 'A') + seal.signature.slice(at + 1);
+      await route.fulfill({ response: original, json: seal });
+    });
+    try {
+      await page.reload();
+      await page.locator('#language').selectOption('ru');
+      await rowOf(A).getByRole('button', { name: ru['seal.verify'] }).click();
+      await rowOf(A)
+        .getByText(
+          `${ru['seal.check.signature']}: ${ru['seal.state.failed']} — ${ru['verify.code.cms_bad_signature']}`,
+        )
+        .waitFor();
+      await rowOf(A)
+        .getByText(
+          `${ru['seal.check.content']}: ${ru['seal.state.unknown']} — ${ru['seal.reason.signature_failed']}`,
+        )
+        .waitFor();
+      await expectNoEnglish(page, 'transparency, a signature that fails (ru)');
+      await screenshot(page, 'transparency-signature-fails-ru');
+    } finally {
+      await page.unroute(`**/v1/stats-seals/${A}`);
+      await page.locator('#language').selectOption('en');
+    }
     expect(errors).toEqual([]);
   }, 120_000);
 });
