@@ -246,7 +246,7 @@ export async function readAuthority(source: AuthoritySource, now: Date): Promise
     let chain: ChainResult;
     try {
       chain = await verifyChain({
-        leaf: parsePem(certPem)[0]!,
+        leaf: parsePem(info.pem)[0]!,
         pool: parsePems(chainPem),
         roots: parsePem(rootPem),
         at: now,
