@@ -30,6 +30,8 @@ export interface Certificate {
   subjectKeyIdentifier: Uint8Array | null;
   /** The keyIdentifier of authorityKeyIdentifier; null when absent. */
   authorityKeyIdentifier: Uint8Array | null;
+  /** The authorityCertSerialNumber of authorityKeyIdentifier (the issuer's serial, INTEGER octets); null when absent. */
+  authorityCertSerial: Uint8Array | null;
   /** OIDs of the extensions marked critical. */
   criticalExtensions: string[];
 }
@@ -112,6 +114,7 @@ export function parseCertificate(der: Uint8Array): Certificate {
   let extendedKeyUsage: Certificate['extendedKeyUsage'] = null;
   let subjectKeyIdentifier: Uint8Array | null = null;
   let authorityKeyIdentifier: Uint8Array | null = null;
+  let authorityCertSerial: Uint8Array | null = null;
   const criticalExtensions: string[] = [];
   const extensions = fields.slice(i + 6).find((f) => f.tag === 0xa3);
   if (extensions) {
@@ -133,8 +136,11 @@ export function parseCertificate(der: Uint8Array): Certificate {
       } else if (id === OID.subjectKeyIdentifier) {
         subjectKeyIdentifier = octets(readDer(value));
       } else if (id === OID.authorityKeyIdentifier) {
-        const keyId = children(readDer(value)).find((c) => c.tag === 0x80);
+        const fields = children(readDer(value));
+        const keyId = fields.find((c) => c.tag === 0x80);
         authorityKeyIdentifier = keyId ? keyId.value : null;
+        const serial = fields.find((c) => c.tag === 0x82);
+        authorityCertSerial = serial ? serial.value : null;
       }
     }
   }
@@ -162,6 +168,7 @@ export function parseCertificate(der: Uint8Array): Certificate {
     extendedKeyUsage,
     subjectKeyIdentifier,
     authorityKeyIdentifier,
+    authorityCertSerial,
     criticalExtensions,
   };
 }
@@ -299,10 +306,12 @@ function unknownCritical(c: Certificate): VerificationError | null {
 
 /**
  * Whether `candidate` names itself as the issuer of `child` as OpenSSL's X509_check_issued sees it: the issuer
- * name is its subject, the authority key identifier (when both are there) is its subject key identifier.
+ * name is its subject, the authority key identifier (when both are there) is its subject key identifier, and the
+ * authority's serial number, when the child names one, is the candidate's.
  */
 function names(child: Certificate, candidate: Certificate): boolean {
   if (!bytesEqual(child.issuer, candidate.subject)) return false;
+  if (child.authorityCertSerial && !bytesEqual(child.authorityCertSerial, candidate.serial)) return false;
   if (child.authorityKeyIdentifier && candidate.subjectKeyIdentifier)
     return bytesEqual(child.authorityKeyIdentifier, candidate.subjectKeyIdentifier);
   return true;

@@ -113,6 +113,63 @@ describe('verifyChain: paths and dates', () => {
   });
 });
 
+describe('verifyChain: the authority key identifier', () => {
+  test("a child naming its issuer's serial (authorityCertSerialNumber) is issued only by that certificate", async () => {
+    // A second certificate for the issuing CA's own key and name, with another serial: openssl signs a leaf "by" it,
+    // its authority key identifier naming that serial. Key and name alike, only the serial tells the two apart.
+    const twinPem = await createIntermediateCa({
+      subject: 'CN=City Issuing CA, O=City',
+      publicKey: pki.issuingKeys.publicKey,
+      issuerCertificatePem: pki.rootPem,
+      issuerKey: pki.rootKeys.privateKey,
+      notBefore: NOT_BEFORE,
+      notAfter: NOT_AFTER,
+      serialHex: '7e57',
+      pathLength: 0,
+    });
+    const twin = one(twinPem);
+    expect(twin.subject).toEqual(issuing.subject);
+    ws.write('twin.pem', twinPem);
+    ws.write('issuing-key.pem', pki.issuingKeys.privateKey.export({ format: 'pem', type: 'pkcs8' }));
+    ws.must(['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', 'aki-key.pem']);
+    ws.must(['req', '-new', '-key', 'aki-key.pem', '-subj', '/CN=aki leaf', '-out', 'aki.csr']);
+    ws.write(
+      'aki.ext',
+      'basicConstraints=critical,CA:FALSE\nauthorityKeyIdentifier=keyid:always,issuer:always\n',
+    );
+    ws.must([
+      'x509',
+      '-req',
+      '-in',
+      'aki.csr',
+      '-CA',
+      'twin.pem',
+      '-CAkey',
+      'issuing-key.pem',
+      '-set_serial',
+      '80',
+      '-days',
+      '3650',
+      '-extfile',
+      'aki.ext',
+      '-out',
+      'aki.pem',
+    ]);
+    const leaf = one(ws.read('aki.pem').toString());
+    expect(leaf.authorityCertSerial).toEqual(twin.serial);
+    expect(codeOf(await verifyChain({ leaf, pool: [twin], roots: [root], at: null }))).toBe('ok');
+    expect(codeOf(await verifyChain({ leaf, pool: [issuing], roots: [root], at: null }))).toBe(
+      'chain_no_issuer',
+    );
+    // openssl verify says the same of both.
+    ws.write('leaf.pem', ws.read('aki.pem'));
+    const opensslWith = (pool: string) =>
+      ws.run(['verify', '-CAfile', 'root.pem', '-untrusted', pool, '-no_check_time', 'leaf.pem']).ok;
+    expect(opensslWith('twin.pem')).toBe(true);
+    expect(opensslWith('issuing.pem')).toBe(false);
+  });
+});
+
 describe('verifyChain: purpose', () => {
   test('a client certificate is for clientAuth, as openssl verify -purpose sslclient says', async () => {
     const { pem } = await issueLeaf(pki, 'client');
