@@ -71,6 +71,19 @@ export {
 } from './problems.js';
 export { CalendarDate, DateTime, LocalizedText, Sha256Hex, Uuid } from './schemas/common.js';
 export {
+  CampaignList,
+  CampaignListItem,
+  CampaignReport,
+  FleetHealth,
+  FleetHealthBucket,
+  PlaysAnswer,
+  PlaysSeries,
+  ReportCell,
+  ReportScope,
+  ReportTotals,
+  ReportZone,
+} from './schemas/console.js';
+export {
   CreativeEntry,
   CreativeLookupItem,
   CreativeLookupRequest,

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { CampaignReport, ReportCell, ReportTotals, ReportZone } from '@ooh/protocol';
 import { loadAuthority } from '../authority/index.js';
 import { bandVerdict } from '../city-events/declared-vs-actual.js';
 import { readBandPct } from '../city-events/repository.js';
@@ -9,7 +10,6 @@ import { notFound } from '../shared/ids.js';
 import type { Viewer } from './access.js';
 import {
   type LiveInterval,
-  type ReportZone,
   daysTouched,
   declaredMap,
   declaredOnDay,
@@ -184,104 +184,9 @@ export async function loadCampaign(db: Db, submissionId: string, viewer: Viewer)
 
 // ---- the report ---------------------------------------------------------------------------------------------
 
-export interface ReportCell {
-  day: string;
-  structure_id: string;
-  /** Hours of the day the campaign was live on the structure (0 to 24). */
-  live_hours: number;
-  /** Declared plays, when the campaign was live the whole day; otherwise null. */
-  declared: number | null;
-  /** Compared with the declared plays: live the whole day, and the day is over. */
-  compared: boolean;
-  plays: number;
-  flagged: number;
-  attested: number;
-  deviation_pct: number | null;
-  outside_band: boolean | null;
-}
-
-export interface ReportTotals {
-  plays: number;
-  flagged: number;
-  unflagged: number;
-  attested: number;
-  /** Declared plays of the compared days (campaign live the whole day, and the day over), and their plays. */
-  declared: number;
-  plays_compared: number;
-  deviation_pct: number | null;
-  compared_days: number;
-  days_outside_band: number;
-}
-
-export interface CampaignReport {
-  report: {
-    generated_at: string;
-    time_zone: ReportZone;
-    scope: 'full' | 'own_structures';
-    viewer_organisation: string;
-    band_pct: number;
-  };
-  campaign: {
-    submission_id: string;
-    submission_number: string;
-    advertiser_name: string;
-    advertiser_bin: string | null;
-    submitted_by: string;
-    period_from: string | null;
-    period_to: string | null;
-    category_id: number | null;
-  };
-  approvals: {
-    approval_number: string;
-    media_sha256: string;
-    valid_from: string;
-    valid_until: string;
-    issued_at: string;
-    revoked_at: string | null;
-    manifest_sha256: string | null;
-    structure_ids: string[];
-    ledger_url: string;
-  }[];
-  structures: {
-    structure_id: string;
-    code: string;
-    address: string | null;
-    district: string;
-    format: string;
-    operator: string;
-    /** Declared plays per day; null when none was declared. */
-    declared_daily_plays: number | null;
-    /** false: plays of the campaign were counted here although no approval covers the structure (flagged). */
-    covered: boolean;
-    totals: ReportTotals;
-  }[];
-  days: ({ day: string; live_hours: number } & ReportTotals)[];
-  /** The hours (in the zone) that hold plays, in order: the first instant, its day and hour of day, the plays and
-   * the flagged ones among them. Hours without plays are left out. */
-  hours: { start: string; day: string; hour: number; plays: number; flagged: number }[];
-  cells: ReportCell[];
-  totals: ReportTotals;
-  flags: { flag: string; plays: number }[];
-  seals: {
-    receive_day: string;
-    plays: number;
-    sealed: boolean;
-    signed_at: string | null;
-    body_sha256: string | null;
-    root: string | null;
-    batch_count: number | null;
-    record_count: number | null;
-    ledger: { day: string; status: string; block_height: number; digest: string } | null;
-    url: string;
-  }[];
-  verification: {
-    verify_url: string;
-    authority_root_url: string;
-    authority_root_sha256: string;
-    ledger_head_url: string;
-  };
-  consistency: { counted_plays: number; recorded_plays: number; agree: boolean };
-}
+/* The answer (CampaignReport, ReportCell, ReportTotals) is @ooh/protocol's schemas/console.ts, the schema the route
+ * serializes through and the console reads. */
+export type { CampaignReport, ReportCell, ReportTotals };
 
 interface RecordGroup {
   cell: boolean;

@@ -1,5 +1,5 @@
 import { csvRecord } from '../open-data/csv.js';
-import type { CampaignReport, ReportTotals } from './campaign.js';
+import type { CampaignReport, ReportTotals } from '@ooh/protocol';
 
 /*
  * The campaign report as a CSV file for spreadsheet applications: RFC 4180 (commas, CRLF after every record, quotes

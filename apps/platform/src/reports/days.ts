@@ -1,4 +1,11 @@
-import { addDays, almatyDate, almatyDayEnd, almatyDayStart, formatAlmaty } from '@ooh/protocol';
+import {
+  addDays,
+  almatyDate,
+  almatyDayEnd,
+  almatyDayStart,
+  formatAlmaty,
+  type ReportZone,
+} from '@ooh/protocol';
 import { validationFailed } from '../http/problem.js';
 
 /*
@@ -7,7 +14,8 @@ import { validationFailed } from '../http/problem.js';
  * the protocol's calendar; UTC days need no zone rules at all.
  */
 
-export type ReportZone = 'Asia/Almaty' | 'UTC';
+/** The zone of a report's days: @ooh/protocol's, as its answer states it. */
+export type { ReportZone };
 
 /** The `tz` query parameter: `almaty` (the default) or `utc`. */
 export function parseZone(value: string | undefined): ReportZone {

@@ -1,4 +1,11 @@
-import { addDays, almatyDate, almatyDayEnd, almatyDayStart, formatAlmaty } from '@ooh/protocol';
+import {
+  addDays,
+  almatyDate,
+  almatyDayEnd,
+  almatyDayStart,
+  type FleetHealth,
+  formatAlmaty,
+} from '@ooh/protocol';
 import type { Db } from '../db/pool.js';
 import { validationFailed } from '../http/problem.js';
 import { scopeOf, type Viewer } from './access.js';
@@ -14,7 +21,7 @@ import { scopeOf, type Viewer } from './access.js';
  * batches or records of the period: 2 000 devices over 31 days are 62 000 probes, whatever the batch rate.
  */
 
-export type Bucket = 'day' | 'hour';
+export type Bucket = FleetHealth['bucket'];
 export const MAX_DAYS: Record<Bucket, number> = { day: 31, hour: 3 };
 const DEFAULT_DAYS: Record<Bucket, number> = { day: 14, hour: 2 };
 
@@ -51,34 +58,8 @@ export function parseFleetHealthQuery(query: Record<string, unknown>): FleetHeal
   return { bucket, days };
 }
 
-export interface HealthBucket {
-  /** First instant of the bucket, Almaty time. */
-  start: string;
-  /** Its end (exclusive), or now for the bucket under way. */
-  end: string;
-  partial: boolean;
-  /** Devices expected to report: enrolled, not revoked, and having sent a batch before the bucket ended. */
-  devices_expected: number;
-  devices_reporting: number;
-  devices_silent: number;
-  /** Queue lag of the newest batch of each reporting device in the bucket (as on the fleet page), in seconds. */
-  queue_lag_p50_seconds: number | null;
-  queue_lag_p95_seconds: number | null;
-  queue_lag_max_seconds: number | null;
-  /** Reporting devices with at least one play reported with the screen off (flag screen_off) in the bucket. */
-  screen_off_devices: number;
-  screen_off_share_pct: number | null;
-}
-
-export interface FleetHealth {
-  bucket: Bucket;
-  time_zone: 'Asia/Almaty';
-  generated_at: string;
-  /** Devices in the viewer's fleet that are not revoked, and those of them that never sent a batch. */
-  devices: number;
-  devices_never_reported: number;
-  items: HealthBucket[];
-}
+/* The answer (FleetHealth, its FleetHealthBucket items) is @ooh/protocol's schemas/console.ts. */
+export type { FleetHealth };
 
 const HOUR_MS = 3_600_000;
 

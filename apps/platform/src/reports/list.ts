@@ -1,25 +1,9 @@
+import type { CampaignListItem } from '@ooh/protocol';
 import type { Db } from '../db/pool.js';
 import type { Viewer } from './access.js';
 
-/** A campaign as the reports list shows it: GET /api/v1/console/reports/campaigns. */
-export interface CampaignListItem {
-  submission_id: string;
-  submission_number: string;
-  advertiser_name: string;
-  submitted_by: string;
-  /** First and last day of the campaign's approvals (Almaty dates). */
-  valid_from: string;
-  valid_until: string;
-  approvals: { approval_number: string; valid_from: string; valid_until: string; revoked: boolean }[];
-  /** Structures the viewer sees of the campaign. */
-  structures: number;
-  /** Declared plays per day, summed over those structures. */
-  declared_daily_plays: number;
-  /** Counted plays so far on those structures (running counters), flagged ones included. */
-  plays: number;
-  flagged: number;
-  scope: 'full' | 'own_structures';
-}
+/** A campaign as the reports list shows it (GET /api/v1/console/reports/campaigns): @ooh/protocol's CampaignListItem. */
+export type { CampaignListItem };
 
 /** At most this many campaigns, the latest first. */
 export const LIST_LIMIT = 500;

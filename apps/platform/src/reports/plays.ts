@@ -5,6 +5,8 @@ import {
   almatyDayStart,
   formatAlmaty,
   isCalendarDate,
+  type PlaysAnswer,
+  type PlaysSeries,
 } from '@ooh/protocol';
 import type { Db } from '../db/pool.js';
 import { validationFailed } from '../http/problem.js';
@@ -24,7 +26,7 @@ export const MAX_RANGE_DAYS = 92;
 /** Hours: at most 3 days (72 bars), read from the play records (see playsByHour). */
 export const MAX_HOUR_RANGE_DAYS = 3;
 
-export type PlaysBucket = 'day' | 'hour';
+export type PlaysBucket = PlaysAnswer['bucket'];
 
 export interface PlaysQuery {
   bucket: PlaysBucket;
@@ -107,47 +109,8 @@ export function parsePlaysQuery(query: Record<string, unknown>, today: Date): Pl
   return { bucket, from: from ?? to, to, structureId, submissionId };
 }
 
-export interface PlaysSeries {
-  plays: number[];
-  flagged: number[];
-  attested: number[];
-  /** Declared plays of the day where a campaign was live the whole day (also today and later, for reference); null
-   * where none was. Totals compare only days that are over. */
-  declared: (number | null)[];
-}
-
-export interface PlaysAnswer {
-  bucket: PlaysBucket;
-  from: string;
-  to: string;
-  time_zone: 'Asia/Almaty';
-  days: string[];
-  /** bucket=hour: the first instant of each Almaty hour from `from` to the end of `to` (RFC 3339, +05:00); the
-   * series are indexed by these hours, and declared is null in every hour (declared plays are per day). Totals stay
-   * those of the days, as in the daily answer. */
-  hours?: string[];
-  /** declared and plays_compared: over the days that are over (as the campaign report compares them). */
-  totals: {
-    plays: number;
-    flagged: number;
-    attested: number;
-    slot: number;
-    declared: number;
-    plays_compared: number;
-  };
-  structures: ({ structure_id: string; code: string; slot: number[] } & PlaysSeries)[];
-  campaigns: ({
-    submission_id: string;
-    submission_number: string;
-    advertiser_name: string;
-    /** Over the range; declared and plays_compared over the days that are over. */
-    totals: { plays: number; flagged: number; declared: number; plays_compared: number };
-  } & PlaysSeries)[];
-  /** Plays under approval numbers the platform never issued (flagged approval_unknown). */
-  unknown_approvals: { plays: number[]; flagged: number[] };
-  /** Authority content (slot gov / emergency): counted apart, never billed. */
-  slots: { gov: number[]; emergency: number[] };
-}
+/* The answer (PlaysAnswer, PlaysSeries) is @ooh/protocol's schemas/console.ts. */
+export type { PlaysAnswer, PlaysSeries };
 
 const zeros = (n: number) => Array.from({ length: n }, () => 0);
 const series = (n: number): PlaysSeries => ({

@@ -1,3 +1,4 @@
+import { CampaignList, CampaignReport, FleetHealth, PlaysAnswer } from '@ooh/protocol';
 import { principalOf } from '../auth/plugin.js';
 import type { Feature } from '../context.js';
 import { ProblemError, validationFailed } from '../http/problem.js';
@@ -10,12 +11,6 @@ import { parseZone } from './days.js';
 import { fleetHealth, parseFleetHealthQuery } from './fleet-health.js';
 import { listCampaigns } from './list.js';
 import { parsePlaysQuery, playsReport } from './plays.js';
-import {
-  CampaignListAnswer,
-  CampaignReportAnswer,
-  FleetHealthAnswer,
-  PlaysReportAnswer,
-} from './response-schemas.js';
 
 /**
  * A few reports at once per process, a few more waiting, the rest 503 service_unavailable with Retry-After: a
@@ -81,7 +76,7 @@ export const reportsFeature: Feature = {
 
     app.get(
       '/api/v1/console/reports/campaigns',
-      { config: { auth: READ_REPORTS }, schema: { response: { 200: CampaignListAnswer } } },
+      { config: { auth: READ_REPORTS }, schema: { response: { 200: CampaignList } } },
       async (request, reply) => {
         onlyKeys(request.query as Record<string, unknown>, []);
         reply.headers(noStore);
@@ -104,7 +99,7 @@ export const reportsFeature: Feature = {
 
     app.get<{ Params: { id: string } }>(
       '/api/v1/console/reports/campaigns/:id',
-      { config: { auth: READ_REPORTS }, schema: { response: { 200: CampaignReportAnswer } } },
+      { config: { auth: READ_REPORTS }, schema: { response: { 200: CampaignReport } } },
       async (request, reply) => {
         const answer = await report(request, principalOf(request));
         reply.headers(noStore);
@@ -127,7 +122,7 @@ export const reportsFeature: Feature = {
 
     app.get(
       '/api/v1/console/reports/plays',
-      { config: { auth: READ_REPORTS }, schema: { response: { 200: PlaysReportAnswer } } },
+      { config: { auth: READ_REPORTS }, schema: { response: { 200: PlaysAnswer } } },
       async (request, reply) => {
         const q = parsePlaysQuery(request.query as Record<string, unknown>, ctx.clock.now());
         reply.headers(noStore);
@@ -137,7 +132,7 @@ export const reportsFeature: Feature = {
 
     app.get(
       '/api/v1/console/reports/fleet-health',
-      { config: { auth: READ_FLEET_HEALTH }, schema: { response: { 200: FleetHealthAnswer } } },
+      { config: { auth: READ_FLEET_HEALTH }, schema: { response: { 200: FleetHealth } } },
       async (request, reply) => {
         const q = parseFleetHealthQuery(request.query as Record<string, unknown>);
         reply.headers(noStore);

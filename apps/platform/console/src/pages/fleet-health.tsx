@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { get } from '../api/client.js';
-import type { FleetHealth, FleetHealthBucket } from '../api/types.js';
+import type { FleetHealth, FleetHealthBucket } from '@ooh/protocol';
 import { BarChart, LineChart, PALETTE } from '../components/bar-chart.js';
 import { dayAndHour, percent, shortDay, shortHour } from '../components/chart-labels.js';
 import { Link } from '../components/layout.js';

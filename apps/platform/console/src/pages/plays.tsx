@@ -1,8 +1,7 @@
-import { addDays, almatyDate } from '@ooh/protocol';
+import { addDays, almatyDate, type CampaignListItem, type PlaysAnswer } from '@ooh/protocol';
 import { useMemo, useState } from 'preact/hooks';
 import { loadStructures } from '../api/catalogue.js';
 import { get } from '../api/client.js';
-import type { CampaignListItem, PlaysPerDay } from '../api/types.js';
 import { BarChart, HorizontalBars, PALETTE, type Series } from '../components/bar-chart.js';
 import { dayAndHour, percent, shortDay, shortHour } from '../components/chart-labels.js';
 import { Link } from '../components/layout.js';
@@ -45,12 +44,12 @@ const HOUR_DAYS = 3;
 type Bucket = 'day' | 'hour';
 
 /** The bars of an answer: its days, or its hours for bucket=hour. */
-function categoriesOf(data: PlaysPerDay): string[] {
+function categoriesOf(data: PlaysAnswer): string[] {
   return data.bucket === 'hour' && data.hours ? data.hours : data.days;
 }
 
 /** Series of the largest structures by plays, the rest folded into one. */
-function structureSeries(data: PlaysPerDay, other: (count: number) => string): Series[] {
+function structureSeries(data: PlaysAnswer, other: (count: number) => string): Series[] {
   return groupSeries(
     data.structures.map((s) => ({ name: s.code, values: s.plays })),
     { length: categoriesOf(data).length, least: MAX_SERIES, other },
@@ -88,7 +87,7 @@ export function PlaysPage() {
     const q = new URLSearchParams({ from: applied.from, to: applied.to });
     if (applied.structure) q.set('structure_id', applied.structure);
     if (applied.campaign) q.set('submission_id', applied.campaign);
-    return get<PlaysPerDay>(`/api/v1/console/reports/plays?${q}`);
+    return get<PlaysAnswer>(`/api/v1/console/reports/plays?${q}`);
   }, [applied]);
   // Hours of the last days of the period (at most HOUR_DAYS), fetched when the switch asks for them.
   const hourFrom =
@@ -98,7 +97,7 @@ export function PlaysPage() {
     const q = new URLSearchParams({ bucket: 'hour', from: hourFrom, to: applied.to });
     if (applied.structure) q.set('structure_id', applied.structure);
     if (applied.campaign) q.set('submission_id', applied.campaign);
-    return get<PlaysPerDay>(`/api/v1/console/reports/plays?${q}`);
+    return get<PlaysAnswer>(`/api/v1/console/reports/plays?${q}`);
   }, [applied, bucket]);
   const quality = useAsync(
     () =>

@@ -1,8 +1,14 @@
-import { addDays, type StatsSeal } from '@ooh/protocol';
+import {
+  addDays,
+  type CampaignListItem,
+  type CampaignReport,
+  type ReportCell,
+  type ReportTotals,
+  type StatsSeal,
+} from '@ooh/protocol';
 import { type Check, parsePem, sha256Hex, verifySeal } from '@ooh/verify';
 import { useState } from 'preact/hooks';
 import { ApiError, get, verifyGet } from '../api/client.js';
-import type { CampaignListItem, CampaignReport, ReportCell, ReportTotals } from '../api/types.js';
 import { BarChart, PALETTE } from '../components/bar-chart.js';
 import { dateTimeInZone, percent, shortDay } from '../components/chart-labels.js';
 import { Link } from '../components/layout.js';

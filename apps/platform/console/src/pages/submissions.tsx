@@ -1,14 +1,8 @@
-import type { Category } from '@ooh/protocol';
+import type { CampaignListItem, Category } from '@ooh/protocol';
 import { useMemo, useState } from 'preact/hooks';
 import { loadCategories, loadStructureSets, loadStructures } from '../api/catalogue.js';
 import { ApiError, get, patch, post, uploadFile } from '../api/client.js';
-import type {
-  CampaignListItem,
-  MediaFacts,
-  Structure,
-  StructureSet,
-  SubmissionDetail,
-} from '../api/types.js';
+import type { MediaFacts, Structure, StructureSet, SubmissionDetail } from '../api/types.js';
 import { CategoryPicker } from '../components/category-picker.js';
 import { WorkingHoursLeft } from '../components/countdown.js';
 import { DropZone } from '../components/dropzone.js';
