@@ -1,3 +1,4 @@
+import { addDays } from '@ooh/protocol';
 import { blockDigest } from './block.js';
 import { checkCosignedCheckpoint, rootIs, signedByLedgerKey, type Vkey } from './note.js';
 
@@ -50,17 +51,12 @@ export interface AnchorCheck {
   witnesses?: string[];
 }
 
-function nextDay(day: string): string {
-  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
-  return new Date(Date.UTC(y, m - 1, d + 1)).toISOString().slice(0, 10);
-}
-
 /** The digest of the block at `size`, reached from `target` block by block; null when the chain breaks. */
 async function digestAt(target: AnchorTarget, size: number, source: AnchorSource): Promise<string | null> {
   let digest = target.digest;
   let day = target.day;
   for (let height = target.block_height + 1; height <= size; height += 1) {
-    day = nextDay(day);
+    day = addDays(day, 1);
     const block = await source.block(day);
     if (!block || block.block_height !== height || block.anchor_sha256 !== digest) return null;
     const recomputed = await blockDigest(block);

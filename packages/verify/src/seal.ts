@@ -1,4 +1,4 @@
-import { almatyDate } from '@ooh/protocol';
+import { addDays, almatyDate } from '@ooh/protocol';
 import { base64Decode, bytesEqual, hexEncode, sha256, sha256Hex } from './bytes.js';
 import { type LedgerInfo, verifyLedgerInfo } from './block.js';
 import { verifyCms } from './cms.js';
@@ -52,11 +52,6 @@ export interface Check<Name extends CheckName = SealCheckName> {
 }
 
 /** The day before a calendar day. */
-function dayBefore(day: string): string {
-  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
-  return new Date(Date.UTC(y, m - 1, d - 1)).toISOString().slice(0, 10);
-}
-
 const ZERO = '0'.repeat(64);
 
 /**
@@ -117,7 +112,7 @@ async function chainCheck(seal: SealDocument, previous: SealDocument | null | 'n
   if (seal.body.prev_seal_sha256 === ZERO) return { name: 'chain', state: 'ok', reason: 'first_seal' };
   if (previous === null || previous === 'none')
     return { name: 'chain', state: 'unknown', reason: 'previous_unavailable' };
-  if (previous.day !== dayBefore(seal.day))
+  if (previous.day !== addDays(seal.day, -1))
     return { name: 'chain', state: 'failed', reason: 'previous_not_day_before' };
   const previousSha = await sha256Hex(canonicalBytes(previous.body));
   if (previousSha !== seal.body.prev_seal_sha256)
