@@ -1,11 +1,16 @@
-import { formatAlmaty } from '@ooh/protocol';
-import { Type } from '@sinclair/typebox';
+import {
+  formatAlmaty,
+  type OrganisationKind,
+  type RegisterEvent,
+  type RegisterItem,
+  RegisterPage,
+  RegisterState,
+} from '@ooh/protocol';
 import type { FastifyInstance } from 'fastify';
 import type { RouteAuth } from '../auth/principal.js';
 import type { PlatformContext } from '../context.js';
 import type { Db } from '../db/pool.js';
 import { validationFailed } from '../http/problem.js';
-import { Nullable } from '../http/responses.js';
 import { isUuid } from '../shared/ids.js';
 
 /**
@@ -26,8 +31,7 @@ export const REGISTER_READ: RouteAuth = {
 };
 
 const PARAMS = ['q', 'state', 'organisation_id', 'limit', 'offset'] as const;
-const STATES = ['approved', 'rejected', 'revoked'] as const;
-type RegisterState = (typeof STATES)[number];
+const STATES = RegisterState.anyOf.map((literal) => literal.const);
 export const REGISTER_MAX_LIMIT = 100;
 /** Deeper than this, a search narrows better than paging (offset paging reads the skipped rows). */
 export const REGISTER_MAX_OFFSET = 10_000;
@@ -96,78 +100,8 @@ export function parseRegisterQuery(query: Record<string, unknown>): RegisterQuer
   };
 }
 
-export interface RegisterEvent {
-  event: 'created' | 'sent' | 'approved' | 'rejected' | 'revoked';
-  at: string;
-  /** Who: the submitting organisation, or the authority's key or console user; null where nothing was stored. */
-  by: { kind: 'organisation' | 'api_key' | 'console_user' | 'console_session'; name: string } | null;
-  approval_number?: string;
-  reason?: string;
-}
-
-export interface RegisterItem {
-  submission_id: string;
-  number: string;
-  state: RegisterState;
-  advertiser_name: string;
-  advertiser_bin: string | null;
-  organisation: { id: string; name: string; kind: string };
-  period_from: string | null;
-  period_to: string | null;
-  decided_at: string | null;
-  approval: {
-    number: string;
-    valid_from: string;
-    valid_until: string;
-    issued_at: string;
-    revoked_at: string | null;
-    revoke_reason: string | null;
-  } | null;
-  reject_reason: string | null;
-  history: RegisterEvent[];
-}
-
-const Party = Type.Object({ id: Type.String(), name: Type.String(), kind: Type.String() });
-
-/** The answer of the register (RegisterItem, RegisterEvent). */
-const RegisterPage = Type.Object({
-  items: Type.Array(
-    Type.Object({
-      submission_id: Type.String(),
-      number: Type.String(),
-      state: Type.String(),
-      advertiser_name: Type.String(),
-      advertiser_bin: Nullable(Type.String()),
-      organisation: Party,
-      period_from: Nullable(Type.String()),
-      period_to: Nullable(Type.String()),
-      decided_at: Nullable(Type.String()),
-      approval: Nullable(
-        Type.Object({
-          number: Type.String(),
-          valid_from: Type.String(),
-          valid_until: Type.String(),
-          issued_at: Type.String(),
-          revoked_at: Nullable(Type.String()),
-          revoke_reason: Nullable(Type.String()),
-        }),
-      ),
-      reject_reason: Nullable(Type.String()),
-      history: Type.Array(
-        Type.Object({
-          event: Type.String(),
-          at: Type.String(),
-          by: Nullable(Type.Object({ kind: Type.String(), name: Type.String() })),
-          approval_number: Type.Optional(Type.String()),
-          reason: Type.Optional(Type.String()),
-        }),
-      ),
-    }),
-  ),
-  total: Type.Integer(),
-  limit: Type.Integer(),
-  offset: Type.Integer(),
-});
+/* The answer (RegisterPage, RegisterItem, RegisterEvent) is @ooh/protocol's schemas/console.ts. */
+export type { RegisterEvent, RegisterItem };
 
 /** `%`, `_` and `\` of a search text matched literally by ILIKE. */
 const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
@@ -232,7 +166,7 @@ export async function readRegister(
       advertiser_bin: string | null;
       organisation_id: string;
       organisation_name: string;
-      organisation_kind: string;
+      organisation_kind: OrganisationKind;
       period_from: string | null;
       period_to: string | null;
       created_at: Date;

@@ -236,3 +236,60 @@ export const FleetHealth = Type.Object({
   items: Type.Array(FleetHealthBucket),
 });
 export type FleetHealth = Static<typeof FleetHealth>;
+
+/** An organisation's kind (organisations.kind). */
+export const OrganisationKind = StringEnum(['authority', 'operator', 'agency', 'advertiser']);
+export type OrganisationKind = Static<typeof OrganisationKind>;
+
+/** A decided submission's state in the authority's register. */
+export const RegisterState = StringEnum(['approved', 'rejected', 'revoked']);
+export type RegisterState = Static<typeof RegisterState>;
+
+export const RegisterEvent = Type.Object({
+  event: StringEnum(['created', 'sent', 'approved', 'rejected', 'revoked']),
+  at: Str,
+  /** Who: the submitting organisation, or the authority's key or console user; null where nothing was stored. */
+  by: Nullable(
+    Type.Object({
+      kind: StringEnum(['organisation', 'api_key', 'console_user', 'console_session']),
+      name: Str,
+    }),
+  ),
+  approval_number: Type.Optional(Str),
+  reason: Type.Optional(Str),
+});
+export type RegisterEvent = Static<typeof RegisterEvent>;
+
+export const RegisterItem = Type.Object({
+  submission_id: Str,
+  number: Str,
+  state: RegisterState,
+  advertiser_name: Str,
+  advertiser_bin: NullableStr,
+  organisation: Type.Object({ id: Str, name: Str, kind: OrganisationKind }),
+  period_from: NullableStr,
+  period_to: NullableStr,
+  decided_at: NullableStr,
+  approval: Nullable(
+    Type.Object({
+      number: Str,
+      valid_from: Str,
+      valid_until: Str,
+      issued_at: Str,
+      revoked_at: NullableStr,
+      revoke_reason: NullableStr,
+    }),
+  ),
+  reject_reason: NullableStr,
+  history: Type.Array(RegisterEvent),
+});
+export type RegisterItem = Static<typeof RegisterItem>;
+
+/** GET /api/v1/console/submissions/decided: the authority's register of decided submissions, a page of it. */
+export const RegisterPage = Type.Object({
+  items: Type.Array(RegisterItem),
+  total: Int,
+  limit: Int,
+  offset: Int,
+});
+export type RegisterPage = Static<typeof RegisterPage>;

@@ -4,9 +4,7 @@
  * from there. What follows are the platform's console routes (apps/platform/src, not in the spec) as the console reads
  * them, and the spec's Submission with what those routes add to it.
  */
-import type { PopAnswer, Submission } from '@ooh/protocol';
-
-export type OrganisationKind = 'authority' | 'operator' | 'agency' | 'advertiser';
+import type { OrganisationKind, PopAnswer, Submission } from '@ooh/protocol';
 
 export interface SessionInfo {
   user: { id: string; email: string; role: 'admin' | 'member' };
@@ -327,38 +325,4 @@ export interface EnrolAnswer {
 // ---- reports (GET /api/v1/console/reports/...): CampaignListItem, CampaignReport, PlaysAnswer, FleetHealth and
 // their parts are @ooh/protocol's (schemas/console.ts), the schemas the platform answers through.
 
-/** GET /api/v1/console/submissions/decided: the authority's register of decided submissions (src/submissions/register.ts). */
-export interface RegisterItem {
-  submission_id: string;
-  number: string;
-  state: 'approved' | 'rejected' | 'revoked';
-  advertiser_name: string;
-  advertiser_bin: string | null;
-  organisation: { id: string; name: string; kind: OrganisationKind };
-  period_from: string | null;
-  period_to: string | null;
-  decided_at: string | null;
-  approval: {
-    number: string;
-    valid_from: string;
-    valid_until: string;
-    issued_at: string;
-    revoked_at: string | null;
-    revoke_reason: string | null;
-  } | null;
-  reject_reason: string | null;
-  history: {
-    event: 'created' | 'sent' | 'approved' | 'rejected' | 'revoked';
-    at: string;
-    by: { kind: 'organisation' | 'api_key' | 'console_user' | 'console_session'; name: string } | null;
-    approval_number?: string;
-    reason?: string;
-  }[];
-}
-
-export interface RegisterPage {
-  items: RegisterItem[];
-  total: number;
-  limit: number;
-  offset: number;
-}
+// GET /api/v1/console/submissions/decided: RegisterPage, RegisterItem are @ooh/protocol's (schemas/console.ts).

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { del, get, post } from '../api/client.js';
-import type { ApiKey, ConsoleUser, Organisation, OrganisationKind } from '../api/types.js';
+import type { OrganisationKind } from '@ooh/protocol';
+import type { ApiKey, ConsoleUser, Organisation } from '../api/types.js';
 import { DataTable } from '../components/table.js';
 import { Badge, ErrorNotice, Field, Loading, Notice, useAsync } from '../components/ui.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';

@@ -1,6 +1,7 @@
-import { useState } from 'preact/hooks';
 import { get } from '../api/client.js';
-import type { Organisation, RegisterItem, RegisterPage as RegisterAnswer } from '../api/types.js';
+import type { RegisterItem, RegisterPage as RegisterAnswer } from '@ooh/protocol';
+import { useState } from 'preact/hooks';
+import type { Organisation } from '../api/types.js';
 import { Link } from '../components/layout.js';
 import { DataTable } from '../components/table.js';
 import { ErrorNotice, Field, Loading, StateBadge, useAsync } from '../components/ui.js';
