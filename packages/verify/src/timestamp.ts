@@ -10,7 +10,14 @@ import {
   signedAttribute,
   type Tlv,
 } from './der.js';
-import { type Certificate, parseCertificate, verifySignature } from './x509.js';
+import {
+  type Certificate,
+  KEY_USAGE,
+  keyUsageAllows,
+  parseCertificate,
+  verifyChain,
+  verifySignature,
+} from './x509.js';
 
 /*
  * RFC 3161 timestamps of the ledger blocks, checked in the browser with WebCrypto only (issue 23: "the browser
@@ -18,7 +25,7 @@ import { type Certificate, parseCertificate, verifySignature } from './x509.js';
  * served at {verify_url}/v1/ledger/blocks/{day}/timestamp.tsr is granted; its token's TSTInfo stamps the block's
  * digest (SHA-256); the contentType and messageDigest attributes; the signing-certificate attribute names the signer;
  * the signature (ECDSA P-256/P-384 or RSA PKCS #1 v1.5, SHA-2); the signer's certificate is for time-stamping only
- * (critical id-kp-timeStamping) and is the pinned certificate or issued by it, valid at genTime.
+ * (critical id-kp-timeStamping) and is the pinned certificate or chains to one (through the certificates the token carries), valid at genTime.
  */
 
 const OID = {
@@ -248,24 +255,25 @@ async function check(
     );
   }
 
-  // Pinned: the signer itself, or issued by a pinned certificate; valid at genTime.
-  const validAt = (c: Certificate) => genTime >= c.notBefore && genTime <= c.notAfter;
-  if (!validAt(signer)) refuse('the TSA certificate was not valid at genTime', 'not_valid_then');
-  let pinnedOk = pinned.some((p) => bytesEqual(p.der, signer.der));
-  for (const p of pinned) {
-    if (pinnedOk) break;
-    const certHashName = certificateHash(signer.signatureAlgorithm);
-    if (
-      p.isCa &&
-      validAt(p) &&
-      certHashName &&
-      bytesEqual(signer.issuer, p.subject) &&
-      (await verifyBy(p, signer.signatureAlgorithm, certHashName, signer.signature, signer.tbs))
-    ) {
-      pinnedOk = true;
-    }
+  // RFC 3161 §2.3: the TSA's key signs; a keyUsage, when present, allows digitalSignature or nonRepudiation.
+  if (
+    !keyUsageAllows(signer, KEY_USAGE.digitalSignature) &&
+    !keyUsageAllows(signer, KEY_USAGE.nonRepudiation)
+  ) {
+    refuse('the TSA certificate does not allow signatures (keyUsage)', 'not_for_timestamping');
   }
-  if (!pinnedOk) refuse('the TSA is not the pinned one', 'not_pinned');
+
+  // Pinned: the signer itself, or chained to a pinned certificate through the token's certificates by the one chain
+  // walk (x509.ts verifyChain: issuer rules, path length, critical extensions, every certificate valid at genTime).
+  if (genTime < signer.notBefore || genTime > signer.notAfter)
+    refuse('the TSA certificate was not valid at genTime', 'not_valid_then');
+  const chained = await verifyChain({ leaf: signer, pool: certificates, roots: pinned, at: genTime });
+  if (!chained.ok) {
+    const { code } = chained.error;
+    if (code === 'chain_expired' || code === 'chain_not_yet_valid')
+      refuse(`a certificate of the TSA's chain was not valid at genTime (${code})`, 'not_valid_then');
+    refuse(`the TSA is not the pinned one (${code})`, 'not_pinned');
+  }
   if (notBefore && genTime < notBefore)
     refuse('genTime is before the day ended: not a stamp of this block', 'before_day_end');
   return { ok: true, genTime, tsa: signer.subjectCommonName };

@@ -15,7 +15,9 @@ import { parsePem, verifyBlockTimestamp } from '../src/index.js';
 let tsa: OpensslTsa;
 let other: OpensslTsa;
 let rsa: OpensslTsa;
+let below: OpensslTsa;
 beforeAll(() => {
+  below = new OpensslTsa({ name: 'Chained TSA', intermediate: true });
   tsa = new OpensslTsa({ name: 'City TSA' });
   other = new OpensslTsa({ name: 'Other TSA' });
   rsa = new OpensslTsa({ name: 'RSA TSA', key: 'rsa' });
@@ -24,6 +26,7 @@ afterAll(() => {
   tsa.dispose();
   other.dispose();
   rsa.dispose();
+  below.dispose();
 });
 
 async function reply(authority: OpensslTsa, digest: Uint8Array, certReq = true): Promise<Uint8Array> {
@@ -35,6 +38,28 @@ async function reply(authority: OpensslTsa, digest: Uint8Array, certReq = true):
 }
 
 describe('the browser check of a block timestamp', () => {
+  test('a TSA below an intermediate CA the token carries chains to the pinned root by the one chain walk', async () => {
+    const digest = sha256('block below');
+    const tsr = await reply(below, digest);
+    expect(await verifyBlockTimestamp(tsr, hexEncode(digest), parsePem(below.caPem))).toMatchObject({
+      ok: true,
+      tsa: 'Chained TSA',
+    });
+    // Pinning the intermediate is enough too; another TSA's root is not.
+    expect(
+      await verifyBlockTimestamp(tsr, hexEncode(digest), parsePem(below.intermediatePem!)),
+    ).toMatchObject({ ok: true });
+    expect(await verifyBlockTimestamp(tsr, hexEncode(digest), parsePem(tsa.caPem))).toMatchObject({
+      ok: false,
+      code: 'not_pinned',
+    });
+    // A token that carries no certificates cannot reach the root through the intermediate.
+    const bare = await reply(below, digest, false);
+    expect(await verifyBlockTimestamp(bare, hexEncode(digest), parsePem(below.caPem))).toMatchObject({
+      ok: false,
+    });
+  });
+
   test('accepts the pinned TSA (its CA or its own certificate), EC and RSA, and reads genTime', async () => {
     const digest = sha256('block');
     const before = Math.floor(Date.now() / 1000) * 1000;

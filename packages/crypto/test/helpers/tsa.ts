@@ -18,8 +18,11 @@ export class OpensslTsa {
   readonly caPem: string;
   /** The TSA's own certificate (PEM). */
   readonly tsaPem: string;
+  /** With `intermediate`: the CA between the root and the TSA, carried in every token (PEM). */
+  readonly intermediatePem: string | null = null;
 
-  constructor(options: { name?: string; key?: 'ec' | 'rsa' } = {}) {
+  /** `intermediate`: the TSA certificate is issued by an intermediate CA below the root, which tokens carry. */
+  constructor(options: { name?: string; key?: 'ec' | 'rsa'; intermediate?: boolean } = {}) {
     const name = options.name ?? 'Test TSA';
     const ws = this.ws;
     const keyArgs =
@@ -67,15 +70,58 @@ export class OpensslTsa {
         '',
       ].join('\n'),
     );
+    let issuer = 'ca';
+    if (options.intermediate) {
+      ws.must([
+        'req',
+        '-new',
+        ...keyArgs,
+        '-nodes',
+        '-keyout',
+        'int.key',
+        '-out',
+        'int.csr',
+        '-subj',
+        `/CN=${name} Intermediate CA`,
+      ]);
+      ws.write(
+        'int-ext.cnf',
+        [
+          'basicConstraints=critical,CA:TRUE,pathlen:0',
+          'keyUsage=critical,keyCertSign,cRLSign',
+          'subjectKeyIdentifier=hash',
+          'authorityKeyIdentifier=keyid',
+          '',
+        ].join('\n'),
+      );
+      ws.must([
+        'x509',
+        '-req',
+        '-in',
+        'int.csr',
+        '-CA',
+        'ca.pem',
+        '-CAkey',
+        'ca.key',
+        '-CAcreateserial',
+        '-out',
+        'int.pem',
+        '-days',
+        '30',
+        '-extfile',
+        'int-ext.cnf',
+      ]);
+      issuer = 'int';
+    }
     ws.must([
       'x509',
       '-req',
       '-in',
       'tsa.csr',
       '-CA',
-      'ca.pem',
+      `${issuer}.pem`,
       '-CAkey',
-      'ca.key',
+      `${issuer}.key`,
       '-CAcreateserial',
       '-out',
       'tsa.pem',
@@ -104,11 +150,13 @@ export class OpensslTsa {
         'tsa_name = yes',
         'ess_cert_id_chain = no',
         'ess_cert_id_alg = sha256',
+        ...(options.intermediate ? [`certs = ${ws.path('int.pem')}`] : []),
         '',
       ].join('\n'),
     );
     this.caPem = ws.read('ca.pem').toString('utf8');
     this.tsaPem = ws.read('tsa.pem').toString('utf8');
+    if (options.intermediate) this.intermediatePem = ws.read('int.pem').toString('utf8');
   }
 
   /** `openssl ts -reply` to a DER TimeStampReq: the DER TimeStampResp. */
