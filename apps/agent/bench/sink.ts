@@ -1,5 +1,5 @@
 import { type KeyObject, randomUUID } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
@@ -7,7 +7,7 @@ import { es256Verify, importPublicKey } from '@ooh/crypto';
 import { LIMITS, type PopAnswer, problemDocument, type ProblemCode } from '@ooh/protocol';
 import { parseConfig } from '../src/config/config.js';
 import { prepareEnrolment } from '../src/identity/enrolment.js';
-import type { AgentSetup } from '../test/helpers/agent-setup.js';
+import { type AgentSetup, layOutPlayer } from '../test/helpers/agent-setup.js';
 import type { TestPki } from '../test/helpers/pki.js';
 
 /**
@@ -123,27 +123,15 @@ export async function setUpOnSink(args: {
   overrides?: Record<string, unknown>;
 }): Promise<AgentSetup> {
   const deviceId = randomUUID();
-  mkdirSync(args.dir, { recursive: true });
-  writeFileSync(join(args.dir, 'authority-root.pem'), args.pki.authorityRootPem);
-  writeFileSync(join(args.dir, 'server-ca.pem'), args.pki.tlsRootPem);
-  const raw: Record<string, unknown> = {
-    device_id: deviceId,
+  const raw = layOutPlayer({
+    dir: args.dir,
+    authorityRootPem: args.pki.authorityRootPem,
+    serverCaPem: args.pki.tlsRootPem,
+    deviceId,
     structure: 'ALM-0001',
-    platform: {
-      agents_url: args.sink.agentsUrl,
-      devices_url: args.sink.agentsUrl,
-      verify_url: args.sink.agentsUrl,
-    },
-    data_dir: 'data',
-    media_dir: 'media',
-    authority_root_file: 'authority-root.pem',
-    server_ca_file: 'server-ca.pem',
-    image_duration_ms: 1000,
-    shipping: { min_interval_ms: 0, idle_interval_ms: 100, backoff_base_ms: 50, backoff_cap_ms: 500 },
-    media_stability_ms: 100,
-    sidecar_grace_ms: 0,
-    ...args.overrides,
-  };
+    urls: { agents: args.sink.agentsUrl, devices: args.sink.agentsUrl, verify: args.sink.agentsUrl },
+    ...(args.overrides ? { overrides: args.overrides } : {}),
+  });
   const configPath = join(args.dir, 'agent.json');
   writeFileSync(configPath, JSON.stringify(raw, null, 2));
   const config = parseConfig(raw, args.dir, configPath);

@@ -28,27 +28,19 @@ export async function setUpAgent(args: {
   overrides?: Record<string, unknown>;
 }): Promise<AgentSetup> {
   const platform = args.platform;
-  mkdirSync(args.dir, { recursive: true });
-  writeFileSync(join(args.dir, 'authority-root.pem'), args.pki.authorityRootPem);
-  writeFileSync(join(args.dir, 'server-ca.pem'), platform.serverCaPem);
-  const raw: Record<string, unknown> = {
-    device_id: null,
+  const raw = layOutPlayer({
+    dir: args.dir,
+    authorityRootPem: args.pki.authorityRootPem,
+    serverCaPem: platform.serverCaPem,
+    deviceId: null,
     structure: platform.structure.code,
-    platform: {
-      agents_url: args.urls?.agents ?? platform.agentsUrl,
-      devices_url: args.urls?.devices ?? platform.devicesUrl,
-      verify_url: args.urls?.verify ?? platform.verifyUrl,
+    urls: {
+      agents: args.urls?.agents ?? platform.agentsUrl,
+      devices: args.urls?.devices ?? platform.devicesUrl,
+      verify: args.urls?.verify ?? platform.verifyUrl,
     },
-    data_dir: 'data',
-    media_dir: 'media',
-    authority_root_file: 'authority-root.pem',
-    server_ca_file: 'server-ca.pem',
-    image_duration_ms: 1000,
-    shipping: { min_interval_ms: 0, idle_interval_ms: 100, backoff_base_ms: 50, backoff_cap_ms: 500 },
-    media_stability_ms: 100,
-    sidecar_grace_ms: 0,
-    ...args.overrides,
-  };
+    ...(args.overrides ? { overrides: args.overrides } : {}),
+  });
   const configPath = join(args.dir, 'agent.json');
   const enrolment = await prepareEnrolment(parseConfig(raw, args.dir, configPath));
   const enrolled = await platform.enrol({
@@ -64,4 +56,36 @@ export async function setUpAgent(args: {
     writeFileSync(config.caChainFile, enrolled.chainPem);
   }
   return { config, configPath, deviceId: enrolled.deviceId, raw };
+}
+
+/**
+ * A player's folder as a technician lays it out (the authority root, the server CA) and its config as written in
+ * tests: fast shipping and media checks, `overrides` last. Gives the config's raw JSON (not yet written).
+ */
+export function layOutPlayer(args: {
+  dir: string;
+  authorityRootPem: string;
+  serverCaPem: string;
+  deviceId: string | null;
+  structure: string;
+  urls: { agents: string; devices: string; verify: string };
+  overrides?: Record<string, unknown>;
+}): Record<string, unknown> {
+  mkdirSync(args.dir, { recursive: true });
+  writeFileSync(join(args.dir, 'authority-root.pem'), args.authorityRootPem);
+  writeFileSync(join(args.dir, 'server-ca.pem'), args.serverCaPem);
+  return {
+    device_id: args.deviceId,
+    structure: args.structure,
+    platform: { agents_url: args.urls.agents, devices_url: args.urls.devices, verify_url: args.urls.verify },
+    data_dir: 'data',
+    media_dir: 'media',
+    authority_root_file: 'authority-root.pem',
+    server_ca_file: 'server-ca.pem',
+    image_duration_ms: 1000,
+    shipping: { min_interval_ms: 0, idle_interval_ms: 100, backoff_base_ms: 50, backoff_cap_ms: 500 },
+    media_stability_ms: 100,
+    sidecar_grace_ms: 0,
+    ...args.overrides,
+  };
 }
