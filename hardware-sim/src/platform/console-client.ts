@@ -5,7 +5,16 @@
  * stats seal) are @ooh/protocol's; the other answers are the platform's console routes (not in the spec), typed here
  * as far as the simulator reads them.
  */
-import type { Category, StatsSeal, Submission, SubmissionCreateRequest } from '@ooh/protocol';
+import type {
+  Category,
+  DeviceEvent,
+  PlayCountItem,
+  StatsSeal,
+  Submission,
+  SubmissionCreateRequest,
+} from '@ooh/protocol';
+
+export type { DeviceEvent, PlayCountItem };
 
 export class PlatformCallError extends Error {
   constructor(
@@ -50,28 +59,6 @@ export interface DeviceView {
     first_used_at: string | null;
     old_valid_until: string | null;
   }[];
-}
-
-export interface PlayCountItem {
-  player: string;
-  structure_id: string;
-  day: string;
-  approval_number: string | null;
-  slot: string | null;
-  attested: boolean;
-  plays: number;
-  flagged: number;
-}
-
-export interface DeviceEvent {
-  batch: number;
-  index: number;
-  kind: 'reject' | 'mode_change' | 'tamper';
-  seq: number | null;
-  at: string | null;
-  code: string | null;
-  detail: unknown;
-  receive_day: string;
 }
 
 const trim = (url: string) => url.replace(/\/+$/, '');

@@ -87,6 +87,12 @@ export {
   ReportScope,
   ReportTotals,
   ReportZone,
+  PlayCountItem,
+  PlayCountsAnswer,
+  PopQualityAnswer,
+  DeviceEvent,
+  DeviceEventKind,
+  DeviceEventsAnswer,
 } from './schemas/console.js';
 export {
   CreativeEntry,

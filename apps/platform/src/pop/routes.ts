@@ -1,5 +1,15 @@
 import { es256Verify, sha256Hex } from '@ooh/crypto';
-import { isUuid, LIMITS, type PopAnswer as PopAnswerType, PopAnswer, parseDateTime } from '@ooh/protocol';
+import {
+  DeviceEventKind,
+  DeviceEventsAnswer,
+  isUuid,
+  LIMITS,
+  PlayCountsAnswer,
+  type PopAnswer as PopAnswerType,
+  PopAnswer,
+  PopQualityAnswer,
+  parseDateTime,
+} from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { principalOf } from '../auth/plugin.js';
@@ -16,7 +26,7 @@ import type { Player } from './judge.js';
 import { KeyCache } from './key-cache.js';
 import { agentBuckets, cmsBuckets, cmsKeyBucket } from './rate-limits.js';
 import { type DeviceForTelemetry, devicePlayerKey, findSourceForBatch } from './batch-context.js';
-import { type PopEvent, playCounts, popEvents, popQuality } from './queries.js';
+import { playCounts, popEvents, popQuality } from './queries.js';
 import { takeCallToken } from './store.js';
 
 /** spec: "CMS batch ... Scope write:plays; operator organisations only". */
@@ -34,43 +44,6 @@ const READ_POP: RouteAuth = {
  */
 const QueryDate = () => Type.String({ format: 'date', pattern: '^(?!0000-)' });
 const queryText = (maxLength: number) => Type.String({ minLength: 1, maxLength, pattern: '^[^\\u0000]*$' });
-
-// The console's views of proof of play: what they answer, and nothing else (a field not here is not sent).
-const CountsView = Type.Object({
-  items: Type.Array(
-    Type.Object({
-      player: Type.String(),
-      structure_id: Type.String(),
-      day: Type.String(),
-      approval_number: Type.Union([Type.String(), Type.Null()]),
-      slot: Type.Union([Type.String(), Type.Null()]),
-      attested: Type.Boolean(),
-      plays: Type.Integer(),
-      flagged: Type.Integer(),
-    }),
-  ),
-});
-const QualityView = Type.Object({
-  from: Type.String(),
-  to: Type.String(),
-  flags: Type.Array(Type.Object({ flag: Type.String(), records: Type.Integer() })),
-  refusals: Type.Array(Type.Object({ reason: Type.String(), records: Type.Integer() })),
-});
-const EventKind = Type.Union([Type.Literal('reject'), Type.Literal('mode_change'), Type.Literal('tamper')]);
-const EventsView = Type.Object({
-  items: Type.Array(
-    Type.Object({
-      batch: Type.Integer(),
-      index: Type.Integer(),
-      kind: EventKind,
-      seq: Type.Union([Type.Integer(), Type.Null()]),
-      at: Type.Union([Type.String(), Type.Null()]),
-      code: Type.Union([Type.String(), Type.Null()]),
-      detail: Type.Unknown(),
-      receive_day: Type.String(),
-    }),
-  ),
-});
 
 /** spec rule 7: "A key rotated out stays accepted for 24 hours after the new one was registered". */
 const CMS_KEY_GRACE_MS = LIMITS.cmsKeyRotationGraceHours * 3600 * 1000;
@@ -462,7 +435,7 @@ export const popFeature: Feature = {
             },
             { additionalProperties: false },
           ),
-          response: { 200: CountsView },
+          response: { 200: PlayCountsAnswer },
         },
       },
       async (request) => {
@@ -496,7 +469,7 @@ export const popFeature: Feature = {
         config: { auth: READ_POP },
         schema: {
           querystring: Type.Object({ from: QueryDate(), to: QueryDate() }, { additionalProperties: false }),
-          response: { 200: QualityView },
+          response: { 200: PopQualityAnswer },
         },
       },
       async (request) => {
@@ -506,13 +479,13 @@ export const popFeature: Feature = {
     );
 
     // reject, mode_change and tamper events of one device.
-    app.get<{ Params: { id: string }; Querystring: { kind?: PopEvent['kind'] } }>(
+    app.get<{ Params: { id: string }; Querystring: { kind?: DeviceEventKind } }>(
       '/api/v1/console/pop/devices/:id/events',
       {
         config: { auth: READ_POP },
         schema: {
-          querystring: Type.Object({ kind: Type.Optional(EventKind) }, { additionalProperties: false }),
-          response: { 200: EventsView },
+          querystring: Type.Object({ kind: Type.Optional(DeviceEventKind) }, { additionalProperties: false }),
+          response: { 200: DeviceEventsAnswer },
         },
       },
       async (request) => {

@@ -293,3 +293,48 @@ export const RegisterPage = Type.Object({
   offset: Int,
 });
 export type RegisterPage = Static<typeof RegisterPage>;
+
+// ---- proof of play (apps/platform/src/pop/routes.ts) ----
+
+/** GET /api/v1/console/pop/counts: counted plays per player, structure, day and approval or slot. */
+export const PlayCountItem = Type.Object({
+  player: Str,
+  structure_id: Str,
+  day: Str,
+  approval_number: NullableStr,
+  slot: NullableStr,
+  attested: Type.Boolean(),
+  plays: Int,
+  flagged: Int,
+});
+export type PlayCountItem = Static<typeof PlayCountItem>;
+export const PlayCountsAnswer = Type.Object({ items: Type.Array(PlayCountItem) });
+export type PlayCountsAnswer = Static<typeof PlayCountsAnswer>;
+
+/** GET /api/v1/console/pop/quality: flagged records by flag and refused records by reason, over receive days. */
+export const PopQualityAnswer = Type.Object({
+  from: Str,
+  to: Str,
+  flags: Type.Array(Type.Object({ flag: Str, records: Int })),
+  refusals: Type.Array(Type.Object({ reason: Str, records: Int })),
+});
+export type PopQualityAnswer = Static<typeof PopQualityAnswer>;
+
+/** The events a player sent that are not plays. */
+export const DeviceEventKind = StringEnum(['reject', 'mode_change', 'tamper']);
+export type DeviceEventKind = Static<typeof DeviceEventKind>;
+
+/** GET /api/v1/console/pop/devices/{id}/events: a device's reject, mode_change and tamper events. */
+export const DeviceEvent = Type.Object({
+  batch: Int,
+  index: Int,
+  kind: DeviceEventKind,
+  seq: Nullable(Int),
+  at: NullableStr,
+  code: NullableStr,
+  detail: Type.Unknown(),
+  receive_day: Str,
+});
+export type DeviceEvent = Static<typeof DeviceEvent>;
+export const DeviceEventsAnswer = Type.Object({ items: Type.Array(DeviceEvent) });
+export type DeviceEventsAnswer = Static<typeof DeviceEventsAnswer>;

@@ -225,17 +225,6 @@ export interface CmsInstallation {
   players?: { external_id: string; structure_id: string; structure_code: string; mapped_at: string }[];
 }
 
-export interface PlayCount {
-  player: string;
-  structure_id: string;
-  day: string;
-  approval_number: string | null;
-  slot: string | null;
-  attested: boolean;
-  plays: number;
-  flagged: number;
-}
-
 export interface Organisation {
   id: string;
   name: string;

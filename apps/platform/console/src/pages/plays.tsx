@@ -1,4 +1,10 @@
-import { addDays, almatyDate, type CampaignListItem, type PlaysAnswer } from '@ooh/protocol';
+import {
+  addDays,
+  almatyDate,
+  type CampaignListItem,
+  type PlaysAnswer,
+  type PopQualityAnswer,
+} from '@ooh/protocol';
 import { useMemo, useState } from 'preact/hooks';
 import { loadStructures } from '../api/catalogue.js';
 import { get } from '../api/client.js';
@@ -16,11 +22,6 @@ import { EventSettings } from './city-events.js';
 const MAX_SERIES = 7;
 /** Campaigns drawn as small charts; all of them are in the table. */
 const MAX_CAMPAIGN_CHARTS = 6;
-
-interface Quality {
-  flags: { flag: string; records: number }[];
-  refusals: { reason: string; records: number }[];
-}
 
 interface CityEvent {
   id: string;
@@ -102,7 +103,7 @@ export function PlaysPage() {
   const quality = useAsync(
     () =>
       authority
-        ? get<Quality>(
+        ? get<PopQualityAnswer>(
             `/api/v1/console/pop/quality?${new URLSearchParams({ from: applied.from, to: applied.to })}`,
           )
         : Promise.resolve(null),
