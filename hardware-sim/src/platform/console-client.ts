@@ -8,13 +8,16 @@
 import type {
   Category,
   DeviceEvent,
+  DeviceView,
+  EnrolAnswer,
+  OrganisationKind,
   PlayCountItem,
   StatsSeal,
   Submission,
   SubmissionCreateRequest,
 } from '@ooh/protocol';
 
-export type { DeviceEvent, PlayCountItem };
+export type { DeviceEvent, DeviceView, EnrolAnswer, OrganisationKind, PlayCountItem };
 
 export class PlatformCallError extends Error {
   constructor(
@@ -34,31 +37,6 @@ export interface PlatformUrls {
   agents: string;
   devices: string;
   verify: string;
-}
-
-export type OrganisationKind = 'authority' | 'operator' | 'agency' | 'advertiser';
-
-export interface EnrolAnswer {
-  device_id: string;
-  structure_code: string;
-  certificate_pem?: string;
-  chain_pem?: string;
-  not_after?: string;
-}
-
-export interface DeviceView {
-  device_id: string;
-  structure_code: string;
-  revoked_at: string | null;
-  certificates: {
-    serial: string;
-    state: string;
-    not_before: string;
-    not_after: string;
-    issued_at: string;
-    first_used_at: string | null;
-    old_valid_until: string | null;
-  }[];
 }
 
 const trim = (url: string) => url.replace(/\/+$/, '');

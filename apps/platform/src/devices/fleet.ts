@@ -1,117 +1,24 @@
-import { DateTime, Uuid } from '@ooh/protocol';
-import { type Static, Type } from '@sinclair/typebox';
-import { ALERT_KINDS, AlertView, openAlertsOf } from '../alerts/index.js';
+import {
+  ALERT_KINDS,
+  type DeviceActivity,
+  DeviceActivityAnswer,
+  type DeviceStorage,
+  type FleetItem,
+  FleetList,
+} from '@ooh/protocol';
+import { openAlertsOf } from '../alerts/index.js';
 import type { Db } from '../db/pool.js';
 import { refusalsView } from './refusals.js';
 import {
-  DeviceActivity,
   FLEET_DEFAULT_LIMIT,
   FLEET_SORT_DEFAULT_ORDER,
   type FleetQuery,
   type FleetSort,
   type FleetState,
 } from './schema.js';
-import { DeviceStorage, deviceStorageOf } from './storage.js';
+import { deviceStorageOf } from './storage.js';
 
-const NullableDateTime = Type.Union([DateTime, Type.Null()]);
-const NullableInteger = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
-const NullableString = Type.Union([Type.String(), Type.Null()]);
-const Count = Type.Integer({ minimum: 0 });
-
-/**
- * A device the platform keeps answering 5xx (migration 069): since its first 5xx after its newest stored batch of
- * records, how many 5xx answers since, the last one, the batch it answered (null when not a batch) and its problem
- * code.
- */
-const Stuck = Type.Object({
-  since: DateTime,
-  count: Type.Integer({ minimum: 1 }),
-  last_at: DateTime,
-  batch_seq: NullableInteger,
-  reason: Type.String(),
-});
-
-const RecentRefusal = Type.Object({
-  at: DateTime,
-  reason: Type.String(),
-  subject: NullableString,
-  serial: NullableString,
-  address: NullableString,
-  device_id: Type.Union([Uuid, Type.Null()]),
-});
-
-/**
- * Whether a device reports (issue 22, item 2: "reporting, silent"): `revoked`; `never_reported` (no batch yet: no alert
- * either, docs/alerts.md); `silent` (its newest batch is older than the silence threshold of the alerts,
- * ALERT_DEVICE_SILENT_MINUTES, counted from the start of the platform's watch at the earliest, as the device_silent
- * alert counts it); else `reporting`.
- */
-export const DeviceStatus = Type.Union([
-  Type.Literal('reporting'),
-  Type.Literal('silent'),
-  Type.Literal('never_reported'),
-  Type.Literal('revoked'),
-]);
-
-export const FleetItem = Type.Object({
-  device_id: Uuid,
-  structure_id: Uuid,
-  structure_code: Type.String(),
-  organisation_id: Uuid,
-  created_at: DateTime,
-  revoked_at: NullableDateTime,
-  force_renewal_until: NullableDateTime,
-  certificate_not_after: NullableDateTime,
-  last_batch_at: NullableDateTime,
-  last_batch_seq: NullableInteger,
-  queue_lag_seconds: NullableInteger,
-  stuck: Type.Union([Stuck, Type.Null()]),
-  handshake_refusals_24h: Count,
-  /** The disk state the player last reported; null if it never did (src/devices/storage.ts, migration 074). */
-  storage: Type.Union([DeviceStorage, Type.Null()]),
-  status: DeviceStatus,
-  /** The newest mode_change record the player sent went to screen_off (at any hour; the alert only in operating hours). */
-  screen_off: Type.Boolean(),
-  /** Kinds of the device's open alerts (src/alerts). */
-  open_alerts: Type.Array(Type.Union(ALERT_KINDS.map((k) => Type.Literal(k)))),
-});
-export type FleetItem = Static<typeof FleetItem>;
-
-/** The whole fleet the caller sees, counted by state (whatever the page, search and filter). */
-export const FleetSummary = Type.Object({
-  devices: Count,
-  reporting: Count,
-  silent: Count,
-  never_reported: Count,
-  screen_off: Count,
-  /** Not revoked, the current certificate ends within EXPIRY_WARNING_DAYS (or has ended). */
-  expiring: Count,
-  /** Devices with at least one refused handshake or certificate in the last 24 hours. */
-  refused: Count,
-  stuck: Count,
-  revoked: Count,
-});
-export type FleetSummary = Static<typeof FleetSummary>;
-
-/** GET /api/v1/console/devices (apps/platform/console/README.md "Fleet"; src/devices/README.md). */
-export const FleetList = Type.Object({
-  /** The devices of the page asked for (offset, limit), searched, filtered and sorted. */
-  items: Type.Array(FleetItem),
-  /** Devices that match the search and the filter, over every page. */
-  total: Count,
-  offset: Count,
-  limit: Type.Integer({ minimum: 1 }),
-  sort: Type.String(),
-  order: Type.String(),
-  summary: FleetSummary,
-  handshake_refusals: Type.Object({
-    last_24h: Count,
-    recent: Type.Array(RecentRefusal, { maxItems: 20 }),
-  }),
-  /** Open alerts of the devices and CMS players the caller sees, newest first (src/alerts, docs/alerts.md). */
-  alerts: Type.Array(AlertView),
-});
-export type FleetList = Static<typeof FleetList>;
+export { DeviceActivityAnswer, FleetList };
 
 /** spec: "A player renews on its own when less than 30 days are left": the fleet's warning threshold. */
 export const EXPIRY_WARNING_DAYS = 30;
@@ -395,7 +302,6 @@ export async function fleetItem(
 }
 
 /** GET /api/v1/console/devices/{id}/activity: the device's fleet row and its activity. */
-export const DeviceActivityAnswer = Type.Composite([Type.Object({ device: FleetItem }), DeviceActivity]);
 
 /** Batches and reject events the device page lists. */
 export const DEVICE_ACTIVITY_BATCHES = 20;

@@ -1,20 +1,7 @@
-import { DateTime } from '@ooh/protocol';
-import { type Static, Type } from '@sinclair/typebox';
+import type { DeviceStorage } from '@ooh/protocol';
 import type { Db } from '../db/pool.js';
 
-/**
- * The disk state a player last reported (issue "A player that runs for years on a small disk"; apps/agent/README.md
- * "Retention and disk space"): `low` below its warning threshold (its answered history goes early), `full` below its
- * hard one (only authority slot content plays: nothing billable until space is back), `ok` when it came back.
- * `at` is the record's own time. The agent reports it in the detail of a mode_change record, as sent; a value of
- * another shape is not shown (the device's word, never trusted to be well formed).
- */
-export const DeviceStorage = Type.Object({
-  state: Type.Union([Type.Literal('ok'), Type.Literal('low'), Type.Literal('full')]),
-  free_bytes: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
-  at: Type.Union([DateTime, Type.Null()]),
-});
-export type DeviceStorage = Static<typeof DeviceStorage>;
+export type { DeviceStorage };
 
 /**
  * The newest mode_change record of each device (the caller's organisation's; $1 null: every device) that carries

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { Nullable, StringEnum } from './common.js';
+import { DateTime, Nullable, StringEnum, Uuid } from './common.js';
 
 /*
  * The answers of the platform's console routes (apps/platform/src, not in the spec): the platform serializes through
@@ -338,3 +338,285 @@ export const DeviceEvent = Type.Object({
 export type DeviceEvent = Static<typeof DeviceEvent>;
 export const DeviceEventsAnswer = Type.Object({ items: Type.Array(DeviceEvent) });
 export type DeviceEventsAnswer = Static<typeof DeviceEventsAnswer>;
+
+// ---- fleet alerts (apps/platform/src/alerts; apps/platform/docs/alerts.md) ----
+
+/**
+ * The kinds of fleet alert: device_silent ("a device silent for a configurable time"), screen_off ("a screen reported
+ * off during its operating hours"), queue_lag ("a queue lag over an hour"), cms_player_no_plays ("a mapped CMS player
+ * that sends batches with no plays").
+ */
+export const ALERT_KINDS = ['device_silent', 'screen_off', 'queue_lag', 'cms_player_no_plays'] as const;
+export type AlertKind = (typeof ALERT_KINDS)[number];
+
+export const ALERT_RESOLUTIONS = ['cleared', 'not_monitored'] as const;
+export type AlertResolution = (typeof ALERT_RESOLUTIONS)[number];
+
+/** One alert as the console and the fleet list show it (times in UTC, like the rest of the fleet list). */
+export const AlertView = Type.Object({
+  id: Uuid,
+  kind: StringEnum(ALERT_KINDS),
+  state: StringEnum(['open', 'resolved']),
+  organisation_id: Uuid,
+  /** The device (agent channel); null for a CMS player. */
+  device_id: Nullable(Uuid),
+  /** The CMS installation and the player's external id; null for a device. */
+  cms_installation_id: Nullable(Uuid),
+  player: NullableStr,
+  structure_id: Uuid,
+  structure_code: Str,
+  /** When the condition began. */
+  since: DateTime,
+  /** The newest sign of life: the device's newest batch; a CMS player's newest counted play (its start). */
+  last_seen_at: Nullable(DateTime),
+  opened_at: DateTime,
+  resolved_at: Nullable(DateTime),
+  resolution: Nullable(StringEnum(ALERT_RESOLUTIONS)),
+  /** The figures of the condition: thresholds in force, the lag measured, the operating hours (docs/alerts.md). */
+  detail: Type.Record(Str, Type.Union([Str, Num, Type.Null()])),
+});
+export type AlertView = Static<typeof AlertView>;
+
+export const AlertList = Type.Object({ items: Type.Array(AlertView) });
+export type AlertList = Static<typeof AlertList>;
+
+// ---- devices and the fleet (apps/platform/src/devices) ----
+
+const NullableDateTime = Nullable(DateTime);
+const NullableInteger = Nullable(Type.Integer({ minimum: 0 }));
+const NullableString = NullableStr;
+const Count = Type.Integer({ minimum: 0 });
+const Counted = Count;
+
+/** Answer of enrolment and re-enrolment; the certificate fields only when a CSR was given. */
+export const EnrolAnswer = Type.Object({
+  device_id: Uuid,
+  structure_code: Type.String(),
+  certificate_pem: Type.Optional(Type.String()),
+  chain_pem: Type.Optional(Type.String()),
+  not_after: Type.Optional(DateTime),
+});
+export type EnrolAnswer = Static<typeof EnrolAnswer>;
+
+export const CertificateView = Type.Object({
+  serial: Type.String(),
+  state: Type.Union([
+    Type.Literal('current'),
+    Type.Literal('previous-until'),
+    Type.Literal('superseded'),
+    Type.Literal('revoked'),
+  ]),
+  not_before: DateTime,
+  not_after: DateTime,
+  issued_at: DateTime,
+  issued_by: Type.String(),
+  first_used_at: Nullable(DateTime),
+  replaced_at: Nullable(DateTime),
+  old_valid_until: Nullable(DateTime),
+  key_fingerprint: Type.String(),
+  certificate_pem: Type.String(),
+});
+export type CertificateView = Static<typeof CertificateView>;
+
+export const DeviceView = Type.Object({
+  device_id: Uuid,
+  structure_id: Uuid,
+  structure_code: Type.String(),
+  organisation_id: Uuid,
+  created_at: DateTime,
+  re_enrolled_at: Nullable(DateTime),
+  revoked_at: Nullable(DateTime),
+  /** End of the live force-renewal grant, or null. */
+  force_renewal_until: Nullable(DateTime),
+  keys: Type.Array(
+    Type.Object({
+      fingerprint: Type.String(),
+      public_key: Type.String(),
+      registered_at: DateTime,
+      accepted_until: Nullable(DateTime),
+    }),
+  ),
+  certificates: Type.Array(CertificateView),
+});
+export type DeviceView = Static<typeof DeviceView>;
+
+export const FLEET_STATES = [
+  'reporting',
+  'silent',
+  'never_reported',
+  'screen_off',
+  'expiring',
+  'refused',
+  'stuck',
+  'revoked',
+] as const;
+export type FleetState = (typeof FLEET_STATES)[number];
+export const FLEET_SORTS = ['structure', 'last_batch', 'queue_lag'] as const;
+export type FleetSort = (typeof FLEET_SORTS)[number];
+
+/**
+ * The disk state a player last reported (issue "A player that runs for years on a small disk"; apps/agent/README.md
+ * "Retention and disk space"): `low` below its warning threshold (its answered history goes early), `full` below its
+ * hard one (only authority slot content plays: nothing billable until space is back), `ok` when it came back.
+ * `at` is the record's own time. The agent reports it in the detail of a mode_change record, as sent; a value of
+ * another shape is not shown (the device's word, never trusted to be well formed).
+ */
+export const DeviceStorage = Type.Object({
+  state: Type.Union([Type.Literal('ok'), Type.Literal('low'), Type.Literal('full')]),
+  free_bytes: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+  at: Type.Union([DateTime, Type.Null()]),
+});
+export type DeviceStorage = Static<typeof DeviceStorage>;
+
+/**
+ * A device the platform keeps answering 5xx (migration 069): since its first 5xx after its newest stored batch of
+ * records, how many 5xx answers since, the last one, the batch it answered (null when not a batch) and its problem
+ * code.
+ */
+const Stuck = Type.Object({
+  since: DateTime,
+  count: Type.Integer({ minimum: 1 }),
+  last_at: DateTime,
+  batch_seq: NullableInteger,
+  reason: Type.String(),
+});
+
+const RecentRefusal = Type.Object({
+  at: DateTime,
+  reason: Type.String(),
+  subject: NullableString,
+  serial: NullableString,
+  address: NullableString,
+  device_id: Type.Union([Uuid, Type.Null()]),
+});
+
+/**
+ * Whether a device reports (issue 22, item 2: "reporting, silent"): `revoked`; `never_reported` (no batch yet: no alert
+ * either, docs/alerts.md); `silent` (its newest batch is older than the silence threshold of the alerts,
+ * ALERT_DEVICE_SILENT_MINUTES, counted from the start of the platform's watch at the earliest, as the device_silent
+ * alert counts it); else `reporting`.
+ */
+export const DeviceStatus = Type.Union([
+  Type.Literal('reporting'),
+  Type.Literal('silent'),
+  Type.Literal('never_reported'),
+  Type.Literal('revoked'),
+]);
+export type DeviceStatus = Static<typeof DeviceStatus>;
+
+export const FleetItem = Type.Object({
+  device_id: Uuid,
+  structure_id: Uuid,
+  structure_code: Type.String(),
+  organisation_id: Uuid,
+  created_at: DateTime,
+  revoked_at: NullableDateTime,
+  force_renewal_until: NullableDateTime,
+  certificate_not_after: NullableDateTime,
+  last_batch_at: NullableDateTime,
+  last_batch_seq: NullableInteger,
+  queue_lag_seconds: NullableInteger,
+  stuck: Type.Union([Stuck, Type.Null()]),
+  handshake_refusals_24h: Count,
+  /** The disk state the player last reported; null if it never did (src/devices/storage.ts, migration 074). */
+  storage: Type.Union([DeviceStorage, Type.Null()]),
+  status: DeviceStatus,
+  /** The newest mode_change record the player sent went to screen_off (at any hour; the alert only in operating hours). */
+  screen_off: Type.Boolean(),
+  /** Kinds of the device's open alerts (src/alerts). */
+  open_alerts: Type.Array(StringEnum(ALERT_KINDS)),
+});
+export type FleetItem = Static<typeof FleetItem>;
+
+/** The whole fleet the caller sees, counted by state (whatever the page, search and filter). */
+export const FleetSummary = Type.Object({
+  devices: Count,
+  reporting: Count,
+  silent: Count,
+  never_reported: Count,
+  screen_off: Count,
+  /** Not revoked, the current certificate ends within EXPIRY_WARNING_DAYS (or has ended). */
+  expiring: Count,
+  /** Devices with at least one refused handshake or certificate in the last 24 hours. */
+  refused: Count,
+  stuck: Count,
+  revoked: Count,
+});
+export type FleetSummary = Static<typeof FleetSummary>;
+
+/** GET /api/v1/console/devices (apps/platform/console/README.md "Fleet"; src/devices/README.md). */
+export const FleetList = Type.Object({
+  /** The devices of the page asked for (offset, limit), searched, filtered and sorted. */
+  items: Type.Array(FleetItem),
+  /** Devices that match the search and the filter, over every page. */
+  total: Count,
+  offset: Count,
+  limit: Type.Integer({ minimum: 1 }),
+  sort: Type.String(),
+  order: Type.String(),
+  summary: FleetSummary,
+  handshake_refusals: Type.Object({
+    last_24h: Count,
+    recent: Type.Array(RecentRefusal, { maxItems: 20 }),
+  }),
+  /** Open alerts of the devices and CMS players the caller sees, newest first (src/alerts, docs/alerts.md). */
+  alerts: Type.Array(AlertView),
+});
+export type FleetList = Static<typeof FleetList>;
+
+/** GET /api/v1/console/devices/{id}/activity: what the device page shows beside its certificates. */
+export const DeviceActivity = Type.Object({
+  /** Newest first, at most DEVICE_ACTIVITY_BATCHES: each stored batch and the answer it got. */
+  batches: Type.Array(
+    Type.Object({
+      batch_seq: Counted,
+      channel: Type.String(),
+      received_at: DateTime,
+      /** Plays in the body (spec: record_count). */
+      record_count: Counted,
+      queue_lag_seconds: Type.Union([Counted, Type.Null()]),
+      /** The agent's clock (the signed body's ts) minus the platform's at receipt; null without ts. */
+      clock_offset_ms: Type.Union([Type.Integer(), Type.Null()]),
+      answer: Type.Object({
+        received: Counted,
+        accepted: Counted,
+        duplicates: Counted,
+        refused: Counted,
+        flagged: Counted,
+        duplicate: Type.Boolean(),
+        /** Refused records by reason. */
+        refusals: Type.Array(Type.Object({ reason: Type.String(), records: Counted })),
+      }),
+    }),
+  ),
+  /** The agent's clock offset by its newest signed batch (null: none sent a ts). */
+  clock_offset: Type.Union([Type.Object({ ms: Type.Integer(), at: DateTime }), Type.Null()]),
+  /** The player's reject events (it refused to show a creative), newest first. */
+  rejects: Type.Array(
+    Type.Object({
+      at: Nullable(DateTime),
+      received_at: DateTime,
+      seq: Type.Union([Counted, Type.Null()]),
+      code: Nullable(Type.String()),
+      approval_number: Nullable(Type.String()),
+      media_sha256: Nullable(Type.String()),
+      /** The file the player refused and why, in its own words (apps/agent/src/media/library.ts). */
+      file: Nullable(Type.String()),
+      reason: Nullable(Type.String()),
+    }),
+  ),
+  /** Its refused handshakes and certificates, newest first (migration 070). */
+  refusals: Type.Array(
+    Type.Object({
+      at: DateTime,
+      reason: Type.String(),
+      serial: Nullable(Type.String()),
+      address: Nullable(Type.String()),
+      refusals: Counted,
+    }),
+  ),
+});
+export type DeviceActivity = Static<typeof DeviceActivity>;
+
+export const DeviceActivityAnswer = Type.Composite([Type.Object({ device: FleetItem }), DeviceActivity]);
+export type DeviceActivityAnswer = Static<typeof DeviceActivityAnswer>;

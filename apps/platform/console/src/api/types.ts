@@ -4,7 +4,18 @@
  * from there. What follows are the platform's console routes (apps/platform/src, not in the spec) as the console reads
  * them, and the spec's Submission with what those routes add to it.
  */
-import type { OrganisationKind, PopAnswer, Submission } from '@ooh/protocol';
+import type {
+  AlertView,
+  CertificateView,
+  DeviceActivityAnswer,
+  DeviceView,
+  FleetItem,
+  FleetList,
+  OrganisationKind,
+  Submission,
+} from '@ooh/protocol';
+
+export type { EnrolAnswer, FleetSort, FleetState } from '@ooh/protocol';
 
 export interface SessionInfo {
   user: { id: string; email: string; role: 'admin' | 'member' };
@@ -82,138 +93,34 @@ export interface MediaFacts {
   duration_ms: number | null;
 }
 
-export interface DeviceCertificate {
-  serial: string;
-  state: string;
-  not_before: string;
-  not_after: string;
-  issued_at: string;
-  /** GET /api/v1/console/devices/{id} gives the history too (the device page). */
-  issued_by?: 'enrolment' | 'renewal' | 're-enrolment';
-  first_used_at?: string | null;
-  replaced_at?: string | null;
-  old_valid_until?: string | null;
-  key_fingerprint?: string;
-}
+/** A certificate of a device as GET /api/v1/console/devices/{id} gives it (its history, the device page). */
+export type DeviceCertificate = CertificateView;
 
-/** Elements of GET /api/v1/console/devices, and GET /api/v1/console/devices/{id}. */
-export interface Device {
-  device_id: string;
-  structure_id: string;
-  structure_code: string;
-  organisation_id?: string;
-  created_at: string;
-  revoked_at: string | null;
-  force_renewal_until: string | null;
-  certificates?: DeviceCertificate[];
-  /** GET /api/v1/console/devices/{id}: its keys, and when it was last re-enrolled. */
-  keys?: { fingerprint: string; registered_at: string; accepted_until: string | null }[];
-  re_enrolled_at?: string | null;
-  /** Expiry of the current certificate (list answers); else derived from certificates. */
-  certificate_not_after?: string | null;
-  last_batch_at?: string | null;
-  last_batch_seq?: number | null;
-  queue_lag_seconds?: number | null;
-  /** Refused handshakes and certificates of the last 24 hours (list answers). */
-  handshake_refusals_24h?: number;
-  /** 5xx answers since the device's last accepted batch (list answers): the batch waits. */
-  stuck?: { since: string; count: number; last_at: string; batch_seq: number | null; reason: string } | null;
-  /**
-   * The disk state the player last reported (list answers; null: never): low = below its warning threshold, full =
-   * below its hard one (only authority slot content plays until space is back). apps/agent/README.md.
-   */
-  storage?: { state: 'ok' | 'low' | 'full'; free_bytes: number | null; at: string | null } | null;
-  /** Reporting, silent, never reported or revoked (list answers; src/devices/fleet.ts). */
-  status?: 'reporting' | 'silent' | 'never_reported' | 'revoked';
-  /** The newest mode change the player sent went to screen_off (list answers). */
-  screen_off?: boolean;
-  /** Kinds of the device's open alerts (list answers). */
-  open_alerts?: Alert['kind'][];
-}
+/** The fields GET /api/v1/console/devices (FleetItem) and GET /api/v1/console/devices/{id} (DeviceView) share. */
+type DeviceCommon =
+  | 'device_id'
+  | 'structure_id'
+  | 'structure_code'
+  | 'organisation_id'
+  | 'created_at'
+  | 'revoked_at'
+  | 'force_renewal_until';
 
-/** The states the fleet list filters on and counts (GET /api/v1/console/devices?state=). */
-export type FleetState =
-  | 'reporting'
-  | 'silent'
-  | 'never_reported'
-  | 'screen_off'
-  | 'expiring'
-  | 'refused'
-  | 'stuck'
-  | 'revoked';
-export type FleetSort = 'structure' | 'last_batch' | 'queue_lag';
+/**
+ * A device as the console holds it: an element of GET /api/v1/console/devices, or GET /api/v1/console/devices/{id}
+ * (its keys, certificates and re-enrolment): the shared fields, and those of either answer when present.
+ */
+export type Device = Pick<FleetItem, DeviceCommon> &
+  Partial<Omit<FleetItem, DeviceCommon>> &
+  Partial<Pick<DeviceView, 'keys' | 'certificates' | 're_enrolled_at'>>;
 
 /** GET /api/v1/console/devices/{id}/activity: the device page's batches, clock offset, rejects and refusals. */
-export interface DeviceActivity {
-  device: Device;
-  batches: {
-    batch_seq: number;
-    channel: string;
-    received_at: string;
-    record_count: number;
-    queue_lag_seconds: number | null;
-    clock_offset_ms: number | null;
-    /** The counts of the spec's PopAnswer the device was given, and its refusals counted by reason. */
-    answer: Pick<PopAnswer, 'received' | 'accepted' | 'duplicates' | 'refused' | 'flagged' | 'duplicate'> & {
-      refusals: { reason: string; records: number }[];
-    };
-  }[];
-  clock_offset: { ms: number; at: string } | null;
-  rejects: {
-    at: string | null;
-    received_at: string;
-    seq: number | null;
-    code: string | null;
-    approval_number: string | null;
-    media_sha256: string | null;
-    file: string | null;
-    reason: string | null;
-  }[];
-  refusals: { at: string; reason: string; serial: string | null; address: string | null; refusals: number }[];
-}
+export type DeviceActivity = DeviceActivityAnswer;
 
 /** A fleet alert (GET /api/v1/console/alerts, and the open ones in the fleet list; apps/platform/docs/alerts.md). */
-export interface Alert {
-  id: string;
-  kind: 'device_silent' | 'screen_off' | 'queue_lag' | 'cms_player_no_plays';
-  state: 'open' | 'resolved';
-  organisation_id: string;
-  device_id: string | null;
-  cms_installation_id: string | null;
-  player: string | null;
-  structure_id: string;
-  structure_code: string;
-  since: string;
-  last_seen_at: string | null;
-  opened_at: string;
-  resolved_at: string | null;
-  resolution: 'cleared' | 'not_monitored' | null;
-  detail: Record<string, string | number | null>;
-}
+export type Alert = AlertView;
 
-/** GET /api/v1/console/devices: the devices and the refused handshakes of the last 24 hours. */
-export interface FleetList {
-  /** Open alerts of the devices and CMS players the caller sees, newest first. */
-  alerts?: Alert[];
-  items: Device[];
-  /** Devices matching the search and the filter, on every page; the page's place. */
-  total: number;
-  offset: number;
-  limit: number;
-  /** The whole fleet the caller sees, counted by state. */
-  summary: Record<FleetState | 'devices', number>;
-  handshake_refusals?: {
-    last_24h: number;
-    recent: {
-      at: string;
-      reason: string;
-      subject: string | null;
-      serial: string | null;
-      address: string | null;
-      device_id: string | null;
-    }[];
-  };
-}
+export type { FleetList };
 
 export interface CmsInstallation {
   id: string;
@@ -303,14 +210,6 @@ export interface WebhookDelivery {
 }
 
 /** POST /api/v1/console/devices and .../re-enrol; the certificate fields only when a CSR was given. */
-export interface EnrolAnswer {
-  device_id: string;
-  structure_code: string;
-  certificate_pem?: string;
-  chain_pem?: string;
-  not_after?: string;
-}
-
 // ---- reports (GET /api/v1/console/reports/...): CampaignListItem, CampaignReport, PlaysAnswer, FleetHealth and
 // their parts are @ooh/protocol's (schemas/console.ts), the schemas the platform answers through.
 

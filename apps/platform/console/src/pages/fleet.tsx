@@ -648,7 +648,7 @@ function refusalLabel(t: I18n['t'], reason: string): string {
 }
 
 /** Refused handshakes and certificates of the last 24 hours: why a player cannot connect. */
-function Refusals(props: { refusals: FleetList['handshake_refusals'] }) {
+function Refusals(props: { refusals: FleetList['handshake_refusals'] | undefined }) {
   const { t, dateTime } = useI18n();
   const refusals = props.refusals;
   if (!refusals || refusals.last_24h === 0) return null;
