@@ -34,6 +34,10 @@ const ERROR_CODES: { readonly [C in VerificationErrorCode]: null } = {
   document_unsigned: null,
   document_content_differs: null,
   document_body_invalid: null,
+  vkey_malformed: null,
+  vkey_name: null,
+  vkey_key_id: null,
+  vkey_key_id_differs: null,
 };
 
 /** Every VerificationError code (errors.ts); a failed seal signature check carries one as its reason. */

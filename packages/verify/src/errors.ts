@@ -58,7 +58,17 @@ export type VerificationErrorCode =
   /** The signed content is not exactly the canonical JSON of `body`. */
   | 'document_content_differs'
   /** `body` is not what the caller's validator accepts. */
-  | 'document_body_invalid';
+  | 'document_body_invalid'
+  // Verifier keys of signed notes (c2sp.org/signed-note "Verifier keys"); a key that is not base64 is `malformed`,
+  // one that is not Ed25519 `unsupported_algorithm`.
+  /** Not `<key name>+<hex key ID>+<base64 key>`. */
+  | 'vkey_malformed'
+  /** The key name is empty or holds a space or a "+". */
+  | 'vkey_name'
+  /** The key ID is not 8 lowercase hex digits. */
+  | 'vkey_key_id'
+  /** The key ID is not SHA-256(name, type, key)[:4]: the name, the key or the ID was changed. */
+  | 'vkey_key_id_differs';
 
 export class VerificationError extends Error {
   readonly code: VerificationErrorCode;

@@ -1,9 +1,13 @@
 import { base64Decode, bytesEqual, hexDecode, hexEncode, sha256, toArrayBuffer, utf8 } from './bytes.js';
+import { VerificationError } from './errors.js';
+import type { SyncSha256 } from './merkle.js';
 
 /*
- * The verifying half of C2SP signed notes, checkpoints and Ed25519 cosignatures for the browser (WebCrypto only):
+ * C2SP signed notes, checkpoints and Ed25519 cosignatures, verified (WebCrypto only):
  * https://c2sp.org/signed-note@v1.0.0, https://c2sp.org/tlog-checkpoint@v1.0.0, https://c2sp.org/tlog-cosignature.
- * The same rules as the platform's src/ledger/note.ts, which signs; both are tested against the C2SP examples.
+ * The one place that reads a verifier key or a checkpoint and checks a note signature: the console's pages, the
+ * verify CLI, the platform's witness client and the test witness all use it. The platform's src/ledger/note.ts signs
+ * and formats, taking the key ID and cosignature message rules from here (keyIdInput, cosignatureMessage).
  */
 
 /** signed-note signature types: 0x01 Ed25519 note signature, 0x04 timestamped Ed25519 cosignature v1. */
@@ -15,45 +19,103 @@ export interface Vkey {
   /** 8 hex digits. */
   id: string;
   type: number;
+  /** 32 bytes (Ed25519). */
   publicKey: Uint8Array;
+  /** The vkey text it was read from (trimmed). */
   text: string;
 }
 
-const isKeyName = (name: string) => name.length > 0 && !/[\s+]/u.test(name);
+/** signed-note: "Key names MUST be non-empty and MUST NOT contain any Unicode spaces or plus (U+002B)". */
+export const isKeyName = (name: string): boolean => name.length > 0 && !/[\s+]/u.test(name);
 
-/** signed-note: key ID = SHA-256(key name || 0x0A || signature type || public key)[:4], as hex. */
-export async function keyIdHex(name: string, type: number, publicKey: Uint8Array): Promise<string> {
+/** What signed-note hashes for a key ID: key name || 0x0A || signature type || public key. */
+export function keyIdInput(name: string, type: number, publicKey: Uint8Array): Uint8Array {
   const nameBytes = utf8(name);
   const input = new Uint8Array(nameBytes.length + 2 + publicKey.length);
   input.set(nameBytes);
   input.set([0x0a, type], nameBytes.length);
   input.set(publicKey, nameBytes.length + 2);
-  return hexEncode((await sha256(input)).subarray(0, 4));
+  return input;
 }
 
-/** A vkey `<name>+<hex key ID>+<base64(type || key)>`, Ed25519 only; null when it is not one. */
-export async function parseVkey(text: string): Promise<Vkey | null> {
+/** signed-note: key ID = SHA-256(key name || 0x0A || signature type || public key)[:4], as hex. */
+export async function keyIdHex(name: string, type: number, publicKey: Uint8Array): Promise<string> {
+  return hexEncode((await sha256(keyIdInput(name, type, publicKey))).subarray(0, 4));
+}
+
+export type VkeyResult = { ok: true; vkey: Vkey } | { ok: false; error: VerificationError };
+
+/** A vkey's fields before its key ID is checked, or why they are not a vkey. */
+function vkeyFields(text: string): Vkey | VerificationError {
   // The name has no "+" and the key ID is hex: the base64 key after the second "+" may hold more of them.
   const trimmed = text.trim();
   const first = trimmed.indexOf('+');
   const second = first < 0 ? -1 : trimmed.indexOf('+', first + 1);
-  if (second < 0) return null;
+  if (second < 0)
+    return new VerificationError('vkey_malformed', 'a vkey is <name>+<hex key ID>+<base64 key>');
   const name = trimmed.slice(0, first);
   const id = trimmed.slice(first + 1, second);
   const material = trimmed.slice(second + 1);
-  if (!isKeyName(name) || !/^[0-9a-f]{8}$/.test(id)) return null;
-  const bytes = base64Decode(material);
-  if (!bytes || bytes.length !== 33 || (bytes[0] !== SIG_ED25519 && bytes[0] !== SIG_COSIGNATURE_V1))
-    return null;
-  const publicKey = bytes.subarray(1);
-  if ((await keyIdHex(name, bytes[0], publicKey)) !== id) return null;
-  return { name, id, type: bytes[0], publicKey, text: `${name}+${id}+${material}` };
+  if (!isKeyName(name))
+    return new VerificationError('vkey_name', 'the key name is empty or holds a space or "+"');
+  if (!/^[0-9a-f]{8}$/.test(id))
+    return new VerificationError('vkey_key_id', 'the key ID is not 8 lowercase hex digits');
+  const bytes = /^[A-Za-z0-9+/]+={0,2}$/.test(material) ? base64Decode(material) : null;
+  if (!bytes) return new VerificationError('malformed', 'the key is not standard base64');
+  const type = bytes[0];
+  if (bytes.length !== 33 || (type !== SIG_ED25519 && type !== SIG_COSIGNATURE_V1))
+    return new VerificationError(
+      'unsupported_algorithm',
+      'not an Ed25519 vkey (type 0x01 or 0x04, 32-byte key)',
+    );
+  return { name, id, type, publicKey: bytes.subarray(1), text: `${name}+${id}+${material}` };
+}
+
+function judgeKeyId(fields: Vkey, digest: Uint8Array): VkeyResult {
+  return hexEncode(digest.subarray(0, 4)) === fields.id
+    ? { ok: true, vkey: fields }
+    : {
+        ok: false,
+        error: new VerificationError('vkey_key_id_differs', 'the key ID is not SHA-256(name, type, key)[:4]'),
+      };
+}
+
+/**
+ * signed-note "Verifier keys": `<key name>+hex(key ID)+base64(signature type || public key)`. Only Ed25519 types
+ * (0x01, 0x04) are taken, and the key ID must be the one the name and key give (a vkey whose ID was made some other
+ * way is refused, so a name and ID always mean one key). A refusal is a value with its code: vkey_malformed,
+ * vkey_name, vkey_key_id, malformed (the key is not base64), unsupported_algorithm, vkey_key_id_differs.
+ * `sha256`: a synchronous SHA-256 (node:crypto's) for a caller that cannot await, as MerkleRootBuilder takes one; the
+ * rule stays here.
+ */
+export function readVkey(text: string): Promise<VkeyResult>;
+export function readVkey(text: string, sha256: SyncSha256): VkeyResult;
+export function readVkey(text: string, syncSha256?: SyncSha256): VkeyResult | Promise<VkeyResult> {
+  if (typeof text !== 'string') throw new VerificationError('invalid_argument', 'a vkey is text');
+  const fields = vkeyFields(text);
+  if (fields instanceof VerificationError) {
+    const refused: VkeyResult = { ok: false, error: fields };
+    return syncSha256 ? refused : Promise.resolve(refused);
+  }
+  const input = keyIdInput(fields.name, fields.type, fields.publicKey);
+  if (syncSha256) return judgeKeyId(fields, syncSha256(input));
+  return sha256(input).then((digest) => judgeKeyId(fields, digest));
+}
+
+/** A vkey (readVkey), or null when it is not one. */
+export async function parseVkey(text: string): Promise<Vkey | null> {
+  const read = await readVkey(text);
+  return read.ok ? read.vkey : null;
 }
 
 export interface NoteSignature {
   name: string;
+  /** 8 hex digits. */
   id: string;
+  /** The signature bytes after the key ID. */
   signature: Uint8Array;
+  /** The signature line as written, with its newline (what a witness keeps or a client stores). */
+  line: string;
 }
 
 /** A signed note: text (with its final newline) and signature lines; null when malformed. */
@@ -68,7 +130,12 @@ export function parseNote(note: string): { text: string; signatures: NoteSignatu
     const match = /^\u2014 (\S+) ([A-Za-z0-9+/]+={0,2})$/u.exec(line);
     const bytes = match ? base64Decode(match[2]!) : null;
     if (!match || !bytes || bytes.length < 5 || !isKeyName(match[1]!)) return null;
-    signatures.push({ name: match[1]!, id: hexEncode(bytes.subarray(0, 4)), signature: bytes.subarray(4) });
+    signatures.push({
+      name: match[1]!,
+      id: hexEncode(bytes.subarray(0, 4)),
+      signature: bytes.subarray(4),
+      line: `${line}\n`,
+    });
   }
   return { text: note.slice(0, split + 1), signatures };
 }
@@ -101,6 +168,11 @@ async function ed25519Verify(
   return crypto.subtle.verify({ name: 'Ed25519' }, key, toArrayBuffer(signature), toArrayBuffer(message));
 }
 
+/** tlog-cosignature "Ed25519 signed message": "cosignature/v1\ntime <t>\n" followed by the note text. */
+export function cosignatureMessage(text: string, timestamp: bigint): Uint8Array {
+  return utf8(`cosignature/v1\ntime ${timestamp.toString()}\n${text}`);
+}
+
 export type SignatureState =
   | { state: 'unknown' }
   | { state: 'valid'; vkey: Vkey; timestamp: number | null }
@@ -125,8 +197,7 @@ export async function checkSignature(
   const view = new DataView(sig.signature.buffer, sig.signature.byteOffset, 8);
   const timestamp = view.getBigUint64(0);
   if (timestamp === 0n || timestamp > 2n ** 63n - 1n) return { state: 'invalid', vkey };
-  const message = utf8(`cosignature/v1\ntime ${timestamp.toString()}\n${text}`);
-  return (await ed25519Verify(vkey.publicKey, sig.signature.subarray(8), message))
+  return (await ed25519Verify(vkey.publicKey, sig.signature.subarray(8), cosignatureMessage(text, timestamp)))
     ? { state: 'valid', vkey, timestamp: Number(timestamp) }
     : { state: 'invalid', vkey };
 }

@@ -701,6 +701,11 @@ export const en = {
   'verify.code.document_unsigned': 'the document carries no signature.',
   'verify.code.document_content_differs': 'the signed content is not the document’s body.',
   'verify.code.document_body_invalid': 'the document’s body is not of the expected form.',
+  'verify.code.vkey_malformed': 'the key is not a verifier key (<name>+<key ID>+<base64 key>).',
+  'verify.code.vkey_name': 'the key’s name is empty or holds a space or “+”.',
+  'verify.code.vkey_key_id': 'the key ID is not 8 lowercase hexadecimal digits.',
+  'verify.code.vkey_key_id_differs':
+    'the key ID does not match the key’s name and key: one of them was changed.',
   'ledger.pending': 'Pending',
   'ledger.digested': 'Digested',
   'ledger.anchored': 'Anchored',

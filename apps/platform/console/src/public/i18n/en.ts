@@ -130,6 +130,10 @@ export const en = {
   'code.document_unsigned': 'the document carries no signature.',
   'code.document_content_differs': 'the signed content is not the document’s body.',
   'code.document_body_invalid': 'the document’s body is not of the expected form.',
+  'code.vkey_malformed': 'the key is not a verifier key (<name>+<key ID>+<base64 key>).',
+  'code.vkey_name': 'the key’s name is empty or holds a space or “+”.',
+  'code.vkey_key_id': 'the key ID is not 8 lowercase hexadecimal digits.',
+  'code.vkey_key_id_differs': 'the key ID does not match the key’s name and key: one of them was changed.',
 
   'ledger.title': 'Public ledger',
   'ledger.lead':

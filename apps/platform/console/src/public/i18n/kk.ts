@@ -127,6 +127,10 @@ export const kk: Record<PublicMessageKey, string> = {
   'code.document_unsigned': 'құжатта қолтаңба жоқ.',
   'code.document_content_differs': 'қол қойылған мазмұн құжаттың денесі емес.',
   'code.document_body_invalid': 'құжат денесі күтілген пішінде емес.',
+  'code.vkey_malformed': 'кілт тексеру кілті емес (<атау>+<кілт ID>+<base64 кілт>).',
+  'code.vkey_name': 'кілт атауы бос немесе онда бос орын не «+» бар.',
+  'code.vkey_key_id': 'кілт ID-і 8 кіші он алтылық цифр емес.',
+  'code.vkey_key_id_differs': 'кілт ID-і кілттің атауы мен кілтіне сәйкес емес: біреуі өзгертілген.',
 
   'ledger.title': 'Жария тізілім',
   'ledger.lead':

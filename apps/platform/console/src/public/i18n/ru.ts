@@ -128,6 +128,10 @@ export const ru: Record<PublicMessageKey, string> = {
   'code.document_unsigned': 'у документа нет подписи.',
   'code.document_content_differs': 'подписанное содержимое — не тело документа.',
   'code.document_body_invalid': 'тело документа не той формы, что ожидается.',
+  'code.vkey_malformed': 'ключ — не ключ проверки (<имя>+<ID ключа>+<ключ в base64>).',
+  'code.vkey_name': 'имя ключа пустое или содержит пробел или «+».',
+  'code.vkey_key_id': 'ID ключа — не 8 строчных шестнадцатеричных цифр.',
+  'code.vkey_key_id_differs': 'ID ключа не соответствует имени и самому ключу: одно из них изменено.',
 
   'ledger.title': 'Публичный реестр',
   'ledger.lead':
