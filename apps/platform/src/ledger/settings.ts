@@ -1,5 +1,6 @@
+import { isKeyName, SIG_COSIGNATURE_V1, type Vkey } from '@ooh/verify';
 import { ConfigError, type PlatformConfig } from '../config.js';
-import { isKeyName, NoteError, parseVkey, SIG_COSIGNATURE_V1, type Vkey } from './note.js';
+import { NoteError, parseVkey } from './note.js';
 
 /**
  * The ledger's anchoring settings (issue 23; docs/ledger-witnesses.md), from the platform's settings like every

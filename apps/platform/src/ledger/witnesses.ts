@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { type BackoffPolicy, backoffDelayMs } from '@ooh/protocol';
+import { checkSignature, parseNote, type Vkey } from '@ooh/verify';
 import type { PlatformContext } from '../context.js';
 import type { Db } from '../db/pool.js';
 import { startTicker } from '../shared/ticker.js';
@@ -13,7 +14,6 @@ import {
   proofLine,
   storeCosignature,
 } from './checkpoint.js';
-import { checkSignature, parseNote, parseSignatureLines, type Vkey } from './note.js';
 import { type LedgerSettings, ledgerSettings, type WitnessConfig } from './settings.js';
 
 /*
@@ -149,7 +149,7 @@ export async function submitToWitness(
     if (answer.status !== 200) {
       return { outcome: 'failed', error: `HTTP ${answer.status}: ${answer.body.trim().slice(0, 200)}` };
     }
-    const cosigned = acceptCosignature(checkpoint, answer.body, witness.vkey);
+    const cosigned = await acceptCosignature(checkpoint, answer.body, witness.vkey);
     if ('error' in cosigned) return { outcome: 'failed', error: cosigned.error };
     const now = ctx.clock.now();
     await storeCosignature(ctx.db, checkpoint.size, cosigned.line, cosigned.at, now);
@@ -166,26 +166,23 @@ export async function submitToWitness(
 /**
  * tlog-witness: "The client MUST ignore any cosignatures from unknown keys. To parse the response, the client MAY
  * concatenate it to the checkpoint, and use a note verification function configured with the witness keys it trusts."
+ * That function is @ooh/verify's, the one that checks every note signature. The answer must add signature lines only:
+ * the concatenated note must read as the checkpoint's own text.
  */
-function acceptCosignature(
-  checkpoint: CheckpointRow,
+export async function acceptCosignature(
+  checkpoint: Pick<CheckpointRow, 'note'>,
   body: string,
   vkey: Vkey,
-): { line: string; at: Date } | { error: string } {
-  let lines: ReturnType<typeof parseSignatureLines>;
-  try {
-    lines = parseSignatureLines(body);
-    parseNote(checkpoint.note + body);
-  } catch (error) {
-    return { error: `the answer is not signature lines: ${(error as Error).message}` };
-  }
-  const text = parseNote(checkpoint.note).text;
-  for (const sig of lines) {
-    const check = checkSignature(text, sig, [vkey]);
-    if (check.state === 'invalid')
-      return { error: `a cosignature of ${vkey.name} does not verify: ${check.reason}` };
+): Promise<{ line: string; at: Date } | { error: string }> {
+  const own = parseNote(checkpoint.note);
+  const answered = body.endsWith('\n') ? parseNote(checkpoint.note + body) : null;
+  if (!own || !answered || answered.text !== own.text)
+    return { error: 'the answer is not signature lines ("— <name> <base64>", each ending in a newline)' };
+  for (const sig of answered.signatures.slice(own.signatures.length)) {
+    const check = await checkSignature(own.text, sig, [vkey]);
+    if (check.state === 'invalid') return { error: `a cosignature of ${vkey.name} does not verify` };
     if (check.state === 'valid' && check.timestamp !== null) {
-      return { line: sig.line, at: new Date(Number(check.timestamp) * 1000) };
+      return { line: sig.line, at: new Date(check.timestamp * 1000) };
     }
   }
   return { error: `no cosignature of ${vkey.name} in the answer` };
@@ -253,7 +250,7 @@ export async function runWitnessJob(
     }
     const anchored = await markAnchored(
       ctx.db,
-      settings.witnesses.map((w) => ({ name: w.vkey.name, keyId: w.vkey.id.toString('hex') })),
+      settings.witnesses.map((w) => ({ name: w.vkey.name, keyId: w.vkey.id })),
       settings.quorum,
     );
     return { checkpoints, submissions, anchored };

@@ -5,17 +5,16 @@ import path from 'node:path';
 import { TestClock } from '../../src/clock.js';
 import { ledgerKeyPath, loadLedgerKey } from '../../src/ledger/key.js';
 import { describe, expect, test } from 'vitest';
-import * as browser from '@ooh/verify';
+import * as verify from '@ooh/verify';
 import { ConfigError, loadConfig, type PlatformConfig } from '../../src/config.js';
 import { AuthorityCache } from '../../src/authority/cache.js';
 import {
   checkpointText,
-  checkSignature,
   cosign,
+  formatNote,
   formatVkey,
   keyId,
   NoteError,
-  parseCheckpointText,
   parseNote,
   parseVkey,
   rawEd25519PublicKey,
@@ -24,26 +23,22 @@ import {
   signNote,
 } from '../../src/ledger/note.js';
 import { ledgerSettings } from '../../src/ledger/settings.js';
-import { addCheckpointBody } from '../../src/ledger/witnesses.js';
+import { acceptCosignature, addCheckpointBody } from '../../src/ledger/witnesses.js';
 
 /*
- * The note formats against the examples the C2SP texts publish (C2SP/C2SP at 5ba5ee8): signed-note.md "Verifier
- * keys / Example", tlog-checkpoint.md and tlog-cosignature.md (the checkpoint with a cosignature), tlog-witness.md
- * (the add-checkpoint request body). Each in the platform's note module and in the browser's.
+ * The platform's half of C2SP signed notes: it signs and writes them, and @ooh/verify, the one verifier, reads them
+ * (its tests, packages/verify/test/note.test.ts, hold the C2SP examples against the reading). Here: what the platform
+ * writes is the text the C2SP examples lay out (C2SP/C2SP at 5ba5ee8: signed-note.md "Verifier keys / Example",
+ * tlog-checkpoint.md, tlog-witness.md's add-checkpoint body), and what it signs verifies in @ooh/verify.
  */
 
 // signed-note.md, "Example": this vkey verifies this note.
 const EXAMPLE_VKEY = 'example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k';
-const EXAMPLE_NOTE =
-  'This is an example message.\n\n— example.com/foo Uw2QOkn8srV1yJGh2VYRlL1Tnagv1YEq6TfXppzi2ONncAlTgK7Ztg1ERYNZXsYjOBH3mFXmRKuwHjG1Yu72IneyaQM=\n';
 
 // tlog-cosignature.md: "an example of a checkpoint that contains a cosignature" (its keys are not published).
-const COSIGNED_CHECKPOINT = `example.com/behind-the-sofa
+const EXAMPLE_CHECKPOINT = `example.com/behind-the-sofa
 20852163
 CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=
-
-— example.com/behind-the-sofa Az3grlgtzPICa5OS8npVmf1Myq/5IZniMp+ZJurmRDeOoRDe4URYN7u5/Zhcyv2q1gGzGku9nTo+zyWE+xeMcTOAYQ8=
-— witness.example.com/w1 jWbPPwAAAABkGFDLEZMHwSRaJNiIDoe9DYn/zXcrtPHeolMI5OWXEhZCB9dlrDJsX3b2oyin1nPZqhf5nNo0xUe+mbIUBkBIfZ+qnA==
 `;
 
 // tlog-witness.md, add-checkpoint "Example request body".
@@ -61,63 +56,20 @@ CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=
 — example.com/behind-the-sofa opLqBQsREYCgu6xQkYQwJr9fo45a62DN9EdmHXnZdXNqlcVGlCum2Wks+49/V6267UEjw6QUXTS5Rovnzv++qbSzm9Q=
 `;
 
-describe('the C2SP examples', () => {
-  test('signed-note: the example vkey verifies the example note; a changed text or a changed key does not', async () => {
-    const vkey = parseVkey(EXAMPLE_VKEY);
-    expect(vkey).toMatchObject({ name: 'example.com/foo', type: SIG_ED25519 });
-    expect(vkey.id.toString('hex')).toBe('530d903a');
+describe('what the platform writes is the text of the C2SP examples', () => {
+  test('signed-note: the example key written as a vkey is the example vkey', async () => {
+    const vkey = (await verify.parseVkey(EXAMPLE_VKEY))!;
     expect(keyId(vkey.name, SIG_ED25519, vkey.publicKey).toString('hex')).toBe('530d903a');
     expect(formatVkey(vkey.name, SIG_ED25519, vkey.publicKey)).toBe(EXAMPLE_VKEY);
-    const note = parseNote(EXAMPLE_NOTE);
-    expect(note.text).toBe('This is an example message.\n');
-    expect(checkSignature(note.text, note.signatures[0]!, [vkey])).toMatchObject({ state: 'valid' });
-    expect(checkSignature('This is an example message!\n', note.signatures[0]!, [vkey])).toMatchObject({
-      state: 'invalid',
-    });
-    // A key of the same name with another ID is unknown, not a failure (signed-note "Signatures").
-    const other = formatVkey('example.com/foo', SIG_ED25519, Buffer.alloc(32, 7));
-    expect(checkSignature(note.text, note.signatures[0]!, [parseVkey(other)])).toEqual({ state: 'unknown' });
-
-    const inBrowser = await browser.parseVkey(EXAMPLE_VKEY);
-    expect(inBrowser).toMatchObject({ name: 'example.com/foo', id: '530d903a' });
-    const browserNote = browser.parseNote(EXAMPLE_NOTE)!;
-    expect(
-      await browser.checkSignature(browserNote.text, browserNote.signatures[0]!, [inBrowser!]),
-    ).toMatchObject({
-      state: 'valid',
-    });
-    expect(
-      await browser.checkSignature('This is an example message!\n', browserNote.signatures[0]!, [inBrowser!]),
-    ).toMatchObject({ state: 'invalid' });
   });
 
-  test('tlog-checkpoint and tlog-cosignature: the example checkpoint and its cosignature line read as the texts say', async () => {
-    const note = parseNote(COSIGNED_CHECKPOINT);
-    expect(parseCheckpointText(note.text)).toMatchObject({
-      origin: 'example.com/behind-the-sofa',
-      size: 20852163,
-      extensions: [],
-    });
-    expect(parseCheckpointText(note.text).rootHash.toString('base64')).toBe(
-      'CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=',
-    );
-    const cosignature = note.signatures[1]!;
-    expect(cosignature.name).toBe('witness.example.com/w1');
-    // key ID || u64 timestamp || 64-byte signature; the timestamp is the one of the text's "time 1679315147" example.
-    expect(cosignature.signature).toHaveLength(72);
-    expect(cosignature.signature.readBigUInt64BE(0)).toBe(1679315147n);
+  test('tlog-checkpoint: the example checkpoint written again from its origin, size and root is the same text', () => {
+    const read = verify.parseCheckpoint(EXAMPLE_CHECKPOINT)!;
     expect(
-      checkpointText({
-        origin: 'example.com/behind-the-sofa',
-        size: 20852163,
-        rootHash: parseCheckpointText(note.text).rootHash,
-      }),
-    ).toBe(note.text);
-    expect(browser.parseCheckpoint(browser.parseNote(COSIGNED_CHECKPOINT)!.text)).toEqual({
-      origin: 'example.com/behind-the-sofa',
-      size: 20852163,
-      root: parseCheckpointText(note.text).rootHash.toString('hex'),
-    });
+      checkpointText({ origin: read.origin, size: read.size, rootHash: Buffer.from(read.root, 'hex') }),
+    ).toBe(EXAMPLE_CHECKPOINT);
+    expect(() => checkpointText({ origin: 'o', size: -1, rootHash: Buffer.alloc(32) })).toThrow(RangeError);
+    expect(() => checkpointText({ origin: 'o', size: 1, rootHash: Buffer.alloc(31) })).toThrow(RangeError);
   });
 
   test('tlog-witness: the platform writes an add-checkpoint body exactly as the example lays it out', () => {
@@ -130,53 +82,123 @@ describe('the C2SP examples', () => {
   });
 });
 
-describe('cosignatures we make', () => {
-  test('cosignature/v1 over a checkpoint verifies in both verifiers; a changed size, a zero time or a changed key do not', async () => {
-    const { privateKey } = generateKeyPairSync('ed25519');
-    const name = 'witness.test/w9';
-    const vkeyText = formatVkey(name, SIG_COSIGNATURE_V1, rawEd25519PublicKey(privateKey));
-    const text = checkpointText({ origin: 'verify.test.kz/ledger', size: 7, rootHash: Buffer.alloc(32, 1) });
-    const line = cosign(text, name, privateKey, 1_764_000_000n);
-    const vkey = parseVkey(vkeyText);
-    expect(checkSignature(text, line, [vkey])).toEqual({ state: 'valid', vkey, timestamp: 1_764_000_000n });
-    expect(checkSignature(text.replace('\n7\n', '\n8\n'), line, [vkey])).toMatchObject({ state: 'invalid' });
-    expect(() => cosign(text, name, privateKey, 0n)).toThrow(RangeError);
-    // The same key as a note key (type 0x01) has another ID: the cosignature is not its signature.
-    expect(checkSignature(text, line, [parseVkey(formatVkey(name, SIG_ED25519, vkey.publicKey))])).toEqual({
-      state: 'unknown',
+describe('the platform signs, @ooh/verify verifies', () => {
+  const origin = 'verify.test.kz/ledger';
+  const logKey = generateKeyPairSync('ed25519').privateKey;
+  const witnessKey = generateKeyPairSync('ed25519').privateKey;
+  const name = 'witness.test/w9';
+  const text = checkpointText({ origin, size: 7, rootHash: Buffer.alloc(32, 1) });
+  const note = formatNote({ text, signatures: [signNote(text, origin, logKey)] });
+
+  test('a checkpoint signed by the ledger key and a cosignature of a witness verify; the note reads back', async () => {
+    const logVkey = (await verify.parseVkey(formatVkey(origin, SIG_ED25519, rawEd25519PublicKey(logKey))))!;
+    const read = verify.parseNote(note)!;
+    expect(read.text).toBe(text);
+    expect(verify.parseCheckpoint(read.text)).toEqual({ origin, size: 7, root: '01'.repeat(32) });
+    expect(await verify.checkSignature(read.text, read.signatures[0]!, [logVkey])).toEqual({
+      state: 'valid',
+      vkey: logVkey,
+      timestamp: null,
     });
-    const logKey = generateKeyPairSync('ed25519').privateKey;
-    const note = `${text}\n${signNote(text, 'verify.test.kz/ledger', logKey).line}${line.line}`;
-    const pinned = (await browser.parseVkey(vkeyText))!;
-    expect(await browser.checkCosignedCheckpoint(note, [pinned])).toEqual({
-      checkpoint: { origin: 'verify.test.kz/ledger', size: 7, root: '01'.repeat(32) },
-      cosigned: [{ name, timestamp: 1_764_000_000 }],
-      invalid: [],
+    const witness = (await verify.parseVkey(
+      formatVkey(name, SIG_COSIGNATURE_V1, rawEd25519PublicKey(witnessKey)),
+    ))!;
+    const line = cosign(text, name, witnessKey, 1_764_000_000n);
+    const cosigned = verify.parseNote(`${note}${line.line}`)!;
+    expect(await verify.checkSignature(text, cosigned.signatures[1]!, [witness])).toEqual({
+      state: 'valid',
+      vkey: witness,
+      timestamp: 1_764_000_000,
     });
+    expect(cosigned.signatures[1]!.line).toBe(line.line);
+    expect(() => cosign(text, name, witnessKey, 0n)).toThrow(RangeError);
+    expect(() => cosign(text, name, witnessKey, 2n ** 63n)).toThrow(RangeError);
   });
 
-  test('malformed notes, checkpoints and vkeys are refused with a reason', async () => {
-    expect(() => parseNote('no signatures\n')).toThrow(NoteError);
-    expect(() => parseNote('text\n\n— name\n')).toThrow(/not a signature line/);
-    expect(() => parseNote('te\u0007xt\n\n— a AAAAAAA=\n')).toThrow(/control characters/);
-    expect(() => parseCheckpointText('origin\n012\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n')).toThrow(
-      /leading zeros/,
-    );
-    expect(() => parseCheckpointText('origin\n12\nAAAA\n')).toThrow(/32 bytes/);
-    expect(() => parseVkey('example.com/foo+530d903b+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k')).toThrow(
-      /SHA-256\(name, type, key\)/,
-    );
-    expect(() => parseVkey('example.com/foo+530d903a')).toThrow(NoteError);
+  test('the witness client keeps a cosignature the package accepts and refuses a flipped byte, another key ID or another name', async () => {
+    const witness = parseVkey(formatVkey(name, SIG_COSIGNATURE_V1, rawEd25519PublicKey(witnessKey)));
+    const line = cosign(text, name, witnessKey, 1_764_000_000n);
+    const answer = (signature: Buffer, id = witness.id, who = name) =>
+      `\u2014 ${who} ${Buffer.concat([Buffer.from(id, 'hex'), signature]).toString('base64')}\n`;
+    expect(await acceptCosignature({ note }, line.line, witness)).toEqual({
+      line: line.line,
+      at: new Date(1_764_000_000_000),
+    });
+    // Another witness's line first is ignored (unknown key); the one of ours after it is kept.
+    const other = cosign(text, 'witness.test/w8', generateKeyPairSync('ed25519').privateKey, 1_764_000_001n);
+    expect(await acceptCosignature({ note }, `${other.line}${line.line}`, witness)).toMatchObject({
+      line: line.line,
+    });
+    for (const at of [0, 8, 40, 71]) {
+      const flipped = Buffer.from(line.signature);
+      flipped[at]! ^= 0x01;
+      expect(await acceptCosignature({ note }, answer(flipped), witness), `byte ${at}`).toEqual({
+        error: `a cosignature of ${name} does not verify`,
+      });
+    }
+    // Another key ID or another name: not the pinned witness's line at all.
+    expect(await acceptCosignature({ note }, answer(line.signature, '00000000'), witness)).toEqual({
+      error: `no cosignature of ${name} in the answer`,
+    });
     expect(
-      await browser.parseVkey('example.com/foo+530d903b+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k'),
-    ).toBeNull();
-    expect(browser.parseNote('no signatures\n')).toBeNull();
+      await acceptCosignature({ note }, answer(line.signature, witness.id, 'witness.test/w7'), witness),
+    ).toEqual({ error: `no cosignature of ${name} in the answer` });
+    // Not signature lines: an empty answer, text, or a blank line that would make the answer a note of its own.
+    for (const body of ['', 'cosigned\n', `\n${line.line}`, line.line.slice(0, -1)]) {
+      expect(await acceptCosignature({ note }, body, witness), JSON.stringify(body)).toEqual({
+        error: 'the answer is not signature lines ("\u2014 <name> <base64>", each ending in a newline)',
+      });
+    }
+  });
+
+  test('the platform reads notes strictly before it stores a signature line', () => {
+    expect(() => parseNote('no signatures\n')).toThrow(NoteError);
+    expect(() => parseNote('text\n\n\u2014 name\n')).toThrow(/not a signature line/);
+    expect(() => parseNote('te\u0007xt\n\n\u2014 a AAAAAAA=\n')).toThrow(/control characters/);
+    expect(parseNote(note).signatures[0]!.id.toString('hex')).toBe(
+      keyId(origin, SIG_ED25519, rawEd25519PublicKey(logKey)).toString('hex'),
+    );
+  });
+});
+
+describe("an operator's vkey (settings, ooh-verify) is read by @ooh/verify and refused in words", () => {
+  test("each of the package's codes is a sentence", () => {
+    const cases: [string, string][] = [
+      ['example.com/foo+530d903a', 'a vkey is <name>+<hex key ID>+<base64 key>'],
+      [
+        '+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k',
+        'the key name is empty or holds a space or "+"',
+      ],
+      ['example.com/foo+0000+AAAA', 'the key ID is 8 lowercase hex digits'],
+      [
+        'example.com/foo+530d903a+Aeky*Rrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k',
+        'the key is not standard base64',
+      ],
+      [
+        `example.com/foo+530d903a+${Buffer.alloc(33, 2).toString('base64')}`,
+        'only Ed25519 vkeys (type 0x01 or 0x04, 32-byte key) are taken',
+      ],
+      [
+        'example.com/foo+530d903b+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k',
+        'the key ID is not SHA-256(name, type, key)[:4]: the name, the type or the key was changed',
+      ],
+    ];
+    for (const [text, message] of cases) {
+      expect(() => parseVkey(text), text).toThrow(new NoteError('malformed_vkey', message));
+    }
+    expect(parseVkey(EXAMPLE_VKEY)).toMatchObject({
+      name: 'example.com/foo',
+      id: '530d903a',
+      type: SIG_ED25519,
+    });
   });
 });
 
 describe('ledger settings', () => {
   const w = formatVkey('witness.test/w1', SIG_COSIGNATURE_V1, Buffer.alloc(32, 3));
   const settingsOf = (env: Record<string, string>) => ledgerSettings(loadConfig({ env }));
+  // The witness's key under another name: its key ID is no longer the one the name and key give.
+  const renamed = w.replace('witness.test/w1', 'witness.test/w2');
 
   test('the origin defaults to the verify host; witnesses are "<vkey> <URL>" by commas or lines; the quorum 1 to their number', () => {
     expect(settingsOf({ PUBLIC_VERIFY_URL: 'https://verify.example.kz' })).toEqual({
@@ -215,6 +237,14 @@ describe('ledger settings', () => {
     ]);
     expect(problems({ LEDGER_WITNESSES: `${EXAMPLE_VKEY} https://w.example` })).toEqual([
       'LEDGER_WITNESSES: example.com/foo: a witness key is a cosignature key (vkey type 0x04)',
+    ]);
+    expect(
+      problems({
+        LEDGER_WITNESSES: `witness.test/w1+0000+AAAA https://w.example, ${renamed} https://w.example`,
+      }),
+    ).toEqual([
+      'LEDGER_WITNESSES: witness.test/w1+0000+AAAA: the key ID is 8 lowercase hex digits',
+      `LEDGER_WITNESSES: ${renamed}: the key ID is not SHA-256(name, type, key)[:4]: the name, the type or the key was changed`,
     ]);
     expect(problems({ LEDGER_WITNESSES: `${w} https://w1.example`, LEDGER_WITNESS_QUORUM: '2' })).toEqual([
       'LEDGER_WITNESS_QUORUM: "2" must be a whole number from 1 to the number of witnesses in LEDGER_WITNESSES (1)',

@@ -7,6 +7,9 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   checkCosignedCheckpoint as checkInBrowser,
+  checkSignature,
+  parseCheckpoint,
+  parseNote,
   parseVkey as parseVkeyInBrowser,
   verifyAnchoring,
 } from '@ooh/verify';
@@ -15,15 +18,7 @@ import { FEATURES } from '../../src/features.js';
 import { digestLedgerUpTo } from '../../src/ledger/digest.js';
 import { ledgerVkey, loadLedgerKey } from '../../src/ledger/key.js';
 import { recordLedgerLeaf } from '../../src/ledger/leaves.js';
-import {
-  checkpointText,
-  checkSignature,
-  formatNote,
-  parseCheckpointText,
-  parseNote,
-  parseVkey,
-  signNote,
-} from '../../src/ledger/note.js';
+import { checkpointText, formatNote, parseVkey, signNote } from '../../src/ledger/note.js';
 import { createLedgerFeature } from '../../src/ledger/routes.js';
 import {
   fetchTransport,
@@ -184,20 +179,20 @@ describe('checkpoints and cosignatures', () => {
     const published = await get('/v1/ledger/checkpoint');
     expect(published.status).toBe(200);
     expect(published.type).toMatch(/^text\/plain/);
-    const note = parseNote(published.text);
+    const note = parseNote(published.text)!;
     expect(note.text).toBe(`${ORIGIN}\n2\n${Buffer.from(head.digest, 'hex').toString('base64')}\n`);
     expect(note.signatures.map((s) => s.name)).toEqual([ORIGIN, W1]);
-    expect(checkSignature(note.text, note.signatures[0]!, [parseVkey(logVkey)])).toMatchObject({
+    expect(await checkSignature(note.text, note.signatures[0]!, [parseVkey(logVkey)])).toMatchObject({
       state: 'valid',
     });
-    const cosigned = checkSignature(note.text, note.signatures[1]!, [parseVkey(witness.vkey)]);
+    const cosigned = await checkSignature(note.text, note.signatures[1]!, [parseVkey(witness.vkey)]);
     expect(cosigned).toMatchObject({ state: 'valid' });
-    expect(Number((cosigned as { timestamp: bigint }).timestamp)).toBeGreaterThan(Date.now() / 1000 - 120);
+    expect((cosigned as { timestamp: number }).timestamp).toBeGreaterThan(Date.now() / 1000 - 120);
 
     // The earlier checkpoint stays, with its own cosignature; malformed or unknown sizes are 404 problems.
     const earlier = await get('/v1/ledger/checkpoints/1');
-    expect(parseCheckpointText(parseNote(earlier.text).text).size).toBe(1);
-    expect(parseNote(earlier.text).signatures).toHaveLength(2);
+    expect(parseCheckpoint(parseNote(earlier.text)!.text)!.size).toBe(1);
+    expect(parseNote(earlier.text)!.signatures).toHaveLength(2);
     for (const bad of ['3', '0', '01', 'x', '99999999999']) {
       const res = await get(`/v1/ledger/checkpoints/${bad}`);
       expect(res.status).toBe(404);
@@ -221,7 +216,7 @@ describe('checkpoints and cosignatures', () => {
     // The witness's own monitoring view (tlog-witness "GET <monitoring prefix>/<origin hash>/checkpoint").
     const originHash = (await import('node:crypto')).createHash('sha256').update(ORIGIN).digest('hex');
     const monitored = await fetch(`${witness.url}/${originHash}/checkpoint`);
-    expect(parseNote(await monitored.text()).text).toBe(note.text);
+    expect(parseNote(await monitored.text())!.text).toBe(note.text);
   });
 });
 
@@ -267,7 +262,7 @@ describe('a witness that is down', () => {
     expect(up.anchored).toEqual([3, 4]);
     // Block 3 is anchored by checkpoint 4: its own checkpoint was never cosigned.
     expect(await blockStatus('2026-11-20')).toMatchObject({ status: 'anchored', anchored_by: 4 });
-    expect(parseNote((await get('/v1/ledger/checkpoints/3')).text).signatures).toHaveLength(1);
+    expect(parseNote((await get('/v1/ledger/checkpoints/3')).text)!.signatures).toHaveLength(1);
   }, 60_000);
 });
 
@@ -367,8 +362,8 @@ describe('verifiers with pinned witness keys', () => {
 describe('a split view', () => {
   test('two heads of the same size cannot both carry the witness cosignature', async () => {
     const honest = (await get('/v1/ledger/checkpoint')).text;
-    const honestNote = parseNote(honest);
-    const size = parseCheckpointText(honestNote.text).size;
+    const honestNote = parseNote(honest)!;
+    const size = parseCheckpoint(honestNote.text)!.size;
     // The platform (it holds the ledger key) signs a second head of the same size for someone else.
     const key = await loadLedgerKey(p.ctx);
     const forkText = checkpointText({ origin: ORIGIN, size, rootHash: randomBytes(32) });
@@ -477,6 +472,6 @@ describe('a platform that rewrites an earlier day', () => {
     expect(stale).toMatchObject({ cosigned: [{ name: W1 }] });
     const newDigest4 = (JSON.parse((await get('/v1/ledger/blocks/2026-11-21')).text) as { digest: string })
       .digest;
-    expect(parseCheckpointText(parseNote(oldNote).text).rootHash.toString('hex')).not.toBe(newDigest4);
+    expect(parseCheckpoint(parseNote(oldNote)!.text)!.root).not.toBe(newDigest4);
   }, 60_000);
 });

@@ -4,18 +4,8 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
 import { canonicalize } from '@ooh/crypto';
-import {
-  checkSignature,
-  cosign,
-  formatVkey,
-  NoteError,
-  parseCheckpointText,
-  parseNote,
-  parseVkey,
-  rawEd25519PublicKey,
-  SIG_COSIGNATURE_V1,
-  type Vkey,
-} from '../../src/ledger/note.js';
+import { checkSignature, parseCheckpoint, parseNote, parseVkey, type Vkey } from '@ooh/verify';
+import { cosign, formatVkey, rawEd25519PublicKey, SIG_COSIGNATURE_V1 } from '../../src/ledger/note.js';
 
 /*
  * A witness for tests, at the edge of what we own, run as its own process over HTTP. Written from
@@ -31,7 +21,8 @@ import {
  * restarted witness keeps its key; the state file holds, per origin, the latest checkpoint it cosigned and is
  * rewritten whole (temp file and rename) before any answer, in the same turn of the event loop as the check
  * (tlog-witness: "checking the old size against the latest checkpoint and persisting the new checkpoint must be
- * performed atomically").
+ * performed atomically"). The checkpoint and the log's signature are checked by @ooh/verify, as every note is, before
+ * that turn: they depend on the request and the log keys only, never on the state.
  */
 
 const { values } = parseArgs({
@@ -64,7 +55,11 @@ const vkey = formatVkey(name, SIG_COSIGNATURE_V1, rawEd25519PublicKey(key));
 /** Log keys by origin (the key name of a log's checkpoint signature is its origin). */
 const logs = new Map<string, Vkey[]>();
 for (const text of values.log) {
-  const log = parseVkey(text);
+  const log = await parseVkey(text);
+  if (!log) {
+    console.error(`witness: --log ${text} is not a vkey`);
+    process.exit(2);
+  }
   logs.set(log.name, [...(logs.get(log.name) ?? []), log]);
 }
 
@@ -153,8 +148,11 @@ function verifyChainProof(
   return previous.equals(root) ? null : 'the last block is not the checkpoint root';
 }
 
-/** tlog-witness add-checkpoint, its checks in the order the text gives them. */
-function addCheckpoint(body: string): string {
+/**
+ * tlog-witness add-checkpoint, its checks in the order the text gives them. Every await comes before the state is
+ * read: from there to persist() is one turn of the event loop.
+ */
+async function addCheckpoint(body: string): Promise<string> {
   const blank = body.indexOf('\n\n');
   if (blank < 0) throw new Refusal(400, 'no empty line before the checkpoint');
   const head = body.slice(0, blank).split('\n');
@@ -165,20 +163,16 @@ function addCheckpoint(body: string): string {
   if (proof.length > 4096) throw new Refusal(400, 'too many proof lines');
   if (proof.some((l) => !/^[A-Za-z0-9+/]+={0,2}$/.test(l)))
     throw new Refusal(400, 'a proof line is not base64');
-  let note: ReturnType<typeof parseNote>;
-  let checkpoint: ReturnType<typeof parseCheckpointText>;
-  try {
-    note = parseNote(body.slice(blank + 2));
-    checkpoint = parseCheckpointText(note.text);
-  } catch (error) {
-    throw new Refusal(400, error instanceof NoteError ? error.message : 'not a checkpoint');
-  }
+  const note = parseNote(body.slice(blank + 2));
+  if (!note) throw new Refusal(400, 'not a signed note');
+  const checkpoint = parseCheckpoint(note.text);
+  if (!checkpoint) throw new Refusal(400, 'not a checkpoint');
   const keys = logs.get(checkpoint.origin);
   // "If the checkpoint origin is unknown, the witness MUST respond with a 404 Not Found".
   if (!keys) throw new Refusal(404, `unknown origin ${checkpoint.origin}`);
   // "403 Forbidden if either no signature from a trusted key for the origin is present, or a signature line's key
   // name and ID match a trusted key but the signature itself fails to verify".
-  const checks = note.signatures.map((s) => checkSignature(note.text, s, keys));
+  const checks = await Promise.all(note.signatures.map((s) => checkSignature(note.text, s, keys)));
   if (checks.some((c) => c.state === 'invalid') || !checks.some((c) => c.state === 'valid'))
     throw new Refusal(403, 'no valid signature of the log');
   // "The old size MUST be equal to or lower than the checkpoint size. Otherwise ... 400 Bad Request".
@@ -188,7 +182,8 @@ function addCheckpoint(body: string): string {
   // "If it doesn't match, the witness MUST respond with a 409 Conflict ... the tree size of the latest cosigned
   // checkpoint in decimal, followed by a newline ... Content-Type of text/x.tlog.size."
   if (old !== held) throw new Refusal(409, `${held}\n`, 'text/x.tlog.size');
-  const root = checkpoint.rootHash.toString('base64');
+  const rootHash = Buffer.from(checkpoint.root, 'hex');
+  const root = rootHash.toString('base64');
   // "A checkpoint of size zero MUST have the root hash of the empty tree ... Otherwise ... 422".
   if (checkpoint.size === 0 && root !== EMPTY_ROOT) throw new Refusal(422, 'size 0 with a non-empty root');
   if (old === 0) {
@@ -202,7 +197,7 @@ function addCheckpoint(body: string): string {
       old,
       checkpoint.size,
       proof,
-      checkpoint.rootHash,
+      rootHash,
     );
     if (wrong) throw new Refusal(422, wrong);
   }
@@ -236,7 +231,7 @@ const server = createServer((req, res) => {
     try {
       if (req.method === 'POST' && req.url === '/add-checkpoint') {
         const body = await readBody(req);
-        send(res, 200, 'text/plain; charset=utf-8', addCheckpoint(body));
+        send(res, 200, 'text/plain; charset=utf-8', await addCheckpoint(body));
         return;
       }
       // "GET <monitoring prefix>/<origin hash>/checkpoint" (hex SHA-256 of the origin).
