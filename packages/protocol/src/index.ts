@@ -78,7 +78,6 @@ export {
   CreativeLookupRequest,
   CreativeLookupResponse,
   CreativeStatus,
-  validateLookupHashes,
 } from './schemas/creative.js';
 export {
   ApprovalEnvelope,

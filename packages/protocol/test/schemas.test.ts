@@ -28,7 +28,6 @@ import {
   Submission,
   SubmissionCreateRequest,
   TelemetryBatch,
-  validateLookupHashes,
 } from '@ooh/protocol';
 import type { Static, TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
@@ -267,22 +266,6 @@ describe('creative lookup', () => {
     expect(accepts(CreativeLookupRequest, { hashes: [HASH_A.toUpperCase()] })).toBe(false);
     expect(accepts(CreativeLookupRequest, { hashes: [HASH_A.slice(1)] })).toBe(false);
     expect(accepts(CreativeLookupRequest, {})).toBe(false);
-  });
-
-  test('validateLookupHashes lists every bad hash', () => {
-    expect(validateLookupHashes([HASH_A, HASH_B, HASH_A])).toEqual([]);
-    expect(validateLookupHashes([HASH_A, 'abc', HASH_B, HASH_B.toUpperCase(), 7]).map((e) => e.path)).toEqual(
-      ['/hashes/1', '/hashes/3', '/hashes/4'],
-    );
-    expect(validateLookupHashes(undefined)).toEqual([
-      expect.objectContaining({ path: '/hashes', code: 'required' }),
-    ]);
-    expect(validateLookupHashes('abc')).toEqual([expect.objectContaining({ path: '/hashes', code: 'type' })]);
-    const tooMany = validateLookupHashes([...Array(501).fill(HASH_A), 'bad']);
-    expect(tooMany.map((e) => [e.path, e.code])).toEqual([
-      ['/hashes', 'too_many'],
-      ['/hashes/501', 'pattern'],
-    ]);
   });
 
   test('response: entries with issued and pending approvals', () => {

@@ -1,6 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { LIMITS, SHA256_HEX_PATTERN } from '../limits.js';
-import type { FieldError } from '../problems.js';
+import { LIMITS } from '../limits.js';
 import { CREATIVE_STATUSES } from '../vocabulary.js';
 import { CalendarDate, Nullable, Sha256Hex, StringEnum } from './common.js';
 
@@ -27,7 +26,7 @@ export type CreativeEntry = Static<typeof CreativeEntry>;
 /**
  * spec: "{hashes: array of string, required; lowercase hexadecimal SHA-256 values; at most 500}".
  * The platform's route takes it as its body schema (unknown keys refused); its hosts' ajv collects every error, so
- * each bad hash is named in one 422. validateLookupHashes says the same without a validator.
+ * each bad hash is named in one 422.
  */
 export const CreativeLookupRequest = Type.Object({
   hashes: Type.Array(Sha256Hex, { maxItems: LIMITS.lookupHashesMax }),
@@ -46,29 +45,3 @@ export const CreativeLookupResponse = Type.Object({
   revocation_list_version: Nullable(Type.Integer({ minimum: 0 })),
 });
 export type CreativeLookupResponse = Static<typeof CreativeLookupResponse>;
-
-const SHA256_HEX = new RegExp(SHA256_HEX_PATTERN);
-
-/** Every problem of a lookup's `hashes` at once: an empty list means the value is a valid list of hashes. */
-export function validateLookupHashes(hashes: unknown): FieldError[] {
-  if (hashes === undefined) return [{ path: '/hashes', code: 'required', message: 'hashes is required' }];
-  if (!Array.isArray(hashes)) return [{ path: '/hashes', code: 'type', message: 'hashes must be an array' }];
-  const errors: FieldError[] = [];
-  if (hashes.length > LIMITS.lookupHashesMax) {
-    errors.push({
-      path: '/hashes',
-      code: 'too_many',
-      message: `at most ${LIMITS.lookupHashesMax} hashes per call`,
-    });
-  }
-  hashes.forEach((hash: unknown, index) => {
-    if (typeof hash !== 'string' || !SHA256_HEX.test(hash)) {
-      errors.push({
-        path: `/hashes/${index}`,
-        code: 'pattern',
-        message: 'not a lowercase hexadecimal SHA-256 (64 characters 0-9a-f)',
-      });
-    }
-  });
-  return errors;
-}
