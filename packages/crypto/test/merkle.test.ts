@@ -1,7 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
 import {
   CryptoError,
@@ -13,130 +10,58 @@ import {
   type ProofStep,
   verifyInclusion,
 } from '../src/index.js';
+import {
+  allSideAssignments,
+  fromHex,
+  hex,
+  inclusionCases,
+  leaf,
+  referenceNode,
+  referencePath,
+  referenceRoot,
+  rfc6962Roots,
+  withSides,
+} from './helpers/merkle.js';
 
-// Third-party vectors (transparency-dev/merkle testdata), read in place (shared/vectors/README.md).
-const MERKLE_VECTORS = fileURLToPath(new URL('../../../../shared/vectors/merkle/', import.meta.url));
-
-const hex = (bytes: Uint8Array): string => Buffer.from(bytes).toString('hex');
-const fromHex = (text: string): Uint8Array => new Uint8Array(Buffer.from(text, 'hex'));
-
-function leaf(index: number): Uint8Array {
-  return new Uint8Array(createHash('sha256').update(`leaf ${index}`).digest());
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Reference: RFC 9162 §2.1.1 and §2.1.3.1 written down literally, recursive with array slices.
-
-function largestPowerOfTwoBelow(n: number): number {
-  let k = 1;
-  while (k * 2 < n) k *= 2;
-  return k;
-}
-
-function referenceNode(left: Uint8Array, right: Uint8Array): Uint8Array {
-  return new Uint8Array(createHash('sha256').update(Uint8Array.of(0x01)).update(left).update(right).digest());
-}
-
-function referenceRoot(leaves: Uint8Array[]): Uint8Array {
-  if (leaves.length === 0) return new Uint8Array(createHash('sha256').digest());
-  if (leaves.length === 1) return leaves[0]!;
-  const k = largestPowerOfTwoBelow(leaves.length);
-  return referenceNode(referenceRoot(leaves.slice(0, k)), referenceRoot(leaves.slice(k)));
-}
-
-function referencePath(m: number, leaves: Uint8Array[]): ProofStep[] {
-  if (leaves.length <= 1) return [];
-  const k = largestPowerOfTwoBelow(leaves.length);
-  if (m < k) {
-    return [
-      ...referencePath(m, leaves.slice(0, k)),
-      { side: 'right', hash: hex(referenceRoot(leaves.slice(k))) },
-    ];
-  }
-  return [
-    ...referencePath(m - k, leaves.slice(k)),
-    { side: 'left', hash: hex(referenceRoot(leaves.slice(0, k))) },
-  ];
-}
-
-// ---------------------------------------------------------------------------------------------------------
+// Third-party vectors (transparency-dev/merkle testdata) and the RFC 9162 reference: helpers/merkle.ts, shared
+// with @ooh/verify's tests.
 
 describe('RFC 6962 roots for sizes 0..8 (rfc6962-roots.json)', () => {
-  const vector = JSON.parse(readFileSync(join(MERKLE_VECTORS, 'rfc6962-roots.json'), 'utf8')) as {
-    leaf_hashes_hex: string[];
-    roots_hex: string[];
-  };
-  const leaves = vector.leaf_hashes_hex.map(fromHex);
+  const { leaves, roots } = rfc6962Roots();
 
-  test.each(vector.roots_hex.map((root, size) => [size, root] as const))('size %i', (size, root) => {
+  test.each(roots)('size %i', (size, root) => {
     expect(hex(merkleRoot(leaves.slice(0, size)))).toBe(root);
     expect(hex(referenceRoot(leaves.slice(0, size)))).toBe(root);
   });
 });
 
-interface InclusionVector {
-  leafIdx: number;
-  treeSize: number;
-  root: string;
-  leafHash: string;
-  proof: string[] | null;
-  desc: string;
-  wantErr: boolean;
-}
-
-function listJson(folder: string): string[] {
-  return readdirSync(folder, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(folder, entry.name);
-    if (entry.isDirectory()) return listJson(path);
-    return entry.name.endsWith('.json') ? [path] : [];
-  });
-}
-
-/** Every assignment of sides to `length` steps (at most 2^5 here). */
-function allSideAssignments(length: number): ProofSide[][] {
-  if (length === 0) return [[]];
-  return allSideAssignments(length - 1).flatMap((rest) => [
-    ['left', ...rest] as ProofSide[],
-    ['right', ...rest] as ProofSide[],
-  ]);
-}
-
 describe('inclusion vectors (transparency-dev/merkle testdata/inclusion)', () => {
-  const folder = join(MERKLE_VECTORS, 'inclusion');
-  const files = listJson(folder);
-  const cases = files.map((file) => {
-    const vector = JSON.parse(readFileSync(file, 'utf8')) as InclusionVector;
-    return { name: relative(folder, file), vector };
-  });
+  const cases = inclusionCases();
 
   test('the vector set is complete', () => {
     expect(cases.length).toBe(98);
-    expect(cases.filter((item) => !item.vector.wantErr).length).toBe(6);
+    expect(cases.filter((item) => !item.wantErr).length).toBe(6);
   });
 
-  test.each(cases)('$name', ({ vector }) => {
-    const leafHash = new Uint8Array(Buffer.from(vector.leafHash, 'base64'));
-    const root = new Uint8Array(Buffer.from(vector.root, 'base64'));
-    const proof = (vector.proof ?? []).map((item) => Buffer.from(item, 'base64').toString('hex'));
-    const { leafIdx: index, treeSize: leafCount } = vector;
-
-    if (!vector.wantErr) {
+  test.each(cases)('$name', ({ index, leafCount, leafHash, root, proof, wantErr }) => {
+    if (!wantErr) {
       const sides = expectedSides(index, leafCount);
       expect(sides).toHaveLength(proof.length);
-      const path = proof.map((hash, step) => ({ side: sides[step]!, hash }));
-      expect(verifyInclusion({ leafHash, index, leafCount, path, root })).toBe(true);
+      expect(verifyInclusion({ leafHash, index, leafCount, path: withSides(proof, sides), root })).toBe(true);
       // The same proof with any other sides is refused.
       for (const other of allSideAssignments(proof.length)) {
         if (other.every((side, step) => side === sides[step])) continue;
-        const wrong = proof.map((hash, step) => ({ side: other[step]!, hash }));
-        expect(verifyInclusion({ leafHash, index, leafCount, path: wrong, root })).toBe(false);
+        expect(verifyInclusion({ leafHash, index, leafCount, path: withSides(proof, other), root })).toBe(
+          false,
+        );
       }
       return;
     }
     // A broken case fails whatever sides are claimed for its steps.
     for (const sides of allSideAssignments(proof.length)) {
-      const path = proof.map((hash, step) => ({ side: sides[step]!, hash }));
-      expect(verifyInclusion({ leafHash, index, leafCount, path, root })).toBe(false);
+      expect(verifyInclusion({ leafHash, index, leafCount, path: withSides(proof, sides), root })).toBe(
+        false,
+      );
     }
   });
 });

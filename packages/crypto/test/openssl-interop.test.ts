@@ -16,7 +16,12 @@ import {
   importPublicKey,
   parseCsr,
 } from '../src/index.js';
-import { attime, derSignatureToRaw, OpensslWorkspace, rawSignatureToDer } from './helpers/openssl.js';
+import {
+  derSignatureToRaw,
+  type OpensslWorkspace,
+  pkiWorkspace,
+  rawSignatureToDer,
+} from './helpers/openssl.js';
 import { AT, createPki, issueLeaf, type Pki } from './helpers/pki.js';
 
 // STYLE.md §7: signatures are checked by openssl as well as by our code, in both directions.
@@ -28,10 +33,7 @@ const HALF_N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc63255
 let ws: OpensslWorkspace;
 let pki: Pki;
 beforeAll(async () => {
-  ws = new OpensslWorkspace();
-  pki = await createPki();
-  ws.write('root.pem', pki.rootPem);
-  ws.write('issuing.pem', pki.issuingPem);
+  ({ ws, pki } = await pkiWorkspace());
   ws.write('other-root.pem', (await createPki()).rootPem);
 });
 afterAll(() => ws.dispose());
@@ -157,18 +159,7 @@ describe('certificate chains against openssl verify', () => {
     ws.write('client.pem', client.pem);
     ws.write('server.pem', server.pem);
     ws.write('signing.pem', signing.pem);
-    const verify = (leaf: string, ...extra: string[]) =>
-      ws.run([
-        'verify',
-        '-CAfile',
-        'root.pem',
-        '-untrusted',
-        'issuing.pem',
-        '-attime',
-        attime(AT),
-        ...extra,
-        leaf,
-      ]);
+    const verify = (leaf: string, ...extra: string[]) => ws.verifyCertificate(leaf, { at: AT, extra });
 
     for (const leaf of ['client.pem', 'server.pem', 'signing.pem']) {
       const result = verify(leaf);
@@ -200,32 +191,10 @@ describe('certificate chains against openssl verify', () => {
     expect(verify('client.pem', '-purpose', 'sslserver').ok).toBe(false);
     expect(verify('server.pem', '-purpose', 'sslclient').ok).toBe(false);
     expect(verify('server.pem', '-verify_hostname', 'other.example').ok).toBe(false);
-    expect(ws.run(['verify', '-CAfile', 'root.pem', '-attime', attime(AT), 'client.pem']).ok).toBe(false);
-    expect(
-      ws.run([
-        'verify',
-        '-CAfile',
-        'other-root.pem',
-        '-untrusted',
-        'issuing.pem',
-        '-attime',
-        attime(AT),
-        'client.pem',
-      ]).ok,
-    ).toBe(false);
+    expect(ws.verifyCertificate('client.pem', { untrusted: null, at: AT }).ok).toBe(false);
+    expect(ws.verifyCertificate('client.pem', { ca: 'other-root.pem', at: AT }).ok).toBe(false);
     const afterExpiry = new Date('2031-06-01T00:00:00Z');
-    expect(
-      ws.run([
-        'verify',
-        '-CAfile',
-        'root.pem',
-        '-untrusted',
-        'issuing.pem',
-        '-attime',
-        attime(afterExpiry),
-        'client.pem',
-      ]).ok,
-    ).toBe(false);
+    expect(ws.verifyCertificate('client.pem', { at: afterExpiry }).ok).toBe(false);
   });
 });
 
@@ -245,23 +214,8 @@ describe('CMS SignedData against openssl cms', () => {
       extraCertificatesPem: [pki.issuingPem],
     });
     ws.write('ours.p7s', der);
-    const verify = (file: string, root: string, ...extra: string[]) =>
-      ws.run([
-        'cms',
-        '-verify',
-        '-binary',
-        '-inform',
-        'DER',
-        '-in',
-        file,
-        '-CAfile',
-        root,
-        '-attime',
-        attime(AT),
-        ...extra,
-        '-out',
-        `${file}.out`,
-      ]);
+    const verify = (file: string, ca: string, ...extra: string[]) =>
+      ws.verifyCms(file, { ca, at: AT, extra });
 
     // DESIGN.md §4 names exactly this command, without -purpose any.
     const plain = verify('ours.p7s', 'root.pem');

@@ -1,6 +1,6 @@
 import { createIntermediateCa, generateEs256KeyPair, issueCertificate } from '@ooh/crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { attime, OpensslWorkspace } from '../../crypto/test/helpers/openssl.js';
+import { type OpensslWorkspace, pkiWorkspace } from '../../crypto/test/helpers/openssl.js';
 import { AT, createPki, issueLeaf, NOT_AFTER, NOT_BEFORE, type Pki } from '../../crypto/test/helpers/pki.js';
 import { type Certificate, type ChainResult, parsePem, verifyChain } from '../src/index.js';
 
@@ -14,12 +14,9 @@ let root: Certificate;
 let issuing: Certificate;
 
 beforeAll(async () => {
-  ws = new OpensslWorkspace();
-  pki = await createPki();
+  ({ ws, pki } = await pkiWorkspace());
   root = parsePem(pki.rootPem)[0]!;
   issuing = parsePem(pki.issuingPem)[0]!;
-  ws.write('root.pem', pki.rootPem);
-  ws.write('issuing.pem', pki.issuingPem);
 });
 afterAll(() => ws.dispose());
 
@@ -29,18 +26,7 @@ const ders = (result: ChainResult) => (result.ok ? result.chain.map((c) => c.der
 
 function opensslVerify(leafPem: string, purpose: string): boolean {
   ws.write('leaf.pem', leafPem);
-  return ws.run([
-    'verify',
-    '-CAfile',
-    'root.pem',
-    '-untrusted',
-    'issuing.pem',
-    '-attime',
-    attime(AT),
-    '-purpose',
-    purpose,
-    'leaf.pem',
-  ]).ok;
+  return ws.verifyCertificate('leaf.pem', { at: AT, extra: ['-purpose', purpose] }).ok;
 }
 
 describe('verifyChain: paths and dates', () => {
@@ -163,8 +149,7 @@ describe('verifyChain: the authority key identifier', () => {
     );
     // openssl verify says the same of both.
     ws.write('leaf.pem', ws.read('aki.pem'));
-    const opensslWith = (pool: string) =>
-      ws.run(['verify', '-CAfile', 'root.pem', '-untrusted', pool, '-no_check_time', 'leaf.pem']).ok;
+    const opensslWith = (pool: string) => ws.verifyCertificate('leaf.pem', { untrusted: pool, at: null }).ok;
     expect(opensslWith('twin.pem')).toBe(true);
     expect(opensslWith('issuing.pem')).toBe(false);
   });
@@ -231,21 +216,7 @@ describe('verifyChain: purpose', () => {
       codeOf(await verifyChain({ leaf, pool: [issuing], roots: [root], at: null, purpose: 'clientAuth' })),
     ).toBe('chain_purpose');
     ws.write('leaf.pem', pem);
-    expect(
-      ws.run([
-        'verify',
-        '-CAfile',
-        'root.pem',
-        '-untrusted',
-        'issuing.pem',
-        '-no_check_time',
-        '-purpose',
-        'sslclient',
-        'leaf.pem',
-      ]).ok,
-    ).toBe(false);
-    expect(
-      ws.run(['verify', '-CAfile', 'root.pem', '-untrusted', 'issuing.pem', '-no_check_time', 'leaf.pem']).ok,
-    ).toBe(true);
+    expect(ws.verifyCertificate('leaf.pem', { at: null, extra: ['-purpose', 'sslclient'] }).ok).toBe(false);
+    expect(ws.verifyCertificate('leaf.pem', { at: null }).ok).toBe(true);
   });
 });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { cmsSign, createIntermediateCa, generateEs256KeyPair, issueCertificate } from '@ooh/crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { attime, OpensslWorkspace } from '../../crypto/test/helpers/openssl.js';
+import { type OpensslWorkspace, pkiWorkspace } from '../../crypto/test/helpers/openssl.js';
 import { AT, createPki, issueLeaf, NOT_AFTER, NOT_BEFORE, type Pki } from '../../crypto/test/helpers/pki.js';
 import {
   type Certificate,
@@ -22,13 +22,10 @@ let otherRoot: Certificate;
 const content = new TextEncoder().encode('{"approval_number":"A-1","v":1}');
 
 beforeAll(async () => {
-  ws = new OpensslWorkspace();
-  pki = await createPki();
+  ({ ws, pki } = await pkiWorkspace());
   root = parsePem(pki.rootPem)[0]!;
   issuing = parsePem(pki.issuingPem)[0]!;
   otherRoot = parsePem((await createPki()).rootPem)[0]!;
-  ws.write('root.pem', pki.rootPem);
-  ws.write('issuing.pem', pki.issuingPem);
   ws.write('content.bin', content);
 });
 afterAll(() => ws.dispose());
@@ -92,22 +89,7 @@ describe('CMS SignedData made by openssl cms -sign', () => {
     tampered[tampered.indexOf(Buffer.from(content)) + 3]! ^= 0x20;
     expect(codeOf(await verifyCms(tampered, { roots: [root], at: AT }))).toBe('cms_message_digest');
     ws.write('tampered.p7s', tampered);
-    const opensslVerify = (file: string, ca: string) =>
-      ws.run([
-        'cms',
-        '-verify',
-        '-binary',
-        '-inform',
-        'DER',
-        '-in',
-        file,
-        '-CAfile',
-        ca,
-        '-attime',
-        attime(AT),
-        '-out',
-        'x.out',
-      ]);
+    const opensslVerify = (file: string, ca: string) => ws.verifyCms(file, { ca, at: AT });
     expect(opensslVerify('tampered.p7s', 'root.pem').ok).toBe(false);
     expect(opensslVerify('ossl.p7s', 'root.pem').ok).toBe(true);
 
@@ -189,18 +171,7 @@ describe('chain walk failures, each with its code', () => {
     });
     expect(codeOf(result)).toBe('chain_issuer_not_ca');
     ws.write('not-ca.pem', `${notCa.pem}\n${pki.issuingPem}`);
-    expect(
-      ws.run([
-        'verify',
-        '-CAfile',
-        'root.pem',
-        '-untrusted',
-        'not-ca.pem',
-        '-attime',
-        attime(AT),
-        'below-leaf.pem',
-      ]).ok,
-    ).toBe(false);
+    expect(ws.verifyCertificate('below-leaf.pem', { untrusted: 'not-ca.pem', at: AT }).ok).toBe(false);
   });
 
   test('a CA below the issuing CA, whose path length is 0', async () => {
@@ -233,18 +204,7 @@ describe('chain walk failures, each with its code', () => {
     expect(codeOf(result)).toBe('chain_path_length');
     ws.write('deep.pem', leafPem);
     ws.write('deep-chain.pem', `${subPem}\n${pki.issuingPem}`);
-    expect(
-      ws.run([
-        'verify',
-        '-CAfile',
-        'root.pem',
-        '-untrusted',
-        'deep-chain.pem',
-        '-attime',
-        attime(AT),
-        'deep.pem',
-      ]).ok,
-    ).toBe(false);
+    expect(ws.verifyCertificate('deep.pem', { untrusted: 'deep-chain.pem', at: AT }).ok).toBe(false);
   });
 
   test('a certificate whose signature was changed, and one with an unknown critical extension', async () => {
@@ -286,10 +246,7 @@ describe('chain walk failures, each with its code', () => {
     expect(codeOf(await verifyChain({ leaf: odd, pool: [issuing], roots: [root], at: AT }))).toBe(
       'chain_unknown_critical_extension',
     );
-    expect(
-      ws.run(['verify', '-CAfile', 'root.pem', '-untrusted', 'issuing.pem', '-attime', attime(AT), 'odd.pem'])
-        .ok,
-    ).toBe(false);
+    expect(ws.verifyCertificate('odd.pem', { at: AT }).ok).toBe(false);
   });
 
   test('no roots is an argument error; an invalid date throws', async () => {

@@ -1,12 +1,11 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
+import { hex, leaf } from '../../crypto/test/helpers/merkle.js';
 import { MerkleRootBuilder } from '../src/index.js';
 
 // The builder with a synchronous SHA-256 (the platform seals a day of a million batches with node:crypto's) must
 // build the very tree the WebCrypto builder builds: the rule is the package's, only the hash call differs.
 const nodeSha256 = (bytes: Uint8Array) => new Uint8Array(createHash('sha256').update(bytes).digest());
-const hex = (bytes: Uint8Array): string => Buffer.from(bytes).toString('hex');
-const leaf = (index: number) => nodeSha256(new TextEncoder().encode(`leaf ${index}`));
 
 describe('MerkleRootBuilder with a synchronous SHA-256', () => {
   test('addSync and rootSync give the WebCrypto root for every size up to 70, the empty tree included', async () => {

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createPki, type Pki } from './pki.js';
 
 /** Outcome of one openssl (or sh) run; failures are values so tests can assert on them. */
 export interface RunResult {
@@ -40,6 +41,39 @@ export class OpensslWorkspace {
     return result.stdout;
   }
 
+  /**
+   * `openssl verify` of a certificate file against `ca` (default root.pem) through `untrusted` (default issuing.pem;
+   * null: none), at `at` (-attime; null: -no_check_time), with `extra` options (-purpose, -verify_hostname, ...).
+   */
+  verifyCertificate(
+    file: string,
+    options: { ca?: string; untrusted?: string | null; at: Date | null; extra?: readonly string[] },
+  ): RunResult {
+    const untrusted = options.untrusted === undefined ? 'issuing.pem' : options.untrusted;
+    return this.run([
+      'verify',
+      '-CAfile',
+      options.ca ?? 'root.pem',
+      ...(untrusted === null ? [] : ['-untrusted', untrusted]),
+      ...(options.at === null ? ['-no_check_time'] : ['-attime', attime(options.at)]),
+      ...(options.extra ?? []),
+      file,
+    ]);
+  }
+
+  /** `openssl cms -verify -binary` of a DER SignedData file against `ca` at `at`; the content goes to `<file>.out`. */
+  verifyCms(file: string, options: { ca: string; at: Date; extra?: readonly string[] }): RunResult {
+    const command = ['cms', '-verify', '-binary', '-inform', 'DER', '-in', file, '-CAfile', options.ca];
+    return this.run([
+      ...command,
+      '-attime',
+      attime(options.at),
+      ...(options.extra ?? []),
+      '-out',
+      `${file}.out`,
+    ]);
+  }
+
   /** Runs a POSIX sh script in the folder: one process for a loop of many openssl calls. */
   shell(script: string): RunResult {
     return execute('sh', ['-c', script], this.dir);
@@ -61,6 +95,18 @@ function execute(command: string, args: readonly string[], cwd: string): RunResu
     stdout: result.stdout,
     stderr: result.stderr,
   };
+}
+
+/**
+ * A workspace holding a fresh PKI (helpers/pki.ts) as root.pem and issuing.pem, what every openssl cross-check of a
+ * chain or a SignedData starts from.
+ */
+export async function pkiWorkspace(): Promise<{ ws: OpensslWorkspace; pki: Pki }> {
+  const ws = new OpensslWorkspace();
+  const pki = await createPki();
+  ws.write('root.pem', pki.rootPem);
+  ws.write('issuing.pem', pki.issuingPem);
+  return { ws, pki };
 }
 
 /** `-attime` argument: whole seconds since the epoch. */
