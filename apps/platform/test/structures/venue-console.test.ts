@@ -141,9 +141,9 @@ describe('venue type and screen ids on the Structures page', () => {
     await preview.waitFor();
     expect(await preview.textContent()).toContain('304 Spectacular');
     await page.getByRole('button', { name: /Import 2/ }).click();
+    // The answer of the import, not the button's "Import 2 structures", which is there before it is clicked.
     await page
-      .getByText(/2 structure/)
-      .first()
+      .getByText(en['structures.imported'].replace('{created}', '2').replace('{unchanged}', '0'))
       .waitFor();
     expect(await stored('ALM-0003')).toEqual({
       venue_type_id: 304,
