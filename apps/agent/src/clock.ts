@@ -55,6 +55,20 @@ export const EARLIEST_PLAUSIBLE = new Date('2025-01-01T00:00:00.000Z');
  */
 const STEP_TOLERANCE_MS = 2000;
 
+/**
+ * The `Date` header has one-second resolution: offsets read from two headers within this much of each other
+ * (plus half of each request's round trip) are the same offset.
+ */
+const HEADER_RESOLUTION_MS = 1500;
+
+/** A Date header that would have moved a synced clock, held until a later request confirms it. */
+interface HeldJump {
+  offsetMs: number;
+  /** Board clock (ms) when its answer came: a confirming request is sent after it. */
+  receivedAtMs: number;
+  roundTripMs: number;
+}
+
 /** A clock corrected by an offset (ms) learnt from the platform, bounded by `maxOffsetMs`. */
 export class CorrectedClock implements Clock {
   private offsetMs = 0;
@@ -62,6 +76,7 @@ export class CorrectedClock implements Clock {
   /** board - steady at the last accepted Date header; null before the first in this run. */
   private anchorMs: number | null = null;
   private refusedAtMs: number | null = null;
+  private held: HeldJump | null = null;
   private readonly syncListeners = new Set<() => void>();
   private readonly notBefore: () => Date | null;
 
@@ -130,10 +145,25 @@ export class CorrectedClock implements Clock {
     return () => this.syncListeners.delete(listener);
   }
 
+  /** The offset a Date header showed while synced, not yet confirmed by a later request; null if none. */
+  get heldOffset(): number | null {
+    return this.held?.offsetMs ?? null;
+  }
+
   /**
    * Learns the offset from a server `Date` header read at `receivedAt` (base clock) for a request sent at
    * `sentAt` (base clock). The header has one-second resolution, so differences within ±1.5 s are ignored;
-   * offsets beyond the bound are refused (returns false) so a broken server cannot move the agent's clock far.
+   * offsets beyond the bound are refused so a broken server cannot move the agent's clock far.
+   *
+   * Not synced (the first header of this run, or the first since the board clock was set): the header is taken
+   * at once, there is no better time. Synced: a header that would move the clock further is one sample against
+   * the offset every earlier header agreed on (an answer made before the server's clock was stepped and read
+   * after, a proxy's cached answer): it is held, and taken only when a later request (sent after its answer came)
+   * shows the same offset; a later header that agrees with the clock as it is drops it. A slow answer tells the
+   * time only to within half its round trip: while synced, it moves the clock only beyond that.
+   *
+   * Returns true when the clock now agrees with the header (taken, or already within its resolution); false when
+   * the header is unreadable, beyond the bound, or a jump held for confirmation.
    */
   observeServerDate(dateHeader: string | undefined, sentAt: Date, receivedAt: Date): boolean {
     if (!dateHeader) return false;
@@ -147,9 +177,26 @@ export class CorrectedClock implements Clock {
       this.refusedAtMs = this.monotonic();
       return false;
     }
+    const roundTripMs = Math.max(0, receivedAt.getTime() - sentAt.getTime());
     const wasSynced = this.synced;
+    // The server may have stamped its answer anywhere in the round trip: a slow answer agrees with every offset
+    // within half of it, and is no jump.
+    if (wasSynced && Math.abs(observed - this.offsetMs) > HEADER_RESOLUTION_MS + roundTripMs / 2) {
+      const held = this.held;
+      // The same answer seen twice (the HTTP client and the shipper both read it), or a request that was under
+      // way while the held one was answered, confirms nothing: only a request sent after that answer can.
+      if (held && sentAt.getTime() <= held.receivedAtMs) return false;
+      const confirmed =
+        held !== null &&
+        Math.abs(observed - held.offsetMs) <= HEADER_RESOLUTION_MS + (held.roundTripMs + roundTripMs) / 2;
+      if (!confirmed) {
+        this.held = { offsetMs: Math.round(observed), receivedAtMs: receivedAt.getTime(), roundTripMs };
+        return false;
+      }
+    }
+    this.held = null;
     this.anchorMs = this.base.now().getTime() - this.monotonic();
-    if (Math.abs(observed - this.offsetMs) > 1500) {
+    if (Math.abs(observed - this.offsetMs) > HEADER_RESOLUTION_MS + (wasSynced ? roundTripMs / 2 : 0)) {
       this.offsetMs = Math.round(observed);
       this.onOffsetChange?.(this.offsetMs);
     }

@@ -8,15 +8,19 @@ describe('corrected clock (Date header)', () => {
   const sent = new Date('2026-11-21T09:00:00.000Z');
   const received = new Date('2026-11-21T09:00:00.200Z');
 
-  it('learns the offset from the server Date, ignoring differences within the header resolution', () => {
+  it('learns the offset from the first server Date at once, ignoring differences within the header resolution', () => {
     const changes: number[] = [];
     const clock = new CorrectedClock(board, 3_600_000, 0, (offset) => changes.push(offset));
-    expect(clock.observeServerDate('Sat, 21 Nov 2026 09:00:00 GMT', sent, received)).toBe(true);
-    expect(clock.offset).toBe(0);
     expect(clock.observeServerDate('Sat, 21 Nov 2026 09:10:00 GMT', sent, received)).toBe(true);
     expect(clock.offset).toBe(600_400);
     expect(clock.now().toISOString()).toBe('2026-11-21T09:10:00.400Z');
     expect(clock.baseNow().toISOString()).toBe('2026-11-21T09:00:00.000Z');
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 09:10:01 GMT', sent, received)).toBe(true);
+    expect(clock.offset).toBe(600_400);
+    expect(changes).toEqual([600_400]);
+    const agreeing = new CorrectedClock(board, 3_600_000, 0, (offset) => changes.push(offset));
+    expect(agreeing.observeServerDate('Sat, 21 Nov 2026 09:00:00 GMT', sent, received)).toBe(true);
+    expect(agreeing.offset).toBe(0);
     expect(changes).toEqual([600_400]);
   });
 
@@ -29,6 +33,114 @@ describe('corrected clock (Date header)', () => {
     // A remembered offset beyond the bound is not restored.
     expect(new CorrectedClock(board, 1000, 5000).offset).toBe(0);
     expect(new CorrectedClock(board, 10_000, 5000).offset).toBe(5000);
+  });
+});
+
+describe('a Date header that would move a synced clock', () => {
+  /** A board clock on true time, and its steady clock: a clock synced at offset 0 at 09:00. */
+  function synced(changes: number[] = []) {
+    const truth = new ManualClock(new Date('2026-11-21T09:00:00.000Z'));
+    const clock = new CorrectedClock(truth, 86_400_000, 0, (offset) => changes.push(offset), {
+      monotonic: () => truth.now().getTime(),
+    });
+    const at = clock.baseNow();
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 09:00:00 GMT', at, at)).toBe(true);
+    expect(clock.trust()).toBe('synced');
+    return { truth, clock };
+  }
+
+  it("is held, not taken, when it is one answer from the next simulator step (the platform's clock an hour on)", () => {
+    // A step left unsettled: the platform's clock moved to 10:00 while this player's board still reads 09:00 and
+    // its answer was on the way. Taken, the hour would be the offset, and every play stamped an hour ahead
+    // (time_in_future).
+    const changes: number[] = [];
+    const { truth, clock } = synced(changes);
+    const sentAt = clock.baseNow();
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 10:00:00 GMT', sentAt, clock.baseNow())).toBe(false);
+    // The shipper reads the same answer again: no confirmation.
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 10:00:00 GMT', sentAt, clock.baseNow())).toBe(false);
+    // Another request under way in the same instant confirms nothing either.
+    const other = clock.baseNow();
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 10:00:00 GMT', other, other)).toBe(false);
+    expect(clock.offset).toBe(0);
+    expect(clock.heldOffset).toBe(3_600_500);
+    expect(clock.now().toISOString()).toBe('2026-11-21T09:00:00.000Z');
+    expect(clock.trust()).toBe('synced');
+    // The player's step comes: its next request finds the platform at the same time, which drops the held jump.
+    truth.advance(3_600_000);
+    const next = clock.baseNow();
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 10:00:00 GMT', next, next)).toBe(true);
+    expect(clock.heldOffset).toBeNull();
+    expect(clock.now().toISOString()).toBe('2026-11-21T10:00:00.000Z');
+    expect(changes).toEqual([]);
+  });
+
+  it('a slow answer moves it only beyond half its round trip (a request under way while a step was taken)', () => {
+    // Sent in one simulator step, read in the next: the server stamped it somewhere in that hour.
+    const { truth, clock } = synced();
+    const sentAt = clock.baseNow();
+    truth.advance(3_600_000);
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 10:00:00 GMT', sentAt, clock.baseNow())).toBe(true);
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 09:00:00 GMT', sentAt, clock.baseNow())).toBe(true);
+    expect(clock.offset).toBe(0);
+    expect(clock.heldOffset).toBeNull();
+    // Beyond half its round trip it is a jump like any other: held.
+    const later = clock.baseNow();
+    truth.advance(10_000);
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 10:10:10 GMT', later, clock.baseNow())).toBe(false);
+    expect(clock.heldOffset).toBe(605_500);
+  });
+
+  it('is taken once a later request shows the same offset (the server clock was stepped)', () => {
+    const changes: number[] = [];
+    const { truth, clock } = synced(changes);
+    // The platform's clock is set ten minutes on.
+    truth.advance(5000);
+    const first = clock.baseNow();
+    truth.advance(200);
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 09:10:05 GMT', first, clock.baseNow())).toBe(false);
+    expect(clock.offset).toBe(0);
+    // A later request, with a slower answer: within the header's resolution and half of each round trip.
+    truth.advance(30_000);
+    const second = clock.baseNow();
+    truth.advance(2000);
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 09:10:36 GMT', second, clock.baseNow())).toBe(true);
+    expect(clock.offset).toBe(600_300);
+    expect(clock.heldOffset).toBeNull();
+    expect(changes).toEqual([600_300]);
+    expect(clock.now().toISOString()).toBe('2026-11-21T09:10:37.500Z');
+  });
+
+  it('a later header that disagrees replaces the held one; one that agrees with the clock drops it', () => {
+    const { truth, clock } = synced();
+    const header = (at: Date) => at.toUTCString();
+    const ask = (serverAheadMs: number) => {
+      truth.advance(60_000);
+      const at = clock.baseNow();
+      return clock.observeServerDate(header(new Date(at.getTime() + serverAheadMs)), at, at);
+    };
+    expect(ask(3_600_000)).toBe(false);
+    expect(ask(-600_000)).toBe(false);
+    expect(clock.heldOffset).toBe(-599_500);
+    expect(ask(0)).toBe(true);
+    expect(clock.heldOffset).toBeNull();
+    // The first jump is not remembered: one more header an hour on is held again, not taken.
+    expect(ask(3_600_000)).toBe(false);
+    expect(clock.offset).toBe(0);
+    expect(ask(3_600_000)).toBe(true);
+    expect(clock.offset).toBe(3_600_500);
+  });
+
+  it('is taken at once when the clock is not synced: the first header of a run, even against a remembered offset', () => {
+    const truth = new ManualClock(new Date('2026-11-21T09:00:00.000Z'));
+    const clock = new CorrectedClock(truth, 86_400_000, 600_000, undefined, {
+      monotonic: () => truth.now().getTime(),
+    });
+    expect(clock.now().toISOString()).toBe('2026-11-21T09:10:00.000Z');
+    const at = clock.baseNow();
+    expect(clock.observeServerDate('Sat, 21 Nov 2026 09:00:00 GMT', at, at)).toBe(true);
+    expect(clock.offset).toBe(500);
+    expect(clock.trust()).toBe('synced');
   });
 });
 

@@ -170,11 +170,12 @@ describe('shipping to the signed channel', () => {
       boardClock: { now: () => new Date(Date.now() + shiftMs) },
     });
     logPlays(fx.log, 2);
-    // The platform's clock jumps ten minutes on before each send: the ts the agent signs, corrected by the Date of
-    // the answer before, is stale each time.
+    // The platform's clock is ten minutes on, then twenty. The agent's clock takes the first Date header at once
+    // (its first of this run), the jump to twenty only when a second answer shows it too: the ts it signs is
+    // stale each time.
     const outcomes = [];
-    for (let i = 1; i <= 3; i++) {
-      platform.setClockOffset(i * 600_000);
+    for (const platformAheadMs of [600_000, 1_200_000, 1_200_000]) {
+      platform.setClockOffset(platformAheadMs);
       outcomes.push(await fx.shipper.sendOnce());
     }
     // Two immediate re-signs, then the third waits its backoff like any failure.
@@ -184,10 +185,10 @@ describe('shipping to the signed channel', () => {
       ['stale_request', true],
     ]);
     expect(fx.http.exchanges.map((r) => r.status)).toEqual([401, 401, 401]);
-    expect(Math.abs(fx.clock.offset - 1_800_000)).toBeLessThan(3000);
+    expect(Math.abs(fx.clock.offset - 1_200_000)).toBeLessThan(3000);
     // The backoff (here ten minutes) passes before the next send, on both clocks.
     shiftMs = 600_000;
-    platform.setClockOffset(2_400_000);
+    platform.setClockOffset(1_800_000);
     const resent = await fx.shipper.sendOnce();
     expect(resent).toMatchObject({ kind: 'answered', batchSeq: 1 });
     const stored = JSON.parse((await platform.batch(fx.deviceId, 1))!.body.toString());
