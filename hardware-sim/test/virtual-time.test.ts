@@ -1,8 +1,17 @@
+import { CorrectedClock } from '@ooh/agent';
 import { describe, expect, test } from 'vitest';
 import { type DomainIdle, type TimeDomain, TimeDriver } from '../src/time/driver.js';
 import { VirtualClock } from '../src/time/virtual-clock.js';
 
 const T0 = Date.UTC(2026, 0, 15, 4, 0, 0);
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((done) => {
+    resolve = done;
+  });
+  return { promise, resolve };
+}
 
 describe('VirtualClock', () => {
   test('sleeps end when virtual time reaches them, earliest first, and never before', async () => {
@@ -134,5 +143,119 @@ describe('TimeDriver', () => {
     expect(driver.now()).toBe(T0 + 150_000);
     await driver.jumpTo(T0 + 10 * 86_400_000);
     expect(domain.visits.at(-1)).toBe(10 * 86_400_000);
+  });
+
+  test('a domain still busy at its fallback is waited for again, twice at most, before the platform clock moves on', async () => {
+    const HOUR = 3_600_000;
+    const events: string[] = [];
+    // Busy for one wait in the first hour's step, for good in the second's.
+    const busyWaits = new Map([
+      [HOUR, 1],
+      [2 * HOUR, 99],
+    ]);
+    const domain: TimeDomain = {
+      name: 'players',
+      async advanceTo(at) {
+        events.push(`domain ${(at - T0) / HOUR} h`);
+        const busy = busyWaits.get(at - T0) ?? 0;
+        busyWaits.set(at - T0, busy - 1);
+        return { next: null, awake: busy > 0 ? ['player'] : [] };
+      },
+    };
+    const driver = new TimeDriver({
+      startMs: T0,
+      minStepMs: HOUR,
+      maxStepMs: HOUR,
+      platformClock: { set: async (at) => void events.push(`platform ${(at.getTime() - T0) / HOUR} h`) },
+    });
+    driver.addDomain(domain);
+    await driver.runUntil(T0 + 3 * HOUR);
+    expect(events).toEqual([
+      'platform 1 h',
+      'domain 1 h',
+      'domain 1 h',
+      'platform 2 h',
+      'domain 2 h',
+      'domain 2 h',
+      'domain 2 h',
+      'platform 3 h',
+      'domain 3 h',
+    ]);
+    expect(driver.stats.unsettledSteps).toBe(1);
+  });
+
+  test("an answer made after the platform's clock moved on reaches a player still in the step before: its clock does not take the step", async () => {
+    const HOUR = 3_600_000;
+    const clock = new VirtualClock(T0, { fallbackMs: 50 });
+    clock.register('agent', 1);
+    const domain: TimeDomain = {
+      name: 'players',
+      async advanceTo(at) {
+        clock.advanceTo(at);
+        const settled = await clock.settle();
+        return { next: clock.nextDeadline(), awake: settled.awake };
+      },
+    };
+    // The agent's clock on the simulated board: virtual time, and virtual time as its steady clock.
+    const agentClock = new CorrectedClock({ now: () => new Date(clock.now()) }, 86_400_000, 0, undefined, {
+      monotonic: () => clock.now(),
+    });
+    let platformMs = T0;
+    let answerHeld: { release: () => void; observed: Promise<void> } | null = null;
+    /** One request: the platform writes its Date when it answers; a held answer waits for the next step. */
+    async function request(held: boolean): Promise<void> {
+      const sentAt = agentClock.baseNow();
+      if (held) {
+        const observed = deferred();
+        const release = deferred();
+        answerHeld = { release: release.resolve, observed: observed.promise };
+        await release.promise;
+        agentClock.observeServerDate(new Date(platformMs).toUTCString(), sentAt, agentClock.baseNow());
+        observed.resolve();
+        return;
+      }
+      agentClock.observeServerDate(new Date(platformMs).toUTCString(), sentAt, agentClock.baseNow());
+    }
+    const stamps: { at: number; platform: number }[] = [];
+    const sleep = clock.sleepFor('agent');
+    const agent = (async () => {
+      await request(false);
+      await sleep(HOUR);
+      // Busy past the step's fallback: its answer is still on the way when the driver moves on.
+      await request(true);
+      await sleep(HOUR);
+      // The next step: a play stamped by the agent's clock, which the platform judges by its own.
+      stamps.push({ at: agentClock.now().getTime(), platform: platformMs });
+      await request(false);
+      await sleep(100 * HOUR);
+    })();
+    const driver = new TimeDriver({
+      startMs: T0,
+      minStepMs: HOUR,
+      maxStepMs: HOUR,
+      platformClock: {
+        async set(at) {
+          platformMs = at.getTime();
+          // The held answer is made now, under the new time, and reaches the player before its step does.
+          const held = answerHeld;
+          answerHeld = null;
+          if (held) {
+            held.release();
+            await held.observed;
+          }
+        },
+      },
+    });
+    driver.addDomain(domain);
+    await driver.sync();
+    await driver.runUntil(T0 + 2 * HOUR);
+    expect(driver.stats.unsettledSteps).toBe(1);
+    expect(answerHeld).toBeNull();
+    // The play is stamped by virtual time, within the platform's 300 s (not an hour ahead: time_in_future).
+    expect(stamps).toEqual([{ at: T0 + 2 * HOUR, platform: T0 + 2 * HOUR }]);
+    expect(agentClock.offset).toBe(0);
+    expect(agentClock.heldOffset).toBeNull();
+    clock.release('agent');
+    await agent;
   });
 });
