@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { parsePem, verifyBlockTimestamp } from '@ooh/verify';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import {
   createTimeStampRequest,
   hexEncode,
@@ -9,24 +9,16 @@ import {
   sha256,
   timeStampReply,
 } from '../src/index.js';
-import { OpensslTsa } from './helpers/tsa.js';
+import { type OpensslTsa, tsasForFile } from './helpers/tsa.js';
 
 // RFC 3161 with `openssl ts` as the time-stamping authority (STYLE.md §7: openssl checks our side). Whether a token
 // verifies is @ooh/verify's verifyBlockTimestamp (its cases: packages/verify/test/timestamp.test.ts); here, what the
 // client side sends and reads, and the replies it wraps verified by openssl and by @ooh/verify.
 
-let tsa: OpensslTsa;
-let other: OpensslTsa;
-let rsa: OpensslTsa;
-beforeAll(() => {
-  tsa = new OpensslTsa({ name: 'Test TSA' });
-  other = new OpensslTsa({ name: 'Other TSA' });
-  rsa = new OpensslTsa({ name: 'RSA TSA', key: 'rsa' });
-});
-afterAll(() => {
-  tsa.dispose();
-  other.dispose();
-  rsa.dispose();
+const tsas = tsasForFile({
+  tsa: { name: 'Test TSA' },
+  other: { name: 'Other TSA' },
+  rsa: { name: 'RSA TSA', key: 'rsa' },
 });
 
 /** A granted token from `authority` for `digest`, with the request's nonce. */
@@ -46,8 +38,8 @@ describe('the request', () => {
   test('openssl reads our TimeStampReq: SHA-256 imprint, nonce, certificate required', () => {
     const digest = sha256('block');
     const request = createTimeStampRequest({ digest });
-    tsa.ws.write('ours.tsq', request.der);
-    const text = tsa.ws.must(['ts', '-query', '-in', 'ours.tsq', '-text']);
+    tsas.tsa.ws.write('ours.tsq', request.der);
+    const text = tsas.tsa.ws.must(['ts', '-query', '-in', 'ours.tsq', '-text']);
     expect(text).toContain('Hash Algorithm: sha256');
     // openssl prints the imprint as a hex dump in two lines of 16 bytes.
     const dump = text.replace(/[\s-]/g, '').toLowerCase();
@@ -57,7 +49,7 @@ describe('the request', () => {
     expect(/Nonce: 0x([0-9A-F]+)/.exec(text)?.[1]?.toLowerCase()).toBe(request.nonceHex);
     expect(text).toContain('Certificate required: yes');
     // The same as openssl writes for the same digest, but for the nonce: DER, byte for byte.
-    tsa.ws.must([
+    tsas.tsa.ws.must([
       'ts',
       '-query',
       '-digest',
@@ -68,7 +60,7 @@ describe('the request', () => {
       '-out',
       'theirs.tsq',
     ]);
-    const theirs = tsa.ws.read('theirs.tsq');
+    const theirs = tsas.tsa.ws.read('theirs.tsq');
     const ours = createTimeStampRequest({ digest, nonce: Uint8Array.of(1) }).der;
     // Ours has the nonce INTEGER 1 (3 bytes) before certReq; the outer length grows by 3.
     expect(Buffer.from(ours).subarray(2).toString('hex')).toBe(
@@ -92,8 +84,8 @@ describe('the request', () => {
 describe('the token', () => {
   test("reads the token's nonce (the request's) and the subject of the TSA certificate it carries", async () => {
     for (const [authority, subject] of [
-      [tsa, 'CN=Test TSA'],
-      [rsa, 'CN=RSA TSA'],
+      [tsas.tsa, 'CN=Test TSA'],
+      [tsas.rsa, 'CN=RSA TSA'],
     ] as const) {
       const digest = sha256(`day of ${subject}`);
       const { token, nonceHex } = await stamp(authority, digest);
@@ -107,8 +99,8 @@ describe('the token', () => {
       expect(verified).toMatchObject({ ok: true });
     }
     // Another request's token carries another nonce.
-    const first = await stamp(tsa, sha256('one'));
-    const second = await stamp(tsa, sha256('one'));
+    const first = await stamp(tsas.tsa, sha256('one'));
+    const second = await stamp(tsas.tsa, sha256('one'));
     expect(readTimeStampToken(second.token)?.nonceHex).not.toBe(first.nonceHex);
     expect(readTimeStampToken(randomBytes(40))).toBeNull();
     expect(readTimeStampToken(new Uint8Array(0))).toBeNull();
@@ -116,13 +108,13 @@ describe('the token', () => {
 
   test('openssl ts -verify accepts the token wrapped again as a reply, for the digest', async () => {
     const digest = sha256('day 2026-11-21');
-    const { token, reply } = await stamp(tsa, digest);
+    const { token, reply } = await stamp(tsas.tsa, digest);
     // What the platform stores is the token; what it publishes is a granted reply around it.
     const rewrapped = timeStampReply(token);
-    tsa.ws.write('rewrapped.tsr', rewrapped);
-    tsa.ws.write('reply.tsr', reply);
+    tsas.tsa.ws.write('rewrapped.tsr', rewrapped);
+    tsas.tsa.ws.write('reply.tsr', reply);
     for (const file of ['rewrapped.tsr', 'reply.tsr']) {
-      const ok = tsa.ws.run([
+      const ok = tsas.tsa.ws.run([
         'ts',
         '-verify',
         '-digest',
@@ -133,7 +125,7 @@ describe('the token', () => {
         'ca.pem',
       ]);
       expect(ok.stdout + ok.stderr).toContain('Verification: OK');
-      const wrong = tsa.ws.run([
+      const wrong = tsas.tsa.ws.run([
         'ts',
         '-verify',
         '-digest',
@@ -150,13 +142,13 @@ describe('the token', () => {
 
   test('without the certificate in the token (certReq false) no subject is read; the pinned TSA certificate signs', async () => {
     const digest = sha256('no cert');
-    const { token, nonceHex } = await stamp(tsa, digest, { certReq: false });
+    const { token, nonceHex } = await stamp(tsas.tsa, digest, { certReq: false });
     expect(readTimeStampToken(token)).toEqual({ nonceHex, signerSubject: null });
     const reply = timeStampReply(token);
-    expect(await verifyBlockTimestamp(reply, hexEncode(digest), parsePem(tsa.tsaPem))).toMatchObject({
+    expect(await verifyBlockTimestamp(reply, hexEncode(digest), parsePem(tsas.tsa.tsaPem))).toMatchObject({
       ok: true,
     });
-    expect(await verifyBlockTimestamp(reply, hexEncode(digest), parsePem(tsa.caPem))).toMatchObject({
+    expect(await verifyBlockTimestamp(reply, hexEncode(digest), parsePem(tsas.tsa.caPem))).toMatchObject({
       ok: false,
       code: 'not_pinned',
     });
@@ -166,7 +158,7 @@ describe('the token', () => {
 describe('the response', () => {
   test('a rejection is read with its reason, garbage is refused, and nothing throws', async () => {
     const request = createTimeStampRequest({ digest: sha256('x'), policy: '1.2.3.4.99' });
-    const rejected = parseTimeStampResponse(await tsa.reply(request.der));
+    const rejected = parseTimeStampResponse(await tsas.tsa.reply(request.der));
     expect(rejected).toMatchObject({
       ok: false,
       status: 'rejection',

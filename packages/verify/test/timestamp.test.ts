@@ -5,28 +5,18 @@ import {
   sha256,
   timeStampReply,
 } from '@ooh/crypto';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { OpensslTsa } from '../../crypto/test/helpers/tsa.js';
+import { describe, expect, test } from 'vitest';
+import { type OpensslTsa, tsasForFile } from '../../crypto/test/helpers/tsa.js';
 import { parsePem, verifyBlockTimestamp } from '../src/index.js';
 
 // The browser's check of a ledger block's RFC 3161 timestamp (src/timestamp.ts, WebCrypto only), run
 // under Node against tokens of `openssl ts -reply`, as the verify host serves them (timestamp.tsr).
 
-let tsa: OpensslTsa;
-let other: OpensslTsa;
-let rsa: OpensslTsa;
-let below: OpensslTsa;
-beforeAll(() => {
-  below = new OpensslTsa({ name: 'Chained TSA', intermediate: true });
-  tsa = new OpensslTsa({ name: 'City TSA' });
-  other = new OpensslTsa({ name: 'Other TSA' });
-  rsa = new OpensslTsa({ name: 'RSA TSA', key: 'rsa' });
-});
-afterAll(() => {
-  tsa.dispose();
-  other.dispose();
-  rsa.dispose();
-  below.dispose();
+const tsas = tsasForFile({
+  below: { name: 'Chained TSA', intermediate: true },
+  tsa: { name: 'City TSA' },
+  other: { name: 'Other TSA' },
+  rsa: { name: 'RSA TSA', key: 'rsa' },
 });
 
 async function reply(authority: OpensslTsa, digest: Uint8Array, certReq = true): Promise<Uint8Array> {
@@ -40,22 +30,22 @@ async function reply(authority: OpensslTsa, digest: Uint8Array, certReq = true):
 describe('the browser check of a block timestamp', () => {
   test('a TSA below an intermediate CA the token carries chains to the pinned root by the one chain walk', async () => {
     const digest = sha256('block below');
-    const tsr = await reply(below, digest);
-    expect(await verifyBlockTimestamp(tsr, hexEncode(digest), parsePem(below.caPem))).toMatchObject({
+    const tsr = await reply(tsas.below, digest);
+    expect(await verifyBlockTimestamp(tsr, hexEncode(digest), parsePem(tsas.below.caPem))).toMatchObject({
       ok: true,
       tsa: 'Chained TSA',
     });
     // Pinning the intermediate is enough too; another TSA's root is not.
     expect(
-      await verifyBlockTimestamp(tsr, hexEncode(digest), parsePem(below.intermediatePem!)),
+      await verifyBlockTimestamp(tsr, hexEncode(digest), parsePem(tsas.below.intermediatePem!)),
     ).toMatchObject({ ok: true });
-    expect(await verifyBlockTimestamp(tsr, hexEncode(digest), parsePem(tsa.caPem))).toMatchObject({
+    expect(await verifyBlockTimestamp(tsr, hexEncode(digest), parsePem(tsas.tsa.caPem))).toMatchObject({
       ok: false,
       code: 'not_pinned',
     });
     // A token that carries no certificates cannot reach the root through the intermediate.
-    const bare = await reply(below, digest, false);
-    expect(await verifyBlockTimestamp(bare, hexEncode(digest), parsePem(below.caPem))).toMatchObject({
+    const bare = await reply(tsas.below, digest, false);
+    expect(await verifyBlockTimestamp(bare, hexEncode(digest), parsePem(tsas.below.caPem))).toMatchObject({
       ok: false,
     });
   });
@@ -64,8 +54,8 @@ describe('the browser check of a block timestamp', () => {
     const digest = sha256('block');
     const before = Math.floor(Date.now() / 1000) * 1000;
     for (const [authority, name] of [
-      [tsa, 'City TSA'],
-      [rsa, 'RSA TSA'],
+      [tsas.tsa, 'City TSA'],
+      [tsas.rsa, 'RSA TSA'],
     ] as const) {
       const tsr = await reply(authority, digest);
       for (const pinned of [authority.caPem, authority.tsaPem]) {
@@ -78,24 +68,24 @@ describe('the browser check of a block timestamp', () => {
       }
     }
     // Without the certificate in the token, the pinned TSA certificate is the signer.
-    const bare = await reply(tsa, digest, false);
-    expect(await verifyBlockTimestamp(bare, hexEncode(digest), parsePem(tsa.tsaPem))).toMatchObject({
+    const bare = await reply(tsas.tsa, digest, false);
+    expect(await verifyBlockTimestamp(bare, hexEncode(digest), parsePem(tsas.tsa.tsaPem))).toMatchObject({
       ok: true,
     });
-    expect(await verifyBlockTimestamp(bare, hexEncode(digest), parsePem(tsa.caPem))).toMatchObject({
+    expect(await verifyBlockTimestamp(bare, hexEncode(digest), parsePem(tsas.tsa.caPem))).toMatchObject({
       ok: false,
     });
   });
 
   test('refuses another digest, an unpinned TSA, a tampered token, a stamp from before the day ended, and garbage', async () => {
     const digest = sha256('block 2');
-    const tsr = await reply(tsa, digest);
-    const pinned = parsePem(tsa.caPem);
+    const tsr = await reply(tsas.tsa, digest);
+    const pinned = parsePem(tsas.tsa.caPem);
     expect(await verifyBlockTimestamp(tsr, hexEncode(sha256('rewritten')), pinned)).toMatchObject({
       ok: false,
       reason: expect.stringMatching(/another digest/),
     });
-    for (const pem of [other.caPem, other.tsaPem]) {
+    for (const pem of [tsas.other.caPem, tsas.other.tsaPem]) {
       expect(await verifyBlockTimestamp(tsr, hexEncode(digest), parsePem(pem))).toMatchObject({
         ok: false,
         reason: expect.stringMatching(/not the pinned one/),

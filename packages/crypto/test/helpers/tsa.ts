@@ -3,9 +3,31 @@ import { randomBytes } from 'node:crypto';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { promisify } from 'node:util';
+import { afterAll, beforeAll } from 'vitest';
 import { OpensslWorkspace } from './openssl.js';
 
 const run = promisify(execFile);
+
+export interface TsaOptions {
+  name?: string;
+  key?: 'ec' | 'rsa';
+  intermediate?: boolean;
+}
+
+/**
+ * TSAs a test file uses, by name: made before its tests (vitest's beforeAll) and removed after them. Read their
+ * fields inside tests only.
+ */
+export function tsasForFile<K extends string>(options: Record<K, TsaOptions>): Record<K, OpensslTsa> {
+  const tsas = {} as Record<K, OpensslTsa>;
+  beforeAll(() => {
+    for (const key of Object.keys(options) as K[]) tsas[key] = new OpensslTsa(options[key]);
+  });
+  afterAll(() => {
+    for (const tsa of Object.values<OpensslTsa>(tsas)) tsa.dispose();
+  });
+  return tsas;
+}
 
 /**
  * A time-stamping authority made of `openssl ts -reply` (RFC 3161), in a temporary folder: its own root CA and a TSA
@@ -22,7 +44,7 @@ export class OpensslTsa {
   readonly intermediatePem: string | null = null;
 
   /** `intermediate`: the TSA certificate is issued by an intermediate CA below the root, which tokens carry. */
-  constructor(options: { name?: string; key?: 'ec' | 'rsa'; intermediate?: boolean } = {}) {
+  constructor(options: TsaOptions = {}) {
     const name = options.name ?? 'Test TSA';
     const ws = this.ws;
     const keyArgs =
