@@ -1,9 +1,9 @@
 import { canonicalize } from '@ooh/crypto';
-import { type BlockDigestFields, blockDigestInput } from '@ooh/verify';
+import { type BlockDigestFields, blockDigestInput, type NoteSignature } from '@ooh/verify';
 import type { PlatformContext } from '../context.js';
 import type { Db, DbClient } from '../db/pool.js';
 import { loadLedgerKey } from './key.js';
-import { checkpointText, formatNote, parseSignatureLines, signNote } from './note.js';
+import { checkpointText, formatNote, signNote } from './note.js';
 import { ledgerSettings } from './settings.js';
 
 /*
@@ -120,22 +120,20 @@ export async function makeCheckpoints(
   return made;
 }
 
-/** Keeps a cosignature line a witness returned (already verified by the caller). */
+/** Keeps a cosignature a witness returned, as @ooh/verify read and verified it (acceptCosignature). */
 export async function storeCosignature(
   db: Db | DbClient,
   size: number,
-  line: string,
+  sig: Pick<NoteSignature, 'name' | 'id' | 'line'>,
   cosignedAt: Date,
   receivedAt: Date,
 ): Promise<void> {
-  const [sig] = parseSignatureLines(line);
-  if (!sig) throw new Error('no signature line');
   await db.query(
     `INSERT INTO ledger_cosignatures (size, witness, key_id, line, cosigned_at, received_at)
      VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (size, witness, key_id) DO UPDATE SET line = EXCLUDED.line, cosigned_at = EXCLUDED.cosigned_at,
        received_at = EXCLUDED.received_at`,
-    [size, sig.name, sig.id.toString('hex'), sig.line, cosignedAt, receivedAt],
+    [size, sig.name, sig.id, sig.line, cosignedAt, receivedAt],
   );
 }
 

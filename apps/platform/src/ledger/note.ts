@@ -1,7 +1,6 @@
 import { createHash, createPrivateKey, createPublicKey, type KeyObject, sign } from 'node:crypto';
 import {
   cosignatureMessage,
-  isKeyName,
   keyIdInput,
   readVkey,
   SIG_COSIGNATURE_V1,
@@ -27,7 +26,7 @@ const PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
 
 export class NoteError extends Error {
   constructor(
-    readonly code: 'malformed_note' | 'malformed_vkey' | 'malformed_checkpoint',
+    readonly code: 'malformed_vkey',
     message: string,
   ) {
     super(message);
@@ -92,46 +91,6 @@ export interface Note {
   /** The text, with its final newline. */
   text: string;
   signatures: NoteSignature[];
-}
-
-/** At least the 16 signatures signed-note asks verifiers to take, and a bound on the size. */
-const MAX_SIGNATURES = 64;
-const MAX_NOTE_BYTES = 64 * 1024;
-
-/** Parses signature lines ("— <name> <base64>\n" each). */
-export function parseSignatureLines(text: string): NoteSignature[] {
-  if (text === '' || !text.endsWith('\n'))
-    throw new NoteError('malformed_note', 'signature lines end in a newline');
-  const lines = text.slice(0, -1).split('\n');
-  if (lines.length > MAX_SIGNATURES) throw new NoteError('malformed_note', 'too many signatures');
-  return lines.map((line) => {
-    const match = /^\u2014 (\S+) ([A-Za-z0-9+/]+={0,2})$/u.exec(line);
-    if (!match || !isKeyName(match[1]!))
-      throw new NoteError('malformed_note', `not a signature line: ${line}`);
-    const bytes = Buffer.from(match[2]!, 'base64');
-    if (bytes.length < 5) throw new NoteError('malformed_note', 'a signature holds a key ID and a signature');
-    return { name: match[1]!, id: bytes.subarray(0, 4), signature: bytes.subarray(4), line: `${line}\n` };
-  });
-}
-
-/**
- * signed-note "Format": text ending in a newline, a blank line, then one or more signature lines. "Signed notes MUST
- * be valid UTF-8 and MUST NOT contain any ASCII control characters ... other than newline"; the text is separated
- * from the signatures by the last empty line.
- */
-export function parseNote(input: string | Uint8Array): Note {
-  const bytes = typeof input === 'string' ? Buffer.from(input, 'utf8') : Buffer.from(input);
-  if (bytes.length > MAX_NOTE_BYTES) throw new NoteError('malformed_note', 'the note is too large');
-  let text: string;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    throw new NoteError('malformed_note', 'the note is not UTF-8');
-  }
-  if (/[\u0000-\u0009\u000b-\u001f]/.test(text)) throw new NoteError('malformed_note', 'control characters');
-  const split = text.lastIndexOf('\n\n');
-  if (split < 0) throw new NoteError('malformed_note', 'no blank line before the signatures');
-  return { text: text.slice(0, split + 1), signatures: parseSignatureLines(text.slice(split + 2)) };
 }
 
 export function formatNote(note: Note): string {

@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { type BackoffPolicy, backoffDelayMs } from '@ooh/protocol';
-import { checkSignature, parseNote, type Vkey } from '@ooh/verify';
+import { checkSignature, type NoteSignature, parseNote, type Vkey } from '@ooh/verify';
 import type { PlatformContext } from '../context.js';
 import type { Db } from '../db/pool.js';
 import { startTicker } from '../shared/ticker.js';
@@ -152,7 +152,7 @@ export async function submitToWitness(
     const cosigned = await acceptCosignature(checkpoint, answer.body, witness.vkey);
     if ('error' in cosigned) return { outcome: 'failed', error: cosigned.error };
     const now = ctx.clock.now();
-    await storeCosignature(ctx.db, checkpoint.size, cosigned.line, cosigned.at, now);
+    await storeCosignature(ctx.db, checkpoint.size, cosigned.signature, cosigned.at, now);
     await ctx.db.query(
       `UPDATE ledger_witnesses SET cosigned_size = $2, last_cosigned_at = $3, failures = 0, next_attempt_at = NULL,
               last_error = NULL
@@ -173,7 +173,7 @@ export async function acceptCosignature(
   checkpoint: Pick<CheckpointRow, 'note'>,
   body: string,
   vkey: Vkey,
-): Promise<{ line: string; at: Date } | { error: string }> {
+): Promise<{ signature: NoteSignature; at: Date } | { error: string }> {
   const own = parseNote(checkpoint.note);
   const answered = body.endsWith('\n') ? parseNote(checkpoint.note + body) : null;
   if (!own || !answered || answered.text !== own.text)
@@ -182,7 +182,7 @@ export async function acceptCosignature(
     const check = await checkSignature(own.text, sig, [vkey]);
     if (check.state === 'invalid') return { error: `a cosignature of ${vkey.name} does not verify` };
     if (check.state === 'valid' && check.timestamp !== null) {
-      return { line: sig.line, at: new Date(check.timestamp * 1000) };
+      return { signature: sig, at: new Date(check.timestamp * 1000) };
     }
   }
   return { error: `no cosignature of ${vkey.name} in the answer` };

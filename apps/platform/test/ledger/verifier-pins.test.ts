@@ -8,6 +8,7 @@ import {
   type AnchorSource,
   type BlockFields,
   checkCosignedCheckpoint as checkInBrowser,
+  parseNote,
   parseVkey as parseVkeyInBrowser,
   verifyAnchoring,
 } from '@ooh/verify';
@@ -19,7 +20,6 @@ import {
   cosign,
   formatNote,
   formatVkey,
-  parseNote,
   rawEd25519PublicKey,
   SIG_COSIGNATURE_V1,
   SIG_ED25519,
@@ -79,7 +79,7 @@ async function liveDay(day: string): Promise<void> {
 
 /** The checkpoint note with a cosignature of the test's witness dated `secondsFromNow` from the real clock. */
 function cosignedAt(note: string, secondsFromNow: number): string {
-  const { text } = parseNote(note);
+  const { text } = parseNote(note)!;
   const timestamp = BigInt(Math.floor(Date.now() / 1000) + secondsFromNow);
   return `${note}${cosign(text, WITNESS, witnessKey, timestamp).line}`;
 }
@@ -173,7 +173,7 @@ describe('ooh-verify --ledger-key', () => {
     // The host's own key under the ledger's name: signed-note keys are name AND ID, so its line is not the pinned key's.
     const hostKey = generateKeyPairSync('ed25519').privateKey;
     rewrite = (note) => {
-      const { text } = parseNote(note);
+      const { text } = parseNote(note)!;
       return formatNote({ text, signatures: [signNote(text, ORIGIN, hostKey)] });
     };
     const resigned = await cli(...seal(), '--from', proxyUrl, '--ledger-key', logVkey);
@@ -185,9 +185,9 @@ describe('ooh-verify --ledger-key', () => {
     );
     // The genuine line with one byte of its signature changed.
     rewrite = (note) => {
-      const { text, signatures } = parseNote(note);
+      const { text, signatures } = parseNote(note)!;
       const sig = signatures[0]!;
-      const bytes = Buffer.concat([sig.id, sig.signature]);
+      const bytes = Buffer.concat([Buffer.from(sig.id, 'hex'), sig.signature]);
       bytes[10] = bytes[10]! ^ 1;
       return `${text}\n\u2014 ${sig.name} ${bytes.toString('base64')}\n`;
     };
@@ -207,7 +207,7 @@ describe('ooh-verify --ledger-key', () => {
     const hostKey = generateKeyPairSync('ed25519').privateKey;
     // The witness cosigned what the host signed (a witness that trusts the host's key, or a forged chain).
     rewrite = (note) => {
-      const { text } = parseNote(note);
+      const { text } = parseNote(note)!;
       return cosignedAt(formatNote({ text, signatures: [signNote(text, ORIGIN, hostKey)] }), -60);
     };
     const pins = ['--witness', witnessVkey, '--require-anchored', '1'];
@@ -281,7 +281,7 @@ describe('the browser verifier with the ledger key pinned', () => {
     // Re-signed by the host and cosigned by a witness: the witness alone passes it, the ledger key pin refuses it.
     const hostKey = generateKeyPairSync('ed25519').privateKey;
     const resigned = served((note) => {
-      const { text } = parseNote(note);
+      const { text } = parseNote(note)!;
       return cosignedAt(formatNote({ text, signatures: [signNote(text, ORIGIN, hostKey)] }), -60);
     });
     const witness = (await parseVkeyInBrowser(witnessVkey))!;
