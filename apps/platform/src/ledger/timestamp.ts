@@ -13,6 +13,7 @@ import { ConfigError, type PlatformConfig } from '../config.js';
 import type { PlatformContext } from '../context.js';
 import type { Db, DbClient } from '../db/pool.js';
 import { type Certificate, parsePems, verifyBlockTimestamp } from '@ooh/verify';
+import { readAtMost } from '../http/read-at-most.js';
 import { startTicker } from '../shared/ticker.js';
 
 /*
@@ -174,6 +175,7 @@ export async function requestTimestamp(
   const doFetch = options.fetch ?? fetch;
   let response: Response;
   let body: Buffer;
+  let truncated: boolean;
   try {
     response = await doFetch(settings.url, {
       method: 'POST',
@@ -182,7 +184,8 @@ export async function requestTimestamp(
       redirect: 'error',
       signal: AbortSignal.timeout(TSA_TIMEOUT_MS),
     });
-    body = Buffer.from(await response.arrayBuffer());
+    // Read no further than a TimeStampResp can be: a TSA cannot make the platform hold an answer of any size.
+    ({ body, truncated } = await readAtMost(response, MAX_RESPONSE_BYTES));
   } catch (error) {
     const cause = (error as { cause?: { code?: string } }).cause?.code;
     throw new TsaError(`the TSA cannot be reached: ${cause ?? (error as Error).message}`, { cause: error });
@@ -193,8 +196,7 @@ export async function requestTimestamp(
   if (type !== 'application/timestamp-reply' && type !== 'application/timestamp-response') {
     throw new TsaError(`the TSA answered ${type || 'no content type'}, not application/timestamp-reply`);
   }
-  if (body.byteLength > MAX_RESPONSE_BYTES)
-    throw new TsaError('the TSA answer is too large to be a TimeStampResp');
+  if (truncated) throw new TsaError('the TSA answer is too large to be a TimeStampResp');
   const parsed = parseTimeStampResponse(body);
   if (!parsed.ok) throw new TsaError(parsed.reason);
   let pinned: Certificate[];

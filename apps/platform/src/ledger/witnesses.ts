@@ -3,6 +3,7 @@ import { type BackoffPolicy, backoffDelayMs } from '@ooh/protocol';
 import { checkSignature, type NoteSignature, parseNote, type Vkey } from '@ooh/verify';
 import type { PlatformContext } from '../context.js';
 import type { Db } from '../db/pool.js';
+import { readAtMost } from '../http/read-at-most.js';
 import { startTicker } from '../shared/ticker.js';
 import {
   blockHeaders,
@@ -25,6 +26,8 @@ import { type LedgerSettings, ledgerSettings, type WitnessConfig } from './setti
 /** tlog-witness: "The client MUST NOT send more than 63 consistency proof lines." A witness further behind is
  * brought up in steps of 63 blocks, through the checkpoints kept for every block. */
 export const MAX_PROOF_LINES = 63;
+/** The most of a witness's answer read: a few signature lines, a tree size or an error text. */
+const MAX_ANSWER_BYTES = 64 * 1024;
 /** One lock for the submitting job across instances (a witness must see sizes in order). */
 const WITNESS_LOCK = 0x05ea1_0003;
 export const WITNESS_BACKOFF: BackoffPolicy = { baseMs: 10_000, capMs: 3_600_000 };
@@ -70,10 +73,13 @@ export const fetchTransport: WitnessTransport = {
       redirect: 'error',
       signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     });
+    // A cosignature answer is a few signature lines: an answer beyond 64 kB is cut there and read no further (it
+    // fails as not signature lines), so a witness cannot make the platform hold an answer of any size.
+    const { body: bytes } = await readAtMost(response, MAX_ANSWER_BYTES);
     return {
       status: response.status,
       contentType: response.headers.get('content-type') ?? '',
-      body: (await response.text()).slice(0, 64 * 1024),
+      body: bytes.toString('utf8'),
     };
   },
 };
