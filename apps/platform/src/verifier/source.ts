@@ -1,3 +1,5 @@
+import { readAtMost } from '../http/read-at-most.js';
+
 /**
  * Where the verifier reads public data: the verify host over HTTP. Only public GET routes are used
  * (/v1/stats-seals/{day}, /v1/ledger/blocks/{day}, /v1/ledger/head, /v1/authority-root.pem).
@@ -16,6 +18,8 @@ export class SourceError extends Error {
 }
 
 const MAX_RATE_LIMITED_RETRIES = 8;
+/** Seals, blocks, checkpoints, timestamp tokens and the root certificate are kilobytes; this bound is far above. */
+const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 const MAX_RETRY_AFTER_SECONDS = 120;
 
 /**
@@ -39,7 +43,13 @@ export function httpSource(
         } catch (error) {
           throw new SourceError(`GET ${base}${path}: ${(error as Error).message}`, { cause: error });
         }
-        const body = Buffer.from(await response.arrayBuffer());
+        // A dishonest host could answer without end: the CLI holds at most a bound of any answer.
+        const { body, truncated } = await readAtMost(response, MAX_ANSWER_BYTES);
+        if (truncated) {
+          throw new SourceError(
+            `GET ${base}${path}: the answer is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MB, more than any document of a verify host`,
+          );
+        }
         if (response.status === 429 && attempt < MAX_RATE_LIMITED_RETRIES) {
           const seconds = Number(response.headers.get('retry-after'));
           const wait =

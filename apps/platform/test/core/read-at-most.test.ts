@@ -4,11 +4,12 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { readAtMost } from '../../src/http/read-at-most.js';
 import { requestTimestamp, TsaError } from '../../src/ledger/timestamp.js';
 import { fetchTransport } from '../../src/ledger/witnesses.js';
+import { httpSource, SourceError } from '../../src/verifier/source.js';
 
 /*
- * Servers the platform calls (a witness, a time-stamping authority) answer with bodies it reads: an endless answer
- * is read up to a bound and the transfer is stopped, where `response.text()` or `arrayBuffer()` read on until the
- * timeout, holding all of it.
+ * Servers the platform calls (a witness, a time-stamping authority) and the verify host the CLI reads: an endless
+ * answer is read up to a bound and the transfer is stopped, where `response.text()` or `arrayBuffer()` read on until
+ * the timeout (or, in the CLI, until memory ran out), holding all of it.
  */
 
 let server: Server;
@@ -84,4 +85,11 @@ test("a TSA's endless answer is refused as too large, without reading it to the 
   );
   await expect(refused).rejects.toThrow(TsaError);
   await expect(refused).rejects.toThrow(/too large to be a TimeStampResp/);
+});
+
+test("a verify host's endless answer stops the verify CLI with a message, not a process out of memory", async () => {
+  const source = httpSource(url);
+  await expect(source.get('/v1/stats-seals/2026-11-20')).rejects.toThrow(SourceError);
+  await expect(source.get('/v1/stats-seals/2026-11-20')).rejects.toThrow(/larger than 16 MB/);
+  expect(await source.get('/short')).toEqual({ status: 200, body: Buffer.from('a short answer\n') });
 });
