@@ -72,6 +72,7 @@ export {
 export { CalendarDate, DateTime, LocalizedText, Sha256Hex, Uuid } from './schemas/common.js';
 // The answers of the platform's console routes (not in the spec): every schema and type of the module.
 export * from './schemas/console.js';
+export { FLEET_SORTS, FLEET_STATES, type FleetSort, type FleetState } from './fleet.js';
 export {
   CreativeEntry,
   CreativeLookupItem,

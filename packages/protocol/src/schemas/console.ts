@@ -440,20 +440,6 @@ export const DeviceView = Type.Object({
 });
 export type DeviceView = Static<typeof DeviceView>;
 
-export const FLEET_STATES = [
-  'reporting',
-  'silent',
-  'never_reported',
-  'screen_off',
-  'expiring',
-  'refused',
-  'stuck',
-  'revoked',
-] as const;
-export type FleetState = (typeof FLEET_STATES)[number];
-export const FLEET_SORTS = ['structure', 'last_batch', 'queue_lag'] as const;
-export type FleetSort = (typeof FLEET_SORTS)[number];
-
 /**
  * The disk state a player last reported (issue "A player that runs for years on a small disk"; apps/agent/README.md
  * "Retention and disk space"): `low` below its warning threshold (its answered history goes early), `full` below its

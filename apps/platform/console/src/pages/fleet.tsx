@@ -1,5 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { FLEET_STATES } from '@ooh/protocol';
 import { loadStructures } from '../api/catalogue.js';
 import { del, get, post, put } from '../api/client.js';
 import type {
@@ -74,16 +75,6 @@ export function lagText({ t, number, hours }: I18n, s: number): string {
 
 // ---- The list's view, in the URL (issue 22, item 2: a view can be linked, the back button works) ----
 
-const STATES: readonly FleetState[] = [
-  'reporting',
-  'silent',
-  'never_reported',
-  'screen_off',
-  'expiring',
-  'refused',
-  'stuck',
-  'revoked',
-];
 /** The sort choices: a key and its direction (GET /api/v1/console/devices sort and order). */
 const SORTS = [
   { value: 'structure', sort: 'structure', order: 'asc' },
@@ -110,7 +101,7 @@ export function fleetViewOf(query: URLSearchParams): FleetView {
   const page = Number(query.get('page') ?? '1');
   return {
     q: (query.get('q') ?? '').slice(0, 100),
-    state: (STATES as readonly string[]).includes(state) ? (state as FleetState) : '',
+    state: (FLEET_STATES as readonly string[]).includes(state) ? (state as FleetState) : '',
     sort: SORTS.some((s) => s.value === sort) ? (sort as SortChoice) : 'structure',
     page: Number.isSafeInteger(page) && page >= 1 && page <= 200_000 ? page : 1,
   };
