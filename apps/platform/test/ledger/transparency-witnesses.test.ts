@@ -3,7 +3,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { digestLedgerDay } from '../../src/ledger/digest.js';
 import { ledgerVkey, loadLedgerKey } from '../../src/ledger/key.js';
-import { formatVkey, SIG_COSIGNATURE_V1 } from '../../src/ledger/note.js';
+import { formatVkey, SIG_COSIGNATURE_V1, SIG_ED25519 } from '../../src/ledger/note.js';
 import { runWitnessJob } from '../../src/ledger/witnesses.js';
 import { sealDay } from '../../src/seals/index.js';
 import {
@@ -120,14 +120,56 @@ describe('the Transparency page with witnesses', () => {
     await expectAccessible(page, 'transparency-witnesses');
   }, 120_000);
 
-  test('a key the platform never got a cosignature from refuses the seal; a malformed key is named', async () => {
+  test('a key the platform never got a cosignature from refuses the seal; a refused key is named with why', async () => {
     const panel = page.getByTestId('witnesses');
     const keys = panel.getByLabel('Witness keys you trust, one a line');
     await keys.fill('not a key');
     await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
-    await panel.getByText('Not a witness cosignature key: not a key').waitFor();
+    await panel
+      .getByText(
+        'Not a witness cosignature key: not a key — the key is not a verifier key (<name>+<key ID>+<base64 key>).',
+      )
+      .waitFor();
 
-    await keys.fill(formatVkey('witness.test/w3', SIG_COSIGNATURE_V1, Buffer.alloc(32, 8)));
+    // Why a key is refused is said (readVkey's code): a key ID that is not the one its name and key give ...
+    const w3 = formatVkey('witness.test/w3', SIG_COSIGNATURE_V1, Buffer.alloc(32, 8));
+    const [w3Name, w3Id, w3Key] = w3.split('+') as [string, string, string];
+    const otherId = `${w3Name}+${w3Id === '00000000' ? '00000001' : '00000000'}+${w3Key}`;
+    await keys.fill(otherId);
+    await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
+    await panel
+      .getByText(
+        `Not a witness cosignature key: ${otherId} — the key ID does not match the key’s name and key: one of them was changed.`,
+        { exact: true },
+      )
+      .waitFor();
+    // ... a name with a space, on the second line (the line refused is the one named) ...
+    await keys.fill(`${w3}\nwitness test+${w3Id}+${w3Key}`);
+    await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
+    await panel
+      .getByText(
+        `Not a witness cosignature key: witness test+${w3Id}+${w3Key} — the key’s name is empty or holds a space or “+”.`,
+        { exact: true },
+      )
+      .waitFor();
+    // ... and a key that is not base64, as the ledger's key.
+    const ledgerKey = panel.getByLabel('Ledger key you trust (optional)');
+    await ledgerKey.fill(`${w3Name}+${w3Id}+not*base64`);
+    await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
+    await panel
+      .getByText(
+        `Not a ledger checkpoint key: ${w3Name}+${w3Id}+not*base64 — the key after the second “+” is not standard base64.`,
+        { exact: true },
+      )
+      .waitFor();
+    await ledgerKey.fill('');
+    // A well-formed key of the other type (a ledger key pasted as a witness's) keeps the plain message.
+    const ed25519 = formatVkey('witness.test/w4', SIG_ED25519, Buffer.alloc(32, 7));
+    await keys.fill(ed25519);
+    await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
+    await panel.getByText(`Not a witness cosignature key: ${ed25519}`, { exact: true }).waitFor();
+
+    await keys.fill(w3);
     await panel.getByLabel('Cosignatures required').fill('2');
     await panel.getByRole('button', { name: 'Check seals with these keys' }).click();
     await panel.getByText('Cosignatures required: a whole number from 1 to the 1 key(s) pinned.').waitFor();

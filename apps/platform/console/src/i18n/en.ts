@@ -588,6 +588,9 @@ export const en = {
     'The ledger’s checkpoint key, obtained from the authority: every checkpoint read must then be signed by it.',
   'transparency.ledgerKey.bad': 'Not a ledger checkpoint key: {key}',
   'transparency.ledgerKey.pinned': 'ledger key pinned',
+  // Why a pasted key is refused, for the two codes of readVkey whose verify.code.* text speaks of signed data.
+  'transparency.keyCode.malformed': 'the key after the second “+” is not standard base64.',
+  'transparency.keyCode.unsupported_algorithm': 'not an Ed25519 key (type 0x01 or 0x04 and 32 bytes).',
   'transparency.witness.reason.ledger_key_refused': 'a checkpoint is not signed by the pinned ledger key.',
   'transparency.witness.reason.ledger_signed':
     'checkpoint {size} is signed by the pinned ledger key; no witness key is pinned.',

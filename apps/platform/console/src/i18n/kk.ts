@@ -588,6 +588,8 @@ export const kk: Dictionary = {
     'Уәкілетті органнан алынған тізілімнің бақылау нүктелері кілті: оқылған әр бақылау нүктесіне сол кілтпен қол қойылуы керек.',
   'transparency.ledgerKey.bad': 'Бұл тізілімнің бақылау нүктелері кілті емес: {key}',
   'transparency.ledgerKey.pinned': 'тізілім кілті бекітілген',
+  'transparency.keyCode.malformed': 'екінші «+» белгісінен кейінгі кілт стандартты base64 емес.',
+  'transparency.keyCode.unsupported_algorithm': 'Ed25519 кілті емес (түрі 0x01 не 0x04 және 32 байт).',
   'transparency.witness.reason.ledger_key_refused':
     'бақылау нүктесіне бекітілген тізілім кілтімен қол қойылмаған.',
   'transparency.witness.reason.ledger_signed':

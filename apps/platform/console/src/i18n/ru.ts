@@ -591,6 +591,8 @@ export const ru: Dictionary = {
     'Ключ контрольных точек реестра, полученный от уполномоченного органа: каждая прочитанная контрольная точка должна быть подписана им.',
   'transparency.ledgerKey.bad': 'Это не ключ контрольных точек реестра: {key}',
   'transparency.ledgerKey.pinned': 'ключ реестра закреплён',
+  'transparency.keyCode.malformed': 'ключ после второго «+» — не стандартный base64.',
+  'transparency.keyCode.unsupported_algorithm': 'не ключ Ed25519 (тип 0x01 или 0x04 и 32 байта).',
   'transparency.witness.reason.ledger_key_refused':
     'контрольная точка не подписана закреплённым ключом реестра.',
   'transparency.witness.reason.ledger_signed':

@@ -5,12 +5,13 @@ import {
   type Certificate,
   type Check,
   parsePem,
-  parseVkey,
+  readVkey,
   SIG_COSIGNATURE_V1,
   SIG_ED25519,
   sha256Hex,
   type TimestampResult,
   type Vkey,
+  type VkeyResult,
   verdictOf,
   verifyAnchoring,
   verifyBlockTimestamp,
@@ -163,6 +164,14 @@ function AnchorLine(props: { check: AnchorCheck }) {
 }
 
 /**
+ * The text of why readVkey refused a pasted key: its code's own for a key (transparency.keyCode.*, where the
+ * verify.code.* text speaks of signed data), else the verify.code.* one, else the code itself.
+ */
+function vkeyRefusalKey(code: string): MessageKey | null {
+  return knownKey(`transparency.keyCode.${code}`) ?? knownKey(`verify.code.${code}`);
+}
+
+/**
  * The ledger's witnesses as the platform lists them, and the keys the reader pins. The listed keys come from this
  * platform and prove nothing alone: a reader pins keys obtained from the witnesses themselves (or takes the listed
  * ones knowingly); the seals below are then checked against those.
@@ -175,14 +184,21 @@ function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
   const [ledgerText, setLedgerText] = useState('');
   const [problem, setProblem] = useState<string | null>(null);
   const [ledgerProblem, setLedgerProblem] = useState<string | null>(null);
+  /** The page's message for a refused key, and after it why readVkey refused it (a key of the other type: nothing). */
+  const refused = (message: string, read: VkeyResult) => {
+    if (read.ok) return message;
+    const reason = vkeyRefusalKey(read.error.code);
+    return `${message} — ${reason ? t(reason) : read.error.code}`;
+  };
   const apply = async (keysText: string, quorumText: string, ledgerKeyText: string) => {
     let ledgerKey: Vkey | null = null;
     if (ledgerKeyText.trim() !== '') {
-      ledgerKey = await parseVkey(ledgerKeyText);
-      if (!ledgerKey || ledgerKey.type !== SIG_ED25519) {
-        setLedgerProblem(t('transparency.ledgerKey.bad', { key: ledgerKeyText.trim() }));
+      const read = await readVkey(ledgerKeyText);
+      if (!read.ok || read.vkey.type !== SIG_ED25519) {
+        setLedgerProblem(refused(t('transparency.ledgerKey.bad', { key: ledgerKeyText.trim() }), read));
         return;
       }
+      ledgerKey = read.vkey;
     }
     setLedgerProblem(null);
     const keys: Vkey[] = [];
@@ -190,12 +206,12 @@ function Witnesses(props: { pins: Pins; onPins: (pins: Pins) => void }) {
       .split('\n')
       .map((l) => l.trim())
       .filter((l) => l !== '')) {
-      const vkey = await parseVkey(line);
-      if (!vkey || vkey.type !== SIG_COSIGNATURE_V1) {
-        setProblem(t('transparency.witness.badKey', { key: line }));
+      const read = await readVkey(line);
+      if (!read.ok || read.vkey.type !== SIG_COSIGNATURE_V1) {
+        setProblem(refused(t('transparency.witness.badKey', { key: line }), read));
         return;
       }
-      keys.push(vkey);
+      keys.push(read.vkey);
     }
     const quorum = Number(quorumText);
     if (!Number.isInteger(quorum) || quorum < 1 || (keys.length > 0 && quorum > keys.length)) {
