@@ -40,6 +40,8 @@ import {
 import { type ShippingAlert, Shipper, type ShippingStatus, shippingTrouble } from './shipping/shipper.js';
 
 const CLOCK_OFFSET_KEY = 'clock.offset_ms';
+/** CorrectedClock.heldOffset of the running agent, for `agent status`; absent when none is held. */
+const CLOCK_HELD_KEY = 'clock.held_offset_ms';
 
 export interface AgentOptions {
   config: AgentConfig;
@@ -88,8 +90,10 @@ export interface AgentStatus {
   /**
    * offset_ms: platform minus board clock. state: see ClockTrust; `unknown` when read from disk (`agent status`
    * without the running agent), `implausible` there too when the clock is before what a correct one can show.
+   * held_offset_ms: an offset a Date header showed while synced, held until a later request confirms it
+   * (CorrectedClock.heldOffset); null when none is.
    */
-  clock: { offset_ms: number; state: ClockTrust | 'unknown' };
+  clock: { offset_ms: number; state: ClockTrust | 'unknown'; held_offset_ms: number | null };
   mode: DisplayMode;
   media: { playable: number; refused: number; waiting: number } | null;
   revocation_list_version: number | null;
@@ -157,6 +161,8 @@ export class AgentCore {
     );
     this.state = new AgentState(this.db);
     this.batches = new BatchStore(this.db);
+    // A held jump belongs to the run that saw it: a new run starts unsynced and takes its first header at once.
+    this.state.delete(CLOCK_HELD_KEY);
     this.clock = new CorrectedClock(
       this.hardware.clock,
       config.maxClockCorrectionMs,
@@ -166,6 +172,8 @@ export class AgentCore {
         monotonic: hardware.monotonicMs ? () => hardware.monotonicMs!() : systemMonotonic,
         // A clock before the device certificate was issued is wrong, whatever it says.
         notBefore: () => this.credentials.certificate?.notBefore ?? null,
+        onHeldChange: (held) =>
+          held === null ? this.state.delete(CLOCK_HELD_KEY) : this.state.set(CLOCK_HELD_KEY, held),
       },
     );
     this.clockTrust = this.clock.trust();
@@ -382,6 +390,7 @@ export class AgentCore {
     await this.stop();
     await this.http.close();
     await this.hardware.close?.();
+    this.state.delete(CLOCK_HELD_KEY);
     this.db.close();
   }
 
@@ -393,6 +402,7 @@ export class AgentCore {
       shipping: this.shipper.status(),
       clockOffsetMs: this.clock.offset,
       clockState: this.clock.trust(),
+      clockHeldOffsetMs: this.clock.heldOffset,
       now: this.clock.now(),
       mode: this.modes.current,
       library: this.library,
@@ -503,6 +513,7 @@ export function buildStatus(args: {
   shipping: ShippingStatus;
   clockOffsetMs: number;
   clockState: ClockTrust | 'unknown';
+  clockHeldOffsetMs: number | null;
   now: Date;
   mode: DisplayMode;
   library: MediaLibrary | null;
@@ -536,7 +547,7 @@ export function buildStatus(args: {
       unsettled: stats.unsettled,
     },
     shipping: args.shipping,
-    clock: { offset_ms: args.clockOffsetMs, state: args.clockState },
+    clock: { offset_ms: args.clockOffsetMs, state: args.clockState, held_offset_ms: args.clockHeldOffsetMs },
     mode: args.mode,
     media: files
       ? {
@@ -601,6 +612,7 @@ export async function readStatus(
         ...shippingTrouble(new BatchStore(db)),
       },
       clockOffsetMs: offset,
+      clockHeldOffsetMs: state.get<number>(CLOCK_HELD_KEY) ?? null,
       // Without the running agent nothing says whether the clock was synced; an impossible one still shows.
       clockState:
         now.getTime() <

@@ -79,6 +79,7 @@ export class CorrectedClock implements Clock {
   private held: HeldJump | null = null;
   private readonly syncListeners = new Set<() => void>();
   private readonly notBefore: () => Date | null;
+  private readonly onHeldChange: (heldOffsetMs: number | null) => void;
 
   constructor(
     private readonly base: Clock,
@@ -89,11 +90,14 @@ export class CorrectedClock implements Clock {
       monotonic?: MonotonicClock;
       /** A further lower bound of a plausible clock (the device certificate's notBefore). */
       notBefore?: () => Date | null;
+      /** Called when a jump is held (its offset) and when it is taken or dropped (null): `agent status` shows it. */
+      onHeldChange?: (heldOffsetMs: number | null) => void;
     } = {},
   ) {
     this.offsetMs = Math.abs(initialOffsetMs) <= maxOffsetMs ? initialOffsetMs : 0;
     this.monotonic = options.monotonic ?? systemMonotonic;
     this.notBefore = options.notBefore ?? (() => null);
+    this.onHeldChange = options.onHeldChange ?? (() => {});
   }
 
   /** The steady clock beside this one (the board's, or `performance.now()`). */
@@ -191,10 +195,14 @@ export class CorrectedClock implements Clock {
         Math.abs(observed - held.offsetMs) <= HEADER_RESOLUTION_MS + (held.roundTripMs + roundTripMs) / 2;
       if (!confirmed) {
         this.held = { offsetMs: Math.round(observed), receivedAtMs: receivedAt.getTime(), roundTripMs };
+        this.onHeldChange(this.held.offsetMs);
         return false;
       }
     }
-    this.held = null;
+    if (this.held) {
+      this.held = null;
+      this.onHeldChange(null);
+    }
     this.anchorMs = this.base.now().getTime() - this.monotonic();
     if (Math.abs(observed - this.offsetMs) > HEADER_RESOLUTION_MS + (wasSynced ? roundTripMs / 2 : 0)) {
       this.offsetMs = Math.round(observed);

@@ -131,6 +131,32 @@ describe('a Date header that would move a synced clock', () => {
     expect(clock.offset).toBe(3_600_500);
   });
 
+  it('tells each held jump, and its end (taken or dropped), to onHeldChange: the agent keeps it for `agent status`', () => {
+    const truth = new ManualClock(new Date('2026-11-21T09:00:00.000Z'));
+    const held: (number | null)[] = [];
+    const clock = new CorrectedClock(truth, 86_400_000, 0, undefined, {
+      monotonic: () => truth.now().getTime(),
+      onHeldChange: (offset) => held.push(offset),
+    });
+    const ask = (serverAheadMs: number) => {
+      truth.advance(60_000);
+      const at = clock.baseNow();
+      return clock.observeServerDate(new Date(at.getTime() + serverAheadMs).toUTCString(), at, at);
+    };
+    // The first header syncs the clock, agreeing headers hold nothing: nothing told.
+    expect(ask(0)).toBe(true);
+    expect(ask(0)).toBe(true);
+    expect(held).toEqual([]);
+    expect(ask(3_600_000)).toBe(false);
+    expect(ask(-600_000)).toBe(false);
+    expect(ask(0)).toBe(true);
+    expect(held).toEqual([3_600_500, -599_500, null]);
+    expect(ask(3_600_000)).toBe(false);
+    expect(ask(3_600_000)).toBe(true);
+    expect(clock.offset).toBe(3_600_500);
+    expect(held).toEqual([3_600_500, -599_500, null, 3_600_500, null]);
+  });
+
   it('is taken at once when the clock is not synced: the first header of a run, even against a remembered offset', () => {
     const truth = new ManualClock(new Date('2026-11-21T09:00:00.000Z'));
     const clock = new CorrectedClock(truth, 86_400_000, 600_000, undefined, {

@@ -317,12 +317,26 @@ export function formatStatus(status: AgentStatus): string {
           ? ''
           : `; ${status.clock.state}`
     }`,
+    ...heldClockLines(status),
     `mode:            ${status.mode}`,
     `revocations:     ${status.revocation_list_version === null ? 'no list yet' : `version ${status.revocation_list_version}`}`,
     ...storageLines(status),
     '',
   );
   return lines.join('\n');
+}
+
+/**
+ * A jump of the clock a Date header showed once and the running agent holds until a later request confirms it
+ * (CorrectedClock.heldOffset): nothing when none is held.
+ */
+function heldClockLines(status: AgentStatus): string[] {
+  const held = status.clock.held_offset_ms;
+  if (held === null) return [];
+  const jump = (held - status.clock.offset_ms) / 1000;
+  return [
+    `clock held:      a jump of ${jump >= 0 ? '+' : ''}${jump.toFixed(1)} s (to ${held} ms) seen once, held until a later request confirms it`,
+  ];
 }
 
 /** Bytes as a person reads them: 1.5 GiB, 312.0 MiB, 48.0 KiB, 900 B. */

@@ -3,11 +3,14 @@ import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { exportPublicKeySpki, importPrivateKey, parseCsr } from '@ooh/crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createAgent } from '../../src/agent.js';
 import { formatLocalTime, main } from '../../src/cli/main.js';
 import { openAgentDatabase } from '../../src/log/database.js';
+import { memoryLogger } from '../../src/logger.js';
 import { PlayLog } from '../../src/log/play-log.js';
 import { BatchStore } from '../../src/shipping/batch-store.js';
 import { setUpAgent } from '../helpers/agent-setup.js';
+import { ManualHardware } from '../helpers/hardware.js';
 import { createTestPki, type TestPki } from '../helpers/pki.js';
 import { type AgentTestPlatform, issuedForDaysLeft, startAgentTestPlatform } from '../helpers/platform.js';
 import { tempDir } from '../helpers/temp.js';
@@ -110,11 +113,54 @@ describe('agent CLI', () => {
     expect(output).toContain('queue:           1 records not yet acknowledged (last seq 1)');
     expect(output).toContain('last send:       never');
     expect(output).toContain('clock offset:    0 ms');
+    // No clock jump held: no line for one.
+    expect(output).not.toContain('clock held');
     const json = await run(['status', '--json', '--config', setup.configPath]);
     expect(JSON.parse(json.output)).toMatchObject({
       device_id: setup.deviceId,
       queue: { depth: 1, last_seq: 1 },
+      clock: { offset_ms: 0, held_offset_ms: null },
     });
+  });
+
+  it('status shows a clock jump the running agent holds until a later request confirms it, and not once it ends', async () => {
+    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
+    const agent = await createAgent({
+      config: setup.config,
+      hardware: new ManualHardware({ now: () => new Date() }),
+      logger: memoryLogger(),
+    });
+    try {
+      const header = (aheadMs: number) => {
+        const at = agent.clock.baseNow();
+        return agent.clock.observeServerDate(new Date(at.getTime() + aheadMs).toUTCString(), at, at);
+      };
+      // Synced by a first header on time; then one an hour on is held, not taken.
+      expect(header(0)).toBe(true);
+      expect(header(3_600_000)).toBe(false);
+      const held = agent.clock.heldOffset!;
+      expect(Math.abs(held - 3_600_000)).toBeLessThanOrEqual(1000);
+      const { code, output } = await run(['status', '--config', setup.configPath]);
+      expect(code).toBe(0);
+      expect(output).toContain(`clock offset:    ${agent.clock.offset} ms`);
+      const jump = ((held - agent.clock.offset) / 1000).toFixed(1);
+      expect(output).toContain(
+        `\nclock held:      a jump of +${jump} s (to ${held} ms) seen once, held until a later request confirms it\n`,
+      );
+      const json = await run(['status', '--json', '--config', setup.configPath]);
+      expect(JSON.parse(json.output).clock).toMatchObject({ held_offset_ms: held });
+      // A later header that agrees with the clock drops it; status no longer shows one.
+      expect(header(0)).toBe(true);
+      expect(agent.clock.heldOffset).toBeNull();
+      expect((await run(['status', '--config', setup.configPath])).output).not.toContain('clock held');
+      // Held again, then the agent stops: a held jump belongs to its run.
+      expect(header(3_600_000)).toBe(false);
+      expect((await run(['status', '--config', setup.configPath])).output).toContain('clock held');
+    } finally {
+      await agent.close();
+    }
+    const after = await run(['status', '--json', '--config', setup.configPath]);
+    expect(JSON.parse(after.output).clock).toMatchObject({ held_offset_ms: null });
   });
 
   it('status shows a stuck batch (exit code 1) and the records set aside (exit code 0 once shipping moves)', async () => {
