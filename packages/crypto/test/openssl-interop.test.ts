@@ -222,6 +222,13 @@ describe('CMS SignedData against openssl cms', () => {
     expect(plain.ok).toBe(true);
     expect(ws.read('ours.p7s.out').equals(content)).toBe(true);
     expect(verify('ours.p7s', 'root.pem', '-purpose', 'any').ok).toBe(true);
+    // The content where it is asked for; and without -attime openssl judges by its own clock, before these
+    // certificates' 2030.
+    expect(ws.verifyCms('ours.p7s', { ca: 'root.pem', at: AT, out: 'ours.content' }).ok).toBe(true);
+    expect(ws.read('ours.content').equals(content)).toBe(true);
+    const today = ws.verifyCms('ours.p7s', { ca: 'root.pem', out: 'today.content' });
+    expect(today.ok).toBe(false);
+    expect(today.stderr).toMatch(/certificate is not yet valid/);
 
     const tampered = Buffer.from(der);
     tampered[tampered.indexOf(content) + 3]! ^= 0x20;

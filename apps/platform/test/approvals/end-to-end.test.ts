@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { canonicalize } from '@ooh/crypto';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { OpensslWorkspace } from '../../../../packages/crypto/test/helpers/openssl.js';
 import {
   apiCall,
   createOrganisation,
@@ -17,31 +18,28 @@ import { mp4, png } from './media-fixtures.js';
 
 let p: TestPlatform;
 let dir: string;
+let ws: OpensslWorkspace;
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-e2e-approvals-'));
+  ws = new OpensslWorkspace();
   // Near the machine's real time: openssl checks the certificates against its own clock.
   p = await startTestPlatform({ dataDir: path.join(dir, 'data'), now: new Date('2026-11-20T06:00:00Z') });
 });
 afterAll(async () => {
   await p?.close();
   await rm(dir, { recursive: true, force: true });
+  ws?.dispose();
 });
 
 /** `openssl cms -verify` of a base64 CMS against the published root; answers the signed content. */
 async function opensslVerify(signatureBase64: string, rootFile: string, name: string): Promise<string> {
-  const der = path.join(dir, `${name}.p7s`);
-  const out = path.join(dir, `${name}.content`);
-  await writeFile(der, Buffer.from(signatureBase64, 'base64'));
-  // DESIGN.md section 4: "openssl cms -verify -binary -inform DER -CAfile authority-root.pem must accept it".
-  execFileSync(
-    'openssl',
-    ['cms', '-verify', '-binary', '-inform', 'DER', '-in', der, '-CAfile', rootFile, '-out', out],
-    {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
-  return readFile(out, 'utf8');
+  ws.write(`${name}.p7s`, Buffer.from(signatureBase64, 'base64'));
+  // DESIGN.md section 4: "openssl cms -verify -binary -inform DER -CAfile authority-root.pem must accept it", at
+  // openssl's own clock.
+  const verified = ws.verifyCms(`${name}.p7s`, { ca: rootFile });
+  if (!verified.ok) throw new Error(`openssl cms -verify refused ${name}: ${verified.stderr}`);
+  return ws.read(`${name}.p7s.out`).toString('utf8');
 }
 
 test('create → upload → send → approve → lookup → envelope verified by openssl → revoke → revoked', async () => {

@@ -1,19 +1,14 @@
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { canonicalize, merkleRoot, sha256, sha256Hex } from '@ooh/crypto';
 import { bytesEqual, parsePem, verifyCms } from '@ooh/verify';
 import { StatsSeal } from '@ooh/protocol';
 import { Value } from '@sinclair/typebox/value';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { OpensslWorkspace } from '../../../../packages/crypto/test/helpers/openssl.js';
 import { loadAuthority } from '../../src/authority/index.js';
 import { sealDay } from '../../src/seals/index.js';
 import { apiCall } from '../support/platform.js';
 import { agentBody, cmsBody, insertBatch, newDevice, newSource, startSealPlatform } from './helpers.js';
 
-const run = promisify(execFile);
 type P = Awaited<ReturnType<typeof startSealPlatform>>;
 
 /** The leaf hash as the spec describes it, computed with the generic canonicalize(). */
@@ -138,32 +133,16 @@ describe('sealing a day', () => {
     expect(der.headers['content-type']).toBe('application/pkcs7-signature');
     expect(der.rawPayload.toString('base64')).toBe(seal.signature);
 
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-seal-openssl-'));
+    const ws = new OpensslWorkspace();
     try {
       const authority = await loadAuthority(p.ctx);
-      await writeFile(path.join(dir, 'seal.p7s'), der.rawPayload);
-      await writeFile(path.join(dir, 'root.pem'), authority.rootPem);
-      await run(
-        'openssl',
-        [
-          'cms',
-          '-verify',
-          '-binary',
-          '-inform',
-          'DER',
-          '-in',
-          'seal.p7s',
-          '-CAfile',
-          'root.pem',
-          '-out',
-          'body.json',
-        ],
-        { cwd: dir },
-      );
-      const body = await readFile(path.join(dir, 'body.json'), 'utf8');
-      expect(body).toBe(canonicalize(seal.body));
+      ws.write('seal.p7s', der.rawPayload);
+      ws.write('root.pem', authority.rootPem);
+      const verified = ws.verifyCms('seal.p7s', { ca: 'root.pem' });
+      expect(verified.ok, verified.stderr).toBe(true);
+      expect(ws.read('seal.p7s.out').toString('utf8')).toBe(canonicalize(seal.body));
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      ws.dispose();
     }
   });
 

@@ -61,16 +61,22 @@ export class OpensslWorkspace {
     ]);
   }
 
-  /** `openssl cms -verify -binary` of a DER SignedData file against `ca` at `at`; the content goes to `<file>.out`. */
-  verifyCms(file: string, options: { ca: string; at: Date; extra?: readonly string[] }): RunResult {
+  /**
+   * `openssl cms -verify -binary -inform DER -CAfile <ca>` of a SignedData file (DESIGN.md §4's command) at `at`
+   * (-attime; omitted: openssl's own clock, as a reader runs the command); the content goes to `out` (default
+   * `<file>.out`). Files are names in the folder or absolute paths.
+   */
+  verifyCms(
+    file: string,
+    options: { ca: string; at?: Date; extra?: readonly string[]; out?: string },
+  ): RunResult {
     const command = ['cms', '-verify', '-binary', '-inform', 'DER', '-in', file, '-CAfile', options.ca];
     return this.run([
       ...command,
-      '-attime',
-      attime(options.at),
+      ...(options.at === undefined ? [] : ['-attime', attime(options.at)]),
       ...(options.extra ?? []),
       '-out',
-      `${file}.out`,
+      options.out ?? `${file}.out`,
     ]);
   }
 
