@@ -19,10 +19,12 @@
  *
  * The platform runs as it is deployed (`platform run`, PLATFORM_WORKERS processes: by default one per core), the
  * senders in this process, so the platform, PostgreSQL and the senders share the machine's cores as they would.
- * CPU figures add up the platform's processes and PostgreSQL's.
+ * CPU figures add up the platform's processes and PostgreSQL's; PostgreSQL's are also given by kind of process
+ * (backends, WAL writer, checkpointer, autovacuum, ...).
  *
  *   node --conditions=source --import tsx apps/platform/bench/pop.bench.ts
  *   POP_BENCH_WORKERS=1 POP_BENCH_SCENARIOS=agent,copy ...   (one platform process; only some scenarios)
+ *   POP_BENCH_PG_STATEMENTS=1 ...   (PostgreSQL's time by statement, and the plans of the costliest)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createECDH, createPrivateKey, randomBytes, randomUUID } from 'node:crypto';
@@ -236,12 +238,90 @@ function postgresPids(dataDir: string): number[] {
   });
 }
 
+/**
+ * What a PostgreSQL process does, from the title it gives itself ("postgres: walwriter", "postgres: ooh_platform ooh
+ * [local] idle", "postgres: autovacuum worker ..."): where PostgreSQL's share of a batch goes. An autovacuum worker
+ * that started and ended within a measurement is not seen (nor counted in the total).
+ */
+function postgresKind(pid: number): string {
+  let title = '';
+  try {
+    title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+  } catch {
+    return 'other';
+  }
+  if (!title.startsWith('postgres:')) return 'postmaster';
+  const what = title.slice('postgres:'.length).trim();
+  for (const kind of [
+    'walwriter',
+    'checkpointer',
+    'background writer',
+    'autovacuum',
+    'io worker',
+    'walsummarizer',
+  ]) {
+    if (what.startsWith(kind)) return kind === 'background writer' ? 'bgwriter' : kind;
+  }
+  return /^(logical replication|archiver|startup|walsender|walreceiver)/.test(what) ? 'other' : 'backends';
+}
+
+/**
+ * POP_BENCH_PG_STATEMENTS=1: PostgreSQL's time per statement (pg_stat_statements) after the agent and the CMS
+ * scenarios, and the plans of the costliest. Its times are wall times inside PostgreSQL, waits for locks and for a
+ * core included: they say which statement to look at, the CPU figures how much it costs.
+ */
+const PG_STATEMENTS = process.env['POP_BENCH_PG_STATEMENTS'] === '1';
+
+async function resetStatements(db: Db): Promise<void> {
+  if (PG_STATEMENTS) await db.query('SELECT pg_stat_statements_reset()');
+}
+
+/** The statements that took most of PostgreSQL's time (planning and execution), per batch. */
+async function logStatements(db: Db, what: string, batches: number): Promise<void> {
+  if (!PG_STATEMENTS) return;
+  const { rows } = await db.query<{ calls: string; plan: number; exec: number; rows: string; query: string }>(
+    `SELECT calls, total_plan_time AS plan, total_exec_time AS exec, rows, query FROM pg_stat_statements
+      ORDER BY total_plan_time + total_exec_time DESC LIMIT 15`,
+  );
+  const total = rows.reduce((ms, r) => ms + r.plan + r.exec, 0);
+  log(`${what}: PostgreSQL time by statement (top 15: ${(total / batches).toFixed(3)} ms a batch)`);
+  for (const r of rows) {
+    log(
+      `  ${((r.plan + r.exec) / batches).toFixed(3)} ms/batch (plan ${(r.plan / batches).toFixed(3)}), ` +
+        `${(Number(r.calls) / batches).toFixed(2)} calls/batch, ${r.rows} rows: ` +
+        r.query.replace(/\s+/g, ' ').slice(0, 110),
+    );
+  }
+  // The plans of the costliest statements as a prepared statement would run them (PostgreSQL 16's GENERIC_PLAN).
+  for (const r of rows.slice(0, 3)) {
+    if (!/^\s*(WITH|SELECT)/i.test(r.query)) continue;
+    const plan = await db
+      .query<{ 'QUERY PLAN': string }>(`EXPLAIN (GENERIC_PLAN) ${r.query}`)
+      .catch(() => null);
+    if (plan)
+      log(
+        `plan of ${r.query.replace(/\s+/g, ' ').slice(0, 60)}:\n${plan.rows.map((p) => p['QUERY PLAN']).join('\n')}`,
+      );
+  }
+}
+
+/** "(backends 1.80, walwriter 0.01), ": PostgreSQL's CPU per batch by kind of process. */
+function postgresKinds(cpu: ReturnType<CpuMeter['stop']>, batches: number): string {
+  const kinds = [...cpu.postgresByKind]
+    .filter(([, ms]) => ms > 0)
+    .sort((a, b) => b[1] - a[1])
+    .map(([kind, ms]) => `${kind} ${(ms / batches).toFixed(2)}`);
+  return kinds.length > 0 ? `(${kinds.join(', ')}), ` : ', ';
+}
+
 interface CpuMeter {
   stop(): {
     platformMs: number;
     /** Of platformMs, in the kernel (sockets, mostly). */
     platformSystemMs: number;
     postgresMs: number;
+    /** postgresMs by kind of PostgreSQL process (its title): backends, WAL writer, checkpointer, autovacuum, other. */
+    postgresByKind: Map<string, number>;
     senderMs: number;
     /** CPU used by everything else on the machine meanwhile (other programs), and the wall time. */
     othersMs: number;
@@ -278,7 +358,13 @@ function cpuMeter(platformPid: number, pgDataDir: string): CpuMeter {
   return {
     stop: () => {
       let postgresMs = 0;
-      for (const pid of postgresPids(pgDataDir)) postgresMs += processCpuMs(pid) - (pgStart.get(pid) ?? 0);
+      const postgresByKind = new Map<string, number>();
+      for (const pid of postgresPids(pgDataDir)) {
+        const ms = processCpuMs(pid) - (pgStart.get(pid) ?? 0);
+        postgresMs += ms;
+        const kind = postgresKind(pid);
+        postgresByKind.set(kind, (postgresByKind.get(kind) ?? 0) + ms);
+      }
       const sender = process.cpuUsage(senderStart);
       const platformMs = platform.reduce((ms, pid) => ms + processCpuMs(pid), 0) - platformStart;
       const senderMs = (sender.user + sender.system) / 1000;
@@ -287,6 +373,7 @@ function cpuMeter(platformPid: number, pgDataDir: string): CpuMeter {
         platformSystemMs:
           platform.reduce((ms, pid) => ms + processCpuMs(pid, 'system'), 0) - platformSystemStart,
         postgresMs,
+        postgresByKind,
         senderMs,
         othersMs: Math.max(0, machineBusyMs() - machineStart - platformMs - postgresMs - senderMs),
         wallMs: performance.now() - wallStart,
@@ -842,8 +929,18 @@ export async function run(): Promise<Record<string, number>> {
   progress = createProgress();
   progress.phase('starting PostgreSQL');
   const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-pop-bench-'));
-  const pg = await startEmbeddedPostgres({ dir: path.join(dir, 'pgdata'), fsync: true });
+  let pg = await startEmbeddedPostgres({ dir: path.join(dir, 'pgdata'), fsync: true });
+  if (PG_STATEMENTS) {
+    // pg_stat_statements is loaded at server start only: set it, then start the cluster again.
+    const setUp = createPool(pg.url, { max: 1 });
+    await setUp.query(`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
+    await setUp.query(`ALTER SYSTEM SET pg_stat_statements.track_planning = on`);
+    await setUp.end();
+    await pg.stop();
+    pg = await startEmbeddedPostgres({ dir: path.join(dir, 'pgdata'), fsync: true });
+  }
   const db = createPool(pg.url, { max: 8, applicationName: 'pop-bench' });
+  if (PG_STATEMENTS) await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   let child: ChildProcess | null = null;
   try {
     progress.phase('migrating and seeding');
@@ -865,7 +962,8 @@ export async function run(): Promise<Record<string, number>> {
     const pgData = path.join(dir, 'pgdata');
     const perBatch = (cpu: ReturnType<CpuMeter['stop']>, batches: number) =>
       `CPU per batch: platform ${(cpu.platformMs / batches).toFixed(2)} ms ` +
-      `(kernel ${(cpu.platformSystemMs / batches).toFixed(2)}), PostgreSQL ${(cpu.postgresMs / batches).toFixed(2)} ms, ` +
+      `(kernel ${(cpu.platformSystemMs / batches).toFixed(2)}), PostgreSQL ${(cpu.postgresMs / batches).toFixed(2)} ms ` +
+      postgresKinds(cpu, batches) +
       `sender ${(cpu.senderMs / batches).toFixed(2)} ms; other programs kept ` +
       `${(cpu.othersMs / cpu.wallMs).toFixed(2)} of ${os.availableParallelism()} cores busy`;
     let meter: CpuMeter;
@@ -951,9 +1049,11 @@ export async function run(): Promise<Record<string, number>> {
         const cms1Cpu = meter.stop();
         log(`CMS 1 sender: ${Math.round(cms1)} records/s; ${perBatch(cms1Cpu, CMS_BATCHES_PER_SENDER)}`);
         progress.phase('measuring: CMS, 2 senders');
+        await resetStatements(db);
         meter = cpuMeter(child.pid!, pgData);
         const cms2 = await cmsScenario(apiUrl, twoSenders);
         const cms2Cpu = meter.stop();
+        await logStatements(db, 'CMS 2 senders', 2 * CMS_BATCHES_PER_SENDER);
         log(`CMS 2 senders: ${Math.round(cms2)} records/s; ${perBatch(cms2Cpu, 2 * CMS_BATCHES_PER_SENDER)}`);
         figures['cms_records_per_s_1_sender'] = Math.round(cms1);
         figures['cms_records_per_s_2_senders'] = Math.round(cms2);
@@ -1002,9 +1102,11 @@ export async function run(): Promise<Record<string, number>> {
       progress.phase('measuring: agent');
       await agentScenario(agentsUrl, rounds[0]!);
       const agentRequests = rounds.slice(1).flat();
+      await resetStatements(db);
       meter = cpuMeter(child.pid!, pgData);
       const agent = await agentScenario(agentsUrl, agentRequests);
       const agentCpu = meter.stop();
+      await logStatements(db, 'agent', agentRequests.length);
       log(
         `agent: ${Math.round(agent.batchesPerSecond)} batches/s, p50 ${agent.p50.toFixed(1)} ms, ` +
           `p99 ${agent.p99.toFixed(1)} ms; ${perBatch(agentCpu, agentRequests.length)}`,
