@@ -323,7 +323,8 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
 // $1 batches (JSON), $2 bodies, $3-$5 the bucket's capacity, refill per second and cost, $6 marks, $7 counts,
 // $8 play sets (migration 065).
 // The token bucket is the arithmetic of pop_take_tokens (020_pop.sql), set-based: a bucket row refused is locked
-// but left unchanged; the wait of a refused batch is read from the statement's snapshot.
+// but left unchanged; the wait of a refused batch is read from the statement's snapshot, by a lookup of that bucket
+// alone (a join of the buckets was planned as a scan of all of them for every group).
 const GROUP_SQL = `
 WITH input AS (
   SELECT * FROM json_to_recordset($1::json) AS i(
@@ -346,7 +347,8 @@ WITH input AS (
   SELECT i.owner, i.batch_seq, i.channel, substring($2::bytea FROM i.body_offset + 1 FOR i.body_length),
          i.body_sha256, i.received_at, i.receive_day, i.record_count, i.newest_record_at, i.answer
     FROM input i JOIN granted g ON g.bucket_key = i.bucket_key
-   WHERE NOT (i.legacy AND EXISTS (SELECT 1 FROM pop_batches x WHERE x.owner = i.owner AND x.channel IN ('agent', 'cert')))
+   WHERE NOT (i.legacy AND EXISTS (SELECT 1 FROM pop_batches x WHERE x.owner = i.owner AND x.channel IN ('agent', 'cert')
+                                   OFFSET 0))
    ORDER BY i.owner COLLATE "C", i.batch_seq
   ON CONFLICT (owner, batch_seq) DO NOTHING
   RETURNING id, owner, batch_seq
@@ -382,11 +384,13 @@ WITH input AS (
 )
 SELECT i.n, b.id, g.bucket_key IS NOT NULL AS granted,
        CASE WHEN g.bucket_key IS NULL THEN
-         ($5::float8 - least($3::float8, coalesce(r.tokens, $3::float8) + $4::float8
-                             * greatest(0, extract(epoch FROM (i.received_at - r.updated_at))))) / $4::float8
+         coalesce((SELECT ($5::float8 - least($3::float8, r.tokens + $4::float8
+                                               * greatest(0, extract(epoch FROM (i.received_at - r.updated_at)))))
+                          / $4::float8
+                     FROM pop_rate_buckets r WHERE r.bucket_key = i.bucket_key),
+                  ($5::float8 - $3::float8) / $4::float8)
        ELSE 0 END AS wait,
        pop_check_marks((SELECT count(*) FROM mark_input)::int, (SELECT count(*) FROM marks)::int) AS marks_ok
   FROM input i
   LEFT JOIN batch b ON b.n = i.n
-  LEFT JOIN granted g ON g.bucket_key = i.bucket_key
-  LEFT JOIN pop_rate_buckets r ON r.bucket_key = i.bucket_key`;
+  LEFT JOIN granted g ON g.bucket_key = i.bucket_key`;
