@@ -266,8 +266,8 @@ function postgresKind(pid: number): string {
 }
 
 /**
- * POP_BENCH_PG_STATEMENTS=1: PostgreSQL's time per statement (pg_stat_statements) after the agent and the CMS
- * scenarios, and the plans of the costliest. Its times are wall times inside PostgreSQL, waits for locks and for a
+ * POP_BENCH_PG_STATEMENTS=1: PostgreSQL's time per statement (pg_stat_statements) after the agent scenarios (closed
+ * and open loop) and the CMS one, and the plans of the costliest. Its times are wall times inside PostgreSQL, waits for locks and for a
  * core included: they say which statement to look at, the CPU figures how much it costs.
  */
 const PG_STATEMENTS = process.env['POP_BENCH_PG_STATEMENTS'] === '1';
@@ -990,9 +990,11 @@ export async function run(): Promise<Record<string, number>> {
       rate: number,
     ): Promise<Record<string, number>> => {
       progress.phase(`measuring: ${prefix}, open loop`);
+      await resetStatements(db);
       const openMeter = cpuMeter(child!.pid!, pgData);
       const open = await agentOpenLoop(url, requests, rate);
       const cpu = openMeter.stop();
+      await logStatements(db, `${prefix} open loop`, requests.length);
       log(
         `${prefix} open loop at ${Math.round(rate)} batches/s (${OPEN_LOOP_SHARE * 100} % of the closed loop): ` +
           `answered ${Math.round(open.answeredRate)}/s, p50 ${open.p50.toFixed(1)} ms, p99 ${open.p99.toFixed(1)} ms, ` +

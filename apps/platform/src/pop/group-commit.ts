@@ -1,4 +1,4 @@
-import type { Db, DbClient } from '../db/pool.js';
+import { BEGIN_GENERIC_PLANS, type Db, type DbClient } from '../db/pool.js';
 import { copyFrom } from '../db/copy.js';
 import type { Bucket } from './rate-limits.js';
 import {
@@ -196,7 +196,7 @@ export class GroupCommitter {
     const client = await this.db.connect();
     let broken = false;
     try {
-      await client.query('BEGIN');
+      await client.query(BEGIN_GENERIC_PLANS);
       try {
         // First thing: the receive days' shared locks, and the day each batch goes under (migration 064).
         const open = await openReceiveDays(client, [...new Set(entries.map((e) => e.batch.receiveDay))]);

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import type { Db } from '../../src/db/pool.js';
+import type { Db, DbClient } from '../../src/db/pool.js';
 import { DeviceLookupBatcher } from '../../src/pop/lookup.js';
 import { answerOf, insertDevice, type Operator, play, rotateDeviceKey, sendBatch, T0 } from './helpers.js';
 import { popWorld } from './world.js';
@@ -14,6 +14,34 @@ const test = popWorld({
     { number: 'A-LOOKUP-BOTH', revokedAt: new Date(T0.getTime() - 3600_000) },
   ],
 });
+
+/**
+ * `db` whose clients hand the lookup query (the named statement of findDevicesForTelemetry) to `around`, which runs it
+ * (`run`) or not; every other statement (BEGIN, COMMIT, ROLLBACK) goes through as it is.
+ */
+function lookupQueriesOf(
+  db: Db,
+  around: (client: DbClient, run: () => Promise<unknown>) => Promise<unknown>,
+): Db {
+  return {
+    connect: async () => {
+      const client = await db.connect();
+      return new Proxy(client, {
+        get(target, prop) {
+          if (prop === 'query') {
+            return (...args: unknown[]) => {
+              const run = () => (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+              const config = args[0] as { name?: string };
+              return config?.name === 'pop-devices-for-telemetry' ? around(target, run) : run();
+            };
+          }
+          const value = Reflect.get(target, prop, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    },
+  } as unknown as Db;
+}
 
 test('lookups asked together are answered by one query, each with its own facts', async ({
   db,
@@ -31,12 +59,17 @@ test('lookups asked together are answered by one query, each with its own facts'
   await rotateDeviceKey(db, renewed, new Date(T0.getTime() + 1000), new Date(T0.getTime() + 60_000));
 
   let queries = 0;
-  const counting = {
-    query: (...args: Parameters<Db['query']>) => {
-      queries += 1;
-      return (db.query as (...a: unknown[]) => unknown)(...args);
-    },
-  } as unknown as Db;
+  const settings: string[] = [];
+  const counting = lookupQueriesOf(db, async (client, run) => {
+    queries += 1;
+    const result = await run();
+    // The lookup runs read-only on its generic plan (BEGIN_READ_ONLY_GENERIC_PLANS).
+    const { rows } = await client.query(
+      "SELECT current_setting('plan_cache_mode') AS mode, current_setting('transaction_read_only') AS ro",
+    );
+    settings.push(`${rows[0].mode} ${rows[0].ro}`);
+    return result;
+  });
   const batcher = new DeviceLookupBatcher(counting, { concurrency: 1, maxLookups: 256 });
   const later = new Date(T0.getTime() + 120_000);
   const found = await Promise.all([
@@ -59,6 +92,9 @@ test('lookups asked together are answered by one query, each with its own facts'
     }),
   ]);
   expect(queries).toBe(1);
+  expect(settings).toEqual(['force_generic_plan on']);
+  // Outside the lookup's transaction the connection plans as configured.
+  expect((await db.query("SELECT current_setting('plan_cache_mode') AS mode")).rows[0].mode).toBe('auto');
   const [p, r, sBatch0, sBatch1, renewedNow, renewedLater, unknown] = found;
   expect(p).toMatchObject({
     id: plain.id,
@@ -90,15 +126,13 @@ test('lookups asked together are answered by one query, each with its own facts'
 
 test('a failed query fails the lookups it held, not the next ones', async ({ db, device }) => {
   let fail = true;
-  const flaky = {
-    query: (...args: Parameters<Db['query']>) => {
-      if (fail) {
-        fail = false;
-        return Promise.reject(new Error('connection lost'));
-      }
-      return (db.query as (...a: unknown[]) => unknown)(...args);
-    },
-  } as unknown as Db;
+  const flaky = lookupQueriesOf(db, (_client, run) => {
+    if (fail) {
+      fail = false;
+      return Promise.reject(new Error('connection lost'));
+    }
+    return run();
+  });
   const batcher = new DeviceLookupBatcher(flaky, { concurrency: 1, maxLookups: 256 });
   const first = batcher.find({ deviceId: device.id, batchSeq: 0, now: T0, approvalNumbers: [] });
   await expect(first).rejects.toThrow('connection lost');
