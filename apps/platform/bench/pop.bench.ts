@@ -305,6 +305,20 @@ async function logStatements(db: Db, what: string, batches: number): Promise<voi
   }
 }
 
+/**
+ * Before a measurement: what the last one left behind done now (the vacuum of the rows it wrote, a checkpoint of its
+ * WAL) and the planner's statistics fresh. Without it a scenario paid for the one before: autovacuum of the CMS
+ * scenario's rows ran through the agent's ceiling and moved its ratio from 0.2 to 0.5 between runs of the same code.
+ */
+async function quiesce(db: Db): Promise<void> {
+  // POP_BENCH_QUIESCE=0: as the benchmark ran before, e.g. to compare with the figures of an older version.
+  if (process.env['POP_BENCH_QUIESCE'] === '0') return;
+  await db.query(
+    'VACUUM (ANALYZE) pop_batches, pop_records, pop_players, play_counts, pop_play_sets, pop_rate_buckets, devices, device_keys',
+  );
+  await db.query('CHECKPOINT');
+}
+
 /** "(backends 1.80, walwriter 0.01), ": PostgreSQL's CPU per batch by kind of process. */
 function postgresKinds(cpu: ReturnType<CpuMeter['stop']>, batches: number): string {
   const kinds = [...cpu.postgresByKind]
@@ -990,6 +1004,7 @@ export async function run(): Promise<Record<string, number>> {
       rate: number,
     ): Promise<Record<string, number>> => {
       progress.phase(`measuring: ${prefix}, open loop`);
+      await quiesce(db);
       await resetStatements(db);
       const openMeter = cpuMeter(child!.pid!, pgData);
       const open = await agentOpenLoop(url, requests, rate);
@@ -1046,11 +1061,13 @@ export async function run(): Promise<Record<string, number>> {
         const warm = await seedInstallations(db, fixture, 1, at);
         await cmsScenario(apiUrl, [batchesFor(warm, 2)]);
         progress.phase('measuring: CMS, 1 sender');
+        await quiesce(db);
         meter = cpuMeter(child.pid!, pgData);
         const cms1 = await cmsScenario(apiUrl, oneSender);
         const cms1Cpu = meter.stop();
         log(`CMS 1 sender: ${Math.round(cms1)} records/s; ${perBatch(cms1Cpu, CMS_BATCHES_PER_SENDER)}`);
         progress.phase('measuring: CMS, 2 senders');
+        await quiesce(db);
         await resetStatements(db);
         meter = cpuMeter(child.pid!, pgData);
         const cms2 = await cmsScenario(apiUrl, twoSenders);
@@ -1074,6 +1091,7 @@ export async function run(): Promise<Record<string, number>> {
           batchesFor(scatteredSet.slice(INSTALLATIONS_PER_SENDER), CMS_BATCHES_PER_SENDER, 'scattered'),
         ];
         progress.phase('measuring: CMS, 2 senders, plays out of order');
+        await quiesce(db);
         meter = cpuMeter(child.pid!, pgData);
         const cmsScattered = await cmsScenario(apiUrl, scattered);
         const scatteredCpu = meter.stop();
@@ -1104,6 +1122,7 @@ export async function run(): Promise<Record<string, number>> {
       progress.phase('measuring: agent');
       await agentScenario(agentsUrl, rounds[0]!);
       const agentRequests = rounds.slice(1).flat();
+      await quiesce(db);
       await resetStatements(db);
       meter = cpuMeter(child.pid!, pgData);
       const agent = await agentScenario(agentsUrl, agentRequests);
@@ -1153,6 +1172,7 @@ export async function run(): Promise<Record<string, number>> {
       // Fastify stack that parses, checks the schema, verifies the signature and answers, storing nothing
       // (bare-agents.ts; as many processes as the platform).
       progress.phase('measuring: agent ceiling (bare endpoint)');
+      await quiesce(db);
       const barePort = await freePort();
       const bare = await startBareAgents(pg.url, barePort);
       try {
@@ -1202,6 +1222,7 @@ export async function run(): Promise<Record<string, number>> {
       const [warmRequests, windowRequests] = [warm, window].map((set) => signRounds(set, fixture, 1)[0]!);
       progress.phase('measuring: national');
       await agentScenario(agentsUrl, warmRequests!);
+      await quiesce(db);
       meter = cpuMeter(child.pid!, pgData);
       const national = await agentScenario(agentsUrl, windowRequests!);
       const nationalCpu = meter.stop();
@@ -1278,6 +1299,7 @@ export async function run(): Promise<Record<string, number>> {
         }),
       );
       progress.phase('measuring: COPY');
+      await quiesce(db);
       const halves = (format: 'text' | 'binary') => [
         chunks[1]!.slice(0, chunks[1]!.length / 2).map((c) => c[format]),
         chunks[1]!.slice(chunks[1]!.length / 2).map((c) => c[format]),
@@ -1287,14 +1309,17 @@ export async function run(): Promise<Record<string, number>> {
       const text1 = await copyScenario(db, textSql, [chunks[0]!.map((c) => c.text)]);
       const textCpu = meter.stop();
       log(`COPY text, 1 connection: ${Math.round(text1)} records/s; ${perBatch(textCpu, chunks[0]!.length)}`);
+      await quiesce(db);
       const text2 = await copyScenario(db, textSql, halves('text'));
       log(`COPY text, 2 connections: ${Math.round(text2)} records/s`);
+      await quiesce(db);
       meter = cpuMeter(child.pid!, pgData);
       const binary1 = await copyScenario(db, COPY_RECORDS_SQL, [chunks[0]!.map((c) => c.binary)]);
       const binaryCpu = meter.stop();
       log(
         `COPY binary, 1 connection: ${Math.round(binary1)} records/s; ${perBatch(binaryCpu, chunks[0]!.length)}`,
       );
+      await quiesce(db);
       const binary2 = await copyScenario(db, COPY_RECORDS_SQL, halves('binary'));
       log(`COPY binary, 2 connections: ${Math.round(binary2)} records/s`);
       figures['copy_text_records_per_s_1_connection'] = Math.round(text1);
