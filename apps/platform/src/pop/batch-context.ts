@@ -161,9 +161,14 @@ export interface DeviceLookup {
  * device, its keys accepted at `now` (accepted_until NULL or later), the batch it may already have stored under
  * `batchSeq`, its high-water mark, and the approvals the batches name (read once for all of them: batches
  * arriving together mostly name the same approvals). Nothing here is cached: a revocation takes effect on the
- * next call. Results in the order of `lookups`; null for an unknown device. The query runs in a read-only transaction
- * of its own only to run on its generic plan (BEGIN_READ_ONLY_GENERIC_PLANS): two round trips more, against a
- * millisecond of planning saved whenever it holds few devices.
+ * next call. Results in the order of `lookups`; null for an unknown device.
+ *
+ * The query runs on its generic plan, in a read-only transaction of its own (BEGIN_READ_ONLY_GENERIC_PLANS, two
+ * round trips more). For one or two devices (batches arriving spread out: the usual case of a city's players) its
+ * custom plans look cheaper, so PostgreSQL planned it anew at every execution, about 0.6 ms of its CPU more than the
+ * round trips cost; and custom plans chosen for small lookups kept it planning the larger ones too. For larger
+ * lookups, which PostgreSQL may settle on a plan for itself, the generic plan costs about 0.1 ms more a query, shared
+ * by its batches (docs/pop-ingestion.md, "Plans").
  */
 export async function findDevicesForTelemetry(
   db: Db,
@@ -171,27 +176,24 @@ export async function findDevicesForTelemetry(
 ): Promise<(DeviceForTelemetry | null)[]> {
   const numbers = new Set<string>();
   for (const lookup of lookups) for (const number of lookup.approvalNumbers) numbers.add(number);
-  const { rows } = await withTransaction(
-    db,
-    (client) =>
-      client.query<{
-        n: number;
-        id: string;
-        revoked_at: Date | null;
-        structure_id: string;
-        structure_code: string;
-        keys: string[];
-        existing_sha256: string | null;
-        existing_answer: PopAnswer | null;
-        high_water_seq: number | null;
-        newest_play_start: Date | null;
-        had_pop_batch: boolean;
-        approvals: ApprovalJson[] | null;
-      }>({
-        // Named: parsed once per connection (the hot path of the agent channel), and run on its generic plan: the
-        // custom plans of a lookup of one or two devices look cheaper, so PostgreSQL planned it at every execution.
-        name: 'pop-devices-for-telemetry',
-        text: `WITH q AS (
+  const query = (client: DbClient) =>
+    client.query<{
+      n: number;
+      id: string;
+      revoked_at: Date | null;
+      structure_id: string;
+      structure_code: string;
+      keys: string[];
+      existing_sha256: string | null;
+      existing_answer: PopAnswer | null;
+      high_water_seq: number | null;
+      newest_play_start: Date | null;
+      had_pop_batch: boolean;
+      approvals: ApprovalJson[] | null;
+    }>({
+      // Named: parsed once per connection (the hot path of the agent channel).
+      name: 'pop-devices-for-telemetry',
+      text: `WITH q AS (
              SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::timestamptz[]) WITH ORDINALITY AS q(device_id, batch_seq, now, n)
            )
            SELECT q.n, d.id, d.revoked_at, d.structure_id, s.code AS structure_code,
@@ -214,15 +216,14 @@ export async function findDevicesForTelemetry(
        JOIN structures s ON s.id = d.structure_id
        LEFT JOIN pop_batches b ON b.owner = 'device:' || d.id::text AND b.batch_seq = q.batch_seq
        LEFT JOIN pop_players p ON p.player_key = 'device:' || d.id::text`,
-        values: [
-          lookups.map((l) => l.deviceId),
-          lookups.map((l) => l.batchSeq),
-          lookups.map((l) => l.now),
-          [...numbers],
-        ],
-      }),
-    BEGIN_READ_ONLY_GENERIC_PLANS,
-  );
+      values: [
+        lookups.map((l) => l.deviceId),
+        lookups.map((l) => l.batchSeq),
+        lookups.map((l) => l.now),
+        [...numbers],
+      ],
+    });
+  const { rows } = await withTransaction(db, query, BEGIN_READ_ONLY_GENERIC_PLANS);
   let approvals = new Map<string, ApprovalFacts>();
   for (const row of rows) if (row.approvals !== null) approvals = approvalsFrom(row.approvals);
   const found: (DeviceForTelemetry | null)[] = lookups.map(() => null);
