@@ -25,6 +25,12 @@ export function createPool(
   // So end() here also waits for every connection of the pool to close (at most END_WAIT_MS).
   const open = new Set<Promise<void>>();
   pool.on('connect', (client) => {
+    // A connection lost while its client is checked out (PostgreSQL restarted, the backend terminated) is reported
+    // as the client's 'error' event once no query of it is running, and pg-pool listens for that only while the
+    // client is idle: with no listener the event ended the process (found by test/db/pool.test.ts). The error
+    // reaches the query that was running (rejected) or the next one ("not queryable"), and the pool drops the client
+    // when it is released; an idle client's loss still goes to the pool's 'error' above.
+    client.on('error', () => {});
     const closed = new Promise<void>((resolve) => client.once('end', () => resolve()));
     open.add(closed);
     void closed.then(() => open.delete(closed));
@@ -47,7 +53,6 @@ export function createPool(
 /** How long Db.end() waits for the pool's connections to close after asking them to. */
 const END_WAIT_MS = 5000;
 
-/** Runs `work` in one transaction; rolls back on any error and rethrows it. */
 /**
  * BEGIN, with the transaction's named statements run on their generic plans: one round trip (two statements of one
  * simple query). PostgreSQL plans a named statement anew at every execution for as long as its custom plans look
@@ -59,22 +64,27 @@ export const BEGIN_GENERIC_PLANS = 'BEGIN; SET LOCAL plan_cache_mode = force_gen
 export const BEGIN_READ_ONLY_GENERIC_PLANS =
   'BEGIN READ ONLY; SET LOCAL plan_cache_mode = force_generic_plan';
 
+/** Runs `work` in one transaction, begun by `begin`; rolls back on any error and rethrows it. */
 export async function withTransaction<T>(
   db: Db,
   work: (client: DbClient) => Promise<T>,
   begin = 'BEGIN',
 ): Promise<T> {
   const client = await db.connect();
+  // A connection whose ROLLBACK failed may still be inside the transaction (or gone): it is not given back.
+  let broken = false;
   try {
     await client.query(begin);
     const result = await work(client);
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => {});
+    await client.query('ROLLBACK').catch(() => {
+      broken = true;
+    });
     throw error;
   } finally {
-    client.release();
+    client.release(broken);
   }
 }
 

@@ -1,10 +1,10 @@
 import pg from 'pg';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { createPool } from '../../src/db/pool.js';
+import { BEGIN_READ_ONLY_GENERIC_PLANS, createPool, withTransaction } from '../../src/db/pool.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /*
- * Db.end() resolves only once the pool's connections have closed: the platform stops an embedded PostgreSQL right
+ * The platform's pool (src/db/pool.ts). Db.end() resolves only once the pool's connections have closed: the platform stops an embedded PostgreSQL right
  * after it, and a backend still open then is ended by the server, which each of its clients logs as "terminating
  * connection due to administrator command" (issue "A newcomer's two commands", item 7).
  */
@@ -43,4 +43,90 @@ test('end() resolves after every connection of the pool has closed on the server
     await observer.end();
   }
   expect(errors).toEqual([]);
+});
+
+/*
+ * withTransaction, which the agent channel's lookup runs through for every batch, and connections lost under the pool:
+ * none may end the process, and a client that cannot be rolled back is not handed out again.
+ */
+test('a connection lost inside the transaction is not given back to the pool; the next transaction works', async () => {
+  const db = createPool(database.url, { max: 10 });
+  let lostPid = 0;
+  await expect(
+    withTransaction(db, async (client) => {
+      lostPid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      // The server ends this very connection: the statement fails and so does the ROLLBACK after it.
+      await client.query('SELECT pg_terminate_backend(pg_backend_pid())');
+    }),
+  ).rejects.toThrow();
+  // Every connection the pool hands out from now on answers (one given back after its ROLLBACK failed would fail
+  // the transaction it is handed to).
+  const pids = await Promise.all(
+    Array.from({ length: 10 }, () =>
+      withTransaction(
+        db,
+        async (client) =>
+          (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid,
+      ),
+    ),
+  );
+  expect(pids).not.toContain(lostPid);
+  await db.end();
+});
+
+test('the generic-plan setting holds inside its transaction only, and the transaction is read-only', async () => {
+  const db = createPool(database.url, { max: 10 });
+  const inside = await withTransaction(
+    db,
+    async (client) =>
+      (
+        await client.query<{ mode: string; ro: string }>(
+          "SELECT current_setting('plan_cache_mode') AS mode, current_setting('transaction_read_only') AS ro",
+        )
+      ).rows[0]!,
+    BEGIN_READ_ONLY_GENERIC_PLANS,
+  );
+  expect(inside).toEqual({ mode: 'force_generic_plan', ro: 'on' });
+  // Afterwards the pool's connections, the one just used among them, plan as configured.
+  const after = await Promise.all(
+    Array.from({ length: 10 }, () =>
+      withTransaction(
+        db,
+        async (client) =>
+          (await client.query<{ mode: string }>("SELECT current_setting('plan_cache_mode') AS mode")).rows[0]!
+            .mode,
+      ),
+    ),
+  );
+  expect(new Set(after)).toEqual(new Set(['auto']));
+  await expect(
+    withTransaction(db, (client) => client.query('CREATE TABLE t (x int)'), BEGIN_READ_ONLY_GENERIC_PLANS),
+  ).rejects.toMatchObject({ code: '25006' });
+  await db.end();
+});
+
+test('an idle connection lost is reported once through onIdleError; the pool opens another', async () => {
+  const name = `pool-idle-${process.pid}`;
+  const errors: Error[] = [];
+  const pool = createPool(database.url, {
+    max: 2,
+    applicationName: name,
+    onIdleError: (e) => errors.push(e),
+  });
+  await pool.query('SELECT 1');
+  const observer = new pg.Client({ connectionString: database.url });
+  await observer.connect();
+  try {
+    await observer.query(
+      'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1',
+      [name],
+    );
+  } finally {
+    await observer.end();
+  }
+  for (let i = 0; i < 100 && errors.length === 0; i += 1)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(errors).toHaveLength(1);
+  expect((await pool.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+  await pool.end();
 });
