@@ -206,7 +206,8 @@ export async function findDevicesForTelemetry(
             -- hash the subquery, a scan of every agent batch stored for every lookup (it did, in the benchmark,
             -- about a sixth of PostgreSQL's time on the agent channel, and more as the table grows).
             EXISTS (SELECT 1 FROM pop_batches x
-                     WHERE x.owner = 'device:' || d.id::text AND x.channel IN ('agent', 'cert') OFFSET 0) AS had_pop_batch,
+                     WHERE x.owner = 'device:' || d.id::text AND x.channel IN ('agent', 'cert')
+                    OFFSET 0) AS had_pop_batch,
             -- Once, on the first row found (an uncorrelated subquery is computed once).
             CASE WHEN q.n = (SELECT min(q2.n) FROM q q2 JOIN devices d2 ON d2.id = q2.device_id)
                  THEN ${approvalsJson('$4', 'ARRAY(SELECT d3.structure_id FROM devices d3 WHERE d3.id = ANY($1::uuid[]))')}
