@@ -32,8 +32,8 @@ import { ensureRecordPartition, type StoreResult, storeBatch, storeBatchStreamin
 /*
  * What both channels share once the caller is authenticated, in the order of DESIGN.md section 5:
  * "... authentication -> idempotency -> freshness -> rate limits -> per-record judgement".
- * The channel's reading query has already fetched, in one round trip, the stored batch under (owner, batch_seq),
- * the players' high-water marks and the approvals the records name; storing is one more round trip.
+ * The channel's reading query has already fetched, in one query, the stored batch under (owner, batch_seq),
+ * the players' high-water marks and the approvals the records name; storing is one transaction.
  */
 
 export interface IngestInput {

@@ -4,7 +4,7 @@ import { type DeviceForTelemetry, type DeviceLookup, findDevicesForTelemetry } f
 /*
  * The agent channels' reading query, shared by the batches that arrive together (docs/decisions.md "Proof of
  * play: ingestion at speed"): lookups asked while a query is running wait for the next one, which answers all of
- * them in one round trip and reads the approvals they name once. Under light load a query holds one lookup and
+ * them in one query and reads the approvals they name once. Under light load a query holds one lookup and
  * nothing waits. Each batch still gets what the database held when its query ran: nothing is cached.
  */
 
