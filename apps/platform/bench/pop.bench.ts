@@ -273,7 +273,24 @@ function postgresKind(pid: number): string {
 const PG_STATEMENTS = process.env['POP_BENCH_PG_STATEMENTS'] === '1';
 
 async function resetStatements(db: Db): Promise<void> {
-  if (PG_STATEMENTS) await db.query('SELECT pg_stat_statements_reset()');
+  if (!PG_STATEMENTS) return;
+  await db.query('SELECT pg_stat_statements_reset()');
+  tableWrites = await readTableWrites(db);
+}
+
+type TableWrites = Map<string, { ins: number; upd: number; hot: number }>;
+let tableWrites: TableWrites = new Map();
+
+/** Rows inserted and updated per table, and how many of the updates were HOT (no new index entries). */
+async function readTableWrites(db: Db): Promise<TableWrites> {
+  // Every backend's counters reach the shared statistics within a second of its last transaction.
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  await db.query('SELECT pg_stat_clear_snapshot()');
+  const { rows } = await db.query<{ relname: string; ins: string; upd: string; hot: string }>(
+    `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables
+      WHERE relname IN ('pop_batches', 'pop_records', 'pop_players', 'play_counts', 'pop_play_sets', 'pop_rate_buckets')`,
+  );
+  return new Map(rows.map((r) => [r.relname, { ins: Number(r.ins), upd: Number(r.upd), hot: Number(r.hot) }]));
 }
 
 /** The statements that took most of PostgreSQL's time (planning and execution), per batch. */
@@ -292,6 +309,17 @@ async function logStatements(db: Db, what: string, batches: number): Promise<voi
         r.query.replace(/\s+/g, ' ').slice(0, 110),
     );
   }
+  const after = await readTableWrites(db);
+  log(
+    `${what}: rows a batch, inserted / updated (HOT): ` +
+      [...after]
+        .map(([table, a]) => {
+          const b = tableWrites.get(table) ?? { ins: 0, upd: 0, hot: 0 };
+          const per = (n: number) => (n / batches).toFixed(2);
+          return `${table} ${per(a.ins - b.ins)} / ${per(a.upd - b.upd)} (${per(a.hot - b.hot)})`;
+        })
+        .join(', '),
+  );
   // The plans of the costliest statements as a prepared statement would run them (PostgreSQL 16's GENERIC_PLAN).
   for (const r of rows.slice(0, 3)) {
     if (!/^\s*(WITH|SELECT)/i.test(r.query)) continue;
