@@ -1,3 +1,4 @@
+import { PG_EPOCH_MS, pgDate, uuidBytes } from './binary-arrays.js';
 import type { DbClient } from './pool.js';
 
 /*
@@ -169,12 +170,7 @@ export function copyText(value: string | number | boolean | null): string {
  */
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
 const TWO_TO_32 = 4294967296;
-/** 2000-01-01T00:00:00Z, PostgreSQL's epoch for dates and timestamps. */
-const PG_EPOCH_MS = Date.UTC(2000, 0, 1);
-const DAY_MS = 86_400_000;
 const TEXT_OID = 25;
-const UUID_TEXT = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
-const CALENDAR_DAY = /^(\d{4})-(\d{2})-(\d{2})$/;
 
 /**
  * Writes rows in COPY's binary format into one growing buffer. Values are written in column order. Integers are
@@ -288,8 +284,7 @@ export class BinaryCopyWriter {
   uuid(value: string): void {
     let bytes = this.uuids.get(value);
     if (bytes === undefined) {
-      if (!UUID_TEXT.test(value)) throw new TypeError(`not a uuid: ${value}`);
-      bytes = Buffer.from(value.replaceAll('-', ''), 'hex');
+      bytes = uuidBytes(value);
       this.uuids.set(value, bytes);
     }
     this.room(20);
@@ -301,9 +296,7 @@ export class BinaryCopyWriter {
   date(day: string): void {
     let days = this.days.get(day);
     if (days === undefined) {
-      const match = CALENDAR_DAY.exec(day);
-      if (!match) throw new TypeError(`not a calendar day: ${day}`);
-      days = (Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3])) - PG_EPOCH_MS) / DAY_MS;
+      days = pgDate(day);
       this.days.set(day, days);
     }
     this.int32(days);

@@ -1,5 +1,6 @@
-import { BEGIN_GENERIC_PLANS, type Db, type DbClient } from '../db/pool.js';
+import { boolArray, dateArray, int4Array, int8Array, textArray, uuidArray } from '../db/binary-arrays.js';
 import { copyFrom } from '../db/copy.js';
+import { BEGIN_GENERIC_PLANS, type Db, type DbClient } from '../db/pool.js';
 import type { Bucket } from './rate-limits.js';
 import {
   COPY_RECORDS_SQL,
@@ -232,8 +233,8 @@ export class GroupCommitter {
 
 /**
  * The group statement: rate tokens (one bucket per batch, same rates for all), the batches, the high-water marks
- * (compare-and-set; any mismatch aborts the statement) and the counts. The batch facts, marks and counts travel as
- * JSON (one parameter each), the bodies as one bytea cut by offsets.
+ * (compare-and-set; any mismatch aborts the statement) and the counts. The batch facts, marks and play sets travel
+ * as JSON (one parameter each), the counts as binary arrays (one per column), the bodies as one bytea cut by offsets.
  */
 async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[]): Promise<StoreResult[]> {
   const rates = singleBucket(entries[0]!)!;
@@ -283,17 +284,6 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
   // rows wait for each other instead of deadlocking.
   marks.sort((a, b) => byText(a.player_key, b.player_key));
   counts.sort((a, b) => compareCountKeys(a.count, b.count));
-  const countRows = counts.map(({ n, count, attested }) => ({
-    n,
-    player_key: count.playerKey,
-    structure_id: count.structureId,
-    day: count.day,
-    approval_number: count.approvalNumber,
-    slot: count.slot,
-    attested,
-    plays: count.plays,
-    flagged: count.flagged,
-  }));
   const { rows } = await client.query<{ n: number; id: number | null; granted: boolean; wait: number }>({
     name: 'pop-store-group',
     text: GROUP_SQL,
@@ -304,8 +294,18 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
       rates.perSecond,
       rates.cost,
       JSON.stringify(marks),
-      JSON.stringify(countRows),
       JSON.stringify(playSets),
+      // The count rows (about one per approval a batch played: the most rows of the statement) as binary arrays,
+      // one per column: PostgreSQL reads them without parsing (src/db/binary-arrays.ts).
+      int4Array(counts.map((c) => c.n)),
+      textArray(counts.map((c) => c.count.playerKey)),
+      uuidArray(counts.map((c) => c.count.structureId)),
+      dateArray(counts.map((c) => c.count.day)),
+      textArray(counts.map((c) => c.count.approvalNumber)),
+      textArray(counts.map((c) => c.count.slot)),
+      boolArray(counts.map((c) => c.attested)),
+      int8Array(counts.map((c) => c.count.plays)),
+      int8Array(counts.map((c) => c.count.flagged)),
     ],
   });
   const results: StoreResult[] = new Array(entries.length);
@@ -320,8 +320,9 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
   return results;
 }
 
-// $1 batches (JSON), $2 bodies, $3-$5 the bucket's capacity, refill per second and cost, $6 marks, $7 counts,
-// $8 play sets (migration 065).
+// $1 batches (JSON), $2 bodies, $3-$5 the bucket's capacity, refill per second and cost, $6 marks, $7 play sets
+// (migration 065), $8-$16 the counts' columns (binary arrays: batch number, player, structure, day, approval, slot,
+// attested, plays, flagged).
 // The token bucket is the arithmetic of pop_take_tokens (020_pop.sql), set-based: a bucket row refused is locked
 // but left unchanged; the wait of a refused batch is read from the statement's snapshot, by a lookup of that bucket
 // alone (a join of the buckets was planned as a scan of all of them for every group).
@@ -370,12 +371,12 @@ WITH input AS (
 ), play_sets AS (
   INSERT INTO pop_play_sets (player_key, start_hour, batch_id, play_keys)
   SELECT p.k, p.h, b.id, ARRAY(SELECT hashtextextended(x, 0) FROM json_array_elements_text(p.i) AS x)
-    FROM json_to_recordset($8::json) AS p(n int, k text, h integer, i json) JOIN batch b ON b.n = p.n
+    FROM json_to_recordset($7::json) AS p(n int, k text, h integer, i json) JOIN batch b ON b.n = p.n
 ), counted AS (
   INSERT INTO play_counts (player_key, structure_id, day, approval_number, slot, attested, plays, flagged)
   SELECT c.player_key, c.structure_id, c.day, c.approval_number, c.slot, c.attested, c.plays, c.flagged
-    FROM ROWS FROM (json_to_recordset($7::json) AS (n int, player_key text, structure_id uuid, day date,
-                    approval_number text, slot text, attested boolean, plays bigint, flagged bigint))
+    FROM unnest($8::int4[], $9::text[], $10::uuid[], $11::date[], $12::text[], $13::text[], $14::bool[],
+                $15::int8[], $16::int8[])
          WITH ORDINALITY AS c(n, player_key, structure_id, day, approval_number, slot, attested, plays, flagged, o)
    WHERE c.n IN (SELECT n FROM batch)
    ORDER BY c.o

@@ -1,6 +1,7 @@
 import { almatyDayStart, type PopAnswer } from '@ooh/protocol';
-import type { Db, DbClient } from '../db/pool.js';
+import { dateArray, int8Array, textArray, uuidArray } from '../db/binary-arrays.js';
 import { BinaryCopyWriter, CopyStream, copyFrom } from '../db/copy.js';
+import type { Db, DbClient } from '../db/pool.js';
 import {
   type CountedPlayIds,
   type CountKey,
@@ -154,25 +155,13 @@ async function runStoreStatement(client: DbClient, args: StoreArgs, id: number |
       buckets.map((b) => b.capacity),
       buckets.map((b) => b.perSecond),
       buckets.map((b) => b.cost),
-      // Marks and counts as JSON (one parameter each): a CMS batch has hundreds of count rows, and pg's array
-      // literals are escaped element by element.
+      // Marks as JSON (one parameter).
       JSON.stringify(
         moved.map(([key, seq]) => ({
           k: key,
           e: args.readMarks.get(key) ?? 0,
           s: seq,
           t: newestStartOf(settled, key),
-        })),
-      ),
-      JSON.stringify(
-        counts.map((c) => ({
-          k: c.playerKey,
-          t: c.structureId,
-          d: c.day,
-          a: c.approvalNumber,
-          l: c.slot,
-          p: c.plays,
-          f: c.flagged,
         })),
       ),
       id,
@@ -185,6 +174,15 @@ async function runStoreStatement(client: DbClient, args: StoreArgs, id: number |
       settled.playSets
         .map((set) => set.playIds.join(','))
         .join(';'),
+      // The count rows (hundreds in a CMS batch) as binary arrays, one per column: PostgreSQL reads them without
+      // parsing (src/db/binary-arrays.ts).
+      textArray(counts.map((c) => c.playerKey)),
+      uuidArray(counts.map((c) => c.structureId)),
+      dateArray(counts.map((c) => c.day)),
+      textArray(counts.map((c) => c.approvalNumber)),
+      textArray(counts.map((c) => c.slot)),
+      int8Array(counts.map((c) => c.plays)),
+      int8Array(counts.map((c) => c.flagged)),
     ],
   });
   return row!.wait > 0
@@ -422,8 +420,8 @@ WITH rate AS (
 ), batch AS (
   INSERT INTO pop_batches (id, owner, batch_seq, channel, body, body_sha256, received_at, receive_day, record_count,
                            answer, body_encoding, body_size, newest_record_at)
-  SELECT coalesce($18::bigint, nextval(pg_get_serial_sequence('pop_batches', 'id'))), $1, $2, $3, $4, $5, $6, $7, $8, $9,
-         $19, $20, $21
+  SELECT coalesce($17::bigint, nextval(pg_get_serial_sequence('pop_batches', 'id'))), $1, $2, $3, $4, $5, $6, $7, $8, $9,
+         $18, $19, $20
    WHERE (SELECT wait FROM rate) = 0
      AND NOT ($11 AND EXISTS (SELECT 1 FROM pop_batches x WHERE x.owner = $1 AND x.channel IN ('agent', 'cert')))
   ON CONFLICT (owner, batch_seq) DO NOTHING
@@ -440,18 +438,17 @@ WITH rate AS (
    WHERE pop_players.high_water_seq = EXCLUDED.previous_seq
   RETURNING 1
 ), play_sets AS (
-  -- The sets as split text ($24: sets split by ';', play_ids by ','), which PostgreSQL reads in about half the
+  -- The sets as split text ($23: sets split by ';', play_ids by ','), which PostgreSQL reads in about half the
   -- time of the same in JSON; with no set, an empty string is no row.
   INSERT INTO pop_play_sets (player_key, start_hour, batch_id, play_keys)
-  SELECT ($22::text[])[p.n], ($23::int[])[p.n], batch.id,
+  SELECT ($21::text[])[p.n], ($22::int[])[p.n], batch.id,
          ARRAY(SELECT hashtextextended(x, 0) FROM string_to_table(p.i, ',') AS x)
-    FROM batch, string_to_table(nullif($24::text, ''), ';') WITH ORDINALITY AS p(i, n)
+    FROM batch, string_to_table(nullif($23::text, ''), ';') WITH ORDINALITY AS p(i, n)
 ), counted AS (
   INSERT INTO play_counts (player_key, structure_id, day, approval_number, slot, attested, plays, flagged)
   SELECT c.k, c.t, c.d, c.a, c.l, $10, c.p, c.f
-    FROM batch, ROWS FROM (json_to_recordset($17::json)
-                           AS (k text, t uuid, d date, a text, l text, p bigint, f bigint)) WITH ORDINALITY
-                AS c(k, t, d, a, l, p, f, n)
+    FROM batch, unnest($24::text[], $25::uuid[], $26::date[], $27::text[], $28::text[], $29::int8[], $30::int8[])
+                WITH ORDINALITY AS c(k, t, d, a, l, p, f, n)
    ORDER BY c.n
   ON CONFLICT (player_key, day, structure_id, approval_number, slot, attested)
   DO UPDATE SET plays = play_counts.plays + EXCLUDED.plays, flagged = play_counts.flagged + EXCLUDED.flagged
