@@ -286,11 +286,17 @@ async function readTableWrites(db: Db): Promise<TableWrites> {
   // Every backend's counters reach the shared statistics within a second of its last transaction.
   await new Promise((resolve) => setTimeout(resolve, 1_100));
   await db.query('SELECT pg_stat_clear_snapshot()');
+  // pop_records is partitioned by month: its partitions' rows are summed under its name.
   const { rows } = await db.query<{ relname: string; ins: string; upd: string; hot: string }>(
-    `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables
-      WHERE relname IN ('pop_batches', 'pop_records', 'pop_players', 'play_counts', 'pop_play_sets', 'pop_rate_buckets')`,
+    `SELECT t.relname, sum(s.n_tup_ins) AS ins, sum(s.n_tup_upd) AS upd, sum(s.n_tup_hot_upd) AS hot
+       FROM pg_stat_user_tables s JOIN pg_class t ON t.oid = coalesce(pg_partition_root(s.relid), s.relid)
+      WHERE t.relname IN ('pop_batches', 'pop_records', 'pop_players', 'play_counts', 'pop_play_sets',
+                          'pop_rate_buckets')
+      GROUP BY t.relname`,
   );
-  return new Map(rows.map((r) => [r.relname, { ins: Number(r.ins), upd: Number(r.upd), hot: Number(r.hot) }]));
+  return new Map(
+    rows.map((r) => [r.relname, { ins: Number(r.ins), upd: Number(r.upd), hot: Number(r.hot) }]),
+  );
 }
 
 /** The statements that took most of PostgreSQL's time (planning and execution), per batch. */

@@ -4,7 +4,8 @@
  * in binary format, and the statement's cast (`$8::int8[]`) gives the parameter its type, so PostgreSQL reads each
  * element with its type's receive function: no text or JSON is parsed. For the proof-of-play statements' count rows
  * this costs PostgreSQL about 5 us a row against about 12 us as JSON objects (json_to_recordset builds a hash table
- * per object) and 7 us as text array literals (docs/pop-ingestion.md, "The count rows as binary arrays").
+ * per object) and 7 us as text array literals (docs/pop-ingestion.md, "The count rows: HOT updates and binary
+ * parameters").
  *
  * The layout: dimensions (int32), a has-nulls flag (int32), the element type's OID (int32), then per dimension its
  * length and lower bound (int32 each; 1), then per element its length in bytes (int32, -1 for NULL) and its binary

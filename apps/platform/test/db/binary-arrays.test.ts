@@ -82,7 +82,9 @@ test('empty arrays are arrays of no element, of the right type', async () => {
 });
 
 test('PostgreSQL refuses an array of another element type than its cast', async () => {
-  await expect(t.db.query('SELECT $1::int8[]', [int4Array([1])])).rejects.toThrow(/element type 23 \(integer\) instead of expected 20/);
+  await expect(t.db.query('SELECT $1::int8[]', [int4Array([1])])).rejects.toThrow(
+    /element type 23 \(integer\) instead of expected 20/,
+  );
 });
 
 test('values the types cannot hold are refused before anything is sent', () => {

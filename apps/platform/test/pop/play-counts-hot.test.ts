@@ -20,7 +20,11 @@ afterAll(async () => {
 });
 
 /** One batch's counts of a player, upserted as the group statement does (ON CONFLICT ... DO UPDATE). */
-async function countBatch(db: Db, player: string, structure: string): Promise<{ updated: number; hot: number }> {
+async function countBatch(
+  db: Db,
+  player: string,
+  structure: string,
+): Promise<{ updated: number; hot: number }> {
   const client = await db.connect();
   try {
     await client.query('BEGIN');
@@ -50,7 +54,10 @@ async function countBatch(db: Db, player: string, structure: string): Promise<{ 
 }
 
 test("079: every update of a batch's count rows is HOT, batch after batch, on full pages", async () => {
-  const players = Array.from({ length: PLAYERS }, () => ({ key: `device:${randomUUID()}`, structure: randomUUID() }));
+  const players = Array.from({ length: PLAYERS }, () => ({
+    key: `device:${randomUUID()}`,
+    structure: randomUUID(),
+  }));
   // The day's first batch of every player: its rows inserted together.
   for (const p of players) expect(await countBatch(t.db, p.key, p.structure)).toEqual({ updated: 0, hot: 0 });
   // Then each player's next batches, in turn, as a fleet sends them.
