@@ -4,9 +4,9 @@ import { BEGIN_READ_ONLY_GENERIC_PLANS, createPool, withTransaction } from '../.
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /*
- * The platform's pool (src/db/pool.ts). Db.end() resolves only once the pool's connections have closed: the platform stops an embedded PostgreSQL right
- * after it, and a backend still open then is ended by the server, which each of its clients logs as "terminating
- * connection due to administrator command" (issue "A newcomer's two commands", item 7).
+ * The platform's pool (src/db/pool.ts). Db.end() resolves only once the pool's connections have closed: the platform
+ * stops an embedded PostgreSQL right after it, and a backend still open then is ended by the server, which each of its
+ * clients logs as "terminating connection due to administrator command" (issue "A newcomer's two commands", item 7).
  */
 
 let database: TestDatabase;
