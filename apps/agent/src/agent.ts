@@ -18,7 +18,7 @@ import { createBoardHardware, type Hardware } from './hardware/hardware.js';
 import { FileCredentials } from './identity/file-credentials.js';
 import { AgentState } from './log/agent-state.js';
 import { type Database, openAgentDatabase } from './log/database.js';
-import { PlayLog, settleTimesBySyncedClock } from './log/play-log.js';
+import { PlayLog, settleTimesByClock } from './log/play-log.js';
 import { jsonLogger, type Logger } from './logger.js';
 import type { EnvelopeVerifier } from './media/envelope.js';
 import { MediaLibrary } from './media/library.js';
@@ -443,7 +443,7 @@ export class AgentCore {
 
   private settleRecordTimes(): void {
     try {
-      const settled = settleTimesBySyncedClock(this.log, this.run, this.clock);
+      const settled = settleTimesByClock(this.log, this.run, this.clock);
       if (settled.corrected + settled.unchanged + settled.asStamped > 0) {
         this.logger.info({ ...settled }, 'clock synced: times of records logged before it settled');
       }

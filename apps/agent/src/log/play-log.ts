@@ -293,10 +293,12 @@ function isUniqueViolation(error: unknown): boolean {
 }
 
 /**
- * Settles the unsettled records of run `run` by a synced clock: a steady instant's true time is the clock's
- * reading now minus the steady time passed since (see {@link PlayLog.settleTimes}).
+ * Settles the unsettled records of run `run` by the clock as it reads now: a steady instant's time is the clock's
+ * reading now minus the steady time passed since (see {@link PlayLog.settleTimes}). Synced, that is the true time.
+ * Not synced but plausible, it is the best there is: the same as the records carry unless the board clock was set
+ * since they were logged (a board in 1970 set right by NTP), and then better.
  */
-export function settleTimesBySyncedClock(
+export function settleTimesByClock(
   log: PlayLog,
   run: string,
   clock: { now(): Date; monotonicMs(): number },

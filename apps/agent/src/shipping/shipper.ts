@@ -4,7 +4,7 @@ import type { CorrectedClock, Sleep } from '../clock.js';
 import { realSleep } from '../clock.js';
 import type { DeviceCredentials } from '../identity/device-credentials.js';
 import type { AgentState } from '../log/agent-state.js';
-import { type PlayLog, settleTimesBySyncedClock } from '../log/play-log.js';
+import { type PlayLog, settleTimesByClock } from '../log/play-log.js';
 import { rfc3339 } from '../log/records.js';
 import type { Logger } from '../logger.js';
 import type { HttpClient, HttpResponse, TlsIdentity } from '../net/http-client.js';
@@ -564,8 +564,11 @@ export class Shipper {
    *   a Date header; see probeClock);
    * - synced: correct them by the steady clock (PlayLog.settleTimes) and go on;
    * - clock implausible (1970): send nothing yet;
-   * - otherwise (the platform's Date is beyond max_clock_correction_ms, or they are of an earlier run, whose
-   *   steady clock is gone): they keep the times they carry, there are none better.
+   * - otherwise (the platform's Date is beyond max_clock_correction_ms, or its answer came across a step of the
+   *   board clock, which refuses it as well): records of this run take the board clock's times by the steady
+   *   clock, which are the times they carry unless the board clock was set since (a board in 1970 set right by
+   *   NTP while the platform was asked: never ship its 1970 stamps); records of an earlier run, whose steady clock
+   *   is gone, keep the times they carry, there are none better.
    * Returns an outcome when nothing may be cut now.
    */
   private async settleRecordTimes(): Promise<SendOutcome | null> {
@@ -581,17 +584,17 @@ export class Shipper {
       this.options.onReachability?.(true);
     }
     if (clock.synced) {
-      const settled = settleTimesBySyncedClock(clockRun.log, clockRun.run, clock);
+      const settled = settleTimesByClock(clockRun.log, clockRun.run, clock);
       if (settled.corrected > 0 || settled.asStamped > 0) {
         logger.info({ ...settled }, 'times of records logged before the clock was synced settled');
       }
       return null;
     }
     if (clock.trust() === 'implausible') return this.retryLater(null, 'clock not set');
-    const settled = clockRun.log.settleTimes(clockRun.run, null);
+    const settled = settleTimesByClock(clockRun.log, clockRun.run, clock);
     logger.warn(
       { ...settled, clock_offset_ms: clock.offset },
-      "records logged before the clock was synced keep their times: the platform's time could not be taken",
+      "records logged before the clock was synced go with the board clock's times: the platform's time could not be taken",
     );
     return null;
   }

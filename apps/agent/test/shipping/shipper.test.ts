@@ -249,11 +249,12 @@ describe('shipping to the signed channel', () => {
 
   describe('records logged before the clock was synced', () => {
     /** A fixture whose board clock reads `skewMs` off true time, with records marked until synced. */
-    async function skewed(name: string, skewMs: number): Promise<void> {
+    async function skewed(name: string, skewMs: number | (() => number)): Promise<void> {
+      const skew = typeof skewMs === 'number' ? () => skewMs : skewMs;
       await fx.close();
       fx = await enrolledShippingFixture(platform, {
         dir: sub(name),
-        boardClock: { now: () => new Date(Date.now() + skewMs) },
+        boardClock: { now: () => new Date(Date.now() + skew()) },
         run: `run-${name}`,
       });
     }
@@ -353,7 +354,30 @@ describe('shipping to the signed channel', () => {
       expect(fx.log.stats().unsettled).toBe(0);
       const batch = JSON.parse(fx.batches.pending()!.body.toString());
       expect(batch.events[0].detail).toBeUndefined();
-      expect(fx.logger.lines.some((line) => /keep their times/.test(line.message))).toBe(true);
+      expect(fx.logger.lines.some((line) => /go with the board clock's times/.test(line.message))).toBe(true);
+    });
+
+    it('a board in 1970 set right while the platform is asked the time: its records never go with 1970 stamps', async () => {
+      let skewMs = Date.UTC(1970, 0, 1, 6) - Date.now();
+      await skewed('1970-step', () => skewMs);
+      fx.log.appendStatus({ kind: 'tamper', at: fx.clock.now(), detail: { state: 'open' } });
+      expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'clock not set' });
+      // NTP sets the board right while the next request for the time is under way: it was sent in 1970 and
+      // answered now, so its Date header cannot be taken (the offset it shows is decades), and the clock is
+      // plausible but not synced when the records are cut.
+      const post = fx.http.post.bind(fx.http);
+      fx.http.post = (...args) => {
+        skewMs = 0;
+        return post(...args);
+      };
+      const outcome = await fx.shipper.sendOnce();
+      expect(outcome).toMatchObject({ kind: 'answered', batchSeq: 1 });
+      const [event] = await sentEvents(1);
+      expect(Math.abs(Date.parse(event!.at!) - Date.now())).toBeLessThan(60_000);
+      expect(
+        Math.abs((event!.detail!['clock_corrected_ms'] as number) - (Date.now() - Date.UTC(1970, 0, 1, 6))),
+      ).toBeLessThan(60_000);
+      expect(fx.log.stats().unsettled).toBe(0);
     });
   });
 
