@@ -1,5 +1,6 @@
 import type { PopAnswer } from '@ooh/protocol';
 import { BEGIN_READ_ONLY_GENERIC_PLANS, type Db, type DbClient, withTransaction } from '../db/pool.js';
+import { ApprovalCache, KEPT_STRUCTURES_PER_APPROVAL } from './approval-cache.js';
 import type { ApprovalFacts, Player } from './judge.js';
 import { type Bucket, rateLook } from './rate-limits.js';
 
@@ -160,8 +161,9 @@ export interface DeviceLookup {
  * Everything the agent channels need to decide on a batch, for several batches in one query: per lookup the
  * device, its keys accepted at `now` (accepted_until NULL or later), the batch it may already have stored under
  * `batchSeq`, its high-water mark, and the approvals the batches name (read once for all of them: batches
- * arriving together mostly name the same approvals). Nothing here is cached: a revocation takes effect on the
- * next call. Results in the order of `lookups`; null for an unknown device.
+ * arriving together mostly name the same approvals). The approvals' facts may come from `cache`, but only those of
+ * the very version the query read (approval-cache.ts): a revocation takes effect on the next call, as if nothing
+ * were kept. Results in the order of `lookups`; null for an unknown device.
  *
  * The query runs on its generic plan, in a read-only transaction of its own (BEGIN_READ_ONLY_GENERIC_PLANS, two
  * round trips more). For one or two devices (batches arriving spread out: the usual case of a city's players) its
@@ -173,27 +175,102 @@ export interface DeviceLookup {
 export async function findDevicesForTelemetry(
   db: Db,
   lookups: readonly DeviceLookup[],
+  cache: ApprovalCache = new ApprovalCache(),
 ): Promise<(DeviceForTelemetry | null)[]> {
   const numbers = new Set<string>();
   for (const lookup of lookups) for (const number of lookup.approvalNumbers) numbers.add(number);
-  const query = (client: DbClient) =>
-    client.query<{
-      n: number;
-      id: string;
-      revoked_at: Date | null;
-      structure_id: string;
-      structure_code: string;
-      keys: string[];
-      existing_sha256: string | null;
-      existing_answer: PopAnswer | null;
-      high_water_seq: number | null;
-      newest_play_start: Date | null;
-      had_pop_batch: boolean;
-      approvals: ApprovalJson[] | null;
-    }>({
-      // Named: parsed once per connection (the hot path of the agent channel).
-      name: 'pop-devices-for-telemetry',
-      text: `WITH q AS (
+  // Read in full: the approvals the cache holds nothing of. A kept one whose version moved is read again by a second
+  // query (and a third reads every one in full, so that a change between each cannot keep it going).
+  let inFull = cache.missing(numbers);
+  for (let attempt = 1; ; attempt += 1) {
+    const { rows } = await withTransaction(
+      db,
+      (client) => lookupQuery(client, lookups, [...numbers], inFull),
+      BEGIN_READ_ONLY_GENERIC_PLANS,
+    );
+    const named = rows.find((row) => row.approvals !== null)?.approvals ?? [];
+    const approvals = new Map<string, ApprovalFacts>();
+    const moved: string[] = [];
+    for (const [number, version, read] of named) {
+      if (read !== null) {
+        const facts = factsFrom(number, read);
+        approvals.set(number, facts);
+        if (read[4]) cache.set(number, version, facts);
+        continue;
+      }
+      const kept = cache.get(number, version);
+      if (kept === undefined) moved.push(number);
+      else approvals.set(number, kept);
+    }
+    if (moved.length > 0) {
+      inFull = attempt === 1 ? [...inFull, ...moved] : [...numbers];
+      continue;
+    }
+    // Named and not found: not issued, or deleted since it was kept.
+    if (rows.length > 0) for (const number of numbers) if (!approvals.has(number)) cache.remove(number);
+    const found: (DeviceForTelemetry | null)[] = lookups.map(() => null);
+    for (const row of rows) {
+      found[row.n - 1] = {
+        id: row.id,
+        revokedAt: row.revoked_at,
+        structureId: row.structure_id,
+        structureCode: row.structure_code,
+        keys: row.keys,
+        existing:
+          row.existing_sha256 === null
+            ? null
+            : { bodySha256: row.existing_sha256, answer: row.existing_answer! },
+        highWaterSeq: row.high_water_seq ?? 0,
+        hadPopBatch: row.had_pop_batch,
+        approvals,
+        newestPlayStart: row.newest_play_start?.getTime() ?? null,
+      };
+    }
+    return found;
+  }
+}
+
+/**
+ * An approval as the lookup reads it in full: media, first and last day, revocation, whether `structure_ids` is every
+ * structure it covers (true up to KEPT_STRUCTURES_PER_APPROVAL; beyond, only those of the batches' players).
+ */
+type ApprovalRead = [string, string, string, string | null, boolean, string[]];
+
+function factsFrom(number: string, read: ApprovalRead): ApprovalFacts {
+  return {
+    number,
+    mediaSha256: read[0],
+    validFrom: read[1],
+    validUntil: read[2],
+    revokedAt: read[3] === null ? null : new Date(read[3]),
+    structureIds: new Set(read[5]),
+  };
+}
+
+function lookupQuery(
+  client: DbClient,
+  lookups: readonly DeviceLookup[],
+  numbers: string[],
+  inFull: string[],
+) {
+  return client.query<{
+    n: number;
+    id: string;
+    revoked_at: Date | null;
+    structure_id: string;
+    structure_code: string;
+    keys: string[];
+    existing_sha256: string | null;
+    existing_answer: PopAnswer | null;
+    high_water_seq: number | null;
+    newest_play_start: Date | null;
+    had_pop_batch: boolean;
+    /** Each approval named and issued: number, cache_version, and what it is when asked for in full. */
+    approvals: [string, string, ApprovalRead | null][] | null;
+  }>({
+    // Named: parsed once per connection (the hot path of the agent channel).
+    name: 'pop-devices-for-telemetry',
+    text: `WITH q AS (
              SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::timestamptz[]) WITH ORDINALITY AS q(device_id, batch_seq, now, n)
            )
            SELECT q.n, d.id, d.revoked_at, d.structure_id, s.code AS structure_code,
@@ -208,45 +285,46 @@ export async function findDevicesForTelemetry(
             EXISTS (SELECT 1 FROM pop_batches x
                      WHERE x.owner = 'device:' || d.id::text AND x.channel IN ('agent', 'cert')
                     OFFSET 0) AS had_pop_batch,
-            -- Once, on the first row found (an uncorrelated subquery is computed once).
-            CASE WHEN q.n = (SELECT min(q2.n) FROM q q2 JOIN devices d2 ON d2.id = q2.device_id)
-                 THEN ${approvalsJson('$4', 'ARRAY(SELECT d3.structure_id FROM devices d3 WHERE d3.id = ANY($1::uuid[]))')}
+            -- Once, on one row (an uncorrelated subquery is computed once, when first asked for).
+            CASE WHEN row_number() OVER () = 1
+                 THEN ${approvalVersions('$4', '$5', 'ARRAY(SELECT d3.structure_id FROM devices d3 WHERE d3.id = ANY($1::uuid[]))')}
             END AS approvals
        FROM q
        JOIN devices d ON d.id = q.device_id
        JOIN structures s ON s.id = d.structure_id
        LEFT JOIN pop_batches b ON b.owner = 'device:' || d.id::text AND b.batch_seq = q.batch_seq
        LEFT JOIN pop_players p ON p.player_key = 'device:' || d.id::text`,
-      values: [
-        lookups.map((l) => l.deviceId),
-        lookups.map((l) => l.batchSeq),
-        lookups.map((l) => l.now),
-        [...numbers],
-      ],
-    });
-  const { rows } = await withTransaction(db, query, BEGIN_READ_ONLY_GENERIC_PLANS);
-  let approvals = new Map<string, ApprovalFacts>();
-  for (const row of rows) if (row.approvals !== null) approvals = approvalsFrom(row.approvals);
-  const found: (DeviceForTelemetry | null)[] = lookups.map(() => null);
-  for (const row of rows) {
-    found[row.n - 1] = {
-      id: row.id,
-      revokedAt: row.revoked_at,
-      structureId: row.structure_id,
-      structureCode: row.structure_code,
-      keys: row.keys,
-      existing:
-        row.existing_sha256 === null
-          ? null
-          : { bodySha256: row.existing_sha256, answer: row.existing_answer! },
-      highWaterSeq: row.high_water_seq ?? 0,
-      hadPopBatch: row.had_pop_batch,
-      approvals,
-      newestPlayStart: row.newest_play_start?.getTime() ?? null,
-    };
-  }
-  return found;
+    values: [
+      lookups.map((l) => l.deviceId),
+      lookups.map((l) => l.batchSeq),
+      lookups.map((l) => l.now),
+      numbers,
+      inFull,
+    ],
+  });
 }
+
+/**
+ * The approvals of `numbers` that were issued, each as [number, cache_version, read], `read` only for those of
+ * `inFull` (null for the others): see ApprovalRead. `structures` is an SQL expression of the structures of the
+ * batches' players, for an approval too wide to keep.
+ */
+const approvalVersions = (
+  numbers: string,
+  inFull: string,
+  structures: string,
+) => `(SELECT json_agg(json_build_array(
+     a.number, a.cache_version::text,
+     CASE WHEN a.number = ANY(${inFull}::text[]) THEN (
+       SELECT json_build_array(a.media_sha256, a.valid_from::text, a.valid_until::text, a.revoked_at,
+                               w.n <= ${KEPT_STRUCTURES_PER_APPROVAL},
+                               ARRAY(SELECT s.structure_id FROM approval_structures s
+                                      WHERE s.approval_id = a.id
+                                        AND (w.n <= ${KEPT_STRUCTURES_PER_APPROVAL} OR s.structure_id = ANY(${structures}))))
+         FROM (SELECT count(*) AS n FROM (SELECT FROM approval_structures s WHERE s.approval_id = a.id
+                                          LIMIT ${KEPT_STRUCTURES_PER_APPROVAL + 1}) l) w)
+     END))
+   FROM approvals a WHERE a.number = ANY(${numbers}::text[]))`;
 
 export interface MappedPlayer extends Player {
   highWaterSeq: number;

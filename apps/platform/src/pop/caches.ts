@@ -5,9 +5,10 @@ import { DeviceLookupBatcher } from './lookup.js';
 
 /**
  * What proof of play keeps between requests, one per platform (ctx.caches.pop): the agent channels' shared reading
- * query, the group committer of agent batches, and the month partitions of pop_records known to exist. Neither the
- * batcher nor the committer caches a value (each batch sees the database as its query or group found it); they hold
- * the work of the requests in flight, which have all been answered once the listeners are closed.
+ * query with the approvals' facts it keeps by version, the group committer of agent batches, and the month partitions
+ * of pop_records known to exist. Each batch sees the database as its query or group found it (a kept approval is
+ * used only at the version its query read); the batcher and the committer hold the work of the requests in flight,
+ * which have all been answered once the listeners are closed.
  */
 export class PopCaches {
   readonly lookups: DeviceLookupBatcher;
@@ -27,5 +28,6 @@ export class PopCaches {
 
   clear(): void {
     this.partitions.clear();
+    this.lookups.approvals.clear();
   }
 }

@@ -1,11 +1,13 @@
 import type { Db } from '../db/pool.js';
+import { ApprovalCache } from './approval-cache.js';
 import { type DeviceForTelemetry, type DeviceLookup, findDevicesForTelemetry } from './batch-context.js';
 
 /*
  * The agent channels' reading query, shared by the batches that arrive together (docs/decisions.md "Proof of
  * play: ingestion at speed"): lookups asked while a query is running wait for the next one, which answers all of
  * them in one query and reads the approvals they name once. Under light load a query holds one lookup and
- * nothing waits. Each batch still gets what the database held when its query ran: nothing is cached.
+ * nothing waits. Each batch still gets what the database held when its query ran: the approvals' facts are kept
+ * between queries (`approvals`), but used only at the version the query read (approval-cache.ts).
  */
 
 interface Pending {
@@ -18,6 +20,8 @@ export class DeviceLookupBatcher {
   private queue: Pending[] = [];
   private running = 0;
   private scheduled = false;
+  /** The facts of the approvals batches named, by version. */
+  readonly approvals = new ApprovalCache();
 
   constructor(
     private readonly db: Db,
@@ -50,6 +54,7 @@ export class DeviceLookupBatcher {
       void findDevicesForTelemetry(
         this.db,
         taken.map((p) => p.lookup),
+        this.approvals,
       )
         .then(
           (devices) => {

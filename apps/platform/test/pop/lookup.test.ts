@@ -1,5 +1,6 @@
 import { expect } from 'vitest';
 import type { Db, DbClient } from '../../src/db/pool.js';
+import { KEPT_STRUCTURES_PER_APPROVAL } from '../../src/pop/approval-cache.js';
 import { DeviceLookupBatcher } from '../../src/pop/lookup.js';
 import { answerOf, insertDevice, type Operator, play, rotateDeviceKey, sendBatch, T0 } from './helpers.js';
 import { popWorld } from './world.js';
@@ -21,7 +22,7 @@ const test = popWorld({
  */
 function lookupQueriesOf(
   db: Db,
-  around: (client: DbClient, run: () => Promise<unknown>) => Promise<unknown>,
+  around: (client: DbClient, run: () => Promise<unknown>, config: { values?: unknown[] }) => Promise<unknown>,
 ): Db {
   return {
     connect: async () => {
@@ -31,8 +32,8 @@ function lookupQueriesOf(
           if (prop === 'query') {
             return (...args: unknown[]) => {
               const run = () => (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
-              const config = args[0] as { name?: string };
-              return config?.name === 'pop-devices-for-telemetry' ? around(target, run) : run();
+              const config = args[0] as { name?: string; values?: unknown[] };
+              return config?.name === 'pop-devices-for-telemetry' ? around(target, run, config) : run();
             };
           }
           const value = Reflect.get(target, prop, target);
@@ -141,4 +142,90 @@ test('a failed query fails the lookups it held, not the next ones', async ({ db,
   ).toMatchObject({
     id: device.id,
   });
+});
+
+/** A batcher whose lookup queries are seen, with the approvals each asked for in full ($5). */
+function watchedBatcher(db: Db): { batcher: DeviceLookupBatcher; inFull: string[][] } {
+  const inFull: string[][] = [];
+  const watched = lookupQueriesOf(db, (_client, run, config) => {
+    inFull.push([...(config.values![4] as string[])].sort());
+    return run();
+  });
+  return { batcher: new DeviceLookupBatcher(watched, { concurrency: 1, maxLookups: 256 }), inFull };
+}
+
+test('approvals are kept between lookups and used only at the version the lookup reads', async ({
+  db,
+  operator,
+}) => {
+  const [s0, s1] = operator.structures as [Operator['structures'][0], Operator['structures'][0]];
+  const device = await insertDevice(db, s0);
+  const { batcher, inFull } = watchedBatcher(db);
+  const look = async (numbers: string[]) =>
+    (await batcher.find({ deviceId: device.id, batchSeq: 0, now: T0, approvalNumbers: numbers }))!.approvals;
+
+  // First read in full, then from what was kept: the query reads only the versions.
+  expect([...(await look(['A-LOOKUP-0', 'A-NONE'])).keys()]).toEqual(['A-LOOKUP-0']);
+  const kept = await look(['A-LOOKUP-0']);
+  expect(inFull).toEqual([['A-LOOKUP-0', 'A-NONE'], []]);
+  expect(kept.get('A-LOOKUP-0')).toMatchObject({ revokedAt: null, structureIds: new Set([s0.id]) });
+  expect(batcher.approvals.size).toBe(1);
+
+  // Revoked by SQL (another process, an operator): the next lookup sees it, by a second query in full.
+  const revokedAt = new Date(T0.getTime() - 60_000);
+  await db.query("UPDATE approvals SET revoked_at = $1 WHERE number = 'A-LOOKUP-0'", [revokedAt]);
+  inFull.length = 0;
+  expect((await look(['A-LOOKUP-0'])).get('A-LOOKUP-0')!.revokedAt).toEqual(revokedAt);
+  expect(inFull).toEqual([[], ['A-LOOKUP-0']]);
+  inFull.length = 0;
+  expect((await look(['A-LOOKUP-0'])).get('A-LOOKUP-0')!.revokedAt).toEqual(revokedAt);
+  expect(inFull).toEqual([[]]);
+
+  // The structures it covers change: a structure added, then removed.
+  await db.query(
+    "INSERT INTO approval_structures (approval_id, structure_id) SELECT id, $1 FROM approvals WHERE number = 'A-LOOKUP-0'",
+    [s1.id],
+  );
+  expect((await look(['A-LOOKUP-0'])).get('A-LOOKUP-0')!.structureIds).toEqual(new Set([s0.id, s1.id]));
+  await db.query(
+    "DELETE FROM approval_structures WHERE structure_id = $1 AND approval_id = (SELECT id FROM approvals WHERE number = 'A-LOOKUP-0')",
+    [s0.id],
+  );
+  expect((await look(['A-LOOKUP-0'])).get('A-LOOKUP-0')!.structureIds).toEqual(new Set([s1.id]));
+});
+
+test('an approval deleted is forgotten; one too wide to keep is read for the batch structures only', async ({
+  db,
+  operator,
+}) => {
+  const [s0] = operator.structures as [Operator['structures'][0]];
+  const device = await insertDevice(db, s0);
+  const { batcher, inFull } = watchedBatcher(db);
+  const look = async (numbers: string[]) =>
+    (await batcher.find({ deviceId: device.id, batchSeq: 0, now: T0, approvalNumbers: numbers }))!.approvals;
+  expect((await look(['A-LOOKUP-0'])).size).toBe(1);
+  // The approval row goes and its approval_structures rows with it (ON DELETE CASCADE): the cascade's trigger
+  // touches no row that is gone.
+  await db.query("DELETE FROM approvals WHERE number = 'A-LOOKUP-0'");
+  expect((await look(['A-LOOKUP-0'])).size).toBe(0);
+  expect(batcher.approvals.size).toBe(0);
+
+  // A national approval: more structures than are kept (KEPT_STRUCTURES_PER_APPROVAL).
+  await db.query(
+    `INSERT INTO structures (organisation_id, code, district, format, created_at)
+     SELECT organisation_id, 'WIDE-' || i, district, format, created_at FROM structures, generate_series(1, $2) i
+      WHERE id = $1`,
+    [s0.id, KEPT_STRUCTURES_PER_APPROVAL],
+  );
+  await db.query(
+    `INSERT INTO approval_structures (approval_id, structure_id)
+     SELECT a.id, s.id FROM approvals a, structures s WHERE a.number = 'A-LOOKUP-BOTH'
+     ON CONFLICT DO NOTHING`,
+  );
+  inFull.length = 0;
+  for (let i = 0; i < 2; i++) {
+    expect([...(await look(['A-LOOKUP-BOTH'])).get('A-LOOKUP-BOTH')!.structureIds]).toEqual([s0.id]);
+  }
+  expect(inFull).toEqual([['A-LOOKUP-BOTH'], ['A-LOOKUP-BOTH']]);
+  expect(batcher.approvals.size).toBe(0);
 });
