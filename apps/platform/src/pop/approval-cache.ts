@@ -1,10 +1,10 @@
 import type { ApprovalFacts } from './judge.js';
 
 /*
- * The facts of the approvals agent batches name, kept by each platform process between lookups (docs/decisions.md
- * "Proof of play: approvals kept between lookups"). An entry holds the facts as a lookup read them and the approval's
- * cache_version at that moment (migration 080: a new number from a sequence at every change of the approval or of
- * its structures). The lookup reads the cache_version of every approval it names in its own snapshot and uses an
+ * The facts of the approvals agent batches name, kept by each platform process between lookups (docs/decisions.md,
+ * "Approvals' facts are kept between agent lookups, by version"). An entry holds the facts as a lookup read them and
+ * the approval's cache_version at that moment (migration 080: a new number from a sequence at every change of the
+ * approval or of its structures). The lookup reads the cache_version of every approval it names in its own snapshot and uses an
  * entry only when the versions are equal: each batch is judged by the facts the database held when its query ran,
  * as if nothing were kept, and a revocation takes effect on the next lookup, in every process.
  */

@@ -195,7 +195,9 @@ export async function findDevicesForTelemetry(
       if (read !== null) {
         const facts = factsFrom(number, read);
         approvals.set(number, facts);
+        // One too wide to keep (read cut to the lookup's structures) goes, should it have been kept narrower.
         if (read[4]) cache.set(number, version, facts);
+        else cache.remove(number);
         continue;
       }
       const kept = cache.get(number, version);
