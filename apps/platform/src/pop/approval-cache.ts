@@ -19,9 +19,13 @@ export interface ApprovalCacheLimits {
   maxStructureIds: number;
 }
 
+/**
+ * A city's approvals in force, each with the structures it covers (a structure id kept costs about 100 bytes: its
+ * 36-character string and its place in a Set, so 500 000 are about 50 MB a process).
+ */
 export const APPROVAL_CACHE_DEFAULTS: ApprovalCacheLimits = {
   maxApprovals: 20_000,
-  maxStructureIds: 2_000_000,
+  maxStructureIds: 500_000,
 };
 
 interface Entry {
