@@ -29,6 +29,46 @@ export function isConnectionError(error: unknown): boolean {
   return typeof e?.message === 'string' && /^Connection terminated/.test(e.message);
 }
 
+/** PostgreSQL's own codes for a connection it ended or lost (not a socket error, which other work may also meet). */
+const DATABASE_LOSS_CODES = new Set(['57P01', '57P02', '57P03', '08006', '08003']);
+
+/** Whether `error` is a database connection PostgreSQL ended or pg found closed under a query. */
+export function isDatabaseConnectionLoss(error: unknown): boolean {
+  const e = error as { code?: unknown; message?: unknown } | null;
+  if (typeof e?.code === 'string' && DATABASE_LOSS_CODES.has(e.code)) return true;
+  return typeof e?.message === 'string' && /^Connection terminated/.test(e.message);
+}
+
+/** How long after a lost database connection further losses are only counted: a restart of PostgreSQL ends them all. */
+export const CONNECTION_LOSS_BURST_MS = 10_000;
+
+const lossBursts = new WeakMap<Logger, { more: number }>();
+
+/**
+ * Reports a database connection that went away: one warning for a burst, then, 10 s later, one line with how many
+ * more were lost in it. The pool's idle connections and background work whose query was running when its connection
+ * ended (a restart of PostgreSQL ends every connection at once) share the burst, so a restart is one line, not one per
+ * connection or per scheduler (issue "What a newcomer tripped over", item 6). `source` says where the first was lost.
+ */
+export function reportConnectionLoss(log: Logger, error: unknown, source: string): void {
+  const burst = lossBursts.get(log);
+  if (burst) {
+    burst.more += 1;
+    return;
+  }
+  const started = { more: 0 };
+  lossBursts.set(log, started);
+  const e = error as { code?: unknown; message?: unknown } | null;
+  log.warn(
+    { code: e?.code, reason: typeof e?.message === 'string' ? e.message : String(error), source },
+    'database connection lost; the next query reconnects',
+  );
+  setTimeout(() => {
+    lossBursts.delete(log);
+    if (started.more > 0) log.warn({ connections: started.more }, 'more database connections were lost');
+  }, CONNECTION_LOSS_BURST_MS).unref();
+}
+
 /**
  * pino's error serializer, except for lost connections: their type, code and message, without a stack or the
  * protocol fields (a stopped PostgreSQL used to write about 500 bytes a pooled connection, 9 kB for a pool).

@@ -13,7 +13,7 @@ import { type DevicesHttpsOptions, devicesHttpsOptions } from './devices/tls.js'
 import { FEATURES } from './features.js';
 import { listenMetrics, type MetricsListener, PlatformMetrics, renderMetrics } from './http/metrics.js';
 import { createHostServer, type HostName } from './http/server.js';
-import { createLogger } from './logging.js';
+import { createLogger, reportConnectionLoss } from './logging.js';
 import { consoleSessionResolver } from './sessions/index.js';
 
 export interface Servers {
@@ -160,7 +160,7 @@ export async function openDatabase(
     }
   }
   const db = createPool(url, {
-    onIdleError: idleErrorLog(log),
+    onIdleError: (error) => reportConnectionLoss(log, error, 'an idle connection of the pool'),
     ...(options.applicationName ? { applicationName: options.applicationName } : {}),
   });
   const cluster = embedded;
@@ -188,29 +188,6 @@ export async function openDatabase(
 }
 
 export { createLogger };
-
-/**
- * The log of pooled connections the server ended (a restart, a stop): one line for a burst, not one per connection
- * (a pool of 20 wrote 20 entries, each with a stack; issue "What a newcomer tripped over", item 6).
- */
-function idleErrorLog(log: Logger): (error: Error) => void {
-  let burst: NodeJS.Timeout | null = null;
-  let more = 0;
-  return (error) => {
-    if (burst) {
-      more += 1;
-      return;
-    }
-    const code = (error as { code?: string }).code;
-    log.warn({ code, reason: error.message }, 'idle database connection lost; the next query reconnects');
-    burst = setTimeout(() => {
-      if (more > 0) log.warn({ connections: more }, 'more idle database connections were lost');
-      burst = null;
-      more = 0;
-    }, 10_000);
-    burst.unref();
-  };
-}
 
 /** Opens the database, migrates, builds the four hosts and listens on them. */
 export async function startPlatform(options: StartOptions): Promise<Platform> {

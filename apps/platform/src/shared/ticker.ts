@@ -1,10 +1,11 @@
 import type { PlatformContext } from '../context.js';
+import { isDatabaseConnectionLoss, reportConnectionLoss } from '../logging.js';
 
 /**
  * Background work on a short setTimeout loop: every `intervalMs` the work runs with the injected clock's time (never
  * one long timer aimed at a future instant, which a moved test clock or a suspended machine would miss). Runs never
- * overlap; an error is logged and the loop goes on. The returned function stops the loop and waits for a run in
- * progress.
+ * overlap; an error is logged (a lost database connection as part of its burst: reportConnectionLoss) and the loop
+ * goes on. The returned function stops the loop and waits for a run in progress.
  */
 export function startTicker(
   ctx: Pick<PlatformContext, 'clock' | 'log'>,
@@ -19,7 +20,12 @@ export function startTicker(
     timer = null;
     if (stopped) return;
     running = work(ctx.clock.now())
-      .catch((error: unknown) => ctx.log.error({ err: error, ticker: name }, 'background work failed'))
+      .catch((error: unknown) => {
+        // A connection PostgreSQL ended under a running query (a restart) is the pool's burst, not an error a
+        // scheduler adds a stack to: the next run reconnects.
+        if (isDatabaseConnectionLoss(error)) reportConnectionLoss(ctx.log, error, `background work: ${name}`);
+        else ctx.log.error({ err: error, ticker: name }, 'background work failed');
+      })
       .finally(() => {
         running = null;
         if (!stopped) {

@@ -173,11 +173,13 @@ describe('the platform command', () => {
     await new Promise((resolve) => setTimeout(resolve, 500));
     const said = p.output().slice(before);
     const lines = said.trim().split('\n');
-    expect(lines).toHaveLength(1);
+    expect(lines, said).toHaveLength(1);
+    // One line for the burst, whichever lost connection came first: an idle one of the pool, or a scheduler's whose
+    // query was running (CI once saw a second line, a scheduler's error, before the two shared the burst).
     expect(JSON.parse(lines[0]!)).toMatchObject({
       level: 40,
       code: '57P01',
-      msg: 'idle database connection lost; the next query reconnects',
+      msg: 'database connection lost; the next query reconnects',
     });
     expect(said).not.toMatch(/stack|parser\.ts/);
     // The next query reconnects.
