@@ -14,6 +14,10 @@ const approval = (k: number) => `A-2026-${String(100_000 + k).padStart(6, '0')}`
 
 beforeAll(async () => {
   t = await createTestDatabase();
+  // Pruning a page (what makes room for the next HOT version) is opportunistic: it is skipped while another backend
+  // pins the page, and an autovacuum of the table, which the first 1,200 rows call for, does (9 of 20 updates were
+  // HOT in one run of the suite). The test is of the layout, so autovacuum keeps off this database's table.
+  await t.db.query('ALTER TABLE play_counts SET (autovacuum_enabled = false)');
 });
 afterAll(async () => {
   await t?.drop();
@@ -74,5 +78,5 @@ test("079: every update of a batch's count rows is HOT, batch after batch, on fu
   const { rows: options } = await t.db.query<{ reloptions: string[] }>(
     "SELECT reloptions FROM pg_class WHERE relname = 'play_counts'",
   );
-  expect(options[0]!.reloptions).toEqual(['fillfactor=50']);
+  expect(options[0]!.reloptions).toContain('fillfactor=50');
 });
