@@ -12,6 +12,7 @@ interface PgConnection {
   sendCopyFromChunk(chunk: Buffer): void;
   endCopyFrom(): void;
   sendCopyFail(message: string): void;
+  stream?: { cork?(): void; uncork?(): void };
 }
 
 class CopyIn {
@@ -30,14 +31,24 @@ class CopyIn {
     this.callback?.(error, this.rows);
   }
 
+  /**
+   * The statement and all its data in one write: the server reads the data as soon as it enters the COPY, without a
+   * round trip for CopyInResponse. Should it refuse the statement instead, it drops the CopyData and CopyDone that
+   * follow outside a COPY ("any subsequent CopyData, CopyDone, or CopyFail messages issued by the frontend will
+   * simply be dropped"; PostgresMain ignores them), so nothing of the data is read as anything else.
+   */
   submit(connection: PgConnection): void {
-    connection.query(this.text);
+    connection.stream?.cork?.();
+    try {
+      connection.query(this.text);
+      for (const chunk of this.chunks) connection.sendCopyFromChunk(chunk);
+      connection.endCopyFrom();
+    } finally {
+      connection.stream?.uncork?.();
+    }
   }
 
-  handleCopyInResponse(connection: PgConnection): void {
-    for (const chunk of this.chunks) connection.sendCopyFromChunk(chunk);
-    connection.endCopyFrom();
-  }
+  handleCopyInResponse(): void {}
 
   handleCommandComplete(message: { text?: string }): void {
     const match = /^COPY (\d+)/.exec(message.text ?? '');
@@ -59,10 +70,20 @@ class CopyIn {
   handleCopyData(): void {}
 }
 
-/** Runs `COPY <table> (<columns>) FROM STDIN` with the given text-format data; resolves with the row count. */
-export function copyFrom(client: DbClient, statement: string, chunks: readonly Buffer[]): Promise<number> {
+/**
+ * Runs `COPY <table> (<columns>) FROM STDIN` with the given data; resolves with the row count. With `commit`, the
+ * COMMIT of the client's transaction follows in the same query string, after the COPY: one round trip for both. It
+ * runs only if the COPY succeeded (a failed statement discards the rest of the string, leaving the transaction to be
+ * rolled back), and its error, if the COMMIT fails, is the promise's.
+ */
+export function copyFrom(
+  client: DbClient,
+  statement: string,
+  chunks: readonly Buffer[],
+  options: { commit?: boolean } = {},
+): Promise<number> {
   return new Promise((resolve, reject) => {
-    const copy = new CopyIn(statement, chunks);
+    const copy = new CopyIn(options.commit ? `${statement};\nCOMMIT` : statement, chunks);
     copy.callback = (error, rows) => (error ? reject(error) : resolve(rows ?? 0));
     (client as unknown as { query(submittable: CopyIn): void }).query(copy);
   });

@@ -213,8 +213,12 @@ export class GroupCommitter {
             stored.push({ batchId: result.id, batch, settled });
           }
         });
-        if (stored.length > 0) await copyFrom(client, COPY_RECORDS_SQL, [recordsCopyData(stored)]);
-        await client.query('COMMIT');
+        // The COPY and the COMMIT in one round trip (the COMMIT runs only if the COPY succeeded).
+        if (stored.length > 0) {
+          await copyFrom(client, COPY_RECORDS_SQL, [recordsCopyData(stored)], { commit: true });
+        } else {
+          await client.query('COMMIT');
+        }
         return results;
       } catch (error) {
         await client.query('ROLLBACK').catch(() => {

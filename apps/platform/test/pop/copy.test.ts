@@ -110,3 +110,78 @@ test('misuse throws before anything is sent: not a uuid, not a day, an unsafe in
   expect(() => out.int64(1.5)).toThrow(RangeError);
   expect(() => out.int32(2 ** 31)).toThrow(RangeError);
 });
+
+/** Rows of `(int)` as binary COPY data: `bad` makes the second row's field the wrong length, which the server refuses. */
+function intRows(values: number[], bad = false): Buffer {
+  const out = new BinaryCopyWriter();
+  values.forEach((value, i) => {
+    out.row(1);
+    if (bad && i === 1) out.text('not four bytes');
+    else out.int32(value);
+  });
+  return out.finish();
+}
+
+/*
+ * The data goes out behind the COPY statement without waiting for CopyInResponse, and `commit` puts the COMMIT in
+ * the same query string. Whatever fails, the connection must read nothing of the data as anything else, and nothing
+ * of a failed transaction may be kept.
+ */
+test('COPY with its COMMIT in one round trip: committed; a failed COPY, statement or COMMIT keeps nothing', async () => {
+  await database.db.query(
+    'CREATE TABLE c (v int, CONSTRAINT c_v UNIQUE (v) DEFERRABLE INITIALLY DEFERRED); CREATE TABLE c_side (v int)',
+  );
+  const copy = 'COPY c (v) FROM STDIN (FORMAT binary)';
+  const visible = async () =>
+    (await database.db.query<{ v: number }>('SELECT v FROM c ORDER BY v')).rows.map((r) => r.v);
+  const client = await database.db.connect();
+  try {
+    // Committed: another connection sees the rows, and the client is out of its transaction (a ROLLBACK now only
+    // warns, and takes nothing back).
+    await client.query('BEGIN');
+    await client.query('INSERT INTO c_side VALUES (1)');
+    expect(await copyFrom(client, copy, [intRows([1, 2, 3])], { commit: true })).toBe(3);
+    expect(await visible()).toEqual([1, 2, 3]);
+    await client.query('ROLLBACK');
+    expect((await database.db.query('SELECT count(*)::int AS n FROM c_side')).rows).toEqual([{ n: 1 }]);
+
+    // Data the server refuses: the COMMIT is not run, the transaction is aborted, then rolled back with its other
+    // work.
+    await client.query('BEGIN');
+    await client.query('INSERT INTO c_side VALUES (2)');
+    await expect(copyFrom(client, copy, [intRows([4, 5, 6], true)], { commit: true })).rejects.toMatchObject({
+      code: '22P03',
+    });
+    await expect(client.query('SELECT 1')).rejects.toMatchObject({ code: '25P02' });
+    await client.query('ROLLBACK');
+    expect(await visible()).toEqual([1, 2, 3]);
+
+    // A statement the server refuses before any COPY (no such table): the data behind it is dropped, not read as
+    // queries; the connection answers the next query as it should.
+    await client.query('BEGIN');
+    await expect(
+      copyFrom(client, 'COPY missing (v) FROM STDIN (FORMAT binary)', [intRows([7, 8])], { commit: true }),
+    ).rejects.toMatchObject({ code: '42P01' });
+    await client.query('ROLLBACK');
+    expect((await client.query('SELECT 41 + 1 AS n')).rows).toEqual([{ n: 42 }]);
+
+    // A COMMIT that fails (a deferred unique check): the promise rejects with its error and nothing is kept.
+    await client.query('BEGIN');
+    await client.query('INSERT INTO c_side VALUES (3)');
+    await expect(copyFrom(client, copy, [intRows([9, 1])], { commit: true })).rejects.toMatchObject({
+      code: '23505',
+    });
+    await client.query('ROLLBACK'); // only a warning: the failed COMMIT ended the transaction
+    expect(await visible()).toEqual([1, 2, 3]);
+    expect((await database.db.query('SELECT count(*)::int AS n FROM c_side')).rows).toEqual([{ n: 1 }]);
+
+    // Without `commit`, the pipelined COPY stays inside the caller's transaction.
+    await client.query('BEGIN');
+    expect(await copyFrom(client, copy, [intRows([10])])).toBe(1);
+    expect(await visible()).toEqual([1, 2, 3]);
+    await client.query('COMMIT');
+    expect(await visible()).toEqual([1, 2, 3, 10]);
+  } finally {
+    client.release();
+  }
+});
