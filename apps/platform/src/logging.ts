@@ -22,21 +22,28 @@ const CONNECTION_ERROR_CODES = new Set([
   '08003', // connection_does_not_exist
 ]);
 
+/** pg's messages for a connection lost under a query, or before the next query of a checked-out client. */
+const LOST_MESSAGE = /^(Connection terminated|Client has encountered a connection error)/;
+
 /** Whether `error` is a lost or refused database (or socket) connection. */
 export function isConnectionError(error: unknown): boolean {
   const e = error as { code?: unknown; message?: unknown } | null;
   if (typeof e?.code === 'string' && CONNECTION_ERROR_CODES.has(e.code)) return true;
-  return typeof e?.message === 'string' && /^Connection terminated/.test(e.message);
+  return typeof e?.message === 'string' && LOST_MESSAGE.test(e.message);
 }
 
 /** PostgreSQL's own codes for a connection it ended or lost (not a socket error, which other work may also meet). */
 const DATABASE_LOSS_CODES = new Set(['57P01', '57P02', '57P03', '08006', '08003']);
 
-/** Whether `error` is a database connection PostgreSQL ended or pg found closed under a query. */
+/**
+ * Whether `error` is a database connection PostgreSQL ended or pg found closed under a query, or the next query of a
+ * checked-out client whose connection was lost between two of its queries (pg: "Client has encountered a connection
+ * error and is not queryable").
+ */
 export function isDatabaseConnectionLoss(error: unknown): boolean {
   const e = error as { code?: unknown; message?: unknown } | null;
   if (typeof e?.code === 'string' && DATABASE_LOSS_CODES.has(e.code)) return true;
-  return typeof e?.message === 'string' && /^Connection terminated/.test(e.message);
+  return typeof e?.message === 'string' && LOST_MESSAGE.test(e.message);
 }
 
 /** How long after a lost database connection further losses are only counted: a restart of PostgreSQL ends them all. */

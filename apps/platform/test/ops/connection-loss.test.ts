@@ -1,8 +1,13 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterEach, expect, test, vi } from 'vitest';
-import { CONNECTION_LOSS_BURST_MS, reportConnectionLoss } from '../../src/logging.js';
+import {
+  CONNECTION_LOSS_BURST_MS,
+  isDatabaseConnectionLoss,
+  reportConnectionLoss,
+} from '../../src/logging.js';
 import { startTicker } from '../../src/shared/ticker.js';
+import { createTestDatabase } from '../support/database.js';
 
 /*
  * A restart of PostgreSQL ends every connection at once: the pool's idle ones and those of background work whose
@@ -79,4 +84,42 @@ test('a scheduler first to lose its connection names itself; any other failure s
   await refused();
   expect(lines).toHaveLength(3);
   expect(lines[2]).toMatchObject({ level: 50, ticker: 'ledger-witnesses', msg: 'background work failed' });
+});
+
+test('what pg gives work whose backend is ended, under a query or between two, is a lost connection', async () => {
+  const t = await createTestDatabase({ migrate: false });
+  try {
+    const pidOf = async (client: { query(text: string): Promise<{ rows: { pid: number }[] }> }) =>
+      (await client.query('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    // Under a query: the query itself fails.
+    const busy = await t.db.connect();
+    const busyPid = await pidOf(busy);
+    const running = busy.query('SELECT pg_sleep(30)').then(
+      () => null,
+      (error: unknown) => error,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await t.db.query('SELECT pg_terminate_backend($1)', [busyPid]);
+    const underQuery = await running;
+    busy.release(true);
+    expect(underQuery).toBeInstanceOf(Error);
+    expect(isDatabaseConnectionLoss(underQuery), String(underQuery)).toBe(true);
+
+    // Between two queries of a transaction: the next one fails.
+    const idle = await t.db.connect();
+    const idlePid = await pidOf(idle);
+    await idle.query('BEGIN');
+    const lost = new Promise((resolve) => idle.once('error', resolve));
+    await t.db.query('SELECT pg_terminate_backend($1)', [idlePid]);
+    await lost;
+    const next = await idle.query('SELECT 1').then(
+      () => null,
+      (error: unknown) => error,
+    );
+    idle.release(true);
+    expect(next).toBeInstanceOf(Error);
+    expect(isDatabaseConnectionLoss(next), String(next)).toBe(true);
+  } finally {
+    await t.drop();
+  }
 });
