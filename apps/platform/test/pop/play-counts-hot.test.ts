@@ -14,9 +14,7 @@ const approval = (k: number) => `A-2026-${String(100_000 + k).padStart(6, '0')}`
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  // Pruning a page (what makes room for the next HOT version) is opportunistic: it is skipped while another backend
-  // pins the page, and an autovacuum of the table, which the first 1,200 rows call for, does (9 of 20 updates were
-  // HOT in one run of the suite). The test is of the layout, so autovacuum keeps off this database's table.
+  // The test is of the layout: no autovacuum of this database's table pins its pages meanwhile.
   await t.db.query('ALTER TABLE play_counts SET (autovacuum_enabled = false)');
 });
 afterAll(async () => {
@@ -57,7 +55,8 @@ async function countBatch(
   }
 }
 
-test("079: every update of a batch's count rows is HOT, batch after batch, on full pages", async () => {
+/** A day's batches of 60 players: each player's first inserts its rows, then 20 of them send 3 more in turn. */
+async function fleetDay(): Promise<{ updated: number; hot: number; sample: string }> {
   const players = Array.from({ length: PLAYERS }, () => ({
     key: `device:${randomUUID()}`,
     structure: randomUUID(),
@@ -65,14 +64,36 @@ test("079: every update of a batch's count rows is HOT, batch after batch, on fu
   // The day's first batch of every player: its rows inserted together.
   for (const p of players) expect(await countBatch(t.db, p.key, p.structure)).toEqual({ updated: 0, hot: 0 });
   // Then each player's next batches, in turn, as a fleet sends them.
+  const total = { updated: 0, hot: 0 };
   for (let round = 0; round < 3; round += 1) {
     for (const p of players.slice(10, 30)) {
-      expect(await countBatch(t.db, p.key, p.structure)).toEqual({ updated: APPROVALS, hot: APPROVALS });
+      const batch = await countBatch(t.db, p.key, p.structure);
+      expect(batch.updated).toBe(APPROVALS);
+      total.updated += batch.updated;
+      total.hot += batch.hot;
     }
   }
+  return { ...total, sample: players[20]!.key };
+}
+
+test("079: every update of a batch's count rows is HOT, batch after batch, on full pages", async () => {
+  // Pruning a page, which makes room for the next HOT version, is opportunistic: it is skipped while another backend
+  // pins the page or holds back the horizon of removable rows, which the other test files' backends of the shared
+  // cluster now and then do (11 of one batch's 20 updates were not HOT, twice in whole runs of the suite). So a day
+  // with an update that was not HOT is played again, on new rows, up to three times: at fillfactor 70 every day has
+  // some (12 of 1 200), whatever the cluster does.
+  const days: { updated: number; hot: number }[] = [];
+  let sample = '';
+  for (let day = 0; day < 3; day += 1) {
+    const played = await fleetDay();
+    days.push({ updated: played.updated, hot: played.hot });
+    sample = played.sample;
+    if (played.hot === played.updated) break;
+  }
+  expect(days.at(-1), JSON.stringify(days)).toEqual({ updated: 3 * 20 * APPROVALS, hot: 3 * 20 * APPROVALS });
   const { rows } = await t.db.query<{ plays: string }>(
     'SELECT sum(plays) AS plays FROM play_counts WHERE player_key = $1',
-    [players[20]!.key],
+    [sample],
   );
   expect(Number(rows[0]!.plays)).toBe(4 * 3 * APPROVALS);
   const { rows: options } = await t.db.query<{ reloptions: string[] }>(
