@@ -17,13 +17,45 @@ const TWO_TO_32 = 4294967296;
 /** 2000-01-01T00:00:00Z, PostgreSQL's epoch for dates and timestamps. */
 export const PG_EPOCH_MS = Date.UTC(2000, 0, 1);
 const DAY_MS = 86_400_000;
-const UUID_TEXT = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const CALENDAR_DAY = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+/** The value of each ASCII hex digit, -1 for any other code unit below 128. */
+const HEX = new Int8Array(128).fill(-1);
+for (let d = 0; d < 16; d += 1) {
+  HEX['0123456789abcdef'.charCodeAt(d)] = d;
+  HEX['0123456789ABCDEF'.charCodeAt(d)] = d;
+}
+
+/**
+ * Writes the 16 bytes of a uuid in its text form (8-4-4-4-12 hex digits, either case) at `offset`; TypeError for
+ * anything else. Digit by digit: a regular expression, then a hex string without its hyphens, then a Buffer, was a
+ * fiftieth of a platform process's CPU in the agent benchmark (a uuid column of every count row).
+ */
+export function putUuid(target: Uint8Array, offset: number, value: string): void {
+  if (value.length !== 36) throw new TypeError(`not a uuid: ${value}`);
+  let at = offset;
+  for (let i = 0; i < 36; ) {
+    if (i === 8 || i === 13 || i === 18 || i === 23) {
+      if (value.charCodeAt(i) !== 0x2d) throw new TypeError(`not a uuid: ${value}`);
+      i += 1;
+      continue;
+    }
+    const high = value.charCodeAt(i);
+    const low = value.charCodeAt(i + 1);
+    const h = high < 128 ? HEX[high]! : -1;
+    const l = low < 128 ? HEX[low]! : -1;
+    if (h < 0 || l < 0) throw new TypeError(`not a uuid: ${value}`);
+    target[at] = (h << 4) | l;
+    at += 1;
+    i += 2;
+  }
+}
 
 /** The 16 bytes of a uuid in its text form; TypeError for anything else. */
 export function uuidBytes(value: string): Buffer {
-  if (!UUID_TEXT.test(value)) throw new TypeError(`not a uuid: ${value}`);
-  return Buffer.from(value.replaceAll('-', ''), 'hex');
+  const bytes = Buffer.allocUnsafe(16);
+  putUuid(bytes, 0, value);
+  return bytes;
 }
 
 /** A calendar day 'YYYY-MM-DD' as PostgreSQL's date: days since 2000-01-01; TypeError for anything else. */
@@ -145,14 +177,11 @@ export function textArray(values: readonly (string | null)[]): Buffer {
 }
 
 export function uuidArray(values: readonly string[]): Buffer {
-  const bytes = values.map(uuidBytes);
   return array(
     OID.uuid,
     values.length,
     () => 16,
-    (b, o, i) => {
-      bytes[i]!.copy(b, o);
-    },
+    (b, o, i) => putUuid(b, o, values[i]!),
   );
 }
 

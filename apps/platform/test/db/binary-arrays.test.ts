@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import {
   boolArray,
@@ -7,6 +8,7 @@ import {
   pgDate,
   textArray,
   uuidArray,
+  uuidBytes,
 } from '../../src/db/binary-arrays.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
@@ -66,6 +68,47 @@ test('uuid and date arrays', async () => {
     '0001-01-01',
   ];
   expect(await readBack('date[]', dateArray(days))).toEqual(days);
+});
+
+test('a uuid is read digit by digit exactly as the regular expression and the hex decoder read it', () => {
+  const reference = (value: string): Buffer | null =>
+    /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/.test(value)
+      ? Buffer.from(value.replaceAll('-', ''), 'hex')
+      : null;
+  const ours = (value: string): Buffer | null => {
+    try {
+      return uuidBytes(value);
+    } catch (error) {
+      expect(error).toBeInstanceOf(TypeError);
+      return null;
+    }
+  };
+  const odd = ['g', 'G', '-', ' ', '/', ':', '@', '`', '\u0000', 'é', 'ａ', '٣', '\uD83D'];
+  let refused = 0;
+  for (let n = 0; n < 3000; n += 1) {
+    let value: string = randomUUID();
+    if (n % 3 === 0) value = value.toUpperCase();
+    const at = Math.floor(Math.random() * 36);
+    switch (n % 6) {
+      case 1: // one code unit changed
+        value = value.slice(0, at) + odd[n % odd.length]! + value.slice(at + 1);
+        break;
+      case 2: // one removed, or one added
+        value =
+          n % 12 === 2
+            ? value.slice(0, at) + value.slice(at + 1)
+            : `${value.slice(0, at)}a${value.slice(at)}`;
+        break;
+      case 3: // a hyphen moved
+        value = value.replace('-', '').replace(/^(.{9})/, '$1-');
+        break;
+    }
+    const expected = reference(value);
+    expect(ours(value), value).toEqual(expected);
+    if (expected === null) refused += 1;
+    else expect(uuidArray([value]).subarray(24)).toEqual(expected);
+  }
+  expect(refused).toBeGreaterThan(1000);
 });
 
 test('empty arrays are arrays of no element, of the right type', async () => {
