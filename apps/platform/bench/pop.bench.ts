@@ -25,11 +25,15 @@
  *   node --conditions=source --import tsx apps/platform/bench/pop.bench.ts
  *   POP_BENCH_WORKERS=1 POP_BENCH_SCENARIOS=agent,copy ...   (one platform process; only some scenarios)
  *   POP_BENCH_PG_STATEMENTS=1 ...   (PostgreSQL's time by statement, and the plans of the costliest)
+ *   POP_BENCH_PG_STATEMENTS=1 POP_BENCH_AUTO_EXPLAIN=0.01 ...   (and EXPLAIN ANALYZE of 1 % of the statements, with
+ *                                   the statements run inside functions and triggers, kept in ./pop-bench-pglog)
+ *   POP_BENCH_PG_SETTINGS=shared_buffers=1GB,... ...   (PostgreSQL started with these settings)
+ *   POP_BENCH_WARMUP_BATCHES=6000 ...   (batches sent before the agent scenarios measure)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createECDH, createPrivateKey, randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -64,10 +68,14 @@ const AGENT_CONCURRENCY = 32;
 // Open loop: the share of the closed loop's throughput sent as a fixed arrival rate, for about this long.
 const OPEN_LOOP_SHARE = 0.8;
 const OPEN_LOOP_SECONDS = Number(process.env['POP_BENCH_OPEN_LOOP_SECONDS'] ?? 10);
+// Batches sent before the agent and national scenarios measure anything, to the platform and to the bare endpoint
+// alike, by devices of their own: V8 optimises the hot path over the first thousands of batches, and a platform runs
+// for months (after one round of 1 000, the optimising compiler still took 12 to 22 % of the platform's CPU).
+const WARMUP_BATCHES = Number(process.env['POP_BENCH_WARMUP_BATCHES'] ?? 6_000);
 // National fleet: devices enrolled, and how many of them send in the closed-loop window (distinct devices).
 const NATIONAL_DEVICES = Number(process.env['POP_BENCH_DEVICES'] ?? 300_000);
 const NATIONAL_WINDOW = Number(process.env['POP_BENCH_NATIONAL_WINDOW'] ?? 6_000);
-const NATIONAL_WARMUP = 1_000;
+const NATIONAL_WARMUP = WARMUP_BATCHES;
 // The platform as deployed on this machine: one server process per core (PLATFORM_WORKERS=auto), unless told.
 const WORKERS = Number(process.env['POP_BENCH_WORKERS'] ?? os.availableParallelism());
 const APPROVALS = 20;
@@ -271,6 +279,8 @@ function postgresKind(pid: number): string {
  * core included: they say which statement to look at, the CPU figures how much it costs.
  */
 const PG_STATEMENTS = process.env['POP_BENCH_PG_STATEMENTS'] === '1';
+const AUTO_EXPLAIN = process.env['POP_BENCH_AUTO_EXPLAIN'];
+const PG_SETTINGS = (process.env['POP_BENCH_PG_SETTINGS'] ?? '').split(',').filter(Boolean);
 
 async function resetStatements(db: Db): Promise<void> {
   if (!PG_STATEMENTS) return;
@@ -978,11 +988,32 @@ export async function run(): Promise<Record<string, number>> {
   progress.phase('starting PostgreSQL');
   const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-pop-bench-'));
   let pg = await startEmbeddedPostgres({ dir: path.join(dir, 'pgdata'), fsync: true });
-  if (PG_STATEMENTS) {
+  if (PG_STATEMENTS || PG_SETTINGS.length > 0) {
     // pg_stat_statements is loaded at server start only: set it, then start the cluster again.
     const setUp = createPool(pg.url, { max: 1 });
-    await setUp.query(`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
-    await setUp.query(`ALTER SYSTEM SET pg_stat_statements.track_planning = on`);
+    for (const setting of PG_SETTINGS) {
+      const at = setting.indexOf('=');
+      const value = setting.slice(at + 1).replaceAll("'", "''");
+      await setUp.query(`ALTER SYSTEM SET ${setting.slice(0, at)} = '${value}'`);
+    }
+    if (PG_STATEMENTS) {
+      await setUp.query(`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
+      await setUp.query(`ALTER SYSTEM SET pg_stat_statements.track_planning = on`);
+    }
+    if (PG_STATEMENTS && AUTO_EXPLAIN) {
+      await setUp.query('ALTER SYSTEM SET shared_preload_libraries = pg_stat_statements, auto_explain');
+      for (const [name, value] of Object.entries({
+        'auto_explain.log_min_duration': '0',
+        'auto_explain.log_analyze': 'on',
+        'auto_explain.log_buffers': 'on',
+        'auto_explain.log_nested_statements': 'on',
+        'auto_explain.sample_rate': AUTO_EXPLAIN,
+        logging_collector: 'on',
+        log_directory: 'log',
+      }))
+        await setUp.query(`ALTER SYSTEM SET ${name} = '${value}'`);
+      log(`auto_explain: plans of a share ${AUTO_EXPLAIN} of the statements in pop-bench-pglog`);
+    }
     await setUp.end();
     await pg.stop();
     pg = await startEmbeddedPostgres({ dir: path.join(dir, 'pgdata'), fsync: true });
@@ -1153,6 +1184,14 @@ export async function run(): Promise<Record<string, number>> {
           return request;
         }),
       );
+      // Warm-up (WARMUP_BATCHES), by devices of their own.
+      const warmRequests = signRounds(
+        await seedDevices(db, fixture, at, Math.ceil(WARMUP_BATCHES / AGENT_ROUNDS)),
+        fixture,
+        AGENT_ROUNDS,
+      ).flat();
+      progress.phase('warming up: agent');
+      await agentScenario(agentsUrl, warmRequests);
       progress.phase('measuring: agent');
       await agentScenario(agentsUrl, rounds[0]!);
       const agentRequests = rounds.slice(1).flat();
@@ -1211,6 +1250,7 @@ export async function run(): Promise<Record<string, number>> {
       const bare = await startBareAgents(pg.url, barePort);
       try {
         const bareUrl = `http://127.0.0.1:${barePort}`;
+        await agentScenario(bareUrl, warmRequests);
         await agentScenario(bareUrl, rounds[0]!);
         meter = cpuMeter(bare.pid!, pgData);
         const ceiling = await agentScenario(bareUrl, agentRequests);
@@ -1380,6 +1420,7 @@ export async function run(): Promise<Record<string, number>> {
     }
     await db.end();
     await pg.stop();
+    if (AUTO_EXPLAIN) await cp(path.join(dir, 'pgdata', 'log'), 'pop-bench-pglog', { recursive: true });
     await rm(dir, { recursive: true, force: true });
   }
 }
