@@ -56,13 +56,11 @@ const END_WAIT_MS = 5000;
 /**
  * BEGIN, with the transaction's named statements run on their generic plans: one round trip (two statements of one
  * simple query). PostgreSQL plans a named statement anew at every execution for as long as its custom plans look
- * cheaper than the generic one, which they do for the agent channel's reading query when it holds one or two
- * devices: about 1 ms of planning for a query that runs in a third of that (docs/pop-ingestion.md, "Plans"). Only
- * for statements whose generic plan is the plan wanted whatever the parameters.
+ * cheaper than the generic one, which they do for the agent channels' group statement when a group holds one or two
+ * batches (docs/pop-ingestion.md, "Plans"). Only for statements whose generic plan is the plan wanted whatever the
+ * parameters.
  */
 export const BEGIN_GENERIC_PLANS = 'BEGIN; SET LOCAL plan_cache_mode = force_generic_plan';
-export const BEGIN_READ_ONLY_GENERIC_PLANS =
-  'BEGIN READ ONLY; SET LOCAL plan_cache_mode = force_generic_plan';
 
 /** Runs `work` in one transaction, begun by `begin`; rolls back on any error and rethrows it. */
 export async function withTransaction<T>(

@@ -1,5 +1,5 @@
 import type { PopAnswer } from '@ooh/protocol';
-import { BEGIN_READ_ONLY_GENERIC_PLANS, type Db, type DbClient, withTransaction } from '../db/pool.js';
+import type { Db, DbClient } from '../db/pool.js';
 import { ApprovalCache, KEPT_STRUCTURES_PER_APPROVAL } from './approval-cache.js';
 import type { ApprovalFacts, Player } from './judge.js';
 import { type Bucket, rateLook } from './rate-limits.js';
@@ -165,12 +165,13 @@ export interface DeviceLookup {
  * the very version the query read (approval-cache.ts): a revocation takes effect on the next call, as if nothing
  * were kept. Results in the order of `lookups`; null for an unknown device.
  *
- * The query runs on its generic plan, in a read-only transaction of its own (BEGIN_READ_ONLY_GENERIC_PLANS, two
- * round trips more). For one or two devices (batches arriving spread out: the usual case of a city's players) its
- * custom plans look cheaper, so PostgreSQL planned it anew at every execution, about 0.6 ms of its CPU more than the
- * round trips cost; and custom plans chosen for small lookups kept it planning the larger ones too. For larger
- * lookups, which PostgreSQL may settle on a plan for itself, the generic plan costs about 0.1 ms more a query, shared
- * by its batches (docs/pop-ingestion.md, "Plans").
+ * The query is the function pop_devices_for_telemetry (migration 081), which runs it on its generic plan, in one
+ * round trip. For one or two devices (batches arriving spread out: the usual case of a city's players) its custom
+ * plans look cheaper, so PostgreSQL planned it anew at every execution, about 0.6 ms of its CPU more than the round
+ * trips cost; and custom plans chosen for small lookups kept it planning the larger ones too. For larger lookups,
+ * which PostgreSQL may settle on a plan for itself, the generic plan costs about 0.1 ms more a query, shared by its
+ * batches (docs/pop-ingestion.md, "Plans"). Before, a read-only transaction of its own gave it the setting, two
+ * round trips more.
  */
 export async function findDevicesForTelemetry(
   db: Db,
@@ -183,11 +184,10 @@ export async function findDevicesForTelemetry(
   // query (and a third reads every one in full, so that a change between each cannot keep it going).
   let inFull = cache.missing(numbers);
   for (let attempt = 1; ; attempt += 1) {
-    const { rows } = await withTransaction(
-      db,
-      (client) => lookupQuery(client, lookups, [...numbers], inFull),
-      BEGIN_READ_ONLY_GENERIC_PLANS,
-    );
+    // One statement: the devices and the approvals' versions are read in one snapshot. (A client whose connection
+    // was lost is not taken back by the pool.)
+    const client = await db.connect();
+    const { rows } = await lookupQuery(client, lookups, [...numbers], inFull).finally(() => client.release());
     const named = rows.find((row) => row.approvals !== null)?.approvals ?? [];
     const approvals = new Map<string, ApprovalFacts>();
     const moved: string[] = [];
@@ -272,61 +272,18 @@ function lookupQuery(
   }>({
     // Named: parsed once per connection (the hot path of the agent channel).
     name: 'pop-devices-for-telemetry',
-    text: `WITH q AS (
-             SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::timestamptz[]) WITH ORDINALITY AS q(device_id, batch_seq, now, n)
-           )
-           SELECT q.n, d.id, d.revoked_at, d.structure_id, s.code AS structure_code,
-            ARRAY(SELECT k.public_key_spki FROM device_keys k
-                   WHERE k.device_id = d.id AND (k.accepted_until IS NULL OR k.accepted_until > q.now)
-                   ORDER BY k.registered_at DESC) AS keys,
-            b.body_sha256 AS existing_sha256, b.answer AS existing_answer,
-            p.high_water_seq, p.newest_play_start,
-            -- OFFSET 0 keeps this a probe of the (owner, batch_seq) index per device: without it the planner may
-            -- hash the subquery, a scan of every agent batch stored for every lookup (it did, in the benchmark,
-            -- about a sixth of PostgreSQL's time on the agent channel, and more as the table grows).
-            EXISTS (SELECT 1 FROM pop_batches x
-                     WHERE x.owner = 'device:' || d.id::text AND x.channel IN ('agent', 'cert')
-                    OFFSET 0) AS had_pop_batch,
-            -- Once, on one row (an uncorrelated subquery is computed once, when first asked for).
-            CASE WHEN row_number() OVER () = 1
-                 THEN ${approvalVersions('$4', '$5', 'ARRAY(SELECT d3.structure_id FROM devices d3 WHERE d3.id = ANY($1::uuid[]))')}
-            END AS approvals
-       FROM q
-       JOIN devices d ON d.id = q.device_id
-       JOIN structures s ON s.id = d.structure_id
-       LEFT JOIN pop_batches b ON b.owner = 'device:' || d.id::text AND b.batch_seq = q.batch_seq
-       LEFT JOIN pop_players p ON p.player_key = 'device:' || d.id::text`,
+    text: `SELECT * FROM pop_devices_for_telemetry($1::uuid[], $2::bigint[], $3::timestamptz[], $4::text[], $5::text[],
+                                                $6::int)`,
     values: [
       lookups.map((l) => l.deviceId),
       lookups.map((l) => l.batchSeq),
       lookups.map((l) => l.now),
       numbers,
       inFull,
+      KEPT_STRUCTURES_PER_APPROVAL,
     ],
   });
 }
-
-/**
- * The approvals of `numbers` that were issued, each as [number, cache_version, read], `read` only for those of
- * `inFull` (null for the others): see ApprovalRead. `structures` is an SQL expression of the structures of the
- * batches' players, for an approval too wide to keep.
- */
-const approvalVersions = (
-  numbers: string,
-  inFull: string,
-  structures: string,
-) => `(SELECT json_agg(json_build_array(
-     a.number, a.cache_version::text,
-     CASE WHEN a.number = ANY(${inFull}::text[]) THEN (
-       SELECT json_build_array(a.media_sha256, a.valid_from::text, a.valid_until::text, a.revoked_at,
-                               w.n <= ${KEPT_STRUCTURES_PER_APPROVAL},
-                               ARRAY(SELECT s.structure_id FROM approval_structures s
-                                      WHERE s.approval_id = a.id
-                                        AND (w.n <= ${KEPT_STRUCTURES_PER_APPROVAL} OR s.structure_id = ANY(${structures}))))
-         FROM (SELECT count(*) AS n FROM (SELECT FROM approval_structures s WHERE s.approval_id = a.id
-                                          LIMIT ${KEPT_STRUCTURES_PER_APPROVAL + 1}) l) w)
-     END))
-   FROM approvals a WHERE a.number = ANY(${numbers}::text[]))`;
 
 export interface MappedPlayer extends Player {
   highWaterSeq: number;

@@ -60,15 +60,13 @@ test('lookups asked together are answered by one query, each with its own facts'
   await rotateDeviceKey(db, renewed, new Date(T0.getTime() + 1000), new Date(T0.getTime() + 60_000));
 
   let queries = 0;
-  const settings: string[] = [];
+  const transactions: boolean[] = [];
   const counting = lookupQueriesOf(db, async (client, run) => {
     queries += 1;
     const result = await run();
-    // The lookup runs read-only on its generic plan (BEGIN_READ_ONLY_GENERIC_PLANS).
-    const { rows } = await client.query(
-      "SELECT current_setting('plan_cache_mode') AS mode, current_setting('transaction_read_only') AS ro",
-    );
-    settings.push(`${rows[0].mode} ${rows[0].ro}`);
+    // One statement, no transaction around it (one round trip): the connection is idle again at once.
+    const { rows } = await client.query('SELECT now() = statement_timestamp() AS own');
+    transactions.push(rows[0].own);
     return result;
   });
   const batcher = new DeviceLookupBatcher(counting, { concurrency: 1, maxLookups: 256 });
@@ -93,8 +91,13 @@ test('lookups asked together are answered by one query, each with its own facts'
     }),
   ]);
   expect(queries).toBe(1);
-  expect(settings).toEqual(['force_generic_plan on']);
-  // Outside the lookup's transaction the connection plans as configured.
+  expect(transactions).toEqual([true]);
+  // The query runs on its generic plan inside the function (migration 081), read-only; the connection itself plans
+  // as configured.
+  const { rows: fn } = await db.query(
+    "SELECT proconfig, provolatile FROM pg_proc WHERE proname = 'pop_devices_for_telemetry'",
+  );
+  expect(fn).toEqual([{ proconfig: ['plan_cache_mode=force_generic_plan'], provolatile: 's' }]);
   expect((await db.query("SELECT current_setting('plan_cache_mode') AS mode")).rows[0].mode).toBe('auto');
   const [p, r, sBatch0, sBatch1, renewedNow, renewedLater, unknown] = found;
   expect(p).toMatchObject({
