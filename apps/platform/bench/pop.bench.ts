@@ -25,8 +25,8 @@
  *   node --conditions=source --import tsx apps/platform/bench/pop.bench.ts
  *   POP_BENCH_WORKERS=1 POP_BENCH_SCENARIOS=agent,copy ...   (one platform process; only some scenarios)
  *   POP_BENCH_PG_STATEMENTS=1 ...   (PostgreSQL's time by statement, and the plans of the costliest)
- *   POP_BENCH_PG_STATEMENTS=1 POP_BENCH_AUTO_EXPLAIN=0.01 ...   (and EXPLAIN ANALYZE of 1 % of the statements, with
- *                                   the statements run inside functions and triggers, kept in ./pop-bench-pglog)
+ *   POP_BENCH_AUTO_EXPLAIN=0.01 ...   (EXPLAIN ANALYZE of 1 % of the statements, with the statements run inside
+ *                                   functions and triggers, kept in ./pop-bench-pglog)
  *   POP_BENCH_PG_SETTINGS=shared_buffers=1GB,... ...   (PostgreSQL started with these settings)
  *   POP_BENCH_WARMUP_BATCHES=6000 ...   (batches sent before the agent scenarios measure)
  */
@@ -988,7 +988,7 @@ export async function run(): Promise<Record<string, number>> {
   progress.phase('starting PostgreSQL');
   const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-pop-bench-'));
   let pg = await startEmbeddedPostgres({ dir: path.join(dir, 'pgdata'), fsync: true });
-  if (PG_STATEMENTS || PG_SETTINGS.length > 0) {
+  if (PG_STATEMENTS || AUTO_EXPLAIN || PG_SETTINGS.length > 0) {
     // pg_stat_statements is loaded at server start only: set it, then start the cluster again.
     const setUp = createPool(pg.url, { max: 1 });
     for (const setting of PG_SETTINGS) {
@@ -1000,8 +1000,10 @@ export async function run(): Promise<Record<string, number>> {
       await setUp.query(`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
       await setUp.query(`ALTER SYSTEM SET pg_stat_statements.track_planning = on`);
     }
-    if (PG_STATEMENTS && AUTO_EXPLAIN) {
-      await setUp.query('ALTER SYSTEM SET shared_preload_libraries = pg_stat_statements, auto_explain');
+    if (AUTO_EXPLAIN) {
+      await setUp.query(
+        `ALTER SYSTEM SET shared_preload_libraries = ${PG_STATEMENTS ? 'pg_stat_statements, ' : ''}auto_explain`,
+      );
       for (const [name, value] of Object.entries({
         'auto_explain.log_min_duration': '0',
         'auto_explain.log_analyze': 'on',
