@@ -1,18 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { insertEvent } from '../city-events/repository.js';
+import { insertEvents, type NewEvent } from '../city-events/repository.js';
 import type { PlatformContext } from '../context.js';
-import { type DbClient, withTransaction } from '../db/pool.js';
+import { withTransaction } from '../db/pool.js';
 import { operatingWindowAt } from './operating-hours.js';
 import {
   type AlertRow,
   advanceWatch,
   type Condition,
   currentConditions,
-  insertAlert,
+  insertAlerts,
+  type NewAlert,
   openAlerts,
-  queueLagRunStart,
-  refreshAlert,
-  resolveAlert,
+  queueLagRunStarts,
+  refreshAlerts,
+  type ResolvedAlert,
+  resolveAlerts,
   subjectStates,
 } from './repository.js';
 import type { AlertKind } from './schema.js';
@@ -79,21 +81,20 @@ function detailOf(condition: Condition, settings: AlertSettings): AlertRow['deta
   }
 }
 
-async function storeEvent(client: DbClient, type: AlertEventType, row: AlertRow, now: Date): Promise<string> {
+/** The city event of an alert's opening or resolution (one per alert and transition: never stored twice). */
+function eventOf(type: AlertEventType, row: AlertRow, now: Date): NewEvent {
   const id = randomUUID();
   const event = alertEvent(type, id, row, now);
-  await insertEvent(client, {
+  return {
     id,
     type,
-    // One event per alert and transition: a repeat could never be stored twice.
     subjectKey: row.id,
     day: event.day,
     payload: event.data,
     body: JSON.stringify(event),
     createdAt: now,
     organisationId: row.organisation_id,
-  });
-  return id;
+  };
 }
 
 /**
@@ -126,13 +127,22 @@ export async function evaluateAlerts(
     const open = await openAlerts(client);
     const openKeys = new Set(open.map((a) => keyOf(a.kind, a.subject_key)));
 
+    // Every write below is a few statements however many alerts change (insertEvents, insertAlerts, ...): after a
+    // network outage a whole fleet's alerts open in one evaluation.
+    const starting = conditions.filter((c) => !openKeys.has(keyOf(c.kind, c.subjectKey)));
+    // A queue lag began with the first of the lagging batches, not with the newest one.
+    const lagStarts = await queueLagRunStarts(
+      client,
+      starting.filter((c) => c.kind === 'queue_lag').map((c) => c.deviceId!),
+      settings.queueLagMs,
+    );
     const opened: AlertRow[] = [];
-    for (const condition of conditions) {
-      if (openKeys.has(keyOf(condition.kind, condition.subjectKey))) continue;
-      // A queue lag began with the first of the lagging batches, not with the newest one.
+    const openedAlerts: NewAlert[] = [];
+    const events: NewEvent[] = [];
+    for (const condition of starting) {
       const since =
         condition.kind === 'queue_lag'
-          ? ((await queueLagRunStart(client, condition.deviceId!, settings.queueLagMs)) ?? condition.since)
+          ? (lagStarts.get(condition.deviceId!) ?? condition.since)
           : condition.since;
       const row: AlertRow = {
         id: randomUUID(),
@@ -151,8 +161,9 @@ export async function evaluateAlerts(
         resolved_at: null,
         resolution: null,
       };
-      const eventId = await storeEvent(client, 'alert_opened', row, now);
-      await insertAlert(client, { ...row, opened_event_id: eventId });
+      const event = eventOf('alert_opened', row, now);
+      events.push(event);
+      openedAlerts.push({ ...row, opened_event_id: event.id });
       opened.push(row);
     }
 
@@ -168,6 +179,7 @@ export async function evaluateAlerts(
       now,
     );
     const resolved: AlertRow[] = [];
+    const resolutions: ResolvedAlert[] = [];
     for (const alert of ended) {
       const state = states.get(alert.subject_key);
       const row: AlertRow = {
@@ -178,17 +190,23 @@ export async function evaluateAlerts(
         // player unmapped), or because it really ended.
         resolution: state?.monitored ? 'cleared' : 'not_monitored',
       };
-      const eventId = await storeEvent(client, 'alert_resolved', row, now);
-      await resolveAlert(client, {
+      const event = eventOf('alert_resolved', row, now);
+      events.push(event);
+      resolutions.push({
         id: row.id,
         at: row.resolved_at!,
         resolution: row.resolution!,
         lastSeenAt: row.last_seen_at,
-        eventId,
+        eventId: event.id,
       });
       resolved.push(row);
     }
+    // The events first: an alert row names its event.
+    await insertEvents(client, events);
+    await insertAlerts(client, openedAlerts);
+    await resolveAlerts(client, resolutions);
 
+    const refreshed: Parameters<typeof refreshAlerts>[1][number][] = [];
     for (const alert of open) {
       const condition = current.get(keyOf(alert.kind, alert.subject_key));
       if (!condition) continue;
@@ -198,9 +216,10 @@ export async function evaluateAlerts(
         condition.lastSeenAt?.getTime() !== alert.last_seen_at?.getTime() ||
         !sameDetail(detail, alert.detail)
       ) {
-        await refreshAlert(client, alert.id, condition.lastSeenAt, detail);
+        refreshed.push({ id: alert.id, lastSeenAt: condition.lastSeenAt, detail });
       }
     }
+    await refreshAlerts(client, refreshed);
     return { opened, resolved, open: open.length - resolved.length + opened.length, watchingSince };
   });
   if (result && (result.opened.length > 0 || result.resolved.length > 0)) {

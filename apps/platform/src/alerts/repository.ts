@@ -139,26 +139,33 @@ export async function currentConditions(client: DbClient, p: ConditionParameters
 }
 
 /**
- * The start of a device's present run of lagging batches: the oldest batch received after its newest batch whose lag
- * was within the threshold (batches without a timed record neither start nor end a run).
+ * The start of each device's present run of lagging batches: the oldest batch received after its newest batch whose
+ * lag was within the threshold (batches without a timed record neither start nor end a run). One statement for all
+ * the devices whose queue_lag alert opens now; a device with no such batch is left out.
  */
-export async function queueLagRunStart(
+export async function queueLagRunStarts(
   client: DbClient,
-  deviceId: string,
+  deviceIds: readonly string[],
   queueLagMs: number,
-): Promise<Date | null> {
-  const { rows } = await client.query<{ since: Date | null }>(
-    `SELECT min(b.received_at) AS since FROM pop_batches b
-      WHERE b.owner = 'device:' || $1 AND b.newest_record_at IS NOT NULL
-        AND b.received_at > coalesce(
-              (SELECT w.received_at FROM pop_batches w
-                WHERE w.owner = 'device:' || $1 AND w.newest_record_at IS NOT NULL
-                  AND w.received_at - w.newest_record_at <= $2 * interval '1 millisecond'
-                ORDER BY w.received_at DESC, w.id DESC LIMIT 1),
-              '-infinity')`,
-    [deviceId, queueLagMs],
+): Promise<Map<string, Date>> {
+  const starts = new Map<string, Date>();
+  if (deviceIds.length === 0) return starts;
+  const { rows } = await client.query<{ device_id: string; since: Date | null }>(
+    `SELECT x.device_id, run.since
+       FROM unnest($1::uuid[]) AS x (device_id)
+       CROSS JOIN LATERAL (
+         SELECT min(b.received_at) AS since FROM pop_batches b
+          WHERE b.owner = 'device:' || x.device_id AND b.newest_record_at IS NOT NULL
+            AND b.received_at > coalesce(
+                  (SELECT w.received_at FROM pop_batches w
+                    WHERE w.owner = 'device:' || x.device_id AND w.newest_record_at IS NOT NULL
+                      AND w.received_at - w.newest_record_at <= $2 * interval '1 millisecond'
+                    ORDER BY w.received_at DESC, w.id DESC LIMIT 1),
+                  '-infinity')) run`,
+    [deviceIds, queueLagMs],
   );
-  return rows[0]?.since ?? null;
+  for (const r of rows) if (r.since !== null) starts.set(r.device_id, r.since);
+  return starts;
 }
 
 /** What is known now of the subjects of open alerts whose condition ended: still monitored? newest sign of life? */
@@ -244,63 +251,107 @@ export async function openAlerts(client: DbClient): Promise<AlertRow[]> {
   return rows;
 }
 
-export async function insertAlert(
-  client: DbClient,
-  alert: Omit<AlertRow, 'structure_code' | 'resolved_at' | 'resolution'> & { opened_event_id: string },
-): Promise<void> {
-  await client.query(
-    `INSERT INTO alerts (id, kind, subject_key, organisation_id, device_id, installation_id, external_id, structure_id,
-                         since, last_seen_at, detail, opened_at, opened_event_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-    [
-      alert.id,
-      alert.kind,
-      alert.subject_key,
-      alert.organisation_id,
-      alert.device_id,
-      alert.installation_id,
-      alert.external_id,
-      alert.structure_id,
-      alert.since,
-      alert.last_seen_at,
-      JSON.stringify(alert.detail),
-      alert.opened_at,
-      alert.opened_event_id,
-    ],
-  );
+/** Alerts written by one statement (insertAlerts, refreshAlerts, resolveAlerts). */
+const ALERTS_PER_STATEMENT = 2_000;
+
+function inParts<T>(items: readonly T[]): T[][] {
+  const parts: T[][] = [];
+  for (let from = 0; from < items.length; from += ALERTS_PER_STATEMENT) {
+    parts.push(items.slice(from, from + ALERTS_PER_STATEMENT));
+  }
+  return parts;
 }
 
-/** Keeps an open alert's newest sign of life and figures current (no event: nothing opened or ended). */
-export async function refreshAlert(
-  client: DbClient,
-  id: string,
-  lastSeenAt: Date | null,
-  detail: Record<string, string | number | null>,
-): Promise<void> {
-  await client.query(
-    `UPDATE alerts SET last_seen_at = $2, detail = $3
-      WHERE id = $1 AND resolved_at IS NULL
-        AND (last_seen_at IS DISTINCT FROM $2 OR detail IS DISTINCT FROM $3::jsonb)`,
-    [id, lastSeenAt, JSON.stringify(detail)],
-  );
+export type NewAlert = Omit<AlertRow, 'structure_code' | 'resolved_at' | 'resolution'> & {
+  opened_event_id: string;
+};
+
+/** Opens alerts, in their order: one statement for every ALERTS_PER_STATEMENT of them. */
+export async function insertAlerts(client: DbClient, alerts: readonly NewAlert[]): Promise<void> {
+  for (const part of inParts(alerts)) {
+    await client.query(
+      `INSERT INTO alerts (id, kind, subject_key, organisation_id, device_id, installation_id, external_id, structure_id,
+                           since, last_seen_at, detail, opened_at, opened_event_id)
+       SELECT a.id, a.kind, a.subject_key, a.organisation_id, a.device_id, a.installation_id, a.external_id,
+              a.structure_id, a.since, a.last_seen_at, a.detail, a.opened_at, a.opened_event_id
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::uuid[], $6::uuid[], $7::text[], $8::uuid[],
+                     $9::timestamptz[], $10::timestamptz[], $11::jsonb[], $12::timestamptz[], $13::uuid[])
+              WITH ORDINALITY AS a(id, kind, subject_key, organisation_id, device_id, installation_id, external_id,
+                                   structure_id, since, last_seen_at, detail, opened_at, opened_event_id, o)
+        ORDER BY a.o`,
+      [
+        part.map((a) => a.id),
+        part.map((a) => a.kind),
+        part.map((a) => a.subject_key),
+        part.map((a) => a.organisation_id),
+        part.map((a) => a.device_id),
+        part.map((a) => a.installation_id),
+        part.map((a) => a.external_id),
+        part.map((a) => a.structure_id),
+        part.map((a) => a.since),
+        part.map((a) => a.last_seen_at),
+        part.map((a) => JSON.stringify(a.detail)),
+        part.map((a) => a.opened_at),
+        part.map((a) => a.opened_event_id),
+      ],
+    );
+  }
 }
 
-export async function resolveAlert(
+/** Keeps open alerts' newest sign of life and figures current (no event: nothing opened or ended). */
+export async function refreshAlerts(
   client: DbClient,
-  resolved: {
+  refreshed: readonly {
     id: string;
-    at: Date;
-    resolution: AlertResolution;
     lastSeenAt: Date | null;
-    eventId: string;
-  },
-): Promise<boolean> {
-  const { rowCount } = await client.query(
-    `UPDATE alerts SET resolved_at = $2, resolution = $3, last_seen_at = $4, resolved_event_id = $5
-      WHERE id = $1 AND resolved_at IS NULL`,
-    [resolved.id, resolved.at, resolved.resolution, resolved.lastSeenAt, resolved.eventId],
-  );
-  return rowCount === 1;
+    detail: Record<string, string | number | null>;
+  }[],
+): Promise<void> {
+  for (const part of inParts(refreshed)) {
+    await client.query(
+      `UPDATE alerts a SET last_seen_at = r.last_seen_at, detail = r.detail
+         FROM unnest($1::uuid[], $2::timestamptz[], $3::jsonb[]) AS r(id, last_seen_at, detail)
+        WHERE a.id = r.id AND a.resolved_at IS NULL
+          AND (a.last_seen_at IS DISTINCT FROM r.last_seen_at OR a.detail IS DISTINCT FROM r.detail)`,
+      [part.map((r) => r.id), part.map((r) => r.lastSeenAt), part.map((r) => JSON.stringify(r.detail))],
+    );
+  }
+}
+
+export interface ResolvedAlert {
+  id: string;
+  at: Date;
+  resolution: AlertResolution;
+  lastSeenAt: Date | null;
+  eventId: string;
+}
+
+/** Resolves open alerts; returns the ids of those that were still open. */
+export async function resolveAlerts(
+  client: DbClient,
+  resolved: readonly ResolvedAlert[],
+): Promise<Set<string>> {
+  const ids = new Set<string>();
+  for (const part of inParts(resolved)) {
+    const { rows } = await client.query<{ id: string }>(
+      `UPDATE alerts a
+          SET resolved_at = r.at, resolution = r.resolution, last_seen_at = r.last_seen_at,
+              resolved_event_id = r.event_id
+         FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::uuid[])
+              AS r(id, at, resolution, last_seen_at, event_id)
+        WHERE a.id = r.id AND a.resolved_at IS NULL
+       RETURNING a.id`,
+      [
+        part.map((r) => r.id),
+        part.map((r) => r.at),
+        part.map((r) => r.resolution),
+        part.map((r) => r.lastSeenAt),
+        part.map((r) => r.eventId),
+      ],
+    );
+    for (const row of rows) ids.add(row.id);
+  }
+  return ids;
 }
 
 export interface AlertFilter {

@@ -159,32 +159,61 @@ export interface NewEvent {
  * only for an event of its own organisation. Returns whether it was new.
  */
 export async function insertEvent(client: DbClient, event: NewEvent): Promise<boolean> {
-  const { rowCount } = await client.query(
-    `INSERT INTO city_events (id, type, subject_key, day, payload, body, created_at, organisation_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-     ON CONFLICT (type, subject_key) DO NOTHING`,
-    [
-      event.id,
-      event.type,
-      event.subjectKey,
-      event.day,
-      JSON.stringify(event.payload),
-      event.body,
-      event.createdAt,
-      event.organisationId ?? null,
-    ],
-  );
-  if (rowCount !== 1) return false;
-  await client.query(
-    `INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at, created_at)
-     SELECT s.id, $1, $3, $3 FROM webhook_subscriptions s
-      WHERE s.deleted_at IS NULL AND $2 = ANY (s.types)
-        AND (s.organisation_id IS NULL OR s.organisation_id = $4::uuid)
-     ON CONFLICT (subscription_id, event_id) DO NOTHING`,
-    [event.id, event.type, event.createdAt, event.organisationId ?? null],
-  );
-  return true;
+  return (await insertEvents(client, [event])).has(event.id);
 }
+
+/** Events stored by one statement of insertEvents: a fleet's alerts after an outage stay a few statements. */
+const EVENTS_PER_STATEMENT = 2_000;
+
+/**
+ * insertEvent for many events, in their order, one statement for every EVENTS_PER_STATEMENT of them (the events and
+ * their deliveries together, however many): an evaluation that opens the alerts of a whole fleet at once (after a
+ * network outage, say) is not a statement per event and subscription. Returns the ids of the events that were new.
+ */
+export async function insertEvents(client: DbClient, events: readonly NewEvent[]): Promise<Set<string>> {
+  const stored = new Set<string>();
+  for (let from = 0; from < events.length; from += EVENTS_PER_STATEMENT) {
+    const part = events.slice(from, from + EVENTS_PER_STATEMENT);
+    const { rows } = await client.query<{ id: string }>(INSERT_EVENTS_SQL, [
+      part.map((e) => e.id),
+      part.map((e) => e.type),
+      part.map((e) => e.subjectKey),
+      part.map((e) => e.day),
+      part.map((e) => JSON.stringify(e.payload)),
+      part.map((e) => e.body),
+      part.map((e) => e.createdAt),
+      part.map((e) => e.organisationId ?? null),
+    ]);
+    for (const row of rows) stored.add(row.id);
+  }
+  return stored;
+}
+
+// The deliveries of the events stored by the same statement (their rows are visible to the foreign key checks, which
+// run when the statement ends), in the events' order, so the delivery loop sends them as it did one by one.
+const INSERT_EVENTS_SQL = `
+WITH input AS (
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::date[], $5::jsonb[], $6::text[], $7::timestamptz[],
+                       $8::uuid[])
+         WITH ORDINALITY AS e(id, type, subject_key, day, payload, body, created_at, organisation_id, o)
+), stored AS (
+  INSERT INTO city_events (id, type, subject_key, day, payload, body, created_at, organisation_id)
+  SELECT e.id, e.type, e.subject_key, e.day, e.payload, e.body, e.created_at, e.organisation_id
+    FROM input e ORDER BY e.o
+  ON CONFLICT (type, subject_key) DO NOTHING
+  RETURNING id
+), queued AS (
+  INSERT INTO webhook_deliveries (subscription_id, event_id, next_attempt_at, created_at)
+  SELECT s.id, e.id, e.created_at, e.created_at
+    FROM stored n
+    JOIN input e ON e.id = n.id
+    JOIN webhook_subscriptions s
+      ON s.deleted_at IS NULL AND e.type = ANY (s.types)
+     AND (s.organisation_id IS NULL OR s.organisation_id = e.organisation_id)
+   ORDER BY e.o, s.id
+  ON CONFLICT (subscription_id, event_id) DO NOTHING
+)
+SELECT id FROM stored`;
 
 /** Events, newest first; `organisationId` set: only the events of that organisation (an operator's view). */
 export async function listEvents(
