@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual, webcrypto } from 'node:crypto';
 import { CryptoError } from './errors.js';
 
 const BASE64URL_TEXT = /^[A-Za-z0-9_-]*$/;
@@ -69,6 +69,11 @@ export function sha256(data: Uint8Array | string): Uint8Array {
 /** SHA-256 as lowercase hex; a string is hashed as its UTF-8 bytes. */
 export function sha256Hex(data: Uint8Array | string): string {
   return createHash('sha256').update(data).digest('hex');
+}
+
+/** sha256Hex of bytes, computed on libuv's thread pool (WebCrypto's digest) while the calling thread goes on. */
+export async function sha256HexAsync(data: Uint8Array): Promise<string> {
+  return Buffer.from(await webcrypto.subtle.digest('SHA-256', data)).toString('hex');
 }
 
 /** Constant-time comparison of two byte strings (false on different lengths). */

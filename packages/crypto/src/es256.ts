@@ -151,6 +151,36 @@ export function es256Verify(publicKey: KeyObject, data: Uint8Array, signature: s
   }
 }
 
+/**
+ * es256Verify on libuv's thread pool: the body is hashed and the signature checked while the calling thread goes on
+ * (the CMS channel's 2.5 MB bodies: about 7 ms each on the development machine). The same checks, thrown the same
+ * way, before anything starts; the verdict resolves false where OpenSSL refuses an out-of-range r or s.
+ */
+export function es256VerifyAsync(
+  publicKey: KeyObject,
+  data: Uint8Array,
+  signature: string,
+): Promise<boolean> {
+  requireP256(publicKey, 'any');
+  requireBytes(data);
+  const raw = base64urlDecode(signature);
+  if (raw.byteLength !== RAW_SIGNATURE_LENGTH) {
+    throw new CryptoError(
+      'invalid_length',
+      `signature must be ${RAW_SIGNATURE_LENGTH} bytes, got ${raw.byteLength}`,
+    );
+  }
+  return new Promise((resolve) => {
+    try {
+      nodeVerify('sha256', data, { key: publicKey, dsaEncoding: 'ieee-p1363' }, raw, (error, ok) =>
+        resolve(error === null && ok),
+      );
+    } catch {
+      resolve(false);
+    }
+  });
+}
+
 function requireBytes(data: Uint8Array): void {
   if (!(data instanceof Uint8Array)) {
     throw new CryptoError('invalid_argument', 'data must be a Uint8Array');

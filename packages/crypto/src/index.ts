@@ -11,12 +11,14 @@ export {
   hexEncode,
   sha256,
   sha256Hex,
+  sha256HexAsync,
 } from './bytes.js';
 export { cmsSign } from './cms.js';
 export { CryptoError, type CryptoErrorCode, isCryptoError } from './errors.js';
 export {
   es256Sign,
   es256Verify,
+  es256VerifyAsync,
   exportPrivateKeyPem,
   exportPublicKeyPem,
   exportPublicKeySpki,

@@ -10,6 +10,7 @@ import {
   type CryptoErrorCode,
   es256Sign,
   es256Verify,
+  es256VerifyAsync,
   exportPrivateKeyPem,
   exportPublicKeyPem,
   exportPublicKeySpki,
@@ -22,6 +23,7 @@ import {
   publicKeyFingerprint,
   sha256,
   sha256Hex,
+  sha256HexAsync,
 } from '../src/index.js';
 
 /** Order of the P-256 group. */
@@ -63,6 +65,13 @@ describe('sha256', () => {
     expect(sha256Hex('€')).toBe(sha256Hex(Uint8Array.of(0xe2, 0x82, 0xac)));
     expect(Buffer.from(sha256('abc')).toString('hex')).toBe(sha256Hex('abc'));
     expect(sha256(new Uint8Array(0))).toHaveLength(32);
+  });
+
+  test('on the thread pool, the same digests', async () => {
+    expect(await sha256HexAsync(new Uint8Array(0))).toBe(sha256Hex(''));
+    expect(await sha256HexAsync(new TextEncoder().encode('abc'))).toBe(sha256Hex('abc'));
+    const large = randomBytes(3_000_001);
+    expect(await sha256HexAsync(large)).toBe(sha256Hex(large));
   });
 });
 
@@ -181,6 +190,36 @@ describe('ES256', () => {
       'invalid_encoding',
     );
     expectCode(() => es256Verify(publicKey, message, ` ${base64urlEncode(raw)}`), 'invalid_encoding');
+  });
+
+  test('on the thread pool, the same verdicts and the same refusals', async () => {
+    const data = randomBytes(2_500_000);
+    const signature = es256Sign(privateKey, data);
+    const raw = base64urlDecode(signature);
+    const flipped = Uint8Array.from(raw);
+    flipped[40] = (flipped[40] ?? 0) ^ 0x01;
+    const changed = Buffer.from(data);
+    changed[1_000_000] = (changed[1_000_000] ?? 0) ^ 0x01;
+    const cases: [Uint8Array, string, boolean][] = [
+      [data, signature, true],
+      [data, negateS(signature), true],
+      [changed, signature, false],
+      [data, base64urlEncode(flipped), false],
+      [data, base64urlEncode(new Uint8Array(64)), false],
+      [data, base64urlEncode(new Uint8Array(64).fill(0xff)), false],
+    ];
+    for (const [bytes, sig, verdict] of cases) {
+      expect(es256Verify(publicKey, bytes, sig)).toBe(verdict);
+      expect(await es256VerifyAsync(publicKey, bytes, sig)).toBe(verdict);
+    }
+    expect(await es256VerifyAsync(generateEs256KeyPair().publicKey, data, signature)).toBe(false);
+    expectCode(
+      () => es256VerifyAsync(publicKey, data, base64urlEncode(raw.subarray(0, 63))),
+      'invalid_length',
+    );
+    expectCode(() => es256VerifyAsync(publicKey, data, `${signature}=`), 'invalid_encoding');
+    const p384 = generateKeyPairSync('ec', { namedCurve: 'secp384r1' });
+    expectCode(() => es256VerifyAsync(p384.publicKey, data, signature), 'unsupported_algorithm');
   });
 
   test('refuses keys that are not P-256', () => {

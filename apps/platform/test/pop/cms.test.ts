@@ -405,6 +405,53 @@ describe('authentication of the CMS channel', () => {
     expect(answerOf(await postCms(servers, source, body, { gzip: true, wire })).accepted).toBe(1);
   });
 
+  test('the key that verified a source last is tried first, on the thread pool, and trusted only if still accepted', async ({
+    db,
+    servers,
+    platform,
+    setNow,
+  }) => {
+    // An operator of its own: its calls spend none of the file's operator's key tokens.
+    const operator = await createOperator(platform, 1);
+    const source = await registerSource(platform, operator, { 'screen-1': operator.structures[0]! });
+    // The first batch sets the guess (its key); each later body is hashed and checked against it while it is parsed.
+    const first = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
+    answerOf(await postCms(servers, source, first, { gzip: true }));
+    const second = cmsBody(source, 1, [cmsPlay('screen-1', 2)]);
+    // Signed by the guessed key over other bytes, or by another key: refused as before, nothing stored.
+    problemOf(
+      await postCms(servers, source, second, { signature: sign(source.privateKey, first) }),
+      401,
+      'bad_signature',
+    );
+    problemOf(
+      await postCms(servers, source, second, { signWith: generateEs256KeyPair().privateKey }),
+      401,
+      'bad_signature',
+    );
+    expect(await batchCount(db, sourceOwner(source))).toBe(1);
+    answerOf(await postCms(servers, source, second));
+    // body_sha256 is the decompressed bytes' digest, whichever thread computed it.
+    const { rows } = await db.query<{ batch_seq: number; body_sha256: string }>(
+      'SELECT batch_seq, body_sha256 FROM pop_batches WHERE owner = $1 ORDER BY batch_seq',
+      [sourceOwner(source)],
+    );
+    expect(rows).toEqual([
+      { batch_seq: 0, body_sha256: sha256(first) },
+      { batch_seq: 1, body_sha256: sha256(second) },
+    ]);
+    // The guessed key rotated out more than 24 hours ago: its signature verifies, but it is no longer accepted.
+    const rotated = await rotateSourceKey(platform, source);
+    const after = new Date(T0.getTime() + 24 * 3600_000);
+    setNow(after);
+    problemOf(
+      await postCms(servers, source, cmsBody(source, 2, [cmsPlay('screen-1', 3, {}, after)])),
+      401,
+      'source_unauthorized',
+    );
+    answerOf(await postCms(servers, rotated, cmsBody(source, 2, [cmsPlay('screen-1', 3, {}, after)])));
+  });
+
   test('key rotation: the old key is accepted for 24 hours, then 401 source_unauthorized', async ({
     servers,
     platform,
