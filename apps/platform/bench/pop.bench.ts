@@ -1045,8 +1045,11 @@ export async function run(): Promise<Record<string, number>> {
       `CPU per batch: platform ${(cpu.platformMs / batches).toFixed(2)} ms ` +
       `(kernel ${(cpu.platformSystemMs / batches).toFixed(2)}), PostgreSQL ${(cpu.postgresMs / batches).toFixed(2)} ms ` +
       postgresKinds(cpu, batches) +
-      `sender ${(cpu.senderMs / batches).toFixed(2)} ms; other programs kept ` +
-      `${(cpu.othersMs / cpu.wallMs).toFixed(2)} of ${os.availableParallelism()} cores busy`;
+      `sender ${(cpu.senderMs / batches).toFixed(2)} ms; ` +
+      // How much of the machine the scenario used: below the cores it has, something waited (a round trip, a
+      // lock, a sender waiting for its answer) while a core stood idle.
+      `the three kept ${((cpu.platformMs + cpu.postgresMs + cpu.senderMs) / cpu.wallMs).toFixed(2)} and other ` +
+      `programs ${(cpu.othersMs / cpu.wallMs).toFixed(2)} of ${os.availableParallelism()} cores busy`;
     let meter: CpuMeter;
     /** Each device's `rounds` batches, signed now (their ts must stay within 300 s of the platform's clock). */
     const signRounds = (devices: Device[], fixture: Fixture, rounds: number) => {
