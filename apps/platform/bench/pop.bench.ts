@@ -1101,6 +1101,8 @@ export async function run(): Promise<Record<string, number>> {
 
     // (a) CMS (its batches are also the rows of (c))
     let twoSenders: CmsRequest[][] = [];
+    /** Binary COPY on one connection, measured just before and after the CMS 2-sender window (0: not measured). */
+    let besideCms = 0;
     if (SCENARIOS.has('cms') || SCENARIOS.has('copy')) {
       log('preparing CMS batches');
       const now = new Date();
@@ -1136,6 +1138,22 @@ export async function run(): Promise<Record<string, number>> {
         const cms1 = await cmsScenario(apiUrl, oneSender);
         const cms1Cpu = meter.stop();
         log(`CMS 1 sender: ${Math.round(cms1)} records/s; ${perBatch(cms1Cpu, CMS_BATCHES_PER_SENDER)}`);
+        // The ceiling beside the window (with the copy scenario): binary COPY of the first sender's rows on one
+        // connection just before and just after the 2-sender measurement, the faster kept. This machine's speed
+        // moves within minutes, and section (c), minutes later, alone had let a slower minute's COPY read as a pass
+        // of the 0.6 goal.
+        const copyBeside = async (when: string) => {
+          if (!SCENARIOS.has('copy')) return 0;
+          const receivedAt = new Date();
+          await db.query('SELECT pop_records_partition($1::date)', [almatyDayOf(receivedAt)]);
+          const rows = twoSenders[0]!.map((r, i) => copyRowsOf(r, 2_000_000_000 + i, receivedAt).binary);
+          progress.phase(`measuring: COPY beside the CMS channel, ${when}`);
+          await quiesce(db);
+          const rate = await copyScenario(db, COPY_RECORDS_SQL, [rows]);
+          log(`COPY binary, 1 connection, ${when} the 2-sender window: ${Math.round(rate)} records/s`);
+          return rate;
+        };
+        const copyBefore = await copyBeside('before');
         progress.phase('measuring: CMS, 2 senders');
         await quiesce(db);
         await resetStatements(db);
@@ -1144,6 +1162,7 @@ export async function run(): Promise<Record<string, number>> {
         const cms2Cpu = meter.stop();
         await logStatements(db, 'CMS 2 senders', 2 * CMS_BATCHES_PER_SENDER);
         log(`CMS 2 senders: ${Math.round(cms2)} records/s; ${perBatch(cms2Cpu, 2 * CMS_BATCHES_PER_SENDER)}`);
+        besideCms = Math.max(copyBefore, await copyBeside('after'));
         figures['cms_records_per_s_1_sender'] = Math.round(cms1);
         figures['cms_records_per_s_2_senders'] = Math.round(cms2);
         // CPU actually spent (machine-load independent), per 10 000-record batch.
@@ -1364,7 +1383,8 @@ export async function run(): Promise<Record<string, number>> {
     }
 
     // (c) COPY of the same rows (the 2-sender scenario's records), into the same table, in COPY's text format and
-    // in the binary format the platform writes; the ratios are taken against the fastest of them.
+    // in the binary format the platform writes; the ratios are taken against the fastest of them and of the binary
+    // COPYs measured beside the CMS window.
     if (SCENARIOS.has('copy')) {
       const receivedAt = new Date();
       await db.query('SELECT pop_records_partition($1::date)', [almatyDayOf(receivedAt)]);
@@ -1407,8 +1427,9 @@ export async function run(): Promise<Record<string, number>> {
       figures['copy_binary_records_per_s_2_connections'] = Math.round(binary2);
       figures['copy_text_cpu_ms_per_10000_postgres'] = Math.round(textCpu.postgresMs / chunks[0]!.length);
       figures['copy_binary_cpu_ms_per_10000_postgres'] = Math.round(binaryCpu.postgresMs / chunks[0]!.length);
-      const ceiling1 = Math.max(text1, binary1);
-      const ceiling = Math.max(text1, text2, binary1, binary2);
+      if (besideCms > 0) figures['copy_binary_records_per_s_beside_cms'] = Math.round(besideCms);
+      const ceiling1 = Math.max(text1, binary1, besideCms);
+      const ceiling = Math.max(text1, text2, binary1, binary2, besideCms);
       const cms1 = figures['cms_records_per_s_1_sender'];
       const cms2 = figures['cms_records_per_s_2_senders'];
       if (cms1 !== undefined && cms2 !== undefined) {
