@@ -134,15 +134,7 @@ export function es256Sign(privateKey: KeyObject, data: Uint8Array): string {
  * public half is used.
  */
 export function es256Verify(publicKey: KeyObject, data: Uint8Array, signature: string): boolean {
-  requireP256(publicKey, 'any');
-  requireBytes(data);
-  const raw = base64urlDecode(signature);
-  if (raw.byteLength !== RAW_SIGNATURE_LENGTH) {
-    throw new CryptoError(
-      'invalid_length',
-      `signature must be ${RAW_SIGNATURE_LENGTH} bytes, got ${raw.byteLength}`,
-    );
-  }
+  const raw = verifyArguments(publicKey, data, signature);
   try {
     return nodeVerify('sha256', data, { key: publicKey, dsaEncoding: 'ieee-p1363' }, raw);
   } catch {
@@ -161,15 +153,7 @@ export function es256VerifyAsync(
   data: Uint8Array,
   signature: string,
 ): Promise<boolean> {
-  requireP256(publicKey, 'any');
-  requireBytes(data);
-  const raw = base64urlDecode(signature);
-  if (raw.byteLength !== RAW_SIGNATURE_LENGTH) {
-    throw new CryptoError(
-      'invalid_length',
-      `signature must be ${RAW_SIGNATURE_LENGTH} bytes, got ${raw.byteLength}`,
-    );
-  }
+  const raw = verifyArguments(publicKey, data, signature);
   return new Promise((resolve) => {
     try {
       nodeVerify('sha256', data, { key: publicKey, dsaEncoding: 'ieee-p1363' }, raw, (error, ok) =>
@@ -179,6 +163,20 @@ export function es256VerifyAsync(
       resolve(false);
     }
   });
+}
+
+/** What es256Verify and es256VerifyAsync check before verifying: the key, the data, and the raw 64-byte signature. */
+function verifyArguments(publicKey: KeyObject, data: Uint8Array, signature: string): Uint8Array {
+  requireP256(publicKey, 'any');
+  requireBytes(data);
+  const raw = base64urlDecode(signature);
+  if (raw.byteLength !== RAW_SIGNATURE_LENGTH) {
+    throw new CryptoError(
+      'invalid_length',
+      `signature must be ${RAW_SIGNATURE_LENGTH} bytes, got ${raw.byteLength}`,
+    );
+  }
+  return raw;
 }
 
 function requireBytes(data: Uint8Array): void {
