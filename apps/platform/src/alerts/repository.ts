@@ -326,21 +326,16 @@ export interface ResolvedAlert {
   eventId: string;
 }
 
-/** Resolves open alerts; returns the ids of those that were still open. */
-export async function resolveAlerts(
-  client: DbClient,
-  resolved: readonly ResolvedAlert[],
-): Promise<Set<string>> {
-  const ids = new Set<string>();
+/** Resolves open alerts (one already resolved is left as it is). */
+export async function resolveAlerts(client: DbClient, resolved: readonly ResolvedAlert[]): Promise<void> {
   for (const part of inParts(resolved)) {
-    const { rows } = await client.query<{ id: string }>(
+    await client.query(
       `UPDATE alerts a
           SET resolved_at = r.at, resolution = r.resolution, last_seen_at = r.last_seen_at,
               resolved_event_id = r.event_id
          FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::timestamptz[], $5::uuid[])
               AS r(id, at, resolution, last_seen_at, event_id)
-        WHERE a.id = r.id AND a.resolved_at IS NULL
-       RETURNING a.id`,
+        WHERE a.id = r.id AND a.resolved_at IS NULL`,
       [
         part.map((r) => r.id),
         part.map((r) => r.at),
@@ -349,9 +344,7 @@ export async function resolveAlerts(
         part.map((r) => r.eventId),
       ],
     );
-    for (const row of rows) ids.add(row.id);
   }
-  return ids;
 }
 
 export interface AlertFilter {
