@@ -1326,6 +1326,34 @@ export async function run(): Promise<Record<string, number>> {
         figures['ratio_agent_to_ceiling'] = Number(
           (agent.batchesPerSecond / ceiling.batchesPerSecond).toFixed(3),
         );
+        // The bare endpoint again, at the agent open loop's lowest rate: batches that arrive one by one cost any
+        // server on this machine more than batches that arrive together (each wakes every process it passes
+        // through), storing or not. What the agent channel costs at that rate beyond it is its own.
+        const lowShare = OPEN_LOOP_LOWER_SHARES.at(-1) ?? OPEN_LOOP_SHARE;
+        const lowKey = `agent_open_loop${lowShare === OPEN_LOOP_SHARE ? '' : `_${Math.round(lowShare * 100)}`}`;
+        const lowRate = figures[`${lowKey}_target_rate`]!;
+        const lowRequests = agentRequests.slice(0, Math.ceil(lowRate * OPEN_LOOP_SECONDS));
+        meter = cpuMeter(bare.pid!, pgData);
+        const low = await agentOpenLoop(bareUrl, lowRequests, lowRate);
+        const lowCpu = meter.stop();
+        log(
+          `agent ceiling (bare endpoint) at ${lowRate} batches/s (the agent's open loop at ` +
+            `${Math.round(lowShare * 100)} %): p50 ${low.p50.toFixed(1)} ms, p99 ${low.p99.toFixed(1)} ms; ` +
+            perBatch(lowCpu, lowRequests.length),
+        );
+        const agentLowMs =
+          figures[`${lowKey}_cpu_ms_per_batch_platform`]! + figures[`${lowKey}_cpu_ms_per_batch_postgres`]!;
+        log(
+          `agent at ${lowRate} batches/s: CPU a batch ${agentLowMs.toFixed(2)} ms (platform + PostgreSQL) against ` +
+            `${(lowCpu.platformMs / lowRequests.length).toFixed(2)} ms for the bare endpoint at this rate and ` +
+            `${(bareCpu.platformMs / agentRequests.length).toFixed(2)} ms in its closed loop (senders not counted)`,
+        );
+        figures['agent_ceiling_low_rate_cpu_ms_per_batch'] = Number(
+          (lowCpu.platformMs / lowRequests.length).toFixed(2),
+        );
+        figures['agent_ceiling_low_rate_cpu_ms_per_batch_sender'] = Number(
+          (lowCpu.senderMs / lowRequests.length).toFixed(2),
+        );
       } finally {
         bare.kill('SIGTERM');
         await new Promise((resolve) => (bare.exitCode === null ? bare.once('exit', resolve) : resolve(null)));
