@@ -9,7 +9,8 @@
  *      flight (closed loop); then an open loop: batches sent at a fixed arrival rate, 80 % of the closed loop's
  *      throughput, whatever the answers, latency counted from each batch's scheduled send time (queueing included),
  *      and at lower shares (POP_BENCH_OPEN_LOOP_SHARES, by default 0.6 and 0.4: the load at which p99 stays under
- *      50 ms); and the ceiling: the same batches to a bare endpoint (bare-agents.ts);
+ *      50 ms); and the ceiling: the same batches to a bare endpoint (bare-agents.ts), closed loop and at the lowest
+ *      share's rate;
  *  (d) national fleet (POP_BENCH_SCENARIOS=national): 300 000 enrolled devices (POP_BENCH_DEVICES), each batch from
  *      another device, none seen before by the platform (every key a key cache miss, as when 300 000 devices send
  *      in turn); the same figures as (b) and the ratio to them;
