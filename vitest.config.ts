@@ -19,7 +19,8 @@ export default defineConfig({
     pool: 'forks',
     // Vitest's default is one worker fewer than the cores: one worker on a 2-core machine, where the suite waits on
     // PostgreSQL, child processes and Chromium as much as it computes. Two workers there: 23 minutes against 36 for
-    // the whole suite, every test passing (November 2026). Larger machines keep the default.
+    // the whole suite, every test passing (November 2026); three: 949 s against 875 s for two, the test files' own time
+    // 2 803 s against 1 699 (28 November 2026). Larger machines keep the default.
     maxWorkers: Math.max(2, availableParallelism() - 1),
     // A worker keeps its modules from one test file to the next: the platform's import graph (Fastify, pg, pkijs,
     // pino) was loaded anew for each of 194 files, 235 s of the suite's 1 016 in CI. Files share nothing else: each
