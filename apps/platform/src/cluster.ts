@@ -8,6 +8,7 @@ import {
   type PlatformMetrics,
   renderMetrics,
 } from './http/metrics.js';
+import { platformExecArgv } from './heap.js';
 import { openDatabase } from './platform.js';
 
 /*
@@ -168,6 +169,8 @@ export async function runPrimary(
   const workers = new Map<number, Worker>();
   let metricsListener: MetricsListener | null = null;
 
+  // The workers get this process's Node arguments and the old generation's growth (heap.ts), unless given.
+  cluster.setupPrimary({ execArgv: platformExecArgv(process.execArgv) });
   const fork = (index: number): Worker => {
     const worker = cluster.fork({
       DATABASE_URL: database.url,

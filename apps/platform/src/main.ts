@@ -6,6 +6,7 @@ import { checkFeatureSettings } from './settings-check.js';
 import { checkListeners, StartError, startFailure } from './start-errors.js';
 import { createLogger, openDatabase, startPlatform } from './platform.js';
 import { systemClock } from './clock.js';
+import { HEAP_GROWING_PERCENT, setsHeapGrowth } from './heap.js';
 import {
   answerMetricsRequests,
   exitWithPrimary,
@@ -139,6 +140,12 @@ async function main(argv: string[]): Promise<number> {
     exitWithPrimary(() => void stop('primary gone'));
   } else {
     running(platform.urls, 1);
+    if (!setsHeapGrowth(process.execArgv)) {
+      platform.ctx.log.info(
+        `started without --heap-growing-percent: full garbage collections about once a second under load; ` +
+          `start node with --heap-growing-percent=${HEAP_GROWING_PERCENT} (README, "Running the platform")`,
+      );
+    }
   }
   return new Promise<number>(() => {});
 }

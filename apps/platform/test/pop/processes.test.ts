@@ -6,6 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { freePort } from '../../src/db/embedded.js';
+import { HEAP_GROWING_PERCENT } from '../../src/heap.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { type Answer, agentBody, insertDevice, play, sign, type TestDevice } from './helpers.js';
 
@@ -14,6 +15,7 @@ import { type Answer, agentBody, insertDevice, play, sign, type TestDevice } fro
  * real sockets: batches are answered by both, counted once, a dead worker is replaced, SIGTERM stops everything.
  */
 const REPO = path.resolve(import.meta.dirname, '../../../..');
+const HEAP_FLAG = `--heap-growing-percent=${HEAP_GROWING_PERCENT}`;
 let database: TestDatabase;
 let dataDir: string;
 let primary: ChildProcess | null = null;
@@ -128,6 +130,11 @@ test.skipIf(!existsSync('/proc'))(
     );
     const workers = workersOf(pid);
     expect(workers).toHaveLength(2);
+    // Each worker runs with the old generation's growth (src/heap.ts), which the primary was not started with.
+    expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).not.toContain(HEAP_FLAG);
+    for (const worker of workers) {
+      expect(readFileSync(`/proc/${worker}/cmdline`, 'utf8').split('\0')).toContain(HEAP_FLAG);
+    }
     const cpuBefore = workers.map(cpuMs);
 
     // Each batch on a connection of its own: the primary hands connections to the workers in turn.
