@@ -36,7 +36,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createECDH, createPrivateKey, randomBytes, randomUUID } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -55,6 +55,7 @@ import { Pool } from 'undici';
 import { generateApiKey } from '../src/auth/api-keys.js';
 import { freePort, startEmbeddedPostgres } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
+import { platformExecArgv, setsHeapGrowth } from '../src/heap.js';
 import { createPool, type Db } from '../src/db/pool.js';
 import { copyFrom, copyText } from '../src/db/copy.js';
 import { COPY_RECORDS_SQL, recordsCopyData } from '../src/pop/store.js';
@@ -83,6 +84,21 @@ const OPEN_LOOP_LOWER_SHARES = (process.env['POP_BENCH_OPEN_LOOP_SHARES'] ?? '0.
 // Batches sent before the agent and national scenarios measure anything, to the platform and to the bare endpoint
 // alike, by devices of their own: V8 optimises the hot path over the first thousands of batches, and a platform runs
 // for months (after one round of 1 000, the optimising compiler still took 12 to 22 % of the platform's CPU).
+// A folder: each open loop writes there, per batch, its scheduled send time and its latency (`<figure>.csv`), to
+// tell a tail made by queueing (slow batches spread over the loop) from one made by stalls (slow batches together).
+const OPEN_LOOP_TRACE = process.env['POP_BENCH_OPEN_LOOP_TRACE'];
+function writeTrace(file: string, loop: OpenLoop): void {
+  mkdirSync(OPEN_LOOP_TRACE!, { recursive: true });
+  const lines = loop.trace.map((t) => `${t.scheduled.toFixed(2)},${t.latency.toFixed(2)}`);
+  // The first line: the loop's start on the clock of POP_BENCH_PLATFORM_OUTPUT's lines.
+  writeFileSync(
+    path.join(OPEN_LOOP_TRACE!, file),
+    `# started_at_ms=${loop.startedAt.toFixed(1)}\nscheduled_ms,latency_ms\n${lines.join('\n')}\n`,
+  );
+}
+// A file: the platform's output (its log, and what POP_BENCH_PLATFORM_NODE_ARGS such as --trace-gc print), each line
+// after the time it arrived on this process's performance.now() clock.
+const PLATFORM_OUTPUT = process.env['POP_BENCH_PLATFORM_OUTPUT'];
 const WARMUP_BATCHES = Number(process.env['POP_BENCH_WARMUP_BATCHES'] ?? 6_000);
 // National fleet: devices enrolled, and how many of them send in the closed-loop window (distinct devices).
 const NATIONAL_DEVICES = Number(process.env['POP_BENCH_DEVICES'] ?? 300_000);
@@ -112,13 +128,16 @@ interface Ports {
   verify: number;
 }
 
+const PLATFORM_NODE_ARGS = process.env['POP_BENCH_PLATFORM_NODE_ARGS']?.split(' ').filter(Boolean) ?? [];
+
 async function startPlatformProcess(dbUrl: string, dataDir: string, ports: Ports): Promise<ChildProcess> {
   let output = '';
   const child = spawn(
     process.execPath,
     [
-      // e.g. POP_BENCH_PLATFORM_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile the platform.
-      ...(process.env['POP_BENCH_PLATFORM_NODE_ARGS']?.split(' ').filter(Boolean) ?? []),
+      // e.g. POP_BENCH_PLATFORM_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile the platform. As deployed,
+      // with the old generation's growth (src/heap.ts) unless these set it (=0: V8's own).
+      ...platformExecArgv(PLATFORM_NODE_ARGS),
       '--conditions=source',
       '--import',
       'tsx',
@@ -141,12 +160,16 @@ async function startPlatformProcess(dbUrl: string, dataDir: string, ports: Ports
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
-  child.stdout?.on('data', (c: Buffer) => {
+  const keep = (c: Buffer) => {
     output += c.toString();
-  });
-  child.stderr?.on('data', (c: Buffer) => {
-    output += c.toString();
-  });
+    if (PLATFORM_OUTPUT) {
+      const at = performance.now().toFixed(1);
+      const lines = c.toString().split('\n').filter(Boolean);
+      appendFileSync(PLATFORM_OUTPUT, lines.map((line) => `${at} ${line}\n`).join(''));
+    }
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
   const deadline = Date.now() + 120_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`platform exited:\n${output}`);
@@ -169,7 +192,14 @@ async function startBareAgents(
   let output = '';
   const child = spawn(
     process.execPath,
-    ['--conditions=source', '--import', 'tsx', 'apps/platform/bench/bare-agents.ts'],
+    // The same heap as the platform (src/heap.ts, and a heap growth POP_BENCH_PLATFORM_NODE_ARGS sets).
+    [
+      ...platformExecArgv(PLATFORM_NODE_ARGS.filter((arg) => setsHeapGrowth([arg]))),
+      '--conditions=source',
+      '--import',
+      'tsx',
+      'apps/platform/bench/bare-agents.ts',
+    ],
     {
       cwd: REPO,
       env: {
@@ -836,6 +866,10 @@ interface OpenLoop {
   p50: number;
   p99: number;
   max: number;
+  /** Per batch, in the order sent: its scheduled time from the loop's start, its latency (ms). */
+  trace: { scheduled: number; latency: number }[];
+  /** The loop's start on this process's `performance.now()` clock. */
+  startedAt: number;
 }
 
 /**
@@ -850,6 +884,7 @@ async function agentOpenLoop(
 ): Promise<OpenLoop> {
   const pool = new Pool(url, { connections: 256, pipelining: 1 });
   const latencies: number[] = [];
+  const trace: OpenLoop['trace'] = [];
   const answers: Promise<void>[] = [];
   let failure: Error | null = null;
   let lastAnswer = 0;
@@ -861,6 +896,8 @@ async function agentOpenLoop(
       while (sent < requests.length && due(sent) <= performance.now()) {
         const request = requests[sent]!;
         const scheduled = due(sent);
+        const entry = { scheduled: scheduled - t0, latency: Number.NaN };
+        trace.push(entry);
         sent += 1;
         answers.push(
           pool
@@ -874,6 +911,7 @@ async function agentOpenLoop(
               const text = await res.body.text();
               lastAnswer = performance.now();
               latencies.push(lastAnswer - scheduled);
+              entry.latency = lastAnswer - scheduled;
               if (res.statusCode !== 200) failure ??= new Error(`agent batch: ${res.statusCode} ${text}`);
             }),
         );
@@ -892,6 +930,8 @@ async function agentOpenLoop(
       p50: at(0.5),
       p99: at(0.99),
       max: latencies[latencies.length - 1]!,
+      trace,
+      startedAt: t0,
     };
   } finally {
     await pool.close();
@@ -1101,6 +1141,7 @@ export async function run(): Promise<Record<string, number>> {
       const openMeter = cpuMeter(child!.pid!, pgData);
       const open = await agentOpenLoop(url, requests, rate);
       const cpu = openMeter.stop();
+      if (OPEN_LOOP_TRACE) writeTrace(`${key}.csv`, open);
       await logStatements(db, name, requests.length);
       log(
         `${prefix} open loop at ${Math.round(rate)} batches/s (${Math.round(share * 100)} % of the closed loop): ` +
@@ -1337,6 +1378,7 @@ export async function run(): Promise<Record<string, number>> {
         meter = cpuMeter(bare.pid!, pgData);
         const low = await agentOpenLoop(bareUrl, lowRequests, lowRate);
         const lowCpu = meter.stop();
+        if (OPEN_LOOP_TRACE) writeTrace('agent_ceiling_low_rate.csv', low);
         log(
           `agent ceiling (bare endpoint) at ${lowRate} batches/s (the agent's open loop at ` +
             `${Math.round(lowShare * 100)} %): p50 ${low.p50.toFixed(1)} ms, p99 ${low.p99.toFixed(1)} ms; ` +
