@@ -33,6 +33,9 @@
  *   POP_BENCH_WARMUP_BATCHES=6000 ...   (batches sent before the agent scenarios measure)
  *   POP_BENCH_OPEN_LOOP_SHARES=0.6,0.4 ...   (the agent's open loop again at these shares of the closed loop; empty:
  *                                          only the goal's 0.8)
+ *   POP_BENCH_OPEN_LOOP_TRACE=/tmp/trace ...   (every open-loop batch's send time and latency, a CSV a loop)
+ *   POP_BENCH_PLATFORM_OUTPUT=/tmp/out.txt POP_BENCH_PLATFORM_NODE_ARGS=--trace-gc ...   (the platform's output, its
+ *                                          collections with it, on the traces' clock)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createECDH, createPrivateKey, randomBytes, randomUUID } from 'node:crypto';
@@ -81,9 +84,6 @@ const OPEN_LOOP_LOWER_SHARES = (process.env['POP_BENCH_OPEN_LOOP_SHARES'] ?? '0.
   .map(Number)
   .filter((share) => share > 0 && share < OPEN_LOOP_SHARE)
   .sort((a, b) => b - a);
-// Batches sent before the agent and national scenarios measure anything, to the platform and to the bare endpoint
-// alike, by devices of their own: V8 optimises the hot path over the first thousands of batches, and a platform runs
-// for months (after one round of 1 000, the optimising compiler still took 12 to 22 % of the platform's CPU).
 // A folder: each open loop writes there, per batch, its scheduled send time and its latency (`<figure>.csv`), to
 // tell a tail made by queueing (slow batches spread over the loop) from one made by stalls (slow batches together).
 const OPEN_LOOP_TRACE = process.env['POP_BENCH_OPEN_LOOP_TRACE'];
@@ -99,6 +99,9 @@ function writeTrace(file: string, loop: OpenLoop): void {
 // A file: the platform's output (its log, and what POP_BENCH_PLATFORM_NODE_ARGS such as --trace-gc print), each line
 // after the time it arrived on this process's performance.now() clock.
 const PLATFORM_OUTPUT = process.env['POP_BENCH_PLATFORM_OUTPUT'];
+// Batches sent before the agent and national scenarios measure anything, to the platform and to the bare endpoint
+// alike, by devices of their own: V8 optimises the hot path over the first thousands of batches, and a platform runs
+// for months (after one round of 1 000, the optimising compiler still took 12 to 22 % of the platform's CPU).
 const WARMUP_BATCHES = Number(process.env['POP_BENCH_WARMUP_BATCHES'] ?? 6_000);
 // National fleet: devices enrolled, and how many of them send in the closed-loop window (distinct devices).
 const NATIONAL_DEVICES = Number(process.env['POP_BENCH_DEVICES'] ?? 300_000);

@@ -11,7 +11,7 @@
  * It is a V8 flag, so it must be on the process's command line: Node does not take it from NODE_OPTIONS, and V8
  * reads it as the heap is set up. The primary of PLATFORM_WORKERS > 1 starts its workers with it (cluster.ts);
  * `npm run platform` starts the single process with it (package.json); other command lines add it themselves
- * (README, "Operating it").
+ * (README, "Running the platform").
  */
 
 export const HEAP_GROWING_PERCENT = 200;
