@@ -1,7 +1,12 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { expect, test } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, test } from 'vitest';
 import { HEAP_GROWING_PERCENT, platformExecArgv, setsHeapGrowth } from '../../src/heap.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { spawnPlatform } from '../support/process.js';
 
 const REPO = new URL('../../../../', import.meta.url);
 
@@ -44,4 +49,31 @@ test('npm run platform and npm start start Node with the flag', () => {
     expect(args[0], name).toBe('node');
     expect(args, name).toContain(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
   }
+});
+
+describe('a single platform process', () => {
+  let database: TestDatabase | null = null;
+  const dirs: string[] = [];
+  afterAll(async () => {
+    await database?.drop();
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  });
+  const started = async (nodeArgs: string[]) => {
+    database ??= await createTestDatabase();
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-heap-'));
+    dirs.push(dir);
+    const p = await spawnPlatform(
+      [],
+      { DATABASE_URL: database.url, DATA_DIR: dir, LOG_LEVEL: 'info' },
+      { nodeArgs },
+    );
+    await p.stop();
+    return p.output();
+  };
+
+  test('started without the flag says so in its log, and not when started with it', async () => {
+    const hint = 'started without --heap-growing-percent';
+    expect(await started([])).toContain(`${hint}: full garbage collections about once a second under load`);
+    expect(await started(platformExecArgv([]))).not.toContain(hint);
+  }, 120_000);
 });

@@ -50,15 +50,16 @@ export function runPlatformCommand(
 /**
  * Starts `platform run` on free ports and waits until every host answers /readyz. With `processGroup` it runs in a
  * process group of its own, as a command started at a terminal does: `interrupt()` is then a Ctrl-C, a SIGINT to
- * every process of that group.
+ * every process of that group. `nodeArgs` go to Node before the script (`--heap-growing-percent=200`, say).
  */
 export async function spawnPlatform(
   args: string[],
   env: Record<string, string>,
-  options: { processGroup?: boolean } = {},
+  options: { processGroup?: boolean; nodeArgs?: string[] } = {},
 ): Promise<PlatformProcess> {
   const ports = await freeHostPorts();
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', MAIN, 'run', ...args], {
+  const node = [...(options.nodeArgs ?? []), '--conditions=source', '--import', 'tsx', MAIN, 'run', ...args];
+  const child = spawn(process.execPath, node, {
     detached: options.processGroup === true,
     cwd: REPO_ROOT,
     env: {
