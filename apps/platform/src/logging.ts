@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
 import type { PlatformConfig } from './config.js';
+import { endedDatabaseConnection } from './db/pool.js';
 
 /*
  * The platform's log: pino, JSON lines with a request id (LOG_FORMAT=json, the default, for collectors), or one
@@ -36,11 +37,13 @@ export function isConnectionError(error: unknown): boolean {
 const DATABASE_LOSS_CODES = new Set(['57P01', '57P02', '57P03', '08006', '08003']);
 
 /**
- * Whether `error` is a database connection PostgreSQL ended or pg found closed under a query, or the next query of a
+ * Whether `error` is a database connection PostgreSQL ended or pg found closed under a query, the next query of a
  * checked-out client whose connection was lost between two of its queries (pg: "Client has encountered a connection
- * error and is not queryable").
+ * error and is not queryable"), or a socket error that ended a connection of the platform's pools (EPIPE, when a
+ * query is written to a backend just terminated: db/pool.ts, endedDatabaseConnection).
  */
 export function isDatabaseConnectionLoss(error: unknown): boolean {
+  if (endedDatabaseConnection(error)) return true;
   const e = error as { code?: unknown; message?: unknown } | null;
   if (typeof e?.code === 'string' && DATABASE_LOSS_CODES.has(e.code)) return true;
   return typeof e?.message === 'string' && LOST_MESSAGE.test(e.message);

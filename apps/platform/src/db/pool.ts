@@ -6,6 +6,24 @@ export type DbClient = pg.PoolClient;
 // int8 (bigint) columns come back as strings by default; our counters stay far below 2^53.
 pg.types.setTypeParser(20, (value: string) => Number(value));
 
+/**
+ * Errors that ended a connection of a pool made here. pg hands a socket error of its connection (EPIPE when a query
+ * is written to a backend PostgreSQL has just terminated, say) to that connection's queries as it is, code and all:
+ * the same code any other socket (a witness's, a webhook target's) may give. It first reports it as the client's
+ * 'error' event, before those queries are rejected, so the pool keeps the error here and a catch can tell a lost
+ * database connection from another socket's error (src/logging.ts, isDatabaseConnectionLoss).
+ */
+const lostConnectionErrors = new WeakSet<object>();
+
+/** Whether `error` is one that ended a database connection of a pool made by createPool. */
+export function endedDatabaseConnection(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && lostConnectionErrors.has(error);
+}
+
+const keepLost = (error: unknown) => {
+  if (typeof error === 'object' && error !== null) lostConnectionErrors.add(error);
+};
+
 export function createPool(
   url: string,
   options: { max?: number; applicationName?: string; onIdleError?: (error: Error) => void } = {},
@@ -18,6 +36,7 @@ export function createPool(
   // An idle client whose server went away (restart, shutdown) must not crash the process:
   // the pool drops it and the next query opens a new connection.
   pool.on('error', (error) => {
+    keepLost(error);
     options.onIdleError?.(error);
   });
   // pg-pool's end() resolves once it has asked its idle clients to end, before their connections have closed; a
@@ -30,7 +49,7 @@ export function createPool(
     // client is idle: with no listener the event ended the process (found by test/db/pool.test.ts). The error
     // reaches the query that was running (rejected) or the next one ("not queryable"), and the pool drops the client
     // when it is released; an idle client's loss still goes to the pool's 'error' above.
-    client.on('error', () => {});
+    client.on('error', keepLost);
     const closed = new Promise<void>((resolve) => client.once('end', () => resolve()));
     open.add(closed);
     void closed.then(() => open.delete(closed));

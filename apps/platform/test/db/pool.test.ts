@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { BEGIN_GENERIC_PLANS, createPool, withTransaction } from '../../src/db/pool.js';
+import { isDatabaseConnectionLoss } from '../../src/logging.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 /*
@@ -123,4 +124,29 @@ test('an idle connection lost is reported once through onIdleError; the pool ope
   expect(errors).toHaveLength(1);
   expect((await pool.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
   await pool.end();
+});
+
+test('a socket error that ends a connection under its query counts as a lost database connection; the same code elsewhere does not', async () => {
+  const db = createPool(database.url, { max: 2 });
+  const client = await db.connect();
+  try {
+    // What writing to a backend PostgreSQL has just terminated gives: the connection's socket fails with EPIPE, and
+    // the query running on it is rejected with that very error (CI saw a scheduler log it as an error of its own).
+    const running = client.query('SELECT pg_sleep(5)');
+    const epipe = Object.assign(new Error('write EPIPE'), { code: 'EPIPE', errno: -32, syscall: 'write' });
+    (client as unknown as { connection: { stream: import('node:net').Socket } }).connection.stream.destroy(
+      epipe,
+    );
+    const error = await running.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBe(epipe);
+    expect(isDatabaseConnectionLoss(error)).toBe(true);
+    // An EPIPE of any other socket (a witness, a webhook target) is not the database's.
+    expect(isDatabaseConnectionLoss(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }))).toBe(false);
+  } finally {
+    client.release(true);
+    await db.end();
+  }
 });
