@@ -19,9 +19,10 @@ export class PopCaches {
   constructor(ctx: { db: Db; log?: Pick<Logger, 'debug' | 'warn'> }) {
     this.lookups = new DeviceLookupBatcher(ctx.db);
     this.committer = new GroupCommitter(ctx.db, GROUP_COMMIT_DEFAULTS, (error) => {
-      // A mark moved by another instance is expected now and then; anything else is worth a look.
-      if ((error as { code?: string }).code === 'PHWM1')
-        ctx.log?.debug({ err: error }, 'pop group rolled back');
+      // A mark moved by another instance is expected now and then, and so is a receive day sealed while a group was
+      // on its way (around midnight); anything else is worth a look.
+      const code = (error as { code?: string }).code;
+      if (code === 'PHWM1' || code === 'PSEAL') ctx.log?.debug({ err: error }, 'pop group rolled back');
       else ctx.log?.warn({ err: error }, 'pop group rolled back; its batches are stored one by one');
     });
   }

@@ -1,15 +1,15 @@
 import { boolArray, dateArray, int4Array, int8Array, textArray, uuidArray } from '../db/binary-arrays.js';
 import { copyFrom } from '../db/copy.js';
-import { BEGIN_GENERIC_PLANS, type Db, type DbClient } from '../db/pool.js';
+import { type PipelineStatement, pipelined } from '../db/pipeline.js';
+import type { Db } from '../db/pool.js';
 import type { Bucket } from './rate-limits.js';
 import {
   COPY_RECORDS_SQL,
   compareCountKeys,
   type NewBatch,
   newestStartOf,
-  openReceiveDays,
+  OPEN_RECEIVE_DAYS,
   recordsCopyData,
-  stampedInto,
   type StoreResult,
   storeBatch,
 } from './store.js';
@@ -191,21 +191,33 @@ export class GroupCommitter {
     );
   }
 
-  /** One transaction for the group; the results in the order of `entries`. Throws on any error (rolled back). */
-  private async writeGroup(group: readonly GroupEntry[]): Promise<StoreResult[]> {
-    let entries = group;
+  /**
+   * One transaction for the group, in two round trips; the results in the order of `entries`. Throws on any error
+   * (rolled back).
+   */
+  private async writeGroup(entries: readonly GroupEntry[]): Promise<StoreResult[]> {
     const client = await this.db.connect();
     let broken = false;
     try {
-      await client.query(BEGIN_GENERIC_PLANS);
       try {
-        // First thing: the receive days' shared locks, and the day each batch goes under (migration 064).
-        const open = await openReceiveDays(client, [...new Set(entries.map((e) => e.batch.receiveDay))]);
-        entries = entries.map((entry) => {
-          const batch = stampedInto(entry.batch, open.get(entry.batch.receiveDay)!, entry.now());
-          return batch === entry.batch ? entry : { ...entry, batch };
-        });
-        const results = await runGroupStatement(client, entries);
+        // First round trip: BEGIN with its plan setting, the receive days' shared locks (migration 064: the first
+        // thing every storing transaction does), and the group statement, in one write (src/db/pipeline.ts).
+        const days = [...new Set(entries.map((e) => e.batch.receiveDay))];
+        const [, , open, group] = await pipelined(client, [
+          { text: 'BEGIN' },
+          { text: 'SET LOCAL plan_cache_mode = force_generic_plan' },
+          { ...OPEN_RECEIVE_DAYS, values: [dateArray(days)] },
+          groupStatement(entries),
+        ]);
+        // A receive day sealed while the group was on its way: its batches go under the next day, which storeBatch
+        // does for each (stampedInto). The sealed-day trigger has refused the group statement already; either way
+        // nothing of this transaction is kept.
+        if (open!.rows.some((row) => row.wanted_day !== row.open_day)) {
+          throw Object.assign(new Error('a receive day of the group was sealed meanwhile'), {
+            code: 'PSEAL',
+          });
+        }
+        const results = groupResults(group!.rows, entries.length);
         const stored: Parameters<typeof recordsCopyData>[0][number][] = [];
         results.forEach((result, i) => {
           const { batch, settled } = entries[i]!;
@@ -213,7 +225,7 @@ export class GroupCommitter {
             stored.push({ batchId: result.id, batch, settled });
           }
         });
-        // The COPY and the COMMIT in one round trip (the COMMIT runs only if the COPY succeeded).
+        // Second round trip: the COPY and the COMMIT (which runs only if the COPY succeeded).
         if (stored.length > 0) {
           await copyFrom(client, COPY_RECORDS_SQL, [recordsCopyData(stored)], { commit: true });
         } else {
@@ -240,7 +252,7 @@ export class GroupCommitter {
  * (compare-and-set; any mismatch aborts the statement) and the counts. The batch facts, marks and play sets travel
  * as JSON (one parameter each), the counts as binary arrays (one per column), the bodies as one bytea cut by offsets.
  */
-async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[]): Promise<StoreResult[]> {
+function groupStatement(entries: readonly GroupEntry[]): PipelineStatement {
   const rates = singleBucket(entries[0]!)!;
   const bodies: Buffer[] = [];
   let offset = 0;
@@ -288,7 +300,7 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
   // rows wait for each other instead of deadlocking.
   marks.sort((a, b) => byText(a.player_key, b.player_key));
   counts.sort((a, b) => compareCountKeys(a.count, b.count));
-  const { rows } = await client.query<{ n: number; id: number | null; granted: boolean; wait: number }>({
+  return {
     name: 'pop-store-group',
     text: GROUP_SQL,
     values: [
@@ -311,15 +323,27 @@ async function runGroupStatement(client: DbClient, entries: readonly GroupEntry[
       int8Array(counts.map((c) => c.count.plays)),
       int8Array(counts.map((c) => c.count.flagged)),
     ],
-  });
-  const results: StoreResult[] = new Array(entries.length);
+  };
+}
+
+/** The group statement's rows (text: src/db/pipeline.ts) as results, in the order of its batches. */
+function groupResults(rows: readonly Record<string, string | null>[], batches: number): StoreResult[] {
+  const results: StoreResult[] = new Array(batches);
   for (const row of rows) {
-    results[row.n] = !row.granted
-      ? // The snapshot may show tokens another instance has just taken: never answer "retry in 0 s".
-        { kind: 'rate_limited', wait: Math.max(row.wait, 0.001) }
-      : row.id === null
-        ? { kind: 'taken' }
-        : { kind: 'stored', id: row.id };
+    const id = row['id'] ?? null;
+    results[Number(row['n'])] =
+      row['granted'] !== 't'
+        ? // The snapshot may show tokens another instance has just taken: never answer "retry in 0 s".
+          { kind: 'rate_limited', wait: Math.max(Number(row['wait'] ?? 0), 0.001) }
+        : id === null
+          ? { kind: 'taken' }
+          : { kind: 'stored', id: Number(id) };
+  }
+  // (A loop, not `some`: it skips the holes of a sparse array.)
+  let answered = 0;
+  for (let i = 0; i < batches; i += 1) if (results[i] !== undefined) answered += 1;
+  if (rows.length !== batches || answered !== batches) {
+    throw new Error(`the group statement answered ${rows.length} rows for ${batches} batches`);
   }
   return results;
 }

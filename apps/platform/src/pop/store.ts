@@ -62,6 +62,13 @@ export type StoreResult =
   /** A high-water mark moved since it was read: nothing stored; read the marks again and judge again. */
   | { kind: 'marks_moved' };
 
+/** The statement of openReceiveDays ($1: the days, date[]), also pipelined by the group commit. */
+export const OPEN_RECEIVE_DAYS = {
+  name: 'pop-open-receive-days',
+  text: `SELECT to_char(wanted_day, 'YYYY-MM-DD') AS wanted_day, to_char(open_day, 'YYYY-MM-DD') AS open_day
+             FROM pop_open_receive_days($1::date[])`,
+};
+
 /**
  * The first thing every transaction that stores batches does (migration 064): takes the receive days' locks shared
  * and gives, for each day asked, the day its batches are stored under: the day itself, or the next day without a
@@ -74,9 +81,7 @@ export async function openReceiveDays(
   days: readonly string[],
 ): Promise<Map<string, string>> {
   const { rows } = await client.query<{ wanted_day: string; open_day: string }>({
-    name: 'pop-open-receive-days',
-    text: `SELECT to_char(wanted_day, 'YYYY-MM-DD') AS wanted_day, to_char(open_day, 'YYYY-MM-DD') AS open_day
-             FROM pop_open_receive_days($1::date[])`,
+    ...OPEN_RECEIVE_DAYS,
     values: [days],
   });
   return new Map(rows.map((r) => [r.wanted_day, r.open_day]));
