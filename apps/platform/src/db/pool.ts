@@ -73,13 +73,13 @@ export function createPool(
 const END_WAIT_MS = 5000;
 
 /**
- * BEGIN, with the transaction's named statements run on their generic plans: one round trip (two statements of one
- * simple query). PostgreSQL plans a named statement anew at every execution for as long as its custom plans look
- * cheaper than the generic one, which they do for the agent channels' group statement when a group holds one or two
- * batches (docs/pop-ingestion.md, "Plans"). Only for statements whose generic plan is the plan wanted whatever the
+ * The transaction's named statements run on their generic plans (a statement of the transaction, after BEGIN).
+ * PostgreSQL plans a named statement anew at every execution for as long as its custom plans look cheaper than the
+ * generic one, which they do for the agent channels' group statement when a group holds one or two batches
+ * (docs/pop-ingestion.md, "Plans"). Only for statements whose generic plan is the plan wanted whatever the
  * parameters.
  */
-export const BEGIN_GENERIC_PLANS = 'BEGIN; SET LOCAL plan_cache_mode = force_generic_plan';
+export const SET_GENERIC_PLANS = 'SET LOCAL plan_cache_mode = force_generic_plan';
 
 /** Runs `work` in one transaction, begun by `begin`; rolls back on any error and rethrows it. */
 export async function withTransaction<T>(

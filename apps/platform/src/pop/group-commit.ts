@@ -1,7 +1,7 @@
 import { boolArray, dateArray, int4Array, int8Array, textArray, uuidArray } from '../db/binary-arrays.js';
 import { copyFrom } from '../db/copy.js';
 import { type PipelineStatement, pipelined } from '../db/pipeline.js';
-import type { Db } from '../db/pool.js';
+import { type Db, SET_GENERIC_PLANS } from '../db/pool.js';
 import type { Bucket } from './rate-limits.js';
 import {
   COPY_RECORDS_SQL,
@@ -205,7 +205,7 @@ export class GroupCommitter {
         const days = [...new Set(entries.map((e) => e.batch.receiveDay))];
         const [, , open, group] = await pipelined(client, [
           { text: 'BEGIN' },
-          { text: 'SET LOCAL plan_cache_mode = force_generic_plan' },
+          { text: SET_GENERIC_PLANS },
           { ...OPEN_RECEIVE_DAYS, values: [dateArray(days)] },
           groupStatement(entries),
         ]);

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { BEGIN_GENERIC_PLANS, createPool, withTransaction } from '../../src/db/pool.js';
+import { createPool, SET_GENERIC_PLANS, withTransaction } from '../../src/db/pool.js';
 import { isDatabaseConnectionLoss } from '../../src/logging.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
@@ -82,7 +82,7 @@ test('the generic-plan setting holds inside its transaction only', async () => {
     async (client) =>
       (await client.query<{ mode: string }>("SELECT current_setting('plan_cache_mode') AS mode")).rows[0]!
         .mode,
-    BEGIN_GENERIC_PLANS,
+    `BEGIN; ${SET_GENERIC_PLANS}`,
   );
   expect(inside).toBe('force_generic_plan');
   // Afterwards the pool's connections, the one just used among them, plan as configured.
