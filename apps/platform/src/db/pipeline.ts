@@ -43,6 +43,7 @@ interface PgConnection {
   describe(message: { type: 'P' | 'S'; name?: string }): void;
   execute(config: { portal?: string; rows?: number }): void;
   sync(): void;
+  sendCopyFail(message: string): void;
   on(event: 'parseComplete', listener: () => void): void;
   off(event: 'parseComplete', listener: () => void): void;
   stream?: { cork?(): void; uncork?(): void };
@@ -166,8 +167,16 @@ class Pipeline {
     this.finish(new Error('a pipelined statement was suspended'));
   }
 
+  /**
+   * A COPY FROM STDIN would wait for data that is not coming. Statements after it: PostgreSQL reads their messages
+   * as its data, refuses them (a protocol violation) and ends the connection. The last statement: the Sync was read
+   * inside the COPY, where it means nothing, so the COPY is failed and another Sync ends the pipeline.
+   */
   handleCopyInResponse(): void {
-    this.finish(new Error('COPY cannot be pipelined'));
+    if (this.results.length === this.statements.length - 1) {
+      this.connection?.sendCopyFail('COPY cannot be pipelined');
+      this.connection?.sync();
+    }
   }
 
   handleCopyData(): void {}

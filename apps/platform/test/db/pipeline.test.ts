@@ -199,3 +199,22 @@ test('refused before anything is written: a name parsed with another text, a par
     expect((await client.query('SELECT 1 AS ok')).rows).toEqual([{ ok: 1 }]);
   });
 });
+
+test('a COPY FROM STDIN, which cannot be pipelined, fails and holds nothing', async () => {
+  await withClient(async (client) => {
+    // Last: it waits for data, and the pipeline fails it (CopyFail): the connection serves on.
+    await expect(
+      pipelined(client, [{ text: 'SELECT 1' }, { text: 'COPY pipeline_t (v) FROM STDIN' }]),
+    ).rejects.toMatchObject({ code: '57014' }); // query_canceled: "COPY from stdin failed"
+    expect((await client.query('SELECT 1 AS ok')).rows).toEqual([{ ok: 1 }]);
+  });
+  // Before another statement: PostgreSQL reads that statement's messages as COPY data and ends the connection.
+  const client = await db.connect();
+  const failed = await pipelined(client, [
+    { text: 'COPY pipeline_t (v) FROM STDIN' },
+    { text: 'SELECT 2' },
+  ]).catch((error: unknown) => error);
+  expect(failed).toMatchObject({ code: '08P01' }); // protocol_violation: "unexpected message type ... during COPY"
+  client.release(true);
+  expect((await db.query('SELECT count(*)::int AS n FROM pipeline_t')).rows).toEqual([{ n: 0 }]);
+});
