@@ -32,8 +32,9 @@ import type { Settled } from './judge.js';
  *  - rate tokens: taken per batch; a batch refused by them stores nothing;
  *  - high-water marks move by compare-and-set, in key order; if any mark of the group moved since it was read,
  *    the statement aborts and ...
- *  - ... on ANY error of the group (a moved mark, a deadlock with another instance, a lost connection), the group
- *    is rolled back and each of its batches is stored on its own by storeBatch, so one batch never fails another.
+ *  - ... on ANY error of the group (a moved mark, a receive day sealed while the group was on its way, a deadlock
+ *    with another instance, a lost connection), the group is rolled back and each of its batches is stored on its
+ *    own by storeBatch, so one batch never fails another.
  */
 
 /** A batch ready to be written: what storeBatch takes. */
