@@ -158,7 +158,12 @@ export async function renewCertificate(
       }
 
       const certificate = await issueDeviceCertificate(ca, { deviceId: device.id, publicKey: csr.key, now });
-      const oldValidUntil = new Date(now.getTime() + LIMITS.renewalOldCertGraceHours * HOUR_MS);
+      // spec: old_valid_until is "Until when the old certificate is still accepted": 24 hours, but never past the
+      // old certificate's own NotAfter, after which neither TLS nor deviceFromClientCertificate accepts it (a device
+      // renewing with less than a day left would otherwise be told a time at which it is already refused).
+      const oldValidUntil = new Date(
+        Math.min(now.getTime() + LIMITS.renewalOldCertGraceHours * HOUR_MS, presented.not_after.getTime()),
+      );
       await endRunningGraces(client, device.id, now);
       // From now on the old certificate and the old key are accepted until old_valid_until.
       await replaceCurrent(client, device.id, now, oldValidUntil);
