@@ -344,10 +344,45 @@ describe('POST {devices_url}/d/v1/renew', () => {
       await renew(dp, { cert: device.certPem, key: device.keyPem, csr: fresh.csr }),
     ).json<RenewedAnswer>();
     const until = new Date(answer.old_valid_until).getTime();
+    // Accepted where a device uses it: the certificate channel's telemetry (mutual TLS), and its key on the
+    // signed channel (DESIGN.md section 3: "the previous key stays accepted until old_valid_until").
+    const certificateBatch = (seq: number) =>
+      deviceRequest(dp, {
+        path: '/d/v1/telemetry',
+        cert: device.certPem,
+        key: device.keyPem,
+        body: JSON.stringify({ schema: 'service.pop/1', batch_seq: seq, events: [] }),
+      });
+    const signedBatch = (seq: number) => {
+      const body = Buffer.from(
+        JSON.stringify({
+          schema: 'service.pop/1',
+          device_id: device.id,
+          ts: dp.clock.now().toISOString(),
+          batch_seq: seq,
+          events: [],
+        }),
+      );
+      return dp.servers.agents.inject({
+        method: 'POST',
+        url: '/s/v1/telemetry',
+        headers: {
+          'content-type': 'application/json',
+          'x-service-signature': es256Sign(device.keyPair.privateKey, new Uint8Array(body)),
+        },
+        payload: body,
+      });
+    };
     dp.clock.set(new Date(until - 1));
     expect(deviceAnswer(await whoami(dp, device.certPem, device.keyPem)).status).toBe(200);
+    const beforeCertificate = deviceAnswer(await certificateBatch(1));
+    expect(beforeCertificate.status, beforeCertificate.body).toBe(200);
+    const beforeSigned = await signedBatch(2);
+    expect(beforeSigned.statusCode, beforeSigned.body).toBe(200);
     dp.clock.set(new Date(until));
     expectDeviceProblem(await whoami(dp, device.certPem, device.keyPem), 401);
+    expectDeviceProblem(await certificateBatch(3), 401);
+    expectProblem(await signedBatch(4), 401);
     expect(deviceAnswer(await whoami(dp, answer.certificate_pem, fresh.keyPem)).status).toBe(200);
   });
 
@@ -678,7 +713,7 @@ describe('GET {verify_url}/v1/stats-seals/{day}', () => {
     return Number(rows[0]!.id);
   }
 
-  function expect_(day: string, leaf: ExpectedLeaf) {
+  function addExpectedLeaf(day: string, leaf: ExpectedLeaf) {
     leaves.set(day, [...(leaves.get(day) ?? []), leaf]);
   }
 
@@ -765,7 +800,7 @@ describe('GET {verify_url}/v1/stats-seals/{day}', () => {
       [await postCms(p.servers, source, c1), `source:${source.id}`, 1, c1],
     ] as const) {
       expect(res.statusCode, res.body).toBe(200);
-      expect_('2026-11-20', {
+      addExpectedLeaf('2026-11-20', {
         batch: await batchNumber(owner, seq),
         owner,
         seq,
@@ -786,7 +821,7 @@ describe('GET {verify_url}/v1/stats-seals/{day}', () => {
     expect(badSignature.statusCode).toBe(401);
     const a2 = agentBody(a, 2, [play(4, {}, new Date(t2.getTime() - 60_000))], { ts: t2 });
     expect((await postTelemetry(p.servers, a, a2)).statusCode).toBe(200);
-    expect_('2026-11-20', {
+    addExpectedLeaf('2026-11-20', {
       batch: await batchNumber(`device:${a.id}`, 2),
       owner: `device:${a.id}`,
       seq: 2,
@@ -809,7 +844,7 @@ describe('GET {verify_url}/v1/stats-seals/{day}', () => {
         events: [{ kind: 'play', seq }],
       });
       const batch = await insertBatch(p.database.db, { owner: edge, batchSeq: seq, body, receivedAt });
-      expect_(day, {
+      addExpectedLeaf(day, {
         batch,
         owner: edge,
         seq,
@@ -829,7 +864,7 @@ describe('GET {verify_url}/v1/stats-seals/{day}', () => {
     const t3 = p.clock.now();
     const a3 = agentBody(a, 3, [play(5, {}, new Date('2026-11-20T12:00:00Z'))], { ts: t3 });
     expect((await postTelemetry(p.servers, a, a3)).statusCode).toBe(200);
-    expect_('2026-11-21', {
+    addExpectedLeaf('2026-11-21', {
       batch: await batchNumber(`device:${a.id}`, 3),
       owner: `device:${a.id}`,
       seq: 3,
