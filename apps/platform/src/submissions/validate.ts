@@ -80,8 +80,10 @@ export async function validateSubmission(
     err('/advertiser_name', 'too_long', `up to ${LIMITS.advertiserNameMaxChars} characters`);
   }
 
+  // The request's types hold no null (the Submission resource says "or null" where it may be one): an optional
+  // field is left out or sent with a value of its type. An edit clears with null before these rules (routes.ts).
   const bin = body['advertiser_bin'];
-  if (bin !== undefined && bin !== null && (typeof bin !== 'string' || !/^\d{12}$/.test(bin))) {
+  if (bin !== undefined && (typeof bin !== 'string' || !/^\d{12}$/.test(bin))) {
     err('/advertiser_bin', 'pattern', `must be ${LIMITS.advertiserBinDigits} digits`);
   }
 
@@ -99,11 +101,11 @@ export async function validateSubmission(
   }
 
   // channel, external_refs and fast_track.
-  const channel = body['channel'] ?? 'direct';
+  const channel = body['channel'] === undefined ? 'direct' : body['channel'];
   if (channel !== 'direct' && channel !== 'programmatic')
     err('/channel', 'not_allowed', 'must be direct or programmatic');
   const refs = body['external_refs'];
-  if (refs !== undefined && refs !== null) {
+  if (refs !== undefined) {
     if (!isObject(refs)) err('/external_refs', 'type', 'must be an object');
     else {
       if (channel !== 'programmatic')
@@ -140,7 +142,7 @@ export async function validateSubmission(
 
   // category_id: optional at draft; when given it must be a tier 1 or 2 category.
   const categoryId = body['category_id'];
-  if (categoryId !== undefined && categoryId !== null) {
+  if (categoryId !== undefined) {
     if (typeof categoryId !== 'number' || !Number.isInteger(categoryId))
       err('/category_id', 'type', 'must be an integer');
     else if (!lookups.categoryExists(categoryId)) {
@@ -159,7 +161,7 @@ export async function validateSubmission(
   // declared_daily_plays: keyed by chosen structure ids, non-negative integers.
   const declared = body['declared_daily_plays'];
   let declaredValue: Record<string, number> | null = null;
-  if (declared !== undefined && declared !== null) {
+  if (declared !== undefined) {
     if (!isObject(declared)) err('/declared_daily_plays', 'type', 'must be an object keyed by structure id');
     else {
       declaredValue = {};
