@@ -183,6 +183,8 @@ export async function submissionReview(db: Db, id: string): Promise<SubmissionRe
   };
 }
 
+const holdsNothing = (value: object | null): boolean => value === null || Object.keys(value).length === 0;
+
 /** The spec's Submission resource. */
 export function submissionView(row: SubmissionRow) {
   const category = row.category_id === null ? null : (categories().get(row.category_id) ?? null);
@@ -193,16 +195,17 @@ export function submissionView(row: SubmissionRow) {
     advertiser_name: row.advertiser_name,
     period_from: row.period_from,
     period_to: row.period_to,
-    // Optional fields are left out when nothing was given: the resource can be sent back as a request (issue "The
-    // spec to the letter, second pass", item 4: "external_refs": {} is refused on input without programmatic).
-    ...(row.declared_daily_plays === null ? {} : { declared_daily_plays: row.declared_daily_plays }),
+    // Optional fields are left out when they hold nothing (null, or an empty object): the resource can be sent back
+    // as a request (issue "The spec to the letter, second pass", item 4: "external_refs": {} is refused on input
+    // without programmatic).
+    ...(holdsNothing(row.declared_daily_plays) ? {} : { declared_daily_plays: row.declared_daily_plays }),
     category_id: row.category_id,
     category: category
       ? { id: category.id, parent_id: category.parent_id, tier: category.tier, name: category.name }
       : null,
     channel: row.channel,
     fast_track: row.fast_track,
-    ...(row.external_refs === null ? {} : { external_refs: row.external_refs }),
+    ...(holdsNothing(row.external_refs) ? {} : { external_refs: row.external_refs }),
     review_due_at: row.review_due_at ? formatAlmaty(row.review_due_at) : null,
   };
 }

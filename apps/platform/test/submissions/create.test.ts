@@ -57,6 +57,18 @@ describe('POST /api/v1/submissions', () => {
     expect(again.statusCode, again.body).toBe(201);
   });
 
+  test('external_refs and declared_daily_plays that hold nothing ({}) are left out of the answer too', async () => {
+    const res = await create(agency.key, {
+      ...base(),
+      channel: 'programmatic',
+      external_refs: {},
+      declared_daily_plays: {},
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    expect(res.json()).not.toHaveProperty('external_refs');
+    expect(res.json()).not.toHaveProperty('declared_daily_plays');
+  });
+
   test('a 1 MB body of unknown structure ids is judged in linear time, every one named at its position', async () => {
     // 26,000 ids: a search of the list per id (as before) kept the event loop for about 10 s.
     const ids = Array.from(
