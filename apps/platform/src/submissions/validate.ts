@@ -88,10 +88,8 @@ export async function validateSubmission(
     err('/advertiser_name', 'too_long', `up to ${LIMITS.advertiserNameMaxChars} characters`);
   }
 
-  // The request's types hold no null (the Submission resource says "or null" where it may be one): an optional
-  // field is left out or sent with a value of its type. An edit clears with null before these rules (routes.ts).
   const bin = body['advertiser_bin'];
-  if (bin !== undefined && (typeof bin !== 'string' || !/^\d{12}$/.test(bin))) {
+  if (bin !== undefined && bin !== null && (typeof bin !== 'string' || !/^\d{12}$/.test(bin))) {
     err('/advertiser_bin', 'pattern', `must be ${LIMITS.advertiserBinDigits} digits`);
   }
 
@@ -109,11 +107,11 @@ export async function validateSubmission(
   }
 
   // channel, external_refs and fast_track.
-  const channel = body['channel'] === undefined ? 'direct' : body['channel'];
+  const channel = body['channel'] ?? 'direct';
   if (channel !== 'direct' && channel !== 'programmatic')
     err('/channel', 'not_allowed', 'must be direct or programmatic');
   const refs = body['external_refs'];
-  if (refs !== undefined) {
+  if (refs !== undefined && refs !== null) {
     if (!isObject(refs)) err('/external_refs', 'type', 'must be an object');
     else {
       if (channel !== 'programmatic')
@@ -152,7 +150,7 @@ export async function validateSubmission(
 
   // category_id: optional at draft; when given it must be a tier 1 or 2 category.
   const categoryId = body['category_id'];
-  if (categoryId !== undefined) {
+  if (categoryId !== undefined && categoryId !== null) {
     if (typeof categoryId !== 'number' || !Number.isInteger(categoryId))
       err('/category_id', 'type', 'must be an integer');
     else if (!lookups.categoryExists(categoryId)) {
@@ -171,7 +169,7 @@ export async function validateSubmission(
   // declared_daily_plays: keyed by chosen structure ids, non-negative integers.
   const declared = body['declared_daily_plays'];
   let declaredValue: Record<string, number> | null = null;
-  if (declared !== undefined) {
+  if (declared !== undefined && declared !== null) {
     if (!isObject(declared)) err('/declared_daily_plays', 'type', 'must be an object keyed by structure id');
     else {
       declaredValue = {};
