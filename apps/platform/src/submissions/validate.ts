@@ -141,8 +141,10 @@ export async function validateSubmission(
       }
     }
   }
+  // null in an optional field is "not given", as for the fields above: a client that writes every field, and a
+  // Submission sent back as a request (it carries category_id null), are taken (docs/decisions.md, "Submissions").
   const fastTrack = body['fast_track'];
-  if (fastTrack !== undefined && typeof fastTrack !== 'boolean')
+  if (fastTrack !== undefined && fastTrack !== null && typeof fastTrack !== 'boolean')
     err('/fast_track', 'type', 'must be a boolean');
   else if (fastTrack === true && channel !== 'programmatic') {
     err('/fast_track', 'not_allowed', 'fast_track only with channel programmatic');

@@ -252,7 +252,6 @@ describe('POST /api/v1/submissions: the request', () => {
       ' 12345678901',
       123456789012,
       '１２３４５６７８９０１２',
-      null,
     ]) {
       expectFieldErrors(await create(operatorA.key, draft({ advertiser_bin: bad })), ['/advertiser_bin']);
     }
@@ -377,7 +376,7 @@ describe('POST /api/v1/submissions: the request', () => {
     expect(created(await create(agency.key, draft({ channel: 'programmatic' })))['channel']).toBe(
       'programmatic',
     );
-    for (const bad of ['Programmatic', 'rtb', '', 1, null]) {
+    for (const bad of ['Programmatic', 'rtb', '', 1]) {
       expectFieldErrors(await create(agency.key, draft({ channel: bad })), ['/channel']);
     }
   });
@@ -420,7 +419,7 @@ describe('POST /api/v1/submissions: the request', () => {
           .join(' '),
       ).toContain(`/external_refs/${field}`);
     }
-    for (const bad of [[], 'crid', null]) {
+    for (const bad of [[], 'crid']) {
       expectFieldErrors(await create(agency.key, draft({ channel: 'programmatic', external_refs: bad })), [
         '/external_refs',
       ]);
@@ -434,7 +433,7 @@ describe('POST /api/v1/submissions: the request', () => {
       '/fast_track',
     ]);
     expectFieldErrors(await create(agency.key, draft({ fast_track: true })), ['/fast_track']);
-    for (const bad of ['true', 1, null]) {
+    for (const bad of ['true', 1]) {
       expectFieldErrors(await create(agency.key, draft({ channel: 'programmatic', fast_track: bad })), [
         '/fast_track',
       ]);
@@ -455,7 +454,7 @@ describe('POST /api/v1/submissions: the request', () => {
     const known = new Set(list.map((c) => c.id));
     let unknown = 1;
     while (known.has(unknown)) unknown += 1;
-    for (const bad of [unknown, 1003.5, '1003', null]) {
+    for (const bad of [unknown, 1003.5, '1003']) {
       expectFieldErrors(await create(operatorA.key, draft({ category_id: bad })), ['/category_id']);
     }
   });
@@ -476,11 +475,38 @@ describe('POST /api/v1/submissions: the request', () => {
         `/declared_daily_plays/${siteA.id}`,
       ]);
     }
-    for (const bad of [[300], 300, null]) {
+    for (const bad of [[300], 300]) {
       expectFieldErrors(await create(operatorA.key, draft({ declared_daily_plays: bad })), [
         '/declared_daily_plays',
       ]);
     }
+  });
+
+  test('null in an optional field is "not given", so a Submission sent back as a request is taken', async () => {
+    const s = created(
+      await create(
+        agency.key,
+        draft({
+          advertiser_bin: null,
+          channel: null,
+          external_refs: null,
+          fast_track: null,
+          category_id: null,
+          declared_daily_plays: null,
+        }),
+      ),
+    );
+    expect(s).toMatchObject({ channel: 'direct', fast_track: false, category_id: null, category: null });
+    expect(s).not.toHaveProperty('external_refs');
+    expect(s).not.toHaveProperty('declared_daily_plays');
+    // The answer itself (category_id null, category null, review_due_at null ...) minus what the server assigns.
+    const { id: _id, number: _number, state: _state, category: _category, review_due_at: _due, ...back } = s;
+    const again = created(await create(agency.key, { ...back, structure_ids: draft()['structure_ids'] }));
+    expect(again).toMatchObject({
+      advertiser_name: s['advertiser_name'],
+      category_id: null,
+      channel: 'direct',
+    });
   });
 
   test('a field the request table does not name is refused, and every field error is listed at once', async () => {
