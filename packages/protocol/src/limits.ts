@@ -77,8 +77,12 @@ export const PLAY_ID_PATTERN = '^[A-Za-z0-9_-]+$';
 export const SRC_ID_PATTERN = '^[A-Za-z0-9._:-]{1,64}$';
 /** spec: "SHA-256 of the file played, 64 lowercase hex characters". */
 export const SHA256_HEX_PATTERN = '^[0-9a-f]{64}$';
-/** spec: prev_sha256 "hex SHA-256 of the previous batch body; empty for the first". */
-export const PREV_SHA256_PATTERN = '^(?:[0-9a-f]{64})?$';
+/**
+ * spec: prev_sha256 "hex SHA-256 of the previous batch body; empty for the first". Hex of either case: where the
+ * spec means lowercase it says so (media_sha256, the lookup's hashes), and the platform never compares this field,
+ * so refusing capitals would lose a whole batch's plays for nothing.
+ */
+export const PREV_SHA256_PATTERN = '^(?:[0-9a-fA-F]{64})?$';
 /** spec: "advertiser_bin: 12 digits". */
 export const ADVERTISER_BIN_PATTERN = '^[0-9]{12}$';
 /** spec: submission "number: shape SUB-<year>-<serial>". */

@@ -124,6 +124,22 @@ function refused(reason: RefusalReason, playerKey: string | null = null, seq: nu
   return { status: 'refused', reason, playerKey, seq };
 }
 
+/**
+ * A record refused for its shape (invalid_record, kind_not_allowed) that still names a valid seq and a known player:
+ * like a record refused by any other rule, its number is read, so that settle() answers it `duplicate` when it is at
+ * or below its player's mark (spec: duplicates are "Records at or below the highest number already taken for their
+ * player"; DESIGN.md section 5: "Duplicates ... are duplicate, not refused") and takes it otherwise.
+ */
+function refusedForShape(reason: RefusalReason, value: unknown, ctx: JudgeContext): Verdict {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return refused(reason);
+  const { seq, player } = value as { seq?: unknown; player?: unknown };
+  if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) return refused(reason);
+  // The CMS names the player in the record (a string, mapped in the console); the agent channel's is the device.
+  if (player !== undefined && typeof player !== 'string') return refused(reason);
+  const known = ctx.playerOf({ player } as PopRecord);
+  return known === null ? refused(reason) : refused(reason, known.key, seq);
+}
+
 /** The verdict of every record as if none were a duplicate. */
 export function judgeRecords(
   records: readonly unknown[],
@@ -142,12 +158,12 @@ export function judgeRecords(
 function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: number): Verdict {
   // invalid_record (schema), kind_not_allowed (spec CMS rule 2: "when its kind is not play").
   const check = checkPopRecord(value, ctx.channel);
-  if (!check.ok) return refused(check.reason);
+  if (!check.ok) return refusedForShape(check.reason, value, ctx);
   const record = check.record;
   // The one free text of a record that is stored as text: PostgreSQL text cannot hold U+0000, and such a number
   // names no approval. Refused like any record of a bad shape, so that the batch can be stored at all.
   if (record.approval_number?.includes('\u0000')) {
-    return refused('invalid_record');
+    return refusedForShape('invalid_record', value, ctx);
   }
   // spec CMS rule 2: "when its player is not mapped or its mapping was removed (reason player_unknown)".
   const player = ctx.playerOf(record);

@@ -115,13 +115,9 @@ describe('POST {agents_url}/s/v1/telemetry: headers and body', () => {
     );
   });
 
-  // DEFECT 2 (see the report): spec agent body "prev_sha256 ... hex SHA-256 of the previous batch body". Hex in
-  // capitals is hex (the spec says "lowercase" where it means it: media_sha256, lookup hashes), yet the whole batch
-  // is refused 422 (pattern ^(?:[0-9a-f]{64})?$).
-  test.fails('DEFECT 2: prev_sha256 in upper-case hex is a hex SHA-256 (agent channel)', async ({
-    servers,
-    device,
-  }) => {
+  // spec agent body "prev_sha256 ... hex SHA-256 of the previous batch body". Hex in capitals is hex (the spec says
+  // "lowercase" where it means it: media_sha256, lookup hashes); the whole batch was refused 422 before.
+  test('prev_sha256 in upper-case hex is a hex SHA-256 (agent channel)', async ({ servers, device }) => {
     const body = agentBody(device, 0, [play(1)], { extra: { prev_sha256: 'AB'.repeat(32) } });
     expect(popAnswerOf(await postTelemetry(servers, device, body)).accepted).toBe(1);
   });
@@ -278,11 +274,11 @@ describe('PopAnswer (agent channel)', () => {
     expect(await countedViaConsole(world, devicePlayer(device))).toBe(3);
   });
 
-  // DEFECT 3 (see the report): spec PopAnswer "duplicates: Records at or below the highest number already taken for
-  // their player"; DESIGN.md section 5 "Duplicates (seq at or below the player's high-water mark ...) are duplicate,
-  // not refused". A record with a valid seq at or below the device's mark is answered refused invalid_record when
-  // another of its fields is malformed (judge.ts judgeOne drops player and seq on a schema refusal).
-  test.fails('DEFECT 3: a record at or below the high-water mark is a duplicate even when another field is malformed (agent)', async ({
+  // spec PopAnswer "duplicates: Records at or below the highest number already taken for their player"; DESIGN.md
+  // section 5 "Duplicates (seq at or below the player's high-water mark ...) are duplicate, not refused". A record
+  // with a valid seq at or below the device's mark was answered refused invalid_record when another of its fields
+  // was malformed (judge.ts refusedForShape).
+  test('a record at or below the high-water mark is a duplicate even when another field is malformed (agent)', async ({
     servers,
     device,
   }) => {
@@ -371,12 +367,8 @@ describe('POST {base_url}/api/v1/pop/batches: headers and body', () => {
     }
   });
 
-  // DEFECT 2 (see the report): as on the agent channel; CMS body "prev_sha256: SHA-256 of the body of batch
-  // batch_seq - 1".
-  test.fails('DEFECT 2: prev_sha256 in upper-case hex is a SHA-256 (CMS channel)', async ({
-    world,
-    servers,
-  }) => {
+  // As on the agent channel; CMS body "prev_sha256: SHA-256 of the body of batch batch_seq - 1".
+  test('prev_sha256 in upper-case hex is a SHA-256 (CMS channel)', async ({ world, servers }) => {
     const { source, record } = await cmsSetup(world);
     const body = cmsBody(source, 0, [record('screen-1', 1)], { prev_sha256: 'AB'.repeat(32) });
     expect(popAnswerOf(await postCms(servers, source, body)).accepted).toBe(1);
@@ -527,9 +519,9 @@ describe('PopAnswer (CMS channel)', () => {
     expect(counted).toBe(1197);
   });
 
-  // DEFECT 3 (see the report), CMS channel: a record of a mapped player with a valid seq at or below that player's
-  // mark is answered refused (kind_not_allowed, invalid_record) instead of duplicate.
-  test.fails("DEFECT 3: a record at or below its player's mark is a duplicate even when refused for its shape (CMS)", async ({
+  // CMS channel: a record of a mapped player with a valid seq at or below that player's mark was answered refused
+  // (kind_not_allowed, invalid_record) instead of duplicate.
+  test("a record at or below its player's mark is a duplicate even when refused for its shape (CMS)", async ({
     world,
     servers,
   }) => {

@@ -54,3 +54,51 @@ test('dates in other RFC 3339 forms are read as the instants they name', () => {
     ['2026-11-20T05:00:00.000Z', null],
   ]);
 });
+
+test('a record refused for its shape still has its number read: duplicate at or below the mark, taken above it', () => {
+  const player = { key: 'cms:i:screen-1', structureId: 's', structureCode: 'S' };
+  const receivedAt = new Date('2026-11-20T06:00:00Z');
+  const play = (seq: unknown, extra: Record<string, unknown> = {}) => ({
+    kind: 'play',
+    seq,
+    player: 'screen-1',
+    play_id: `p${String(seq)}`,
+    approval_number: 'A',
+    media_sha256: 'a'.repeat(64),
+    start: '2026-11-20T05:00:00.000Z',
+    end: '2026-11-20T05:00:10.000Z',
+    duration_ms: 10_000,
+    ...extra,
+  });
+  const verdicts = judgeRecords(
+    [
+      play(4, { media_sha256: 'A'.repeat(64) }), // at the mark, bad hash: duplicate
+      play(5, { kind: 'tamper' }), // above the mark, not a play from a CMS: refused, 5 taken
+      play(5), // its number was taken: duplicate
+      play(6, { player: 'screen-9' }), // unknown player: refused, no number taken
+      play(0.5, { media_sha256: 'A'.repeat(64) }), // no valid seq: refused, no number read
+      play(6, { player: 42 }), // a player that is no text: refused, no number read
+      play(6),
+    ],
+    {
+      channel: 'cms',
+      receivedAt,
+      attested: true,
+      playerOf: (record) => (record.player === 'screen-1' ? player : null),
+      approval: () => undefined,
+    },
+  );
+  const settled = settle(verdicts, new Map([[player.key, 4]]));
+  expect(settled.items).toEqual([
+    { index: 0, status: 'duplicate' },
+    { index: 1, status: 'refused', reason: 'kind_not_allowed' },
+    { index: 2, status: 'duplicate' },
+    { index: 3, status: 'refused', reason: 'player_unknown' },
+    { index: 4, status: 'refused', reason: 'invalid_record' },
+    { index: 5, status: 'refused', reason: 'invalid_record' },
+    // approval A is unknown to this context: flagged, and counted.
+    expect.objectContaining({ index: 6, status: 'flagged' }),
+  ]);
+  expect([settled.accepted, settled.duplicates, settled.refused]).toEqual([1, 2, 4]);
+  expect(settled.highWater.get(player.key)).toBe(6);
+});
