@@ -10,6 +10,7 @@ import Fastify, {
 } from 'fastify';
 import type { Logger } from 'pino';
 import type { PlatformMetrics } from './metrics.js';
+import { parseJsonBytes } from './json.js';
 import { ProblemError, sendProblem } from './problem.js';
 import { attachProblemResponses } from './responses.js';
 
@@ -197,15 +198,14 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     done: (err: Error | null, body?: unknown) => void,
   ) => {
     request.rawBody = body;
-    if (body.length === 0) {
-      done(new ProblemError('invalid_json', 'the body is empty'), undefined);
+    let value: unknown;
+    try {
+      value = parseJsonBytes(body);
+    } catch (error) {
+      done(error as Error, undefined);
       return;
     }
-    try {
-      done(null, JSON.parse(body.toString('utf8')));
-    } catch (error) {
-      done(new ProblemError('invalid_json', `the body is not JSON: ${(error as Error).message}`), undefined);
-    }
+    done(null, value);
   };
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJson);
   app.addContentTypeParser(/^application\/[a-z0-9.-]+\+json$/, { parseAs: 'buffer' }, parseJson);

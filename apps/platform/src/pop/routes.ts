@@ -21,6 +21,7 @@ import { ProblemError, validationFailed } from '../http/problem.js';
 import { pathUuid } from '../shared/ids.js';
 import { type AgentBatch, type CmsBatchBody, countPlays, readAgentBatch, readCmsBatch } from './body.js';
 import { bodyEncoding, inflateBounded, readWire } from '../http/inflate.js';
+import { parseJsonBytes } from '../http/json.js';
 import { approvalNumbersOf, ingestBatch, rateLimited } from './ingest.js';
 import type { Player } from './judge.js';
 import { KeyCache } from './key-cache.js';
@@ -235,12 +236,7 @@ const cmsBodyParser =
       request.rawBody = bytes;
       if (bytes.length === 0) throw new ProblemError('invalid_json', 'the body is empty');
       const checks = early(request, bytes);
-      let value: unknown;
-      try {
-        value = JSON.parse(bytes.toString('utf8'));
-      } catch (error) {
-        throw new ProblemError('invalid_json', `the body is not JSON: ${(error as Error).message}`);
-      }
+      const value = parseJsonBytes(bytes);
       // The schema value comes before the source and its signature (DESIGN.md section 5).
       return {
         bytes,

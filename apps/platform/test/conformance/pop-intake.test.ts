@@ -122,6 +122,21 @@ describe('POST {agents_url}/s/v1/telemetry: headers and body', () => {
     expect(popAnswerOf(await postTelemetry(servers, device, body)).accepted).toBe(1);
   });
 
+  // RFC 8259 section 8.1: JSON exchanged between systems is UTF-8. A signed body whose bytes are not UTF-8 "is not
+  // JSON" (400 invalid_json), and nothing is stored; it was read with U+FFFD in their place and counted.
+  test('400 invalid_json for a signed body that is not UTF-8 (agent channel)', async ({
+    world,
+    servers,
+    device,
+  }) => {
+    const body = agentBody(device, 0, [play(1, { play_id: 'pxx' })]);
+    const at = body.indexOf('pxx') + 1;
+    body[at] = 0xff;
+    body[at + 1] = 0xfe;
+    expectProblem(await postTelemetry(servers, device, body), 400, 'invalid_json');
+    expect(await countedViaConsole(world, devicePlayer(device))).toBe(0);
+  });
+
   test('"429 rate_limited ... on the agent channel resend the same bytes": they are taken once Retry-After has passed', async ({
     world,
     servers,
@@ -372,6 +387,20 @@ describe('POST {base_url}/api/v1/pop/batches: headers and body', () => {
     const { source, record } = await cmsSetup(world);
     const body = cmsBody(source, 0, [record('screen-1', 1)], { prev_sha256: 'AB'.repeat(32) });
     expect(popAnswerOf(await postCms(servers, source, body)).accepted).toBe(1);
+  });
+
+  test('400 invalid_json for a signed body that is not UTF-8, plain or gzip (CMS channel)', async ({
+    world,
+    servers,
+  }) => {
+    const { source, record } = await cmsSetup(world);
+    const body = cmsBody(source, 0, [record('screen-1', 1)], { note: 'xx' });
+    const at = body.indexOf('"xx"') + 1;
+    body[at] = 0xc3; // a lead byte followed by no continuation byte
+    body[at + 1] = 0x28;
+    expectProblem(await postCms(servers, source, body), 400, 'invalid_json');
+    expectProblem(await postCms(servers, source, body, { gzip: true }), 400, 'invalid_json');
+    expect(await countedViaConsole(world, cmsPlayer(source, 'screen-1'))).toBe(0);
   });
 });
 
