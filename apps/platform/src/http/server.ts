@@ -210,6 +210,29 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJson);
   app.addContentTypeParser(/^application\/[a-z0-9.-]+\+json$/, { parseAs: 'buffer' }, parseJson);
 
+  // A body in a content coding nobody here decodes: 415 before it is read (RFC 9110 section 15.5.16). The
+  // proof-of-play routes decide for themselves (the CMS channel takes gzip, the agent channels nothing); every other
+  // route reads its body as sent, so a gzip or br body was parsed as if it were plain and a labelled plain one taken.
+  app.addHook('preParsing', (request, reply, payload, done) => {
+    const coding = request.headers['content-encoding'];
+    if (
+      coding === undefined ||
+      request.routeOptions.config?.bodyJudgedPerRecord ||
+      !announcesBody(request) ||
+      /^\s*(identity\s*)?$/i.test(coding)
+    ) {
+      done(null, payload);
+      return;
+    }
+    reply.header('accept-encoding', 'identity');
+    done(
+      new ProblemError(
+        'unsupported_media_type',
+        `Content-Encoding ${coding} is not accepted here: send the body as it is`,
+      ),
+    );
+  });
+
   // Before any route: every route of the host, in any scope, answers its errors through the problem schema.
   app.addHook('onRoute', attachProblemResponses);
   registerMethodNotAllowed(app);

@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 /**
  * Black-box conformance of the api host's two specified endpoints and their authentication, sentence by sentence
  * (shared/spec/interface-specification.md: "Submission", "Creative entry", "POST {base_url}/api/v1/submissions",
@@ -975,6 +976,49 @@ describe.each(ROUTES)('authentication and errors of POST $url', ({ url, scope, b
   test('413 body_too_large for a body over the size limit', async () => {
     const res = await post(operatorA.key, url, { ...body(), padding: 'x'.repeat(2_000_000) });
     expectProblem(res, 413, 'body_too_large');
+  });
+
+  // RFC 9110 section 15.5.16: a body in a content coding the route does not decode is 415 (the spec names gzip for
+  // the CMS channel only). A gzip body was parsed as if plain (400 invalid_json), a labelled plain one taken.
+  test('415 unsupported_media_type for a body in a content coding, and identity is no coding', async () => {
+    const json = Buffer.from(JSON.stringify(body()), 'utf8');
+    for (const [coding, payload] of [
+      ['gzip', gzipSync(json)],
+      ['br', json],
+      ['deflate, gzip', json],
+    ] as const) {
+      const res = await p.servers.api.inject({
+        method: 'POST',
+        url,
+        headers: {
+          authorization: `Bearer ${operatorA.key}`,
+          'content-type': 'application/json',
+          'content-encoding': coding,
+        },
+        payload,
+      });
+      expectProblem(res, 415, 'unsupported_media_type');
+      expect(res.headers['accept-encoding']).toBe('identity');
+    }
+    const plain = await p.servers.api.inject({
+      method: 'POST',
+      url,
+      headers: {
+        authorization: `Bearer ${operatorA.key}`,
+        'content-type': 'application/json',
+        'content-encoding': 'identity',
+      },
+      payload: json,
+    });
+    expect(plain.statusCode, plain.body).toBeLessThan(300);
+    // No credential: 401 first, as for any body.
+    const anonymous = await p.servers.api.inject({
+      method: 'POST',
+      url,
+      headers: { 'content-type': 'application/json', 'content-encoding': 'br' },
+      payload: json,
+    });
+    expectProblem(anonymous, 401, 'unauthenticated');
   });
 
   // RFC 8259 section 8.1: a JSON text exchanged between systems is UTF-8, so such a body "is not JSON" (it was read
