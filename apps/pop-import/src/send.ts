@@ -53,18 +53,45 @@ class Bucket {
 }
 
 /**
+ * At most `limit` in any `minutes` minutes, kept per minute as the platform keeps it (its migration 082): a take in
+ * minute m counts the minutes m - minutes to m, so room comes when the oldest of them leaves.
+ */
+class Window {
+  private readonly used = new Map<number, number>();
+  constructor(
+    private readonly limit: number,
+    private readonly minutes: number,
+  ) {}
+  /** Milliseconds until `cost` fits. */
+  waitFor(cost: number, now: number): number {
+    const minute = Math.floor(now / 60_000);
+    for (const m of this.used.keys()) if (m < minute - this.minutes) this.used.delete(m);
+    const need = Math.min(cost, this.limit);
+    let total = 0;
+    for (const n of this.used.values()) total += n;
+    if (total + need <= this.limit) return 0;
+    for (const m of [...this.used.keys()].sort((a, b) => a - b)) {
+      total -= this.used.get(m)!;
+      if (total + need <= this.limit) return (m + this.minutes + 1) * 60_000 - now;
+    }
+    return this.minutes * 60_000;
+  }
+  take(cost: number, now: number): void {
+    const minute = Math.floor(now / 60_000);
+    this.used.set(minute, (this.used.get(minute) ?? 0) + Math.min(cost, this.limit));
+  }
+}
+
+/**
  * The importer keeps under the spec's CMS rates by itself ("2 batches a second per installation (burst 10) ...
- * 2 000 000 records an hour per organisation"), so a large export does not meet 429 batch after batch; other senders
- * of the same key or organisation can still make the platform answer 429, which is waited out.
+ * 2 000 000 records an hour per organisation", the latter in any hour, as the platform counts it), so a large export
+ * does not meet 429 batch after batch; other senders of the same key or organisation can still make the platform
+ * answer 429, which is waited out.
  */
 export function specPacing(clock: { now: () => number; sleep: (ms: number) => Promise<void> }): Pacing {
   const start = clock.now();
   const batches = new Bucket(LIMITS.cmsInstallationBurst, LIMITS.cmsBatchesPerSecondPerInstallation, start);
-  const records = new Bucket(
-    LIMITS.cmsRecordsPerHourPerOrganisation,
-    LIMITS.cmsRecordsPerHourPerOrganisation / 3600,
-    start,
-  );
+  const records = new Window(LIMITS.cmsRecordsPerHourPerOrganisation, 60);
   return {
     async take(count) {
       for (;;) {

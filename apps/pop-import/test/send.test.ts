@@ -201,10 +201,18 @@ describe('pacing within the spec CMS rates', () => {
         t += ms;
       },
     });
-    // Batches that took the hour's 2 000 000 records: the next 10 000 wait for the bucket to refill (18 s).
-    await pacing.take(2_000_000);
-    expect(t).toBe(0);
+    // 1 000 000 records, then 990 000 half an hour later, then 10 000: the hour's 2 000 000 are taken at once.
+    await pacing.take(1_000_000);
+    t = 30 * 60_000;
+    await pacing.take(990_000);
     await pacing.take(10_000);
-    expect(t).toBe(18_000);
+    expect(t).toBe(30 * 60_000);
+    // The next 10 000 wait until the first minute's 1 000 000 leave the window, as the platform counts it: 61
+    // minutes after that minute began (a take counts its own minute and the 60 before).
+    await pacing.take(10_000);
+    expect(t).toBe(61 * 60_000);
+    // Then the half hour's 1 000 000 hold the window until their own minute leaves it.
+    await pacing.take(990_001);
+    expect(t).toBe(91 * 60_000);
   });
 });

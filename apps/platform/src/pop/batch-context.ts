@@ -2,7 +2,7 @@ import type { PopAnswer } from '@ooh/protocol';
 import type { Db, DbClient } from '../db/pool.js';
 import { ApprovalCache, KEPT_STRUCTURES_PER_APPROVAL } from './approval-cache.js';
 import type { ApprovalFacts, Player } from './judge.js';
-import { type Bucket, rateLook } from './rate-limits.js';
+import { type Bucket, rateLook, windowMinutesOf } from './rate-limits.js';
 
 // What a batch is judged against, read before judging: the device or CMS installation, its keys, the batch already
 // stored under its number, the players' marks, the approvals named, the play_ids counted before.
@@ -356,7 +356,7 @@ export async function findSourceForBatch(
               `ARRAY(SELECT m.structure_id FROM cms_players m
                       WHERE m.installation_id = i.id AND m.external_id = ANY($5::text[]) AND m.removed_at IS NULL)`,
             )} AS approvals,
-            ${rateLook('$7', '$8', '$9', '$10', '$3')} AS rate_wait,
+            ${rateLook('$7', '$8', '$9', '$10', '$11', '$3')} AS rate_wait,
             nextval(pg_get_serial_sequence('pop_batches', 'id')) AS next_batch_id
        FROM cms_installations i
        LEFT JOIN pop_batches b ON b.owner = 'source:' || i.id::text AND b.batch_seq = $2
@@ -372,6 +372,7 @@ export async function findSourceForBatch(
       args.buckets.map((b) => b.capacity),
       args.buckets.map((b) => b.perSecond),
       args.buckets.map((b) => b.cost),
+      args.buckets.map(windowMinutesOf),
     ],
   });
   const row = rows[0];

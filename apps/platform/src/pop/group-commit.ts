@@ -72,7 +72,12 @@ interface Pending {
 /** The rate bucket an entry draws from, when it is the one kind of bucket a group statement takes. */
 function singleBucket(entry: GroupEntry): Bucket | null {
   const bucket = entry.buckets.length === 1 ? entry.buckets[0]! : null;
-  return bucket && bucket.capacity >= bucket.cost && bucket.perSecond > 0 ? bucket : null;
+  return bucket &&
+    bucket.windowMinutes === undefined &&
+    bucket.capacity >= bucket.cost &&
+    bucket.perSecond > 0
+    ? bucket
+    : null;
 }
 
 const sameRates = (a: Bucket, b: Bucket) =>

@@ -10,7 +10,7 @@ import {
   Settler,
   type Verdict,
 } from './judge.js';
-import { type Bucket, rateLook } from './rate-limits.js';
+import { type Bucket, rateLook, windowMinutesOf } from './rate-limits.js';
 
 // Writing a judged batch: the receive day's lock, the batch row, counts, marks, play sets, records and rate tokens in
 // one transaction (one batch, or a group: group-commit.ts).
@@ -188,6 +188,7 @@ async function runStoreStatement(client: DbClient, args: StoreArgs, id: number |
       textArray(counts.map((c) => c.slot)),
       int8Array(counts.map((c) => c.plays)),
       int8Array(counts.map((c) => c.flagged)),
+      buckets.map(windowMinutesOf),
     ],
   });
   return row!.wait > 0
@@ -198,21 +199,29 @@ async function runStoreStatement(client: DbClient, args: StoreArgs, id: number |
 }
 
 /**
- * In an open transaction, last before COMMIT: takes the batch's rate tokens. Their bucket rows (one per
- * organisation is shared by all its installations) stay locked until the COMMIT that follows at once.
+ * In an open transaction, last before COMMIT: takes the batch's rate tokens and its share of its windows, all or
+ * nothing (pop_take_limits, migration 082). Their rows (the organisation's window is shared by all its
+ * installations) stay locked until the COMMIT that follows at once; when not all were granted the caller rolls back.
  */
 async function takeTokens(client: DbClient, buckets: readonly Bucket[], at: Date): Promise<number> {
   const sorted = [...buckets].sort(byKey);
+  const tokens = sorted.filter((b) => b.windowMinutes === undefined);
+  const windows = sorted.filter((b) => b.windowMinutes !== undefined);
   const {
     rows: [taken],
   } = await client.query<{ wait: number }>({
-    name: 'pop-take-tokens',
-    text: 'SELECT pop_take_tokens($1::text[], $2::float8[], $3::float8[], $4::float8[], $5) AS wait',
+    name: 'pop-take-limits',
+    text: `SELECT pop_take_limits($1::text[], $2::float8[], $3::float8[], $4::float8[],
+                                  $5::text[], $6::int4[], $7::float8[], $8::float8[], $9) AS wait`,
     values: [
-      sorted.map((b) => b.key),
-      sorted.map((b) => b.capacity),
-      sorted.map((b) => b.perSecond),
-      sorted.map((b) => b.cost),
+      tokens.map((b) => b.key),
+      tokens.map((b) => b.capacity),
+      tokens.map((b) => b.perSecond),
+      tokens.map((b) => b.cost),
+      windows.map((b) => b.key),
+      windows.map(windowMinutesOf),
+      windows.map((b) => b.capacity),
+      windows.map((b) => b.cost),
       at,
     ],
   });
@@ -417,11 +426,11 @@ function writeRecordRows(
 
 // One statement: a look at the rate tokens (without taking them: a batch over the limit costs no more than this
 // statement), the batch, the counts and the marks (compare-and-set, in key order); then the records by COPY and
-// the tokens taken (pop_take_tokens), all in one transaction. Nothing is written when the tokens are short or
+// the tokens taken (pop_take_limits), all in one transaction. Nothing is written when the tokens are short or
 // (owner, batch_seq) is taken.
 const STORE_SQL = `
 WITH rate AS (
-  SELECT ${rateLook('$12', '$13', '$14', '$15', '$6')} AS wait
+  SELECT ${rateLook('$12', '$13', '$14', '$15', '$31', '$6')} AS wait
 ), batch AS (
   INSERT INTO pop_batches (id, owner, batch_seq, channel, body, body_sha256, received_at, receive_day, record_count,
                            answer, body_encoding, body_size, newest_record_at)

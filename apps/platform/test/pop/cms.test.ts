@@ -660,24 +660,46 @@ describe('CMS rate limits', () => {
     expect(limited.headers['retry-after']).toBe('1');
   });
 
-  test('2 000 000 records an hour per organisation', async ({ db, servers, platform, setNow }) => {
+  test('2 000 000 records an hour per organisation: in any hour, kept per minute', async ({
+    db,
+    servers,
+    platform,
+    setNow,
+  }) => {
     const op = await createOperator(platform, 1);
     const source = await registerSource(platform, op, { p: op.structures[0]! });
-    const at = new Date(T0.getTime() + 32 * 24 * 3600_000);
+    const at = new Date(T0.getTime() + 32 * 24 * 3600_000); // the start of a minute
+    const minute = at.getTime() / 60_000;
     setNow(at);
-    // The organisation's bucket after 1 999 990 records this hour (the state every instance shares).
-    await db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, 10, $2)', [
+    // The organisation's window (the state every instance shares, migration 082): 1 000 000 records taken 59
+    // minutes ago and 999 990 in this minute, newest minute first.
+    const used = Array.from({ length: 61 }, () => 0);
+    used[0] = 999_990;
+    used[59] = 1_000_000;
+    await db.query('INSERT INTO pop_rate_windows (window_key, newest_minute, used) VALUES ($1, $2, $3)', [
       `cms-organisation:${op.id}`,
-      at,
+      minute,
+      used,
     ]);
     const records = (from: number, n: number) =>
       Array.from({ length: n }, (_, i) => cmsPlay('p', from + i, {}, at));
     answerOf(await postCms(servers, source, cmsBody(source, 0, records(1, 10))));
     const limited = await postCms(servers, source, cmsBody(source, 1, records(11, 1000)));
     problemOf(limited, 429, 'rate_limited');
-    // 1000 records at 2 000 000 / 3600 s: 1.8 s.
-    expect(limited.headers['retry-after']).toBe('2');
-    setNow(new Date(at.getTime() + 1800));
+    // Room comes when the minute of the 1 000 000 leaves the window: 2 minutes from now.
+    expect(limited.headers['retry-after']).toBe('120');
+    setNow(new Date(at.getTime() + 119_000));
+    problemOf(await postCms(servers, source, cmsBody(source, 1, records(11, 1000))), 429, 'rate_limited');
+    setNow(new Date(at.getTime() + 120_000));
     answerOf(await postCms(servers, source, cmsBody(source, 1, records(11, 1000))));
+    const { rows } = await db.query(
+      'SELECT newest_minute, used FROM pop_rate_windows WHERE window_key = $1',
+      [`cms-organisation:${op.id}`],
+    );
+    // Two minutes on: this minute's 1000 first, then two minutes earlier the 999 990 + 10; nothing older is kept
+    // beyond the 61 minutes a take counts.
+    expect(Number(rows[0].newest_minute)).toBe(minute + 2);
+    expect(rows[0].used.map(Number).slice(0, 3)).toEqual([1000, 0, 1_000_000]);
+    expect(rows[0].used).toHaveLength(61);
   });
 });

@@ -302,7 +302,7 @@ describe('rate tokens taken last', () => {
       let waited = false;
       for (let i = 0; i < 200 && !waited; i += 1) {
         const { rows } = await db.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pop_take_tokens%'",
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pop_take_limits%'",
         );
         waited = rows[0].n > 0;
         if (!waited) await new Promise((resolve) => setTimeout(resolve, 25));
