@@ -402,9 +402,17 @@ const MAX_BODY_DEPTH = 32;
 const pointer = (path: string, key: string) => `${path}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
 
 /**
- * The fields of a parsed body that no route takes: a text or key with U+0000, a key that reaches a prototype, a
- * value nested deeper than MAX_BODY_DEPTH. Walks without recursion (a body of 100,000 nested arrays is one error),
- * at most 20 errors.
+ * A UTF-16 surrogate without its pair (JSON's "\ud800" escape): no Unicode character. PostgreSQL's text stores it
+ * as U+FFFD, so the caller's value would come back altered without a word, and its jsonb refuses it with an error
+ * that names no field.
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const LONE_SURROGATE_MESSAGE = 'not Unicode text: a lone UTF-16 surrogate cannot be stored';
+
+/**
+ * The fields of a parsed body that no route takes: a text or key with U+0000 or a lone surrogate, a key that reaches
+ * a prototype, a value nested deeper than MAX_BODY_DEPTH. Walks without recursion (a body of 100,000 nested arrays is
+ * one error), at most 20 errors.
  */
 export function hostileFields(body: unknown): FieldError[] {
   const errors: FieldError[] = [];
@@ -418,6 +426,8 @@ export function hostileFields(body: unknown): FieldError[] {
           code: 'format',
           message: 'a NUL character (U+0000) cannot be stored',
         });
+      } else if (LONE_SURROGATE.test(value)) {
+        errors.push({ path: path || '/', code: 'format', message: LONE_SURROGATE_MESSAGE });
       }
       continue;
     }
@@ -442,6 +452,8 @@ export function hostileFields(body: unknown): FieldError[] {
         errors.push({ path: at, code: 'not_allowed', message: `the key ${key} is not taken` });
       } else if (key.includes('\u0000')) {
         errors.push({ path: at, code: 'format', message: 'a NUL character (U+0000) cannot be stored' });
+      } else if (LONE_SURROGATE.test(key)) {
+        errors.push({ path: at, code: 'format', message: LONE_SURROGATE_MESSAGE });
       } else {
         pending.push({ value: (value as Record<string, unknown>)[key], path: at, depth: depth + 1 });
       }

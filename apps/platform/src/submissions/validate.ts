@@ -43,12 +43,6 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
- * A UTF-16 surrogate without its pair: not a Unicode character. PostgreSQL's text would store it as U+FFFD (the
- * caller's value altered without a word) and its jsonb refuses it (a 422 naming no field).
- */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/**
  * Every rule of POST /api/v1/submissions, collecting all field errors at once
  * (422 validation_failed lists them together).
  */
@@ -82,8 +76,6 @@ export async function validateSubmission(
   if (name === undefined) err('/advertiser_name', 'required', 'advertiser_name is required');
   else if (typeof name !== 'string') err('/advertiser_name', 'type', 'must be a string');
   else if (name.trim() === '') err('/advertiser_name', 'too_short', 'must not be empty');
-  else if (LONE_SURROGATE.test(name))
-    err('/advertiser_name', 'format', 'must be Unicode text (a lone surrogate)');
   else if ([...name].length > LIMITS.advertiserNameMaxChars) {
     err('/advertiser_name', 'too_long', `up to ${LIMITS.advertiserNameMaxChars} characters`);
   }
@@ -123,8 +115,6 @@ export async function validateSubmission(
         const v = refs[key];
         if (v !== undefined && (typeof v !== 'string' || v.length === 0 || v.length > 256)) {
           err(`/external_refs/${key}`, 'type', 'must be a non-empty string of up to 256 characters');
-        } else if (typeof v === 'string' && LONE_SURROGATE.test(v)) {
-          err(`/external_refs/${key}`, 'format', 'must be Unicode text (a lone surrogate)');
         }
       }
       const adomain = refs['adomain'];

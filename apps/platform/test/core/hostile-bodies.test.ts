@@ -112,6 +112,16 @@ describe('bodies no route takes are refused with 422, naming the field', () => {
     );
     expect(hostileFields(Array.from({ length: 100 }, () => '\u0000'))).toHaveLength(20);
     expect(hostileFields({ fine: [1, 'two', { three: null }] })).toEqual([]);
+    // Lone surrogates, in a text or a key; a pair (an astral character) is fine.
+    const surrogates = hostileFields({ a: 'x\ud800', b: ['\udc00y'], 'k\udbff': 1, ok: 'ȍ😀' });
+    expect(surrogates).toHaveLength(3);
+    expect(surrogates).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ path: '/a', code: 'format' }),
+        expect.objectContaining({ path: '/b/0', code: 'format' }),
+        expect.objectContaining({ path: '/k\udbff', code: 'format' }),
+      ]),
+    );
   });
 });
 
