@@ -117,6 +117,7 @@ export {
   SubmissionChannelSchema,
   SubmissionCreateRequest,
 } from './schemas/submission.js';
+export { hasLoneSurrogate } from './text.js';
 export { addCalendarYears, isDateTime, isUuid, parseDateTime, parseDateTimeMs } from './time-formats.js';
 export {
   CREATIVE_STATUSES,

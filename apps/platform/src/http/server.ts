@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { type FieldError, PROBLEM_MEDIA_TYPE, problemDocument } from '@ooh/protocol';
+import { type FieldError, hasLoneSurrogate, PROBLEM_MEDIA_TYPE, problemDocument } from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
 import Fastify, {
   type FastifyError,
@@ -401,12 +401,7 @@ const MAX_BODY_DEPTH = 32;
 
 const pointer = (path: string, key: string) => `${path}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
 
-/**
- * A UTF-16 surrogate without its pair (JSON's "\ud800" escape): no Unicode character. PostgreSQL's text stores it
- * as U+FFFD, so the caller's value would come back altered without a word, and its jsonb refuses it with an error
- * that names no field.
- */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+// A lone surrogate: PostgreSQL's text would store it as U+FFFD and its jsonb refuses it naming no field.
 const LONE_SURROGATE_MESSAGE = 'not Unicode text: a lone UTF-16 surrogate cannot be stored';
 
 /**
@@ -426,7 +421,7 @@ export function hostileFields(body: unknown): FieldError[] {
           code: 'format',
           message: 'a NUL character (U+0000) cannot be stored',
         });
-      } else if (LONE_SURROGATE.test(value)) {
+      } else if (hasLoneSurrogate(value)) {
         errors.push({ path: path || '/', code: 'format', message: LONE_SURROGATE_MESSAGE });
       }
       continue;
@@ -452,7 +447,7 @@ export function hostileFields(body: unknown): FieldError[] {
         errors.push({ path: at, code: 'not_allowed', message: `the key ${key} is not taken` });
       } else if (key.includes('\u0000')) {
         errors.push({ path: at, code: 'format', message: 'a NUL character (U+0000) cannot be stored' });
-      } else if (LONE_SURROGATE.test(key)) {
+      } else if (hasLoneSurrogate(key)) {
         errors.push({ path: at, code: 'format', message: LONE_SURROGATE_MESSAGE });
       } else {
         pending.push({ value: (value as Record<string, unknown>)[key], path: at, depth: depth + 1 });

@@ -1,6 +1,7 @@
 import {
   almatyDate,
   checkPopRecord,
+  hasLoneSurrogate,
   LIMITS,
   type PopAnswerItem,
   type PopChannel,
@@ -160,9 +161,14 @@ function judgeOne(value: unknown, index: number, ctx: JudgeContext, received: nu
   const check = checkPopRecord(value, ctx.channel);
   if (!check.ok) return refusedForShape(check.reason, value, ctx);
   const record = check.record;
-  // The one free text of a record that is stored as text: PostgreSQL text cannot hold U+0000, and such a number
-  // names no approval. Refused like any record of a bad shape, so that the batch can be stored at all.
-  if (record.approval_number?.includes('\u0000')) {
+  // The one free text of a record that is stored as text: PostgreSQL text cannot hold U+0000 and would store a lone
+  // surrogate as U+FFFD, and such a number names no approval. Refused like any record of a bad shape, so that the
+  // batch can be stored at all and nothing is counted under a number the player never sent.
+  const approvalNumber = record.approval_number;
+  if (
+    approvalNumber !== undefined &&
+    (approvalNumber.includes('\u0000') || hasLoneSurrogate(approvalNumber))
+  ) {
     return refusedForShape('invalid_record', value, ctx);
   }
   // spec CMS rule 2: "when its player is not mapped or its mapping was removed (reason player_unknown)".

@@ -329,16 +329,24 @@ describe('records: seq, refusals, flags, events', () => {
     expect(await countedPlays(db, owner(device))).toBe(1);
   });
 
-  test('an approval number with U+0000 (no PostgreSQL text can hold it) is invalid_record; the batch is stored', async ({
+  test('an approval number with U+0000 or a lone surrogate (no PostgreSQL text keeps it) is invalid_record; the batch is stored', async ({
     db,
     servers,
     device,
   }) => {
     const answer = answerOf(
-      await sendBatch(servers, device, 0, [play(1, { approval_number: 'A-2026\u0000-000001' }), play(2)]),
+      await sendBatch(servers, device, 0, [
+        play(1, { approval_number: 'A-2026\u0000-000001' }),
+        play(2),
+        // A lone surrogate: PostgreSQL text would keep U+FFFD, a number the player never sent.
+        play(3, { approval_number: 'A-2026-\ud800' }),
+      ]),
     );
-    expect(answer.items).toEqual([{ index: 0, status: 'refused', reason: 'invalid_record' }]);
-    expect(answer).toMatchObject({ accepted: 1, refused: 1 });
+    expect(answer.items).toEqual([
+      { index: 0, status: 'refused', reason: 'invalid_record' },
+      { index: 2, status: 'refused', reason: 'invalid_record' },
+    ]);
+    expect(answer).toMatchObject({ accepted: 1, refused: 2 });
     expect(await countedPlays(db, owner(device))).toBe(1);
     expect(await batchCount(db, owner(device))).toBe(1);
   });
