@@ -1,0 +1,870 @@
+/**
+ * Black-box conformance of the approval envelope, the revocation list, the public ledger, the verifier and open data
+ * with DESIGN.md sections 4, 6 and 7 and the interface specification, claim by claim. Answers are read through the
+ * hosts (inject, or HTTP for the verifier); expected values are computed here from the rules (an own RFC 8785 writer,
+ * an own RFC 9162 tree and inclusion path, checked against /work/shared/vectors first) and signatures are checked by
+ * openssl, never by the platform's code.
+ *
+ * Claims checked elsewhere and not repeated here:
+ * - seal JSON, body, p7s and its ledger proof fields: test/conformance/verify-and-devices.test.ts;
+ * - the dictionary's fields and texts: test/conformance/verify-and-devices.test.ts, test/open-data/dictionary.test.ts;
+ * - revocations.json 404 before the first revocation: test/approvals/decisions.test.ts ("before any revocation");
+ * - revocation_list_version null before the first list: test/approvals/lookup.test.ts ("the list version rises from
+ *   null") and test/approvals/end-to-end.test.ts;
+ * - the envelope's visibility by organisation: test/approvals/lookup.test.ts ("the envelope follows the same
+ *   visibility");
+ * - open data: the lag to the second, not_published on every route, not_found for months, disclosure rules one by one,
+ *   complementary suppression, totals, byte-identical releases: test/open-data/release.test.ts and
+ *   test/open-data/disclosure.test.ts (those seed play rows with SQL; here plays come in through the real routes);
+ * - a leaf committed after its day was digested goes into the next block: test/seals/ledger.test.ts;
+ * - tampering of stored seals, batches, leaves and digests found by the verifier: test/seals/verifier.test.ts.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { FEATURES } from '../../src/features.js';
+import { createLedgerFeature } from '../../src/ledger/routes.js';
+import { buildServers, type Servers } from '../../src/platform.js';
+import { createSealsFeature, runSealScheduler } from '../../src/seals/index.js';
+import { approve, inReview, organisation, revoke, structures } from '../approvals/helpers.js';
+import { png } from '../approvals/media-fixtures.js';
+import { startSealPlatform } from '../seals/helpers.js';
+import { httpSource, type PublicSource, verifySeal } from '../../src/verifier/index.js';
+import { apiCall, createOrganisation } from '../support/platform.js';
+
+const run = promisify(execFile);
+const VECTORS = '/work/shared/vectors';
+const HEX64 = /^[0-9a-f]{64}$/;
+const ZERO = '0'.repeat(64);
+const UNLIMITED = { burst: 1_000_000, perSecond: 1_000_000 };
+
+const sha256 = (bytes: Uint8Array | string): Buffer => createHash('sha256').update(bytes).digest();
+const sha256Hex = (bytes: Uint8Array | string): string => sha256(bytes).toString('hex');
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reference implementations, written from the RFCs and checked against the shared vectors.
+
+/** RFC 8785 canonical JSON (keys sorted by UTF-16 code units; ECMAScript number and string serialisation). */
+function canonical(value: unknown): string {
+  if (value === null || typeof value === 'boolean' || typeof value === 'number' || typeof value === 'string')
+    return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  const object = value as Record<string, unknown>;
+  return `{${Object.keys(object)
+    .sort()
+    .map((key) => `${JSON.stringify(key)}:${canonical(object[key])}`)
+    .join(',')}}`;
+}
+
+const node = (left: Uint8Array, right: Uint8Array): Buffer =>
+  sha256(Buffer.concat([Buffer.from([1]), left, right]));
+
+/** Largest power of two smaller than n (n >= 2). */
+function split(n: number): number {
+  let k = 1;
+  while (k * 2 < n) k *= 2;
+  return k;
+}
+
+/** RFC 9162 section 2.1.1 Merkle Tree Hash over leaf hashes taken as given (DESIGN.md section 4). */
+function merkleRoot(leaves: readonly Uint8Array[]): Buffer {
+  if (leaves.length === 0) return sha256(new Uint8Array(0));
+  if (leaves.length === 1) return Buffer.from(leaves[0]!);
+  const k = split(leaves.length);
+  return node(merkleRoot(leaves.slice(0, k)), merkleRoot(leaves.slice(k)));
+}
+
+/** RFC 9162 section 2.1.3.1 PATH(m, D[n]), leaf level first, with the side of each sibling. */
+function inclusionPath(leaves: readonly Uint8Array[], m: number): { side: 'left' | 'right'; hash: string }[] {
+  if (leaves.length <= 1) return [];
+  const k = split(leaves.length);
+  return m < k
+    ? [
+        ...inclusionPath(leaves.slice(0, k), m),
+        { side: 'right', hash: merkleRoot(leaves.slice(k)).toString('hex') },
+      ]
+    : [
+        ...inclusionPath(leaves.slice(k), m - k),
+        { side: 'left', hash: merkleRoot(leaves.slice(0, k)).toString('hex') },
+      ];
+}
+
+/** RFC 9162 section 2.1.3.2: the root an inclusion path leads to, or null; also the side of each step. */
+function rootFromInclusion(
+  index: number,
+  size: number,
+  leaf: Uint8Array,
+  proof: readonly Uint8Array[],
+): { root: Buffer; sides: ('left' | 'right')[] } | null {
+  if (index >= size || index < 0) return null;
+  let fn = index;
+  let sn = size - 1;
+  let r: Buffer = Buffer.from(leaf);
+  const sides: ('left' | 'right')[] = [];
+  for (const p of proof) {
+    if (p.length !== 32 || sn === 0) return null;
+    if (fn % 2 === 1 || fn === sn) {
+      r = node(p, r);
+      sides.push('left');
+      if (fn % 2 === 0) {
+        while (fn % 2 === 0 && fn !== 0) {
+          fn = Math.floor(fn / 2);
+          sn = Math.floor(sn / 2);
+        }
+      }
+    } else {
+      r = node(r, p);
+      sides.push('right');
+    }
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  return sn === 0 ? { root: r, sides } : null;
+}
+
+function jsonFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory()
+      ? jsonFiles(path.join(dir, entry.name))
+      : entry.name.endsWith('.json')
+        ? [path.join(dir, entry.name)]
+        : [],
+  );
+}
+
+describe('the reference implementations of this file agree with the shared vectors', () => {
+  test('RFC 8785: every jcs vector', () => {
+    const names = readdirSync(`${VECTORS}/jcs/input`);
+    expect(names.length).toBeGreaterThan(0);
+    for (const name of names) {
+      const input = JSON.parse(readFileSync(`${VECTORS}/jcs/input/${name}`, 'utf8'));
+      expect(canonical(input), name).toBe(readFileSync(`${VECTORS}/jcs/output/${name}`, 'utf8'));
+    }
+  });
+
+  test('RFC 9162: roots of sizes 0 to 8; every inclusion vector; own paths lead to the roots', () => {
+    const roots = JSON.parse(readFileSync(`${VECTORS}/merkle/rfc6962-roots.json`, 'utf8')) as {
+      leaf_hashes_hex: string[];
+      roots_hex: string[];
+    };
+    const leaves = roots.leaf_hashes_hex.map((h) => Buffer.from(h, 'hex'));
+    roots.roots_hex.forEach((root, size) => {
+      expect(merkleRoot(leaves.slice(0, size)).toString('hex'), `size ${size}`).toBe(root);
+      for (let m = 0; m < size; m += 1) {
+        const own = inclusionPath(leaves.slice(0, size), m);
+        const walked = rootFromInclusion(
+          m,
+          size,
+          leaves[m]!,
+          own.map((s) => Buffer.from(s.hash, 'hex')),
+        );
+        expect(walked?.root.toString('hex'), `size ${size} index ${m}`).toBe(root);
+        expect(walked?.sides).toEqual(own.map((s) => s.side));
+      }
+    });
+    const files = jsonFiles(`${VECTORS}/merkle/inclusion`);
+    expect(files.length).toBeGreaterThan(50);
+    for (const file of files) {
+      const v = JSON.parse(readFileSync(file, 'utf8')) as {
+        leafIdx: number;
+        treeSize: number;
+        root: string | null;
+        leafHash: string | null;
+        proof: string[] | null;
+        wantErr: boolean;
+      };
+      const leaf = Buffer.from(v.leafHash ?? '', 'base64');
+      const result = rootFromInclusion(
+        v.leafIdx,
+        v.treeSize,
+        leaf,
+        (v.proof ?? []).map((p) => Buffer.from(p, 'base64')),
+      );
+      const ok =
+        result !== null && leaf.length === 32 && result.root.equals(Buffer.from(v.root ?? '', 'base64'));
+      expect(ok, file).toBe(!v.wantErr);
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// openssl
+
+interface OpensslRun {
+  ok: boolean;
+  stdout: string;
+  stderr: string;
+  files: Record<string, Buffer>;
+}
+
+/** Runs openssl in a fresh folder holding `files`; answers its output and the files named in `read`. */
+async function openssl(
+  args: string[],
+  files: Record<string, string | Buffer>,
+  read: string[] = [],
+): Promise<OpensslRun> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-conformance-openssl-'));
+  try {
+    for (const [name, content] of Object.entries(files)) await writeFile(path.join(dir, name), content);
+    const result = await run('openssl', args, { cwd: dir }).then(
+      (r) => ({ ok: true, stdout: String(r.stdout), stderr: String(r.stderr) }),
+      (e: { stdout?: string; stderr?: string }) => ({
+        ok: false,
+        stdout: String(e.stdout ?? ''),
+        stderr: String(e.stderr ?? ''),
+      }),
+    );
+    const out: Record<string, Buffer> = {};
+    for (const name of read) {
+      try {
+        out[name] = await readFile(path.join(dir, name));
+      } catch {
+        // not written
+      }
+    }
+    return { ...result, files: out };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * DESIGN.md section 4 "CMS signature": SignedData, content attached (id-data), ECDSA P-256 with SHA-256, signed
+ * attributes contentType, signingTime, messageDigest, signer certificate included; `openssl cms -verify -binary
+ * -inform DER -CAfile authority-root.pem` must accept it. Answers the signed content and the signing time.
+ */
+async function expectDesignCms(
+  signatureBase64: string,
+  rootPem: string,
+): Promise<{ content: Buffer; signingTime: Date }> {
+  expect(signatureBase64).toMatch(/^[A-Za-z0-9+/]+={0,2}$/);
+  const der = Buffer.from(signatureBase64, 'base64');
+  // The exact command of DESIGN.md; no -content: the content travels in the signature (attached).
+  const verified = await openssl(
+    [
+      'cms',
+      '-verify',
+      '-binary',
+      '-inform',
+      'DER',
+      '-in',
+      'sig.p7s',
+      '-CAfile',
+      'authority-root.pem',
+      '-out',
+      'content.bin',
+      '-signer',
+      'signer.pem',
+    ],
+    { 'sig.p7s': der, 'authority-root.pem': rootPem },
+    ['content.bin', 'signer.pem'],
+  );
+  expect(verified.ok, verified.stderr).toBe(true);
+  expect(verified.stderr).toContain('Verification successful');
+  const content = verified.files['content.bin']!;
+  expect(content).toBeDefined();
+
+  // The structure, read by openssl's ASN.1 parser.
+  const parsed = await openssl(['asn1parse', '-inform', 'DER', '-in', 'sig.p7s'], { 'sig.p7s': der });
+  expect(parsed.ok, parsed.stderr).toBe(true);
+  const objects = [...parsed.stdout.matchAll(/OBJECT\s+:(\S+)/g)].map((m) => m[1]!);
+  // ContentInfo of type signedData; encapsulated content id-data.
+  expect(objects[0]).toBe('pkcs7-signedData');
+  expect(objects).toContain('pkcs7-data');
+  expect(objects).toContain('sha256');
+  expect(objects).toContain('ecdsa-with-SHA256');
+  // Signed attributes, each once: contentType (id-data), signingTime, messageDigest.
+  for (const attribute of ['contentType', 'signingTime', 'messageDigest'])
+    expect(
+      objects.filter((o) => o === attribute),
+      attribute,
+    ).toHaveLength(1);
+  const afterContentType = objects[objects.indexOf('contentType') + 1];
+  expect(afterContentType).toBe('pkcs7-data');
+  // messageDigest = SHA-256 of the content.
+  const digest = /:messageDigest\s*\n.*?\n?.*?OCTET STRING\s+\[HEX DUMP\]:([0-9A-F]+)/.exec(parsed.stdout);
+  expect(digest, parsed.stdout).not.toBeNull();
+  expect(digest![1]!.toLowerCase()).toBe(sha256Hex(content));
+  const time = /:signingTime\s*\n.*?\n?.*?UTCTIME\s+:(\d{12})Z/.exec(parsed.stdout);
+  expect(time, parsed.stdout).not.toBeNull();
+  const t = time![1]!;
+  const signingTime = new Date(
+    `20${t.slice(0, 2)}-${t.slice(2, 4)}-${t.slice(4, 6)}T${t.slice(6, 8)}:${t.slice(8, 10)}:${t.slice(10, 12)}Z`,
+  );
+
+  // The signer certificate travels in the signature and holds a P-256 key.
+  const listed = await openssl(['pkcs7', '-inform', 'DER', '-in', 'sig.p7s', '-print_certs'], {
+    'sig.p7s': der,
+  });
+  expect(listed.ok, listed.stderr).toBe(true);
+  const signerPem = verified.files['signer.pem']!.toString('utf8');
+  const signerBase64 = signerPem.replace(/-----[^-]+-----|\s/g, '');
+  expect(listed.stdout.replace(/\s/g, '')).toContain(signerBase64);
+  const signer = await openssl(['x509', '-in', 'signer.pem', '-noout', '-text'], { 'signer.pem': signerPem });
+  expect(signer.stdout).toMatch(/NIST CURVE: P-256|prime256v1/);
+  return { content, signingTime };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+type P = Awaited<ReturnType<typeof startSealPlatform>>;
+
+interface Envelope {
+  v: number;
+  body: Record<string, unknown>;
+  signature: string;
+}
+
+interface BlockDoc {
+  day: string;
+  block_height: number;
+  status: string;
+  leaf_count: number;
+  merkle_root: string;
+  anchor_sha256: string;
+  digest: string;
+  leaves: { index: number; leaf: Record<string, unknown>; leaf_sha256: string }[];
+}
+
+interface LedgerInfoDoc {
+  day: string;
+  status: string;
+  block_height: number;
+  digest: string;
+  proof: {
+    v: number;
+    day: string;
+    leaf: Record<string, unknown>;
+    leaf_sha256: string;
+    index: number;
+    leaf_count: number;
+    path: { side: string; hash: string }[];
+    merkle_root: string;
+    anchor_sha256: string;
+    digest: string;
+  };
+}
+
+/** DESIGN.md section 6: digest = SHA-256 of the canonical JSON of {v:1, day, block_height, leaf_count, merkle_root, prev_digest}. */
+const blockDigest = (b: {
+  day: string;
+  block_height: number;
+  leaf_count: number;
+  merkle_root: string;
+  anchor_sha256: string;
+}) =>
+  sha256Hex(
+    canonical({
+      v: 1,
+      day: b.day,
+      block_height: b.block_height,
+      leaf_count: b.leaf_count,
+      merkle_root: b.merkle_root,
+      prev_digest: b.anchor_sha256,
+    }),
+  );
+
+/** A ledger position checked as a third party must: leaf hash, derived sides, root and digest recomputed here. */
+function expectProofHolds(info: LedgerInfoDoc, block: BlockDoc) {
+  const { proof } = info;
+  expect(proof.v).toBe(1);
+  expect(proof.day).toBe(info.day);
+  expect(info.day).toBe(block.day);
+  expect(proof.leaf_sha256).toBe(sha256Hex(canonical(proof.leaf)));
+  expect(proof.index).toBeLessThan(proof.leaf_count);
+  expect(proof.leaf_count).toBe(block.leaf_count);
+  const leaves = block.leaves.map((l) => sha256(canonical(l.leaf)));
+  expect(proof.path).toEqual(inclusionPath(leaves, proof.index));
+  const walked = rootFromInclusion(
+    proof.index,
+    proof.leaf_count,
+    sha256(canonical(proof.leaf)),
+    proof.path.map((s) => Buffer.from(s.hash, 'hex')),
+  );
+  expect(walked?.root.toString('hex')).toBe(proof.merkle_root);
+  expect(proof.merkle_root).toBe(block.merkle_root);
+  expect(proof.anchor_sha256).toBe(block.anchor_sha256);
+  expect(info.block_height).toBe(block.block_height);
+  expect(proof.digest).toBe(blockDigest({ ...proof, block_height: info.block_height }));
+  expect(info.digest).toBe(proof.digest);
+  expect(info.status).toBe(block.status);
+}
+
+const MANIFEST_FIELDS = [
+  'approval_number',
+  'category_id',
+  'duration_ms',
+  'height',
+  'issued_at',
+  'kind',
+  'media_sha256',
+  'structures',
+  'valid_from',
+  'valid_until',
+  'width',
+];
+
+describe('approval envelopes, the revocation list and the public ledger (DESIGN.md sections 4 and 6)', () => {
+  let p: P;
+  let servers: Servers;
+  let verifyUrl = '';
+  let rootPem = '';
+  let reader: { id: string; key: string };
+  let operator: { id: string; key: string };
+  const approvals: { number: string; envelopeUrl: string; sha256: string; codes: string[] }[] = [];
+  const revokedAt = new Map<string, string>();
+
+  const verify = (url: string) => servers.verify.inject({ method: 'GET', url });
+  const api = (key: string | null, method: 'GET' | 'POST', url: string, body?: unknown) =>
+    apiCall(servers.api, key, method, url, body);
+
+  async function issue(seed: number, fields: { period_from: string; period_to: string }) {
+    const sts = await structures(p, operator.id, 2);
+    const s = await inReview(
+      p,
+      operator.key,
+      { bytes: png(80 + seed, 40 + seed, seed), type: 'image/png' },
+      {
+        structure_ids: sts.map((x) => x.id),
+        ...fields,
+      },
+    );
+    const res = await approve(p, s.id);
+    expect(res.statusCode, res.body).toBe(201);
+    const { approval_number, envelope_url } = res.json<{ approval_number: string; envelope_url: string }>();
+    approvals.push({
+      number: approval_number,
+      envelopeUrl: envelope_url,
+      sha256: s.sha256,
+      codes: sts.map((x) => x.code).sort(),
+    });
+    return approval_number;
+  }
+
+  async function revokeNow(number: string) {
+    const res = await revoke(p, number);
+    expect(res.statusCode, res.body).toBe(200);
+    revokedAt.set(number, res.json<{ revoked_at: string }>().revoked_at);
+  }
+
+  async function block(day: string): Promise<BlockDoc> {
+    const res = await verify(`/v1/ledger/blocks/${day}`);
+    expect(res.statusCode, `${day}: ${res.body}`).toBe(200);
+    return res.json<BlockDoc>();
+  }
+
+  beforeAll(async () => {
+    // Friday 2026-11-20 10:00 Almaty, near the machine's clock (openssl judges certificates by its own).
+    p = await startSealPlatform(new Date('2026-11-20T05:00:00Z'));
+    servers = await buildServers(
+      p.ctx,
+      FEATURES.map((f) =>
+        f.name === 'seals'
+          ? createSealsFeature({ rateLimit: UNLIMITED })
+          : f.name === 'ledger'
+            ? createLedgerFeature({ rateLimit: UNLIMITED, witnessIntervalMs: null })
+            : f,
+      ),
+    );
+    await servers.verify.listen({ host: '127.0.0.1', port: 0 });
+    const address = servers.verify.server.address();
+    verifyUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    await runSealScheduler(p.ctx);
+    rootPem = (await verify('/v1/authority-root.pem')).body;
+    expect(rootPem).toContain('-----BEGIN CERTIFICATE-----');
+
+    operator = await organisation(p, 'operator');
+    reader = await organisation(p, 'agency');
+
+    // Day 1, 2026-11-20: approvals A0 and A1, then A0 revoked.
+    await issue(1, { period_from: '2026-11-20', period_to: '2026-12-31' });
+    p.clock.set(new Date('2026-11-20T06:00:00Z'));
+    await issue(2, { period_from: '2026-12-01', period_to: '2026-12-31' });
+    p.clock.set(new Date('2026-11-20T07:30:00Z'));
+    await revokeNow(approvals[0]!.number);
+
+    // Day 2, 2026-11-21: at 01:00 Almaty the 20th is sealed (a stats_seal leaf of the 21st) and its block digested;
+    // then A2 and A3 are issued and A1 revoked.
+    p.clock.set(new Date('2026-11-20T20:00:00Z'));
+    await runSealScheduler(p.ctx);
+    p.clock.set(new Date('2026-11-21T05:00:00Z'));
+    await issue(3, { period_from: '2026-12-01', period_to: '2026-12-31' });
+    p.clock.set(new Date('2026-11-21T05:30:00Z'));
+    await issue(4, { period_from: '2026-12-01', period_to: '2026-12-31' });
+    p.clock.set(new Date('2026-11-21T07:00:00Z'));
+    await revokeNow(approvals[1]!.number);
+
+    // Day 3, 2026-11-22: the 21st is sealed and digested. Then nobody runs the scheduler until 2026-11-25 01:00
+    // Almaty: the seals of the 22nd, 23rd and 24th are made on the 25th, so the blocks of the 23rd and 24th hold
+    // nothing and the 22nd only the seal of the 21st.
+    p.clock.set(new Date('2026-11-21T20:00:00Z'));
+    await runSealScheduler(p.ctx);
+    p.clock.set(new Date('2026-11-24T20:00:00Z'));
+    await runSealScheduler(p.ctx);
+  });
+  afterAll(async () => {
+    if (servers) await Promise.all(Object.values(servers).map((s: FastifyInstance) => s.close()));
+    await p?.close();
+  });
+
+  describe('the approval envelope', () => {
+    test('envelope_url needs the same credentials as the lookup: none 401, another scope 403, read:creatives 200', async () => {
+      const a = approvals[2]!;
+      const url = new URL(a.envelopeUrl).pathname;
+      const otherScope = await createOrganisation(p, 'operator', ['write:submissions']);
+      const lookupOf = (key: string | null) =>
+        api(key, 'POST', '/api/v1/creatives/lookup', { hashes: [a.sha256] });
+      for (const [key, status, code] of [
+        [null, 401, null],
+        ['not-a-key', 401, 'invalid_api_key'],
+        [otherScope.key, 403, 'key_scope_denied'],
+        [operator.key, 200, null],
+      ] as const) {
+        const envelope = await api(key, 'GET', url);
+        const lookup = await lookupOf(key);
+        expect(envelope.statusCode, `${key}: ${envelope.body}`).toBe(status);
+        expect(lookup.statusCode, `${key}: ${lookup.body}`).toBe(status);
+        if (code !== null) {
+          expect(envelope.json().code).toBe(code);
+          expect(lookup.json().code).toBe(code);
+        }
+      }
+      // The lookup names this very address.
+      const found = (await lookupOf(operator.key)).json<{
+        items: { approvals: { approval_number: string; envelope_url: string }[] }[];
+      }>();
+      expect(found.items[0]!.approvals.map((x) => x.envelope_url)).toEqual([a.envelopeUrl]);
+    });
+
+    test('{"v":1, "body": {...manifest...}, "signature"}: the manifest fields exactly, with their values', async () => {
+      for (const a of approvals) {
+        const res = await api(operator.key, 'GET', new URL(a.envelopeUrl).pathname);
+        expect(res.statusCode).toBe(200);
+        expect(res.headers['content-type']).toMatch(/^application\/json/);
+        const envelope = res.json<Envelope>();
+        expect(Object.keys(envelope).sort()).toEqual(['body', 'signature', 'v']);
+        expect(envelope.v).toBe(1);
+        expect(Object.keys(envelope.body).sort()).toEqual(MANIFEST_FIELDS);
+        const issuedAt = envelope.body['issued_at'] as string;
+        expect(envelope.body).toEqual({
+          kind: 'approval',
+          approval_number: a.number,
+          media_sha256: a.sha256,
+          structures: a.codes,
+          valid_from: expect.stringMatching(/^\d{4}-\d{2}-\d{2}$/),
+          valid_until: '2026-12-31',
+          category_id: 1564,
+          duration_ms: null,
+          width: expect.any(Number),
+          height: expect.any(Number),
+          // RFC 3339 in Almaty time.
+          issued_at: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?\+05:00$/),
+        });
+        // The PNG's own size.
+        const seed = approvals.indexOf(a) + 1;
+        expect([envelope.body['width'], envelope.body['height']]).toEqual([80 + seed, 40 + seed]);
+        expect(Number.isNaN(new Date(issuedAt).getTime())).toBe(false);
+      }
+    });
+
+    test('the signature: CMS SignedData as DESIGN.md section 4 says, over the canonical JSON of body, accepted by openssl', async () => {
+      const a = approvals[2]!;
+      const envelope = (await api(operator.key, 'GET', new URL(a.envelopeUrl).pathname)).json<Envelope>();
+      const { content, signingTime } = await expectDesignCms(envelope.signature, rootPem);
+      expect(content.toString('utf8')).toBe(canonical(envelope.body));
+      // Signed when issued (whole seconds in a UTCTime).
+      expect(signingTime.getTime()).toBe(
+        Math.floor(new Date(envelope.body['issued_at'] as string).getTime() / 1000) * 1000,
+      );
+    });
+
+    test('valid_from and valid_until are Almaty dates, inclusive: valid from 00:00 of the first day to 24:00 of the last', async () => {
+      const a = approvals[2]!; // 2026-12-01 .. 2026-12-31
+      const statusAt = async (instant: string) => {
+        p.clock.set(new Date(instant));
+        const res = await verify(`/v1/approvals/${a.number}`);
+        expect(res.statusCode).toBe(200);
+        return res.json<{ status: string }>().status;
+      };
+      const saved = p.clock.now();
+      try {
+        expect(await statusAt('2026-11-30T23:59:59.999+05:00')).toBe('not_yet_valid');
+        expect(await statusAt('2026-12-01T00:00:00.000+05:00')).toBe('valid');
+        expect(await statusAt('2026-12-31T23:59:59.999+05:00')).toBe('valid');
+        expect(await statusAt('2027-01-01T00:00:00.000+05:00')).toBe('expired');
+      } finally {
+        p.clock.set(saved);
+      }
+    });
+  });
+
+  describe('the revocation list', () => {
+    test('public at {verify_url}/v1/revocations.json: {v:1, body:{version, issued_at, revoked:[{approval_number, revoked_at}]}, signature}', async () => {
+      const res = await verify('/v1/revocations.json');
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['content-type']).toMatch(/^application\/json/);
+      const list = res.json<Envelope>();
+      expect(Object.keys(list).sort()).toEqual(['body', 'signature', 'v']);
+      expect(list.v).toBe(1);
+      expect(Object.keys(list.body).sort()).toEqual(['issued_at', 'revoked', 'version']);
+      expect(list.body['version']).toBe(2);
+      expect(list.body['issued_at']).toBe(revokedAt.get(approvals[1]!.number));
+      const revoked = list.body['revoked'] as Record<string, unknown>[];
+      for (const entry of revoked)
+        expect(Object.keys(entry).sort()).toEqual(['approval_number', 'revoked_at']);
+      expect(revoked).toEqual([
+        { approval_number: approvals[0]!.number, revoked_at: revokedAt.get(approvals[0]!.number) },
+        { approval_number: approvals[1]!.number, revoked_at: revokedAt.get(approvals[1]!.number) },
+      ]);
+    });
+
+    test('signed the same way as an envelope: CMS over the canonical JSON of body, accepted by openssl', async () => {
+      const list = (await verify('/v1/revocations.json')).json<Envelope>();
+      const { content, signingTime } = await expectDesignCms(list.signature, rootPem);
+      expect(content.toString('utf8')).toBe(canonical(list.body));
+      expect(signingTime.toISOString()).toBe('2026-11-21T07:00:00.000Z');
+    });
+
+    test('revocation_list_version in the lookup is the newest version', async () => {
+      const res = await api(operator.key, 'POST', '/api/v1/creatives/lookup', {
+        hashes: approvals.map((a) => a.sha256),
+      });
+      expect(res.statusCode).toBe(200);
+      expect(res.json().revocation_list_version).toBe(2);
+      // The same for an organisation that sees none of them.
+      const other = await api(reader.key, 'POST', '/api/v1/creatives/lookup', {
+        hashes: [approvals[0]!.sha256],
+      });
+      expect(other.json()).toEqual({
+        items: [{ sha256: approvals[0]!.sha256, approvals: [] }],
+        revocation_list_version: 2,
+      });
+    });
+  });
+
+  describe('the public ledger', () => {
+    test('one block per Almaty day from the first, empty days too; block_height from 1; anchor_sha256 the previous digest (64 zeros first); the digest recomputed', async () => {
+      const days = ['2026-11-20', '2026-11-21', '2026-11-22', '2026-11-23', '2026-11-24'];
+      let previous: BlockDoc | null = null;
+      for (const [i, day] of days.entries()) {
+        const b = await block(day);
+        expect(b.day).toBe(day);
+        expect(b.block_height).toBe(i + 1);
+        expect(['digested', 'anchored']).toContain(b.status);
+        expect(b.anchor_sha256).toBe(previous ? previous.digest : ZERO);
+        expect(b.leaf_count).toBe(b.leaves.length);
+        expect(b.leaves.map((l) => l.index)).toEqual(b.leaves.map((_, n) => n));
+        for (const l of b.leaves) expect(l.leaf_sha256).toBe(sha256Hex(canonical(l.leaf)));
+        expect(b.merkle_root).toBe(
+          merkleRoot(b.leaves.map((l) => sha256(canonical(l.leaf)))).toString('hex'),
+        );
+        expect(b.digest).toMatch(HEX64);
+        expect(b.digest).toBe(blockDigest(b));
+        previous = b;
+      }
+      // The empty days: no leaves, the empty tree's root.
+      for (const day of ['2026-11-23', '2026-11-24']) {
+        const b = await block(day);
+        expect(b.leaf_count).toBe(0);
+        expect(b.merkle_root).toBe(sha256Hex(''));
+      }
+      // The 25th has not ended: not digested. The head is the 24th.
+      expect((await verify('/v1/ledger/blocks/2026-11-25')).statusCode).toBe(404);
+      const head = (await verify('/v1/ledger/head')).json<BlockDoc>();
+      expect(head).toMatchObject({ day: '2026-11-24', block_height: 5, digest: previous!.digest });
+    });
+
+    test('leaves in order of recording, {kind, approval_number, manifest_sha256, signed_at, revoked_at} for approval, revocation and stats_seal', async () => {
+      const manifests = new Map<string, Envelope>();
+      for (const a of approvals) {
+        manifests.set(
+          a.number,
+          (await api(operator.key, 'GET', new URL(a.envelopeUrl).pathname)).json<Envelope>(),
+        );
+      }
+      const approvalLeaf = (number: string) => ({
+        kind: 'approval',
+        approval_number: number,
+        manifest_sha256: sha256Hex(canonical(manifests.get(number)!.body)),
+        signed_at: manifests.get(number)!.body['issued_at'],
+        revoked_at: null,
+      });
+      const revocationLeaf = (number: string) => ({
+        ...approvalLeaf(number),
+        kind: 'revocation',
+        revoked_at: revokedAt.get(number),
+      });
+      const sealLeaf = async (day: string) => {
+        const seal = (await verify(`/v1/stats-seals/${day}`)).json<{ body: unknown; signed_at: string }>();
+        return {
+          kind: 'stats_seal',
+          approval_number: null,
+          manifest_sha256: sha256Hex(canonical(seal.body)),
+          signed_at: seal.signed_at,
+          revoked_at: null,
+        };
+      };
+      const timesAsInstants = (leaf: Record<string, unknown>) => ({
+        ...leaf,
+        signed_at: new Date(leaf['signed_at'] as string).getTime(),
+        revoked_at: leaf['revoked_at'] === null ? null : new Date(leaf['revoked_at'] as string).getTime(),
+      });
+      const expectLeaves = async (day: string, expected: Record<string, unknown>[]) => {
+        const b = await block(day);
+        for (const l of b.leaves) {
+          expect(Object.keys(l.leaf).sort()).toEqual(
+            ['approval_number', 'kind', 'manifest_sha256', 'revoked_at', 'signed_at'].sort(),
+          );
+        }
+        expect(b.leaves.map((l) => timesAsInstants(l.leaf))).toEqual(expected.map(timesAsInstants));
+      };
+      const [a0, a1, a2, a3] = approvals.map((a) => a.number);
+      await expectLeaves('2026-11-20', [approvalLeaf(a0!), approvalLeaf(a1!), revocationLeaf(a0!)]);
+      await expectLeaves('2026-11-21', [
+        await sealLeaf('2026-11-20'),
+        approvalLeaf(a2!),
+        approvalLeaf(a3!),
+        revocationLeaf(a1!),
+      ]);
+      await expectLeaves('2026-11-22', [await sealLeaf('2026-11-21')]);
+    });
+
+    test('a third party checks an approval without credentials: GET /v1/approvals/{number} with proofs of issue and revocation', async () => {
+      const a = approvals[1]!; // issued on the 20th, revoked on the 21st
+      const res = await verify(`/v1/approvals/${a.number}`);
+      expect(res.statusCode).toBe(200);
+      const doc = res.json<{
+        manifest: Record<string, unknown>;
+        manifest_sha256: string;
+        status: string;
+        revoked_at: string | null;
+        ledger: { approval: LedgerInfoDoc | null; revocation: LedgerInfoDoc | null };
+      }>();
+      expect(doc.status).toBe('revoked');
+      const envelope = (await api(operator.key, 'GET', new URL(a.envelopeUrl).pathname)).json<Envelope>();
+      expect(doc.manifest).toEqual(envelope.body);
+      expect(doc.manifest_sha256).toBe(sha256Hex(canonical(envelope.body)));
+      expect(doc.ledger.approval).not.toBeNull();
+      expect(doc.ledger.revocation).not.toBeNull();
+      expectProofHolds(doc.ledger.approval!, await block('2026-11-20'));
+      expectProofHolds(doc.ledger.revocation!, await block('2026-11-21'));
+      expect(doc.ledger.approval!.proof.leaf).toMatchObject({
+        kind: 'approval',
+        approval_number: a.number,
+        manifest_sha256: doc.manifest_sha256,
+        revoked_at: null,
+      });
+      expect(doc.ledger.revocation!.proof.leaf).toMatchObject({
+        kind: 'revocation',
+        approval_number: a.number,
+        manifest_sha256: doc.manifest_sha256,
+        revoked_at: revokedAt.get(a.number),
+      });
+    });
+
+    test("a seal's ledger proof is public and holds against its block (index, sides, root, digest recomputed)", async () => {
+      const seal = (await verify('/v1/stats-seals/2026-11-20')).json<{ ledger: LedgerInfoDoc }>();
+      expect(seal.ledger).not.toBeNull();
+      expectProofHolds(seal.ledger, await block('2026-11-21'));
+      expect(seal.ledger.proof.index).toBe(0);
+    });
+  });
+
+  describe('the verifier refuses what DESIGN.md section 4 says it must (verify CLI, src/verifier)', () => {
+    /** The verify host, with the seal of `day` rewritten by `change` on its way (a dishonest host). */
+    const tampered = (day: string, change: (seal: { ledger: LedgerInfoDoc }) => void): PublicSource => {
+      const honest = httpSource(verifyUrl);
+      return {
+        origin: honest.origin,
+        async get(route) {
+          const answer = await honest.get(route);
+          if (route !== `/v1/stats-seals/${day}` || answer.status !== 200) return answer;
+          const seal = JSON.parse(answer.body.toString('utf8'));
+          change(seal);
+          return { status: 200, body: Buffer.from(JSON.stringify(seal)) };
+        },
+      };
+    };
+    const leafFailures = async (source: PublicSource) => {
+      const report = await verifySeal({ day: '2026-11-20', source, rootPem });
+      return {
+        ok: report.ok,
+        leaf: report.checks.filter((c) => c.state === 'failed' && c.subject?.startsWith('ledger leaf')),
+      };
+    };
+
+    test('the honest seal of 2026-11-20 passes every check (index 0 of 4 leaves, sides right, right)', async () => {
+      const report = await verifySeal({ day: '2026-11-20', source: httpSource(verifyUrl), rootPem });
+      expect(report.checks.filter((c) => c.state === 'failed')).toEqual([]);
+      expect(report.ok).toBe(true);
+      const seal = (await verify('/v1/stats-seals/2026-11-20')).json<{ ledger: LedgerInfoDoc }>();
+      expect(seal.ledger.proof.leaf_count).toBe(4);
+      expect(seal.ledger.proof.path.map((s) => s.side)).toEqual(['right', 'right']);
+    });
+
+    test('sides are derived from index and leaf_count: the same path under index 3 (sides left, left) is refused', async () => {
+      // A verifier that followed the sides given would reach the true root and accept.
+      const result = await leafFailures(
+        tampered('2026-11-20', (seal) => {
+          seal.ledger.proof.index = 3;
+        }),
+      );
+      expect(result.ok).toBe(false);
+      expect(result.leaf.map((c) => c.reason)).toEqual(['proof_does_not_reach_root']);
+    });
+
+    test('a path whose sides disagree with the index is refused, even when its hashes lead to the root', async () => {
+      // Index 0 of 4: the true sides are right, right; the first one relabelled.
+      const result = await leafFailures(
+        tampered('2026-11-20', (seal) => {
+          seal.ledger.proof.path[0]!.side = 'left';
+        }),
+      );
+      expect(result.ok).toBe(false);
+      expect(result.leaf.map((c) => c.reason)).toEqual(['proof_does_not_reach_root']);
+    });
+
+    test('index >= leaf_count is refused', async () => {
+      const result = await leafFailures(
+        tampered('2026-11-20', (seal) => {
+          seal.ledger.proof.index = seal.ledger.proof.leaf_count;
+        }),
+      );
+      expect(result.ok).toBe(false);
+      expect(result.leaf.map((c) => c.reason)).toEqual(['proof_does_not_reach_root']);
+    });
+
+    test('a path one step too long or too short is refused', async () => {
+      for (const change of [
+        (seal: { ledger: LedgerInfoDoc }) => {
+          seal.ledger.proof.path.push({ side: 'right', hash: ZERO });
+        },
+        (seal: { ledger: LedgerInfoDoc }) => {
+          seal.ledger.proof.path.pop();
+        },
+      ]) {
+        const result = await leafFailures(tampered('2026-11-20', change));
+        expect(result.ok).toBe(false);
+        expect(result.leaf.map((c) => c.reason)).toEqual(['proof_does_not_reach_root']);
+      }
+    });
+
+    test('leaf_sha256 is recomputed from leaf: a leaf rewritten (same instant, other text) under the old leaf_sha256 is refused', async () => {
+      // A verifier that took leaf_sha256 as given would walk the true path to the true root and accept.
+      const result = await leafFailures(
+        tampered('2026-11-20', (seal) => {
+          const leaf = seal.ledger.proof.leaf;
+          leaf['signed_at'] = new Date(leaf['signed_at'] as string).toISOString();
+        }),
+      );
+      expect(result.ok).toBe(false);
+      expect(result.leaf.map((c) => c.reason)).toEqual(['leaf_hash_differs']);
+    });
+  });
+});
