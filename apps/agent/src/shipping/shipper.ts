@@ -198,7 +198,10 @@ export class Shipper {
     };
   }
 
-  /** Cuts short an idle or backoff wait (new records were logged, or a test wants the next step now). */
+  /**
+   * Cuts short the idle wait (new records were logged, or a test wants the next step now); never the pause after an
+   * answered batch (the spec's rate) nor a backoff.
+   */
   wake(): void {
     this.wakeController?.abort();
   }
@@ -317,7 +320,9 @@ export class Shipper {
         this.state = 'backing_off';
         waitMs = outcome.delayMs;
       }
-      await this.wait(waitMs, signal, outcome.kind !== 'retry');
+      // Only the idle pause may be cut short by wake(): the pause after an answered batch is the spec's rate ("429 for
+      // more than one batch every 10 seconds"), which a burst of wakes (a tamper switch that flaps) must not shorten.
+      await this.wait(waitMs, signal, outcome.kind === 'idle');
     }
     this.state = 'idle';
   }
