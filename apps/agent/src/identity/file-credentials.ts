@@ -113,7 +113,12 @@ export class FileCredentials implements DeviceCredentials {
   }
 
   tlsIdentity(now: Date, attempt = 0): TlsIdentity | null {
-    const usable = [this.next, this.current].filter(
+    // spec: "the old certificate stays accepted until old_valid_until": past it the platform refuses the old pair
+    // for good (401 device_unauthorized, a terminal answer), so only the new one is offered.
+    const oldValidUntil =
+      this.next && this.renewal?.state === 'issued' ? Date.parse(this.renewal.old_valid_until) : Number.NaN;
+    const current = this.next && now.getTime() >= oldValidUntil ? null : this.current;
+    const usable = [this.next, current].filter(
       (pair): pair is Pair & { certificate: CertificateInfo; certificatePem: string } =>
         pair !== null &&
         pair.certificate !== null &&
@@ -121,7 +126,7 @@ export class FileCredentials implements DeviceCredentials {
         isValidAt(pair.certificate, now),
     );
     if (usable.length === 0) return null;
-    // A new pair first; if calls with it fail, alternate with the old one (still accepted 24 hours).
+    // A new pair first; if calls with it fail, alternate with the old one (still accepted until old_valid_until).
     const pair = usable[attempt % usable.length]!;
     return {
       id: pair.certificate.serialHex,
