@@ -16,9 +16,9 @@ import {
   verifySignedDocument,
 } from '@ooh/verify';
 
-/** Answers whether an approval number is revoked at an instant (see RevocationStore). */
+/** Answers whether the revocation list held names an approval number (see RevocationStore). */
 export interface RevocationIndex {
-  isRevoked(approvalNumber: string, at: Date): boolean;
+  isRevoked(approvalNumber: string): boolean;
 }
 
 export type EnvelopeVerdict =
@@ -133,7 +133,7 @@ export class EnvelopeVerifier {
     if (manifest.media_sha256 !== check.mediaSha256) {
       return refused('HASH_MISMATCH', 'file hash differs from the approval', manifest);
     }
-    if (check.revocations.isRevoked(manifest.approval_number, check.now)) {
+    if (check.revocations.isRevoked(manifest.approval_number)) {
       return refused('REVOKED', 'approval is on the revocation list', manifest);
     }
     if (!manifest.structures.includes(check.structure)) {

@@ -76,7 +76,7 @@ export interface RevocationStoreOptions {
  */
 export class RevocationStore implements RevocationIndex {
   private body: RevocationListBody | null = null;
-  private revokedAt = new Map<string, number>();
+  private revoked = new Set<string>();
   private readonly listeners = new Set<() => void>();
   /** The 404 of a platform without a list is said once (at info), not every refresh. */
   private noneNoted = false;
@@ -87,9 +87,14 @@ export class RevocationStore implements RevocationIndex {
     return this.body?.version ?? null;
   }
 
-  isRevoked(approvalNumber: string, at: Date): boolean {
-    const revokedAt = this.revokedAt.get(approvalNumber);
-    return revokedAt !== undefined && revokedAt <= at.getTime();
+  /**
+   * DESIGN.md §9: a file is playable only when "the revocation list does not name it". A name on the list is enough,
+   * whatever its revoked_at says against this player's clock: the platform revoked it by its own clock before it
+   * signed the list, and a player whose clock runs behind (not synced yet, or offered the list by a technician) would
+   * otherwise go on showing a revoked approval until its clock caught up.
+   */
+  isRevoked(approvalNumber: string): boolean {
+    return this.revoked.has(approvalNumber);
   }
 
   onChange(listener: () => void): () => void {
@@ -165,9 +170,7 @@ export class RevocationStore implements RevocationIndex {
 
   private accept(body: RevocationListBody): void {
     this.body = body;
-    this.revokedAt = new Map(
-      body.revoked.map((entry) => [entry.approval_number, Date.parse(entry.revoked_at)]),
-    );
+    this.revoked = new Set(body.revoked.map((entry) => entry.approval_number));
     for (const listener of this.listeners) listener();
   }
 }
