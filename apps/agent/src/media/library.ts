@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
-import type { ApprovalManifest, Slot } from '@ooh/protocol';
+import { type ApprovalManifest, almatyDate, type Slot } from '@ooh/protocol';
 import { type FSWatcher, watch } from 'chokidar';
 import type { Clock, ClockTrust } from '../clock.js';
 import type { PlayLog } from '../log/play-log.js';
@@ -139,9 +139,10 @@ export class MediaLibrary {
 
   /** Playable files, in path order. */
   playable(): MediaItem[] {
+    const today = this.today();
     const items: MediaItem[] = [];
     for (const [relativePath, entry] of [...this.entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-      if (entry.verdict.status !== 'playable') continue;
+      if (entry.verdict.status !== 'playable' || !inDates(entry.verdict.manifest, today)) continue;
       const kind = mediaKindOf(relativePath)!;
       const manifest = entry.verdict.manifest;
       items.push({
@@ -161,7 +162,21 @@ export class MediaLibrary {
   /** True while this exact content is playable (the scheduler checks before and during a play). */
   isPlayable(relativePath: string, sha256: string): boolean {
     const entry = this.entries.get(relativePath);
-    return entry !== undefined && entry.sha256 === sha256 && entry.verdict.status === 'playable';
+    return (
+      entry !== undefined &&
+      entry.sha256 === sha256 &&
+      entry.verdict.status === 'playable' &&
+      inDates(entry.verdict.manifest, this.today())
+    );
+  }
+
+  /**
+   * The Almaty day now. A verdict is reached at the last evaluation, but DESIGN.md §9 wants "today is inside the
+   * approval's dates" at every play: without this an approval stayed playable after the Almaty midnight that ended
+   * its valid_until until the next recheck (media_recheck_ms, a minute), which also logs its EXPIRED_APPROVAL.
+   */
+  private today(): string {
+    return almatyDate(this.options.clock.now());
   }
 
   files(): MediaFileState[] {
@@ -324,6 +339,11 @@ export class MediaLibrary {
     walk(this.options.mediaDir, 0);
     return found;
   }
+}
+
+/** DESIGN.md §4: valid_from, valid_until are "Almaty dates, inclusive"; YYYY-MM-DD compares as text. */
+function inDates(manifest: ApprovalManifest, today: string): boolean {
+  return manifest.valid_from <= today && today <= manifest.valid_until;
 }
 
 export function mediaKindOf(path: string): MediaKind | null {
