@@ -9,14 +9,18 @@ import { NoteError, parseVkey, SIG_COSIGNATURE_V1, SIG_ED25519, type Vkey } from
 import { type LineKind, reportLines } from './messages.js';
 import { httpSource, SourceError } from './source.js';
 import { type TimestampChecker, timestampChecker, tsaPemProblem } from './timestamps.js';
+import { verifyApproval } from './verify-approval.js';
 import { notABatchExport, verifySeal } from './verify-seal.js';
 
 /*
- * ooh-verify: checks a daily stats seal from public data only.
+ * ooh-verify: checks a daily stats seal or an approval from public data only (DESIGN.md section 6).
  *
  *   ooh-verify seal <day> --from <verify_url> [--root authority-root.pem] [--batches export.ndjson]
  *                         [--depth n] [--require-ledger] [--ledger-key <vkey>] [--witness <vkey>]...
  *                         [--require-anchored n] [--tsa-cert tsa.pem] [--progress | --no-progress]
+ *   ooh-verify approval <number> --from <verify_url> [--root authority-root.pem] [--envelope file.envelope.json]
+ *                         [--require-ledger] [--ledger-key <vkey>] [--witness <vkey>]... [--require-anchored n]
+ *                         [--tsa-cert tsa.pem]
  *
  * Checks go to stdout, one a line, as they always have; progress (reading a day's export, walking the chains) is
  * drawn on stderr only when it is a terminal (@ooh/progress).
@@ -29,14 +33,21 @@ import { notABatchExport, verifySeal } from './verify-seal.js';
 const USAGE = `usage: ooh-verify seal <day> --from <verify_url> [--root <authority-root.pem>] [--batches <export.ndjson>]
                          [--depth <n>] [--require-ledger] [--ledger-key <vkey>] [--witness <vkey>]...
                          [--require-anchored <n>] [--tsa-cert <tsa.pem>] [--progress | --no-progress]
+       ooh-verify approval <number> --from <verify_url> [--root <authority-root.pem>] [--envelope <file>]
+                         [--require-ledger] [--ledger-key <vkey>] [--witness <vkey>]...
+                         [--require-anchored <n>] [--tsa-cert <tsa.pem>]
 
   <day>             the Asia/Almaty day of the seal, YYYY-MM-DD
+  <number>          the approval number, e.g. APR-2026-000001: its manifest, the ledger leaves of its issue and
+                    revocation, the chain of ledger blocks and the signed revocation list are checked
+  --envelope        (approval) the approval's envelope, e.g. the <file>.envelope.json a player holds: its signature
+                    against the root, and that its body is the manifest the ledger holds
   --from            the public verify URL, e.g. https://verify.example.kz
   --root            the authority root certificate you trust (PEM). Without it the root is fetched from
                     {verify_url}/v1/authority-root.pem, which proves nothing against a dishonest server.
   --batches         the day's batches exported by the authority (NDJSON): recompute root and record_count
   --depth           follow at most n previous seals back (default: all, to the first seal)
-  --require-ledger  fail when the seal's ledger proof is not published yet
+  --require-ledger  fail when the seal's (the approval's) ledger proof is not published yet
   --tsa-cert        the time-stamping authority's certificate, or the CA that issued it, that you trust (PEM):
                     every ledger block checked must carry an RFC 3161 timestamp that verifies against it
   --ledger-key      the ledger's checkpoint key you trust (vkey, e.g. verify.example.kz/ledger+1a2b3c4d+AQ...),
@@ -61,6 +72,7 @@ function parseCli(args: string[]) {
       from: { type: 'string' },
       root: { type: 'string' },
       batches: { type: 'string' },
+      envelope: { type: 'string' },
       depth: { type: 'string' },
       'require-ledger': { type: 'boolean' },
       'tsa-cert': { type: 'string' },
@@ -102,20 +114,24 @@ export async function main(
   const [command, day] = positionals;
   const argumentProblem =
     command === undefined
-      ? 'no command: ooh-verify seal <day> --from <verify_url>'
-      : command !== 'seal'
-        ? `unknown command "${command}"; the command is seal`
-        : day === undefined
-          ? 'seal: which day? ooh-verify seal <YYYY-MM-DD> --from <verify_url>'
-          : positionals.length > 2
-            ? `seal: one day only, not also "${positionals[2]}"`
-            : !isCalendarDate(day)
-              ? `seal: "${day}" is not a day YYYY-MM-DD`
-              : !values.from
-                ? 'seal: --from <verify_url> is missing (the public verify URL, e.g. https://verify.example.kz)'
-                : !isHttpUrl(values.from)
-                  ? `--from: "${values.from}" is not an http(s) URL (e.g. https://verify.example.kz)`
-                  : null;
+      ? 'no command: ooh-verify seal <day> --from <verify_url>, or ooh-verify approval <number> --from <verify_url>'
+      : command === 'approval'
+        ? approvalArgumentProblem(positionals, values)
+        : command !== 'seal'
+          ? `unknown command "${command}"; the commands are seal and approval`
+          : day === undefined
+            ? 'seal: which day? ooh-verify seal <YYYY-MM-DD> --from <verify_url>'
+            : positionals.length > 2
+              ? `seal: one day only, not also "${positionals[2]}"`
+              : !isCalendarDate(day)
+                ? `seal: "${day}" is not a day YYYY-MM-DD`
+                : values.envelope !== undefined
+                  ? 'seal: --envelope is for ooh-verify approval'
+                  : !values.from
+                    ? 'seal: --from <verify_url> is missing (the public verify URL, e.g. https://verify.example.kz)'
+                    : !isHttpUrl(values.from)
+                      ? `--from: "${values.from}" is not an http(s) URL (e.g. https://verify.example.kz)`
+                      : null;
   if (argumentProblem !== null || day === undefined || !values.from) {
     io.err(`ooh-verify: ${argumentProblem} (ooh-verify --help)`);
     return 2;
@@ -231,6 +247,39 @@ export async function main(
       }
       tsa = timestampChecker(source, read.text);
     }
+    if (command === 'approval') {
+      let envelopeText: string | undefined;
+      if (values.envelope) {
+        const read = await readArgumentFile(
+          '--envelope',
+          values.envelope,
+          `the approval's envelope ({"v":1, "body", "signature"}), e.g. the <file>.envelope.json a player holds`,
+        );
+        if ('problem' in read) {
+          err(read.problem);
+          return 2;
+        }
+        envelopeText = read.text;
+      }
+      const report = await verifyApproval({
+        number: day,
+        source: tsa ? tsa.source : source,
+        rootPem,
+        ...(envelopeText === undefined ? {} : { envelopeText }),
+        requireLedger: values['require-ledger'] === true,
+        witnesses,
+        ...(requireAnchored === undefined ? {} : { requireAnchored }),
+        ...(ledgerKey ? { ledgerKey } : {}),
+        progress,
+      });
+      progress.done();
+      if (tsa) await tsa.check(report);
+      const lines = reportLines(report.checks, values.root ? 'pinned' : 'fetched');
+      for (const check of lines) out(line(check.kind, `${check.subject}: ${check.message}`));
+      const failed = lines.filter((c) => c.kind === 'fail').length;
+      out(report.ok ? `approval ${day}: every check passed` : `approval ${day}: ${failed} check(s) FAILED`);
+      return report.ok ? 0 : 1;
+    }
     let batchesNdjson: string | undefined;
     if (values.batches) {
       progress.phase('reading the batch export');
@@ -284,6 +333,26 @@ export async function main(
     // An unexpected error is written after this: the line is off the terminal by then.
     progress.done();
   }
+}
+
+/** What is wrong with the arguments of `ooh-verify approval`, or null. */
+function approvalArgumentProblem(
+  positionals: readonly string[],
+  values: { from?: string; batches?: string; depth?: string },
+): string | null {
+  const number = positionals[1];
+  if (number === undefined)
+    return 'approval: which approval? ooh-verify approval <number> --from <verify_url>';
+  if (positionals.length > 2) return `approval: one approval only, not also "${positionals[2]}"`;
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(number))
+    return `approval: "${number}" is not an approval number (e.g. APR-2026-000001)`;
+  if (values.batches !== undefined || values.depth !== undefined)
+    return 'approval: --batches and --depth are for ooh-verify seal';
+  if (!values.from)
+    return 'approval: --from <verify_url> is missing (the public verify URL, e.g. https://verify.example.kz)';
+  if (!isHttpUrl(values.from))
+    return `--from: "${values.from}" is not an http(s) URL (e.g. https://verify.example.kz)`;
+  return null;
 }
 
 function isHttpUrl(text: string): boolean {

@@ -3,3 +3,4 @@ export { type CheckLine, describeCheck, type LineKind, lineKind, reportLines } f
 export { httpSource, type PublicSource, SourceError } from './source.js';
 export { checkBlockTimestamp, type TimestampChecker, timestampChecker, tsaPemProblem } from './timestamps.js';
 export { type SealCheck, type VerifyReport, type VerifySealOptions, verifySeal } from './verify-seal.js';
+export { type VerifyApprovalOptions, verifyApproval } from './verify-approval.js';

@@ -33,12 +33,16 @@ export function describeCheck(
   )
     return null;
   const f = (key: string): string => String(check.facts?.[key] ?? '?');
+  /** Whose ledger block a chain check is about: the seal's (the default), or an approval's. */
+  const of = (): string => String(check.facts?.['of'] ?? "the seal's");
+  /** Which leaf a block check is about: the seal's (the default), or an approval's issue or revocation. */
+  const leaf = (): string => String(check.facts?.['leaf'] ?? "the seal's leaf");
   const root = rootOrigin === 'fetched' ? 'the root fetched from the server (not pinned)' : 'the pinned root';
   const message = (): string => {
     if (check.subject?.startsWith('ledger anchoring')) return anchoring();
     if (check.name === 'signature' && check.state === 'failed' && check.reason !== 'signed_at_differs')
       return signatureRefused();
-    if (check.subject?.startsWith('ledger leaf') && check.state === 'ok')
+    if (check.subject?.startsWith('ledger leaf of seal') && check.state === 'ok')
       return `inclusion path (sides derived from index ${f('index')} of ${f('leaf_count')}) leads to merkle_root; kind stats_seal, manifest_sha256 is the SHA-256 of the seal body, signed_at is the seal signed_at, leaf_sha256 and the block digest recomputed (block ${f('block_height')}, ${check.reason})`;
     switch (check.reason) {
       // The seal document.
@@ -88,11 +92,15 @@ export function describeCheck(
         return check.state === 'failed' ? text : `${text}; run again later for the ledger proof`;
       }
       case 'leaf_kind':
-        return `kind ${f('leaf_kind')}: not a stats_seal leaf`;
+        return check.facts?.['kind'] === undefined
+          ? `kind ${f('leaf_kind')}: not a stats_seal leaf`
+          : `kind ${f('kind')}: not an ${f('leaf_kind')} leaf`;
       case 'leaf_not_this_seal':
         return `manifest_sha256 ${f('manifest_sha256')} differs from the SHA-256 of the seal body`;
       case 'leaf_signed_at_differs':
-        return `signed_at ${f('leaf_signed_at')} differs from the seal's ${f('signed_at')}`;
+        return check.facts?.['leaf_kind'] === 'approval' || check.facts?.['leaf_kind'] === 'revocation'
+          ? `signed_at ${f('leaf_signed_at')} differs from the manifest's issued_at ${f('signed_at')}`
+          : `signed_at ${f('leaf_signed_at')} differs from the seal's ${f('signed_at')}`;
       case 'leaf_hash_differs':
         return check.subject?.startsWith('ledger leaf')
           ? 'leaf_sha256 is not the SHA-256 of the leaf'
@@ -105,9 +113,9 @@ export function describeCheck(
       case 'not_a_block':
         return 'not a ledger block document for that day';
       case 'block_holds_leaf':
-        return `holds the seal's leaf at index ${f('index')}; height, root, anchor and digest match the proof`;
+        return `holds ${leaf()} at index ${f('index')}; height, root, anchor and digest match the proof`;
       case 'block_differs_from_proof':
-        return "the published block disagrees with the seal's proof (height, root, anchor, digest or the leaf at the index)";
+        return `the published block disagrees with the proof of ${leaf()} (height, root, anchor, digest or the leaf at the index)`;
       case 'root_matches':
         return `merkle_root recomputed from its ${f('leaf_count')} leaves`;
       case 'root_differs':
@@ -129,13 +137,64 @@ export function describeCheck(
       case 'head_unreadable':
         return `answered HTTP ${f('status')}`;
       case 'head_below_seal_block':
-        return `head height ${f('block_height')} is below the seal's block height ${f('seal_height')}`;
+        return `head height ${f('block_height')} is below the height ${f('seal_height')} of ${of()} block`;
       case 'head_differs':
         return `head digest ${f('digest')} differs from block ${f('day')}`;
       case 'chain_holds':
-        return `${f('walked')} block digest(s) chain from the head (${f('head_day')}, height ${f('head_height')}) down to the first block, through the seal's block ${f('seal_block')}`;
+        return `${f('walked')} block digest(s) chain from the head (${f('head_day')}, height ${f('head_height')}) down to the first block, through ${of()} block ${f('seal_block')}`;
       case 'seal_block_not_on_chain':
-        return `the seal's block ${f('seal_block')} is not on the chain from the head`;
+        return `${of()} block ${f('seal_block')} is not on the chain from the head`;
+      // An approval (verify-approval.ts).
+      case 'approval_read':
+        return `read from ${f('origin')}: status ${f('status')}, valid ${f('valid_from')} to ${f('valid_until')}, structures ${f('structures')}`;
+      case 'approval_not_found':
+        return `not found at ${f('url')}`;
+      case 'not_an_approval':
+        return `not the public document of an approval (${f('detail')})`;
+      case 'another_approval':
+        return `the document is for approval ${f('approval_number')}`;
+      case 'no_manifest':
+        return 'the document carries no manifest';
+      case 'manifest_sha256_differs':
+        return `manifest_sha256 ${f('manifest_sha256')} differs from ${f('recomputed')}, the SHA-256 of the manifest's canonical JSON`;
+      case 'manifest_differs':
+        return `the manifest differs from the document in: ${f('fields')}`;
+      case 'manifest_matches':
+        return `manifest_sha256 ${f('manifest_sha256')} is the SHA-256 of the manifest's canonical JSON, and the manifest says what the document says`;
+      case 'leaf_not_digested': {
+        const text = `the ledger block holding the ${f('leaf_kind')} leaf is not digested yet (a block is digested after its day ends)`;
+        return check.state === 'failed' ? text : `${text}; run again later for the ledger proof`;
+      }
+      case 'approval_leaf_holds':
+        return `inclusion path (sides derived from index ${f('index')} of ${f('leaf_count')}) leads to merkle_root; kind ${f('leaf_kind')}, this approval number and manifest, signed_at the manifest's issued_at; leaf_sha256 and the block digest recomputed (block ${f('block_height')}, ${f('status')})`;
+      case 'leaf_not_this_approval':
+        return 'approval_number is not this approval';
+      case 'leaf_not_this_manifest':
+        return "manifest_sha256 differs from the SHA-256 of the approval's manifest";
+      case 'leaf_revoked_at_differs':
+        return `revoked_at ${f('leaf_revoked_at')} differs from the approval's ${f('revoked_at')}`;
+      case 'revocation_leaf_but_not_revoked':
+        return 'the ledger holds a revocation of an approval the document says is not revoked';
+      case 'no_revocation_list':
+        return 'none published yet (404): no approval has been revoked';
+      case 'revocation_list_missing':
+        return 'not published (404), though the approval is revoked';
+      case 'not_in_revocation_list':
+        return `version ${f('version')} (issued ${f('issued_at')}), signed under ${root}, does not name ${f('approval_number')}`;
+      case 'listed_but_not_revoked':
+        return `version ${f('version')} names ${f('approval_number')}, which the document says is not revoked`;
+      case 'in_revocation_list':
+        return `version ${f('version')} (issued ${f('issued_at')}), signed under ${root}, names ${f('approval_number')} revoked at ${f('revoked_at')}`;
+      case 'not_in_revocation_list_but_revoked':
+        return `version ${f('version')} does not name ${f('approval_number')}, revoked at ${f('revoked_at')}`;
+      case 'revocation_list_differs':
+        return `version ${f('version')} names ${f('approval_number')}, but not once with revoked_at ${f('revoked_at')}`;
+      case 'envelope_matches':
+        return `its body is the manifest the ledger holds (manifest_sha256 ${f('manifest_sha256')})`;
+      case 'envelope_differs':
+        return `its body (SHA-256 ${f('manifest_sha256')}) is not the manifest the ledger holds`;
+      case 'no_envelope':
+        return "not checked: the envelope's signature is behind credentials (envelope_url) or on the player; pass the file with --envelope <file>";
       // RFC 3161 timestamps (@ooh/verify verifyBlockTimestamp).
       case 'timestamped':
         return `RFC 3161 timestamp of its digest by ${f('tsa')} at ${f('gen_time')} verifies against the pinned TSA certificate`;

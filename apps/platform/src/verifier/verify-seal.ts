@@ -78,7 +78,8 @@ const NO_PROGRESS: VerifyProgress = { phase: () => {}, tick: () => {} };
 
 const ZERO_SHA256 = '0'.repeat(64);
 
-class Checks {
+/** The checks of one run, in order. */
+export class Checks {
   readonly list: SealCheck[] = [];
   add(check: SealCheck): SealCheck {
     this.list.push(check);
@@ -89,7 +90,10 @@ class Checks {
   }
 }
 
-async function getJson(source: PublicSource, path: string): Promise<{ status: number; value: unknown }> {
+export async function getJson(
+  source: PublicSource,
+  path: string,
+): Promise<{ status: number; value: unknown }> {
   const { status, body } = await source.get(path);
   if (status !== 200) return { status, value: null };
   try {
@@ -184,7 +188,11 @@ async function checkSealChain(
   }
 }
 
-async function fetchBlock(source: PublicSource, day: string, checks: Checks): Promise<LedgerBlock | null> {
+export async function fetchBlock(
+  source: PublicSource,
+  day: string,
+  checks: Checks,
+): Promise<LedgerBlock | null> {
   const subject = `ledger block ${day}`;
   const { status, value } = await getJson(source, `/v1/ledger/blocks/${day}`);
   if (status !== 200) {
@@ -299,19 +307,24 @@ async function checkLedger(
     subject: `ledger block ${block.day}`,
     facts: { index: proof.index },
   });
-  const chained = await checkBlockChain(block, options, checks);
+  const chained = await checkBlockChain([block], "the seal's", options, checks);
   await checkAnchoring(block, chained, options, checks);
 }
 
 /**
  * Walks the chain of blocks from the head down to the first, each checked by @ooh/verify's verifyBlock against the
- * one below it. True when the chain holds through the seal's block (a failure is recorded).
+ * one below it. True when the chain holds through every block of `targets` (the blocks holding the leaves checked:
+ * the seal's, or an approval's issue and revocation); a failure is recorded. `of` names whose blocks they are.
  */
-async function checkBlockChain(
-  sealBlock: LedgerBlock,
-  options: VerifySealOptions,
+export async function checkBlockChain(
+  targets: readonly LedgerBlock[],
+  of: string,
+  options: Pick<VerifySealOptions, 'source' | 'progress'>,
   checks: Checks,
 ): Promise<boolean> {
+  const byDay = new Map(targets.map((b) => [b.day, b]));
+  const highest = targets.reduce((a, b) => (b.block_height > a.block_height ? b : a));
+  const targetDays = [...byDay.keys()].sort().join(', ');
   const head = (reason: string, facts?: Record<string, string | number>) =>
     checks.add({
       name: 'ledger',
@@ -323,16 +336,17 @@ async function checkBlockChain(
   const { status, value } = await getJson(options.source, '/v1/ledger/head');
   if (status !== 200 || !Value.Check(LedgerBlockHead, value))
     return head(status === 200 ? 'not_a_head' : 'head_unreadable', { status });
-  if (value.block_height < sealBlock.block_height)
+  if (value.block_height < highest.block_height)
     return head('head_below_seal_block', {
       block_height: value.block_height,
-      seal_height: sealBlock.block_height,
+      seal_height: highest.block_height,
+      of,
     });
   let upper: LedgerBlock | null =
-    value.day === sealBlock.day ? sealBlock : await fetchBlock(options.source, value.day, checks);
+    byDay.get(value.day) ?? (await fetchBlock(options.source, value.day, checks));
   if (!upper) return false;
   if (upper.digest !== value.digest) return head('head_differs', { digest: value.digest, day: value.day });
-  let passedSealBlock = upper.day === sealBlock.day;
+  const passed = new Set<string>(byDay.has(upper.day) ? [upper.day] : []);
   let walked = 1;
   const progress = options.progress ?? NO_PROGRESS;
   progress.phase('walking the ledger chain', { total: upper.block_height, unit: 'blocks' });
@@ -340,11 +354,7 @@ async function checkBlockChain(
   for (;;) {
     const day = addDays(upper.day, -1);
     const lower: LedgerBlock | 'none' | null =
-      upper.block_height <= 1
-        ? 'none'
-        : day === sealBlock.day
-          ? sealBlock
-          : await fetchBlock(options.source, day, checks);
+      upper.block_height <= 1 ? 'none' : (byDay.get(day) ?? (await fetchBlock(options.source, day, checks)));
     if (lower === null) return false;
     const { linked } = await checkBlock(upper, lower, checks);
     if (!linked) {
@@ -353,18 +363,19 @@ async function checkBlockChain(
       return false;
     }
     if (lower === 'none') break;
-    if (lower.day === sealBlock.day) passedSealBlock = true;
+    if (byDay.has(lower.day)) passed.add(lower.day);
     upper = lower;
     walked += 1;
     progress.tick();
   }
+  const holds = passed.size === byDay.size;
   return (
     checks.add({
       name: 'ledger',
-      state: passedSealBlock ? 'ok' : 'failed',
-      reason: passedSealBlock ? 'chain_holds' : 'seal_block_not_on_chain',
+      state: holds ? 'ok' : 'failed',
+      reason: holds ? 'chain_holds' : 'seal_block_not_on_chain',
       subject: 'ledger chain',
-      facts: { walked, head_day: value.day, head_height: value.block_height, seal_block: sealBlock.day },
+      facts: { walked, head_day: value.day, head_height: value.block_height, seal_block: targetDays, of },
     }).state === 'ok'
   );
 }
@@ -383,10 +394,10 @@ async function parseVkeys(given: readonly (string | { text: string })[]): Promis
  * enough pinned witnesses and its root is the digest of the block at its size, on the chain (@ooh/verify's
  * verifyAnchoring). Without --require-anchored, too few cosignatures is a note, not a failure.
  */
-async function checkAnchoring(
+export async function checkAnchoring(
   block: LedgerBlock,
   chained: boolean,
-  options: VerifySealOptions,
+  options: Pick<VerifySealOptions, 'source' | 'witnesses' | 'requireAnchored' | 'ledgerKey' | 'now'>,
   checks: Checks,
 ): Promise<void> {
   const witnesses = await parseVkeys(options.witnesses ?? []);

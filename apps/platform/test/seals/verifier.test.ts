@@ -169,7 +169,7 @@ describe('the verifier on an honest platform', () => {
     expect(await verifyCli('check', DAY, '--from', verifyUrl)).toEqual({
       code: 2,
       stdout: '',
-      stderr: 'ooh-verify: unknown command "check"; the command is seal (ooh-verify --help)\n',
+      stderr: 'ooh-verify: unknown command "check"; the commands are seal and approval (ooh-verify --help)\n',
     });
     expect(await verifyCli('seal', '19.11.2026', '--from', verifyUrl)).toMatchObject({
       code: 2,
