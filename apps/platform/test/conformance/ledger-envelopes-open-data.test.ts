@@ -25,8 +25,9 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { FEATURES } from '../../src/features.js';
 import { createLedgerFeature } from '../../src/ledger/routes.js';
@@ -35,10 +36,32 @@ import { createSealsFeature, runSealScheduler } from '../../src/seals/index.js';
 import { approve, inReview, organisation, revoke, structures } from '../approvals/helpers.js';
 import { png } from '../approvals/media-fixtures.js';
 import { startSealPlatform } from '../seals/helpers.js';
-import { httpSource, type PublicSource, verifySeal } from '../../src/verifier/index.js';
-import { apiCall, createOrganisation } from '../support/platform.js';
+import {
+  httpSource,
+  type PublicSource,
+  reportLines,
+  type VerifyReport,
+  verifyApproval,
+  verifySeal,
+} from '../../src/verifier/index.js';
+import { buildDueReleases } from '../../src/open-data/release.js';
+import {
+  agentBody,
+  cmsBody,
+  cmsPlay,
+  createOperator,
+  insertApproval,
+  insertDevice,
+  MEDIA,
+  play,
+  postCms,
+  postTelemetry,
+  registerSource,
+} from '../pop/helpers.js';
+import { apiCall, createOrganisation, startTestPlatform, type TestPlatform } from '../support/platform.js';
 
 const run = promisify(execFile);
+const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
 const VECTORS = '/work/shared/vectors';
 const HEX64 = /^[0-9a-f]{64}$/;
 const ZERO = '0'.repeat(64);
@@ -394,6 +417,16 @@ function expectProofHolds(info: LedgerInfoDoc, block: BlockDoc) {
   expect(proof.digest).toBe(blockDigest({ ...proof, block_height: info.block_height }));
   expect(info.digest).toBe(proof.digest);
   expect(info.status).toBe(block.status);
+}
+
+/** GET {verify_url}/v1/approvals/{number}, as far as these tests read it. */
+interface PublicApprovalDoc {
+  status: string;
+  valid_until: string;
+  revoked_at: string | null;
+  manifest: Record<string, unknown>;
+  manifest_sha256: string;
+  ledger: { approval: LedgerInfoDoc | null; revocation: LedgerInfoDoc | null };
 }
 
 const MANIFEST_FIELDS = [
@@ -866,5 +899,384 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
       expect(result.ok).toBe(false);
       expect(result.leaf.map((c) => c.reason)).toEqual(['leaf_hash_differs']);
     });
+  });
+
+  describe('the verify CLI checks an approval from public data only (DESIGN.md section 6)', () => {
+    const failures = (report: VerifyReport) =>
+      reportLines(report.checks)
+        .filter((c) => c.kind === 'fail')
+        .map((c) => `${c.subject}: ${c.message}`);
+    /** The verify host, with the answer of `route` rewritten by `change` on its way (a dishonest host). */
+    const rewriting = (route: string, change: (doc: PublicApprovalDoc) => void): PublicSource => {
+      const honest = httpSource(verifyUrl);
+      return {
+        origin: honest.origin,
+        async get(path) {
+          const answer = await honest.get(path);
+          if (path !== route || answer.status !== 200) return answer;
+          const doc = JSON.parse(answer.body.toString('utf8'));
+          change(doc);
+          return { status: 200, body: Buffer.from(JSON.stringify(doc)) };
+        },
+      };
+    };
+
+    test('an issued, a revoked approval: every check passes; the leaves, the chain and the revocation list are checked', async () => {
+      for (const a of [approvals[2]!, approvals[1]!]) {
+        const report = await verifyApproval({ number: a.number, source: httpSource(verifyUrl), rootPem });
+        expect(failures(report)).toEqual([]);
+        expect(report.ok).toBe(true);
+        const reasons = report.checks.filter((c) => c.state === 'ok').map((c) => c.reason);
+        expect(reasons).toContain('manifest_matches');
+        expect(reasons).toContain('chain_holds');
+        const revoked = revokedAt.has(a.number);
+        expect(reasons.filter((r) => r === 'approval_leaf_holds')).toHaveLength(revoked ? 2 : 1);
+        expect(reasons).toContain(revoked ? 'in_revocation_list' : 'not_in_revocation_list');
+      }
+    });
+
+    test('the envelope a player holds: its signature against the root and its body the manifest of the ledger', async () => {
+      const a = approvals[3]!;
+      const text = (await api(operator.key, 'GET', new URL(a.envelopeUrl).pathname)).body;
+      const good = await verifyApproval({
+        number: a.number,
+        source: httpSource(verifyUrl),
+        rootPem,
+        envelopeText: text,
+      });
+      expect(failures(good)).toEqual([]);
+      expect(good.checks.map((c) => c.reason)).toContain('envelope_matches');
+      // The body changed after signing: refused.
+      const changed = text.replace('"valid_until":"2026-12-31"', '"valid_until":"2027-12-31"');
+      expect(changed).not.toBe(text);
+      const bad = await verifyApproval({
+        number: a.number,
+        source: httpSource(verifyUrl),
+        rootPem,
+        envelopeText: changed,
+      });
+      expect(bad.ok).toBe(false);
+      expect(bad.checks.filter((c) => c.state === 'failed').map((c) => c.reason)).toEqual([
+        'document_content_differs',
+      ]);
+      // Another approval's envelope: signed, but not this manifest.
+      const other = (await api(operator.key, 'GET', new URL(approvals[2]!.envelopeUrl).pathname)).body;
+      const wrong = await verifyApproval({
+        number: a.number,
+        source: httpSource(verifyUrl),
+        rootPem,
+        envelopeText: other,
+      });
+      expect(wrong.checks.filter((c) => c.state === 'failed').map((c) => c.reason)).toEqual([
+        'envelope_differs',
+      ]);
+    });
+
+    test('a dishonest host is caught: a changed manifest, a hidden revocation, a proof with wrong sides', async () => {
+      const a = approvals[1]!; // revoked
+      const route = `/v1/approvals/${a.number}`;
+      // The manifest's last day moved, its hash recomputed to match: the ledger leaf names the signed manifest.
+      const moved = await verifyApproval({
+        number: a.number,
+        rootPem,
+        source: rewriting(route, (doc) => {
+          doc.manifest['valid_until'] = '2027-12-31';
+          doc.valid_until = '2027-12-31';
+          doc.manifest_sha256 = sha256Hex(canonical(doc.manifest));
+        }),
+      });
+      expect(moved.ok).toBe(false);
+      expect(failures(moved).join('\n')).toMatch(/^ledger leaf of approval .*: manifest_sha256 differs/m);
+      // The revocation hidden: the signed revocation list still names it.
+      const hidden = await verifyApproval({
+        number: a.number,
+        rootPem,
+        source: rewriting(route, (doc) => {
+          doc.status = 'valid';
+          doc.revoked_at = null;
+          doc.ledger.revocation = null;
+        }),
+      });
+      expect(hidden.ok).toBe(false);
+      expect(hidden.checks.filter((c) => c.state === 'failed').map((c) => c.reason)).toEqual([
+        'listed_but_not_revoked',
+      ]);
+      // The proof of issue with a side relabelled.
+      const sides = await verifyApproval({
+        number: a.number,
+        rootPem,
+        source: rewriting(route, (doc) => {
+          const step = doc.ledger.approval!.proof.path[0]!;
+          step.side = step.side === 'left' ? 'right' : 'left';
+        }),
+      });
+      expect(sides.ok).toBe(false);
+      expect(sides.checks.filter((c) => c.state === 'failed').map((c) => c.reason)).toEqual([
+        'proof_does_not_reach_root',
+      ]);
+      // A revocation list signed under another root is refused.
+      const otherRoot = await openssl(
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:P-256',
+          '-nodes',
+          '-subj',
+          '/CN=other',
+          '-keyout',
+          'other.key',
+          '-out',
+          'other.pem',
+          '-days',
+          '1',
+        ],
+        {},
+        ['other.pem'],
+      );
+      expect(otherRoot.ok, otherRoot.stderr).toBe(true);
+      const unpinned = await verifyApproval({
+        number: a.number,
+        rootPem: otherRoot.files['other.pem']!.toString('utf8'),
+        source: httpSource(verifyUrl),
+      });
+      expect(unpinned.ok).toBe(false);
+      expect(unpinned.checks.find((c) => c.subject === 'revocation list')?.state).toBe('failed');
+    });
+
+    test('`npm run verify -- approval <number>`: exit 0 and a line per check; 1 when a check fails; 2 on bad arguments', async () => {
+      const rootFile = path.join(p.dataDir, 'conformance-root.pem');
+      await writeFile(rootFile, rootPem);
+      const cli = [
+        '--conditions=source',
+        '--import',
+        'tsx',
+        path.join(REPO, 'apps/platform/src/verifier/cli.ts'),
+      ];
+      const verifyCli = async (...args: string[]) => {
+        try {
+          const { stdout, stderr } = await run('node', [...cli, ...args], {
+            cwd: REPO,
+            env: { ...process.env, CI: '1' },
+          });
+          return { code: 0, stdout, stderr };
+        } catch (error) {
+          const e = error as { code: number; stdout: string; stderr: string };
+          return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+        }
+      };
+      const a = approvals[1]!;
+      const good = await verifyCli('approval', a.number, '--from', verifyUrl, '--root', rootFile);
+      expect(good.code, good.stdout + good.stderr).toBe(0);
+      expect(good.stdout).toContain(`approval ${a.number}: every check passed`);
+      expect(good.stdout).toMatch(
+        new RegExp(`^ok +ledger leaf of approval ${a.number} \\(block 2026-11-20, index 1\\)`, 'm'),
+      );
+      expect(good.stdout).toMatch(
+        new RegExp(`^ok +ledger leaf of revocation of ${a.number} \\(block 2026-11-21, index 3\\)`, 'm'),
+      );
+      expect(good.stdout).toMatch(/^ok +ledger chain: 5 block digest\(s\) chain from the head/m);
+      expect(good.stdout).toMatch(
+        new RegExp(`^ok +revocation list: version 2 .* names ${a.number} revoked at`, 'm'),
+      );
+      const unknown = await verifyCli('approval', 'APR-1999-000001', '--from', verifyUrl, '--root', rootFile);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stdout).toMatch(/^FAIL approval APR-1999-000001: not found at /m);
+      const bad = await verifyCli('approval', '--from', verifyUrl);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/^ooh-verify: approval: which approval\?/);
+    });
+
+    test('an approval whose block is not digested yet: a note, or a failure with --require-ledger', async () => {
+      const number = await issue(9, { period_from: '2026-12-01', period_to: '2026-12-31' });
+      const note = await verifyApproval({ number, source: httpSource(verifyUrl), rootPem });
+      expect(note.ok).toBe(true);
+      expect(note.checks.find((c) => c.reason === 'leaf_not_digested')?.state).toBe('pending');
+      const required = await verifyApproval({
+        number,
+        source: httpSource(verifyUrl),
+        rootPem,
+        requireLedger: true,
+      });
+      expect(required.ok).toBe(false);
+      expect(required.checks.filter((c) => c.state === 'failed').map((c) => c.reason)).toEqual([
+        'leaf_not_digested',
+      ]);
+    });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+
+describe('open data through the real intake (DESIGN.md section 7)', () => {
+  let p: TestPlatform;
+  const APPROVAL = 'APR-2026-000777';
+  const verify = (url: string) => p.servers.verify.inject({ method: 'GET', url });
+  const at = (iso: string) => new Date(iso);
+
+  /** The CSV read as RFC 4180 without quoted fields (codes never need quotes): header, then records. */
+  function readCsv(text: string): Record<string, string>[] {
+    expect(text.endsWith('\r\n')).toBe(true);
+    const lines = text.slice(0, -2).split('\r\n');
+    const header = lines[0]!.split(',');
+    return lines.slice(1).map((line) => {
+      const fields = line.split(',');
+      expect(fields).toHaveLength(header.length);
+      return Object.fromEntries(header.map((name, i) => [name, fields[i]!]));
+    });
+  }
+
+  beforeAll(async () => {
+    // Saturday 2026-10-10 12:00 Almaty: plays of October come in through the agent and CMS routes.
+    p = await startTestPlatform({ now: at('2026-10-10T12:00:00+05:00') });
+    // Disclosure values that publish any cell with plays, so that every counted play shows in a number.
+    const rules = await apiCall(p.servers.api, p.adminKey, 'PUT', '/api/v1/console/open-data/disclosure', {
+      min_operators: 1,
+      min_advertisers: 1,
+      max_party_share_pct: 100,
+      lag_months: 1,
+    });
+    expect(rules.statusCode, rules.body).toBe(200);
+    const on = await apiCall(p.servers.api, p.adminKey, 'PUT', '/api/v1/console/open-data/publication', {
+      enabled: true,
+    });
+    expect(on.statusCode, on.body).toBe(200);
+
+    const operator = await createOperator(p, 2);
+    const advertiser = await createOrganisation(p, 'advertiser', ['read:creatives']);
+    await insertApproval(p.database.db, advertiser.id, {
+      number: APPROVAL,
+      mediaSha256: MEDIA,
+      validFrom: '2026-10-01',
+      validUntil: '2026-10-31',
+      structureIds: operator.structures.map((s) => s.id),
+    });
+    const device = await insertDevice(p.database.db, operator.structures[0]!, at('2026-10-01T00:00:00Z'));
+    const now = p.clock.now();
+    const ended = (iso: string) => at(iso);
+    const dayPlay = (seq: number, fields: Record<string, unknown> = {}) =>
+      play(seq, { approval_number: APPROVAL, ...fields }, ended('2026-10-10T11:30:00+05:00'));
+    const first = agentBody(
+      device,
+      1,
+      [
+        dayPlay(1), // counted, billable: day
+        dayPlay(2), // counted, billable: day
+        dayPlay(3, { duration_ms: 500 }), // refused too_short
+        dayPlay(4, { approval_number: 'APR-2026-999998' }), // counted, flagged approval_unknown: not billable
+        { ...dayPlay(5), approval_number: undefined, slot: 'gov' }, // a slot play: counted apart
+        { kind: 'reject', seq: 6, at: now.toISOString(), code: 'REVOKED' }, // not a play
+        play(7, { approval_number: APPROVAL }, ended('2026-10-10T08:30:00+05:00')), // counted: morning
+        play(8, { approval_number: APPROVAL }, ended('2026-10-10T13:00:00+05:00')), // refused time_in_future
+      ],
+      { ts: now },
+    );
+    const a1 = await postTelemetry(p.servers, device, first);
+    expect(a1.statusCode, a1.body).toBe(200);
+    expect(a1.json()).toMatchObject({ received: 8, accepted: 6, refused: 2, duplicates: 0 });
+    // The same batch again: answered duplicate, counted once.
+    const again = await postTelemetry(p.servers, device, first);
+    expect(again.json()).toMatchObject({ duplicate: true });
+    // A record at or below the high-water mark is a duplicate, not counted again; seq 9 counts.
+    const second = agentBody(device, 2, [dayPlay(2), dayPlay(9)], { ts: now });
+    const a2 = await postTelemetry(p.servers, device, second);
+    expect(a2.json()).toMatchObject({ received: 2, accepted: 1, duplicates: 1 });
+    // A CMS batch: one counted play of a mapped player, one of a player not mapped (refused player_unknown).
+    const source = await registerSource(p, operator, { 'screen-1': operator.structures[1]! });
+    const records = [
+      cmsPlay('screen-1', 1, { approval_number: APPROVAL }, ended('2026-10-10T11:40:00+05:00')),
+      cmsPlay('screen-x', 1, { approval_number: APPROVAL }, ended('2026-10-10T11:40:00+05:00')),
+    ];
+    const c1 = await postCms(p.servers, source, cmsBody(source, 1, records));
+    expect(c1.statusCode, c1.body).toBe(200);
+    expect(c1.json()).toMatchObject({ received: 2, accepted: 1, refused: 1 });
+  });
+  afterAll(async () => {
+    await p?.close();
+  });
+
+  test('only counted, billable plays enter the cells; slot plays are their own rows; a month released one full month after its end', async () => {
+    p.clock.set(at('2026-11-30T23:59:59.999+05:00'));
+    expect(await buildDueReleases(p.ctx)).toEqual([]);
+    p.clock.set(at('2026-12-01T00:00:00+05:00'));
+    expect(await buildDueReleases(p.ctx)).toEqual(['2026-10']);
+    const res = await verify('/v1/open/releases/2026-10/plays.csv');
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.headers['content-disposition']).toBe('attachment; filename="plays-2026-10.csv"');
+    const rows = readCsv(res.body);
+    const one = (match: Record<string, string>) => {
+      const found = rows.filter((r) => Object.entries(match).every(([k, v]) => r[k] === v));
+      expect(found, JSON.stringify(match)).toHaveLength(1);
+      return found[0]!;
+    };
+    // seq 1, 2 and 9 of the device and the CMS play; not the refused, duplicate, unknown-approval or slot plays.
+    expect(one({ table: 'cells', district: 'almaly', format: 'billboard', daypart: 'day' })).toMatchObject({
+      month: '2026-10',
+      slot: '',
+      plays: '4',
+      status: 'published',
+    });
+    expect(
+      one({ table: 'cells', district: 'almaly', format: 'billboard', daypart: 'morning' }),
+    ).toMatchObject({
+      plays: '1',
+      status: 'published',
+    });
+    for (const daypart of ['night', 'evening', 'late']) {
+      expect(one({ table: 'cells', district: 'almaly', format: 'billboard', daypart })).toMatchObject({
+        plays: '0',
+        status: 'no_plays',
+      });
+    }
+    // The slot play is a row of its own kind and in no billable row.
+    expect(
+      one({ table: 'slot_cells', slot: 'gov', district: 'almaly', format: 'billboard', daypart: 'day' }),
+    ).toMatchObject({ plays: '1', status: 'published' });
+    expect(
+      one({
+        table: 'slot_cells',
+        slot: 'emergency',
+        district: 'almaly',
+        format: 'billboard',
+        daypart: 'day',
+      }),
+    ).toMatchObject({ plays: '0', status: 'no_plays' });
+    expect(one({ table: 'daypart_totals', daypart: 'day' })).toMatchObject({
+      plays: '4',
+      status: 'published',
+    });
+  });
+
+  test('the release is two files, plays-YYYY-MM.csv and dictionary.json; another file or month is 404 not_found', async () => {
+    const list = (await verify('/v1/open/releases')).json<{
+      releases: { month: string; files: { name: string; url: string }[] }[];
+    }>();
+    expect(list.releases.map((r) => r.month)).toEqual(['2026-10']);
+    expect(list.releases[0]!.files.map((f) => f.name)).toEqual(['plays-2026-10.csv', 'dictionary.json']);
+    for (const file of list.releases[0]!.files) {
+      const res = await verify(new URL(file.url).pathname);
+      expect(res.statusCode, file.url).toBe(200);
+    }
+    const dictionary = (await verify('/v1/open/releases/2026-10/dictionary.json')).json();
+    expect(dictionary.disclosure).toMatchObject({
+      min_operators: 1,
+      min_advertisers: 1,
+      max_party_share_pct: 100,
+      lag_months: 1,
+    });
+    for (const url of [
+      '/v1/open/releases/2026-10/other.csv',
+      '/v1/open/releases/2026-10/plays-2026-10.json',
+      '/v1/open/releases/2026-11/plays.csv',
+      '/v1/open/releases/2026-11/dictionary.json',
+      '/v1/open/releases/2026-09/dictionary.json',
+    ]) {
+      const res = await verify(url);
+      expect(res.statusCode, url).toBe(404);
+      expect(res.headers['content-type'], url).toMatch(/^application\/problem\+json/);
+      expect(res.json().code, url).toBe('not_found');
+    }
   });
 });
