@@ -153,6 +153,10 @@ export function describeCheck(
         return `not the public document of an approval (${f('detail')})`;
       case 'another_approval':
         return `the document is for approval ${f('approval_number')}`;
+      case 'status_matches':
+        return `status ${f('status')} follows from its dates and revocation on ${f('today')} (Almaty)`;
+      case 'status_differs':
+        return `status ${f('status')} does not follow from its dates and revocation: on ${f('today')} (Almaty) it is ${f('expected')}`;
       case 'no_manifest':
         return 'the document carries no manifest';
       case 'manifest_sha256_differs':

@@ -1,4 +1,4 @@
-import { ApprovalManifest, RevocationListBody } from '@ooh/protocol';
+import { ApprovalManifest, almatyDate, RevocationListBody } from '@ooh/protocol';
 import {
   type Certificate,
   canonicalBytes,
@@ -53,7 +53,10 @@ export interface VerifyApprovalOptions {
   /** Fail, rather than note, when a ledger block holding the approval's leaves is not digested yet. */
   requireLedger?: boolean;
   progress?: VerifyProgress;
-  /** As for a seal: witness keys the reader pins, how many must cosign, the pinned ledger key, the verifier's clock. */
+  /**
+   * As for a seal: witness keys the reader pins, how many must cosign, the pinned ledger key; and the verifier's clock
+   * (milliseconds, default Date.now()), which also judges the approval's status.
+   */
   witnesses?: readonly (string | { text: string })[];
   requireAnchored?: number;
   ledgerKey?: string | { text: string };
@@ -99,6 +102,31 @@ async function fetchApproval(
     },
   });
   return value;
+}
+
+/** How far the verifier's clock may be from the host's when a status is judged near midnight (as for cosignatures). */
+const STATUS_SKEW_MS = 5 * 60_000;
+
+/**
+ * The status the document states, judged again from its own dates and revocation at the verifier's clock: revoked once
+ * revoked_at has passed, else by the approval's Almaty days, inclusive (DESIGN.md sections 4 and 8). A clock a few
+ * minutes off near midnight is allowed either status.
+ */
+function checkStatus(doc: ApprovalPublicStatus, now: number, checks: Checks): void {
+  const statusAt = (ms: number) => {
+    if (doc.revoked_at !== null && new Date(doc.revoked_at).getTime() <= ms) return 'revoked';
+    const today = almatyDate(new Date(ms));
+    return today < doc.valid_from ? 'not_yet_valid' : today > doc.valid_until ? 'expired' : 'valid';
+  };
+  const possible = new Set([statusAt(now - STATUS_SKEW_MS), statusAt(now), statusAt(now + STATUS_SKEW_MS)]);
+  const facts = { status: doc.status, expected: statusAt(now), today: almatyDate(new Date(now)) };
+  checks.add({
+    name: 'content',
+    state: possible.has(doc.status) ? 'ok' : 'failed',
+    reason: possible.has(doc.status) ? 'status_matches' : 'status_differs',
+    subject: `approval ${doc.approval_number}`,
+    facts,
+  });
 }
 
 /** The manifest: its hash is manifest_sha256, and it says what the public document says. */
@@ -365,6 +393,7 @@ export async function verifyApproval(options: VerifyApprovalOptions): Promise<Ve
     // No root that parses: every signature fails as untrusted.
   }
   const manifestSha256 = await checkManifest(doc, checks);
+  checkStatus(doc, options.now ?? Date.now(), checks);
   if (manifestSha256 !== null && doc.manifest !== null) {
     const blocks: LedgerBlock[] = [];
     const issued = await checkLeaf(

@@ -902,6 +902,8 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
   });
 
   describe('the verify CLI checks an approval from public data only (DESIGN.md section 6)', () => {
+    /** The verifier's clock is the platform's test clock (statuses are judged by it). */
+    const nowMs = () => p.clock.now().getTime();
     const failures = (report: VerifyReport) =>
       reportLines(report.checks)
         .filter((c) => c.kind === 'fail')
@@ -923,7 +925,12 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
 
     test('an issued, a revoked approval: every check passes; the leaves, the chain and the revocation list are checked', async () => {
       for (const a of [approvals[2]!, approvals[1]!]) {
-        const report = await verifyApproval({ number: a.number, source: httpSource(verifyUrl), rootPem });
+        const report = await verifyApproval({
+          now: nowMs(),
+          number: a.number,
+          source: httpSource(verifyUrl),
+          rootPem,
+        });
         expect(failures(report)).toEqual([]);
         expect(report.ok).toBe(true);
         const reasons = report.checks.filter((c) => c.state === 'ok').map((c) => c.reason);
@@ -939,6 +946,7 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
       const a = approvals[3]!;
       const text = (await api(operator.key, 'GET', new URL(a.envelopeUrl).pathname)).body;
       const good = await verifyApproval({
+        now: nowMs(),
         number: a.number,
         source: httpSource(verifyUrl),
         rootPem,
@@ -950,6 +958,7 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
       const changed = text.replace('"valid_until":"2026-12-31"', '"valid_until":"2027-12-31"');
       expect(changed).not.toBe(text);
       const bad = await verifyApproval({
+        now: nowMs(),
         number: a.number,
         source: httpSource(verifyUrl),
         rootPem,
@@ -962,6 +971,7 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
       // Another approval's envelope: signed, but not this manifest.
       const other = (await api(operator.key, 'GET', new URL(approvals[2]!.envelopeUrl).pathname)).body;
       const wrong = await verifyApproval({
+        now: nowMs(),
         number: a.number,
         source: httpSource(verifyUrl),
         rootPem,
@@ -977,6 +987,7 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
       const route = `/v1/approvals/${a.number}`;
       // The manifest's last day moved, its hash recomputed to match: the ledger leaf names the signed manifest.
       const moved = await verifyApproval({
+        now: nowMs(),
         number: a.number,
         rootPem,
         source: rewriting(route, (doc) => {
@@ -989,10 +1000,12 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
       expect(failures(moved).join('\n')).toMatch(/^ledger leaf of approval .*: manifest_sha256 differs/m);
       // The revocation hidden: the signed revocation list still names it.
       const hidden = await verifyApproval({
+        now: nowMs(),
         number: a.number,
         rootPem,
         source: rewriting(route, (doc) => {
-          doc.status = 'valid';
+          // A consistent lie: the status its dates give without the revocation.
+          doc.status = 'not_yet_valid';
           doc.revoked_at = null;
           doc.ledger.revocation = null;
         }),
@@ -1001,8 +1014,22 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
       expect(hidden.checks.filter((c) => c.state === 'failed').map((c) => c.reason)).toEqual([
         'listed_but_not_revoked',
       ]);
+      // The status: "valid" for an approval whose first day has not come (Almaty, by the verifier's clock).
+      const early = await verifyApproval({
+        now: nowMs(),
+        number: approvals[2]!.number,
+        rootPem,
+        source: rewriting(`/v1/approvals/${approvals[2]!.number}`, (doc) => {
+          expect(doc.status).toBe('not_yet_valid');
+          doc.status = 'valid';
+        }),
+      });
+      expect(early.checks.filter((c) => c.state === 'failed').map((c) => c.reason)).toEqual([
+        'status_differs',
+      ]);
       // The proof of issue with a side relabelled.
       const sides = await verifyApproval({
+        now: nowMs(),
         number: a.number,
         rootPem,
         source: rewriting(route, (doc) => {
@@ -1038,6 +1065,7 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
       );
       expect(otherRoot.ok, otherRoot.stderr).toBe(true);
       const unpinned = await verifyApproval({
+        now: nowMs(),
         number: a.number,
         rootPem: otherRoot.files['other.pem']!.toString('utf8'),
         source: httpSource(verifyUrl),
@@ -1091,10 +1119,11 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
 
     test('an approval whose block is not digested yet: a note, or a failure with --require-ledger', async () => {
       const number = await issue(9, { period_from: '2026-12-01', period_to: '2026-12-31' });
-      const note = await verifyApproval({ number, source: httpSource(verifyUrl), rootPem });
+      const note = await verifyApproval({ now: nowMs(), number, source: httpSource(verifyUrl), rootPem });
       expect(note.ok).toBe(true);
       expect(note.checks.find((c) => c.reason === 'leaf_not_digested')?.state).toBe('pending');
       const required = await verifyApproval({
+        now: nowMs(),
         number,
         source: httpSource(verifyUrl),
         rootPem,
