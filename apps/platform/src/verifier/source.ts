@@ -2,7 +2,8 @@ import { readAtMost } from '../http/read-at-most.js';
 
 /**
  * Where the verifier reads public data: the verify host over HTTP. Only public GET routes are used
- * (/v1/stats-seals/{day}, /v1/ledger/blocks/{day}, /v1/ledger/head, /v1/authority-root.pem).
+ * (/v1/stats-seals/{day}, /v1/approvals/{number}, /v1/revocations.json, /v1/ledger/blocks/{day}, /v1/ledger/head,
+ * /v1/authority-root.pem).
  */
 export interface PublicSource {
   /** The URL the data comes from, for messages. */
