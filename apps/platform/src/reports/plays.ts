@@ -121,9 +121,24 @@ const series = (n: number): PlaysSeries => ({
 });
 
 /**
+ * A campaign ($3: the viewer's organisation, null for the authority) the viewer may see, as the campaign list and
+ * report decide it (list.ts, campaign.ts loadCampaign): the authority every one, an organisation its own, an operator
+ * also one whose approvals cover one of its structures. A play names its approval number itself, and approval
+ * numbers are public (GET {verify_url}/v1/approvals/{number}): an operator's device playing, or claiming to play,
+ * another organisation's creative on a structure the campaign does not cover must not open that campaign's
+ * submission, number and advertiser to the operator. Such a play counts as one under an approval the viewer does not
+ * know, as a number never issued does: telling them apart would tell which numbers were issued to whom.
+ */
+const CAMPAIGN_VISIBLE = `($3::uuid IS NULL OR sub.organisation_id = $3
+     OR EXISTS (SELECT 1 FROM approvals va JOIN approval_structures vas ON vas.approval_id = va.id
+                  JOIN structures vst ON vst.id = vas.structure_id
+                 WHERE va.submission_id = sub.id AND vst.organisation_id = $3))`;
+
+/**
  * A row is visible to the authority; to the operator that owns its structure; to the organisation whose submission
  * its approval belongs to. Slot plays and plays under unknown approval numbers belong to no submission: the
- * authority and the structure's operator see them.
+ * authority and the structure's operator see them; so do plays under the approval of a campaign the viewer may not
+ * see (CAMPAIGN_VISIBLE).
  */
 export async function playsReport(
   db: Db,
@@ -160,7 +175,7 @@ async function playsPerDay(db: Db, viewer: Viewer, q: PlaysQuery, now: Date): Pr
          FROM play_counts pc
          JOIN structures st ON st.id = pc.structure_id
          LEFT JOIN approvals a ON pc.approval_number IS NOT NULL AND a.number = pc.approval_number
-         LEFT JOIN submissions sub ON sub.id = a.submission_id
+         LEFT JOIN submissions sub ON sub.id = a.submission_id AND ${CAMPAIGN_VISIBLE}
         WHERE pc.day BETWEEN $1::date AND $2::date
           AND ($3::uuid IS NULL OR st.organisation_id = $3 OR sub.organisation_id = $3)
           AND ($4::uuid IS NULL OR pc.structure_id = $4)
@@ -335,7 +350,7 @@ const HOURLY_SQL = `
     FROM pop_records r
     JOIN structures st ON st.id = r.structure_id
     LEFT JOIN approvals a ON r.approval_number IS NOT NULL AND a.number = r.approval_number
-    LEFT JOIN submissions sub ON sub.id = a.submission_id
+    LEFT JOIN submissions sub ON sub.id = a.submission_id AND ${CAMPAIGN_VISIBLE}
    WHERE r.kind = 'play'
      AND r.day BETWEEN $1::date AND $2::date
      AND r.receive_day BETWEEN $1::date - 1 AND $2::date + 92

@@ -1313,6 +1313,68 @@ describe('cross-organisation by design (docs/decisions.md, docs/approvals.md, sr
   });
 });
 
+describe("what B reports itself cannot open A's records", () => {
+  // A's approval number and media hash are public (GET {verify_url}/v1/approvals/{number} and ?media_sha256=), so any
+  // operator's device can send a play naming them. Plays are judged and counted on the reporting operator's structure
+  // (flag approval_not_for_structure: DESIGN.md section 5), so the operator sees them; A's campaign stays A's
+  // (src/reports/README.md "Who sees what": an operator sees another organisation's campaign that uses its structures;
+  // "anyone else: 404").
+  test("an operator's plays under A's approval number show no submission, number or advertiser of A", async () => {
+    const opC = {
+      ...(await createOrganisation(p, 'operator', [...SCOPES], 'C Operator LLP')),
+      kind: 'operator' as const,
+    };
+    const structure = await createStructure(p, opC.id, { code: `C-ST-${process.pid}` });
+    const device = await enrol(p, opC.key, structure);
+    const end = new Date(T0.getTime() - 120_000);
+    await sendBatch(p, device, [
+      {
+        kind: 'play',
+        seq: device.nextSeq++,
+        play_id: 'c-play-1',
+        approval_number: A.approved.approvalNumber,
+        media_sha256: A.approved.sha256,
+        start: new Date(end.getTime() - 15_000).toISOString(),
+        end: end.toISOString(),
+        duration_ms: 15_000,
+        screen: { power: 'on' },
+      },
+    ]);
+    // What C sent itself, and what the verify host publishes of every approval.
+    const own = [A.approved.approvalNumber, A.approved.sha256];
+    const failures: string[] = [];
+    for (const url of [
+      `/api/v1/console/reports/plays${q({ from: '2026-11-19', to: '2026-11-20' })}`,
+      `/api/v1/console/reports/plays${q({ bucket: 'hour', from: '2026-11-20', to: '2026-11-20' })}`,
+      `/api/v1/console/reports/plays${q({ from: '2026-11-19', to: '2026-11-20', structure_id: structure.id })}`,
+      '/api/v1/console/reports/campaigns',
+      `/api/v1/console/devices/${device.id}/activity`,
+      '/api/v1/console/devices',
+      '/api/v1/console/reports/fleet-health',
+    ]) {
+      const res = await as(opC, 'GET', url);
+      if (res.statusCode !== 200) failures.push(`${url}: ${res.statusCode} ${res.body.slice(0, 200)}`);
+      const leaked = secretsIn(res.body, own);
+      if (leaked.length > 0) failures.push(`${url}: A's ${leaked.join(', ')}`);
+    }
+    // The plays are C's all the same: counted on its structure.
+    const plays = await ok<{ totals: { plays: number } }>(
+      as(opC, 'GET', `/api/v1/console/reports/plays${q({ from: '2026-11-19', to: '2026-11-20' })}`),
+    );
+    expect(plays.totals.plays).toBe(1);
+    // Naming A's campaign is no way in either.
+    for (const url of [
+      `/api/v1/console/reports/plays${q({ from: '2026-11-19', to: '2026-11-20', submission_id: A.approved.id })}`,
+      `/api/v1/console/reports/campaigns/${A.approved.id}`,
+    ]) {
+      const res = await as(opC, 'GET', url);
+      const leaked = secretsIn(res.body, [...own, A.approved.id]);
+      if (leaked.length > 0) failures.push(`${url}: A's ${leaked.join(', ')}`);
+    }
+    expect(failures).toEqual([]);
+  });
+});
+
 test('every route of the api host that names a resource is covered by one of the tables', () => {
   const covered = new Set([
     ...ROWS.map((r) => r.route),

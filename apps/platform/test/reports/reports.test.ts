@@ -1,9 +1,9 @@
 import { canonicalBytes, sha256Hex } from '@ooh/crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { parseCsvStrict } from '../open-data/helpers.js';
-import { problemOf } from '../pop/helpers.js';
+import { insertDevice, problemOf, sendBatch } from '../pop/helpers.js';
 import { startSealPlatform } from '../seals/helpers.js';
-import { apiCall, type TestPlatform } from '../support/platform.js';
+import { apiCall, createOrganisation, createStructure, type TestPlatform } from '../support/platform.js';
 import {
   ADVERTISER,
   buildReportFixture,
@@ -582,6 +582,74 @@ describe('fleet health over time', () => {
       const res = await get(p.adminKey, `/api/v1/console/reports/fleet-health?${query}`);
       problemOf(res, 422, 'validation_failed');
       expect(res.json().errors[0].path, query).toBe(path);
+    }
+  });
+});
+
+// Last in the file: it adds a device and a play the figures above do not count.
+describe("a play naming another organisation's approval on a structure its campaign does not cover", () => {
+  test("counts for the structure's operator as an unknown approval: no submission, number or advertiser of the campaign", async () => {
+    // Approval numbers and media hashes are public (GET {verify_url}/v1/approvals/{number}): any operator's device can
+    // name them. The campaign is not the operator's to see (README "Who sees what": anyone else, 404).
+    const stranger = await createOrganisation(
+      p,
+      'operator',
+      ['read:submissions', 'console:fleet'],
+      'Stranger LLP',
+    );
+    const structure = await createStructure(p, stranger.id, { code: 'STR-0001' });
+    const device = await insertDevice(p.database.db, structure, new Date('2026-11-19T00:00:00Z'));
+    const start = new Date(NOW.getTime() - 600_000);
+    const sent = await sendBatch(
+      p.servers,
+      device,
+      1,
+      [
+        {
+          kind: 'play',
+          seq: 1,
+          play_id: 'stranger-1',
+          approval_number: f.approvalNumber,
+          media_sha256: MEDIA_SHA256,
+          start: start.toISOString(),
+          end: new Date(start.getTime() + 15_000).toISOString(),
+          duration_ms: 15_000,
+        },
+      ],
+      { ts: p.clock.now() },
+    );
+    expect(sent.statusCode, sent.body).toBe(200);
+    expect(sent.json()).toMatchObject({ accepted: 1, flagged: 1 });
+
+    const playsUrl = '/api/v1/console/reports/plays?from=2026-11-18&to=2026-11-20';
+    for (const url of [playsUrl, '/api/v1/console/reports/plays?bucket=hour&from=2026-11-20&to=2026-11-20']) {
+      const res = await get(stranger.key, url);
+      expect(res.statusCode, res.body).toBe(200);
+      const r = res.json();
+      expect(r.campaigns, url).toEqual([]);
+      expect(r.totals.plays, url).toBe(1);
+      expect(
+        r.unknown_approvals.plays.reduce((a: number, b: number) => a + b, 0),
+        url,
+      ).toBe(1);
+      for (const secret of [f.submissionId, f.submissionNumber, 'HYPERLINK'])
+        expect(res.body, url).not.toContain(secret);
+    }
+    // Naming the campaign is the same as naming one that does not exist.
+    const named = (await get(stranger.key, `${playsUrl}&submission_id=${f.submissionId}`)).json();
+    const nothing = (
+      await get(stranger.key, `${playsUrl}&submission_id=00000000-0000-4000-8000-000000000000`)
+    ).json();
+    expect(named).toEqual(nothing);
+    problemOf(await get(stranger.key, reportUrl()), 404, 'not_found');
+
+    // The campaign's owner and the authority see the play in the campaign, on that structure (its plays "on every
+    // structure").
+    for (const key of [f.keys.agency, p.adminKey]) {
+      const r = (await get(key, playsUrl)).json();
+      const campaign = r.campaigns.find((c: { submission_id: string }) => c.submission_id === f.submissionId);
+      expect(campaign.totals.plays).toBe(15);
+      expect(r.structures.map((s: { code: string }) => s.code)).toContain('STR-0001');
     }
   });
 });
