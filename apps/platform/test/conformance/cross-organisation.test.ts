@@ -22,6 +22,7 @@ import path from 'node:path';
 import { es256Sign, exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { raiseAdAuditEvents } from '../../src/ad-management/events.js';
 import { evaluateAlerts } from '../../src/alerts/evaluate.js';
 import { SCOPES } from '../../src/auth/principal.js';
 import { registeredRoutes } from '../../src/http/server.js';
@@ -88,6 +89,8 @@ const A = {
   alert: '',
   alertWebhook: '',
   adsWebhook: '',
+  /** Not A's but the authority's: no other organisation reads or ends it either. */
+  authorityWebhook: '',
   spareKeyId: '',
   userId: '',
   userEmail: '',
@@ -303,7 +306,34 @@ beforeAll(async () => {
       201,
     )
   ).id;
+  // The authority's own subscription, which receives every organisation's events (docs/city-events.md).
+  A.authorityWebhook = (
+    await ok<{ id: string }>(
+      as(p.adminKey, 'POST', '/api/v1/console/webhooks', {
+        url: 'http://127.0.0.1:9/a-secret-authority',
+        secret: 'a-secret-authority-secret-01',
+        types: ['alert_opened', 'declared_vs_actual'],
+      }),
+      201,
+    )
+  ).id;
+  // B subscribes too, before A's alert opens and A's ad changes are raised: its subscriptions must receive none.
+  for (const [org, url, body] of [
+    [opB, '/api/v1/console/webhooks', { types: ['alert_opened', 'alert_resolved'] }],
+    [agB, '/api/v1/ads/webhooks', {}],
+  ] as const) {
+    await ok(as(org, 'POST', url, { url: 'http://127.0.0.1:9/b-hook', ...body }), 201);
+  }
   const evaluation = await evaluateAlerts(p.ctx);
+  expect(await raiseAdAuditEvents(p.ctx)).toBeGreaterThan(0);
+  // A's subscriptions have deliveries waiting (no delivery loop runs here): B's nought below means something.
+  for (const [org, url] of [
+    [opA, '/api/v1/console/webhooks'],
+    [agA, '/api/v1/ads/webhooks'],
+  ] as const) {
+    const hooks = await ok<{ items: { deliveries: { pending: number } }[] }>(as(org, 'GET', url));
+    expect(hooks.items.map((h) => h.deliveries.pending)).toEqual([1]);
+  }
   expect(evaluation?.opened.map((x) => x.kind)).toEqual(['screen_off']);
   A.alert = (await ok<{ items: { id: string }[] }>(as(opA, 'GET', '/api/v1/console/alerts'))).items[0]!.id;
   A.spareKeyId = (
@@ -353,6 +383,7 @@ beforeAll(async () => {
     A.alert,
     A.alertWebhook,
     A.adsWebhook,
+    A.authorityWebhook,
     A.spareKeyId,
     opA.keyId,
     agA.keyId,
@@ -424,6 +455,11 @@ async function snapshotOfA(): Promise<Record<string, unknown>> {
   out['webhooks'] = await read(opA.key, '/api/v1/console/webhooks');
   out['deliveries'] = await read(opA.key, `/api/v1/console/webhooks/${A.alertWebhook}/deliveries`);
   out['ads webhooks'] = await read(agA.key, '/api/v1/ads/webhooks');
+  out['every webhook'] = await read(p.adminKey, '/api/v1/console/webhooks');
+  out['authority deliveries'] = await read(
+    p.adminKey,
+    `/api/v1/console/webhooks/${A.authorityWebhook}/deliveries`,
+  );
   out['ad'] = await read(agA.key, `/api/v1/ads/${A.approved.id}`);
   out['envelope'] = await read(agA.key, `/api/v1/approvals/${A.approved.approvalNumber}/envelope`);
   const lookup = await as(agA, 'POST', '/api/v1/creatives/lookup', {
@@ -776,13 +812,21 @@ const ROWS: Row[] = [
   // webhooks and alerts
   {
     route: 'GET /api/v1/console/webhooks/:id/deliveries',
+    resource: "the authority's webhook (every organisation's events)",
+    url: (id) => `/api/v1/console/webhooks/${id}/deliveries`,
+    a: () => A.authorityWebhook,
+    none: uuid,
+    authority: 'reads',
+  },
+  {
+    route: 'GET /api/v1/console/webhooks/:id/deliveries',
     resource: "A's alert webhook",
     url: (id) => `/api/v1/console/webhooks/${id}/deliveries`,
     a: () => A.alertWebhook,
     none: uuid,
     authority: 'reads',
   },
-  ...(['alertWebhook', 'adsWebhook'] as const).map(
+  ...(['alertWebhook', 'adsWebhook', 'authorityWebhook'] as const).map(
     (which): Row => ({
       route: 'DELETE /api/v1/console/webhooks/:id',
       resource: `A's webhook (${which})`,
@@ -809,7 +853,7 @@ const ROWS: Row[] = [
     none: uuid,
     authority: 'forbidden',
   },
-  ...(['adsWebhook', 'alertWebhook'] as const).map(
+  ...(['adsWebhook', 'alertWebhook', 'authorityWebhook'] as const).map(
     (which): Row => ({
       route: 'DELETE /api/v1/ads/webhooks/:id',
       resource: `A's webhook (${which})`,
@@ -1041,6 +1085,14 @@ const fleetCounts = (body: unknown): string[] => {
   return out;
 };
 
+/** B's subscriptions were made before A's alert opened and A's ad changes were raised: not one delivery for B. */
+const deliveriesToB = (body: unknown): string[] =>
+  (body as { items: { id: string; deliveries: Record<string, number> }[] }).items.flatMap((w) =>
+    Object.entries(w.deliveries)
+      .filter(([, n]) => n !== 0)
+      .map(([state, n]) => `webhook ${w.id}: ${n} ${state}`),
+  );
+
 const LISTINGS: Listing[] = [
   {
     route: 'GET /api/v1/submissions',
@@ -1090,10 +1142,11 @@ const LISTINGS: Listing[] = [
   {
     route: 'GET /api/v1/console/webhooks',
     url: () => '/api/v1/console/webhooks',
-    authoritySees: () => [A.alertWebhook, A.adsWebhook],
+    counts: deliveriesToB,
+    authoritySees: () => [A.alertWebhook, A.adsWebhook, A.authorityWebhook],
   },
   { route: 'GET /api/v1/ads', url: () => `/api/v1/ads${q({ auditStart: '0' })}` },
-  { route: 'GET /api/v1/ads/webhooks', url: () => '/api/v1/ads/webhooks' },
+  { route: 'GET /api/v1/ads/webhooks', url: () => '/api/v1/ads/webhooks', counts: deliveriesToB },
   {
     route: 'GET /api/v1/console/reports/campaigns',
     url: () => '/api/v1/console/reports/campaigns',
