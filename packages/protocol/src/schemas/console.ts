@@ -198,7 +198,10 @@ export const PlaysAnswer = Type.Object({
       ...playsSeries,
     }),
   ),
-  /** Plays under approval numbers the platform never issued (flagged approval_unknown). */
+  /**
+   * Plays under approval numbers the platform never issued (flagged approval_unknown), or under the approval of a
+   * campaign the viewer may not see (another organisation's, covering none of its structures).
+   */
   unknown_approvals: Type.Object({ plays: Ints, flagged: Ints }),
   /** Authority content (slot gov / emergency): counted apart, never billed. */
   slots: Type.Object({ gov: Ints, emergency: Ints }),
