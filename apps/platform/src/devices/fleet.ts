@@ -179,7 +179,9 @@ states AS MATERIALIZED (
                    <= $2::timestamptz - $3 * interval '1 millisecond' THEN 'silent'
               ELSE 'reporting' END AS status,
          revoked_at IS NULL AND mode_screen_off AS screen_off,
-         revoked_at IS NULL AND certificate_not_after < $2::timestamptz + interval '${EXPIRY_WARNING_DAYS} days'
+         -- Days of 24 hours, as the agent and the console count them: interval 'N days' would be calendar days of the
+         -- session's time zone (721 hours across 29 February 2024 in Asia/Almaty, 719 across a spring change).
+         revoked_at IS NULL AND certificate_not_after < $2::timestamptz + interval '${EXPIRY_WARNING_DAYS * 24} hours'
            AS expiring,
          revoked_at IS NULL AND stuck_since IS NOT NULL AS stuck
     FROM base),
