@@ -12,7 +12,9 @@ import type { Db, DbClient } from '../db/pool.js';
  *   expired        approved, after valid_until       since 00:00 Almaty of the day after valid_until
  *   revoked        revoked                           since revoked_at
  *
- * Almaty was UTC+06:00 before 2024-03-01 and is UTC+05:00 since (packages/protocol/src/almaty.ts).
+ * 00:00 Almaty of a day is local midnight read through PostgreSQL's tz database (DESIGN.md section 8: never a fixed
+ * offset; Almaty was UTC+06:00 before 2024-03-01, UTC+05:00 since, and kept summer time until 2004), whatever the
+ * session's TimeZone: `timestamp AT TIME ZONE 'Asia/Almaty'` names the zone itself.
  */
 const ADS_SQL = `
 WITH ads AS (
@@ -39,9 +41,7 @@ WITH ads AS (
            WHEN 'pending' THEN coalesce(sent_at, updated_at)
            WHEN 'rejected' THEN coalesce(decided_at, updated_at)
            WHEN 'revoked' THEN revoked_at
-           WHEN 'expired' THEN greatest(issued_at, ((valid_until + 1)::timestamp
-             - CASE WHEN valid_until + 1 >= DATE '2024-03-01' THEN interval '5 hours' ELSE interval '6 hours' END)
-             AT TIME ZONE 'UTC')
+           WHEN 'expired' THEN greatest(issued_at, (valid_until + 1)::timestamp AT TIME ZONE 'Asia/Almaty')
            ELSE issued_at END AS audit_lastmod
     FROM ads
 )
