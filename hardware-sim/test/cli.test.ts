@@ -75,6 +75,14 @@ describe('hardware-sim command line: bad input gets the problem and the usage, e
     expect(noKey.err).toMatch(/^hardware-sim: --platform needs --admin-key\n/);
   });
 
+  test('run: --spawn and --platform are alternatives, not both (before anything starts)', async () => {
+    const both = await run(['run', SMOKE, '--spawn', '--platform', URLS, '--admin-key', 'k']);
+    expect(both).toMatchObject({ code: 2, out: '' });
+    expect(both.err).toMatch(
+      /^hardware-sim: --spawn and --platform exclude each other\n\nusage: hardware-sim/,
+    );
+  });
+
   test('a URL in --platform may itself hold "="', () => {
     const urls = parsePlatform(URLS.replace('api=http://127.0.0.1:1', 'api=http://127.0.0.1:1/?a=b'));
     expect(urls.api).toBe('http://127.0.0.1:1/?a=b');

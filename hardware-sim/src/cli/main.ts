@@ -118,6 +118,9 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
       case 'run': {
         if (!target) return usage(io, 'run needs a scenario file');
         // Checked before anything starts: a typo in a URL should not cost a platform start.
+        // --spawn (a platform of its own, the default) and --platform (a given one) are the usage's alternatives:
+        // both at once would silently run against the given platform.
+        if (values.spawn && values.platform) return usage(io, '--spawn and --platform exclude each other');
         const urls = values.platform ? parsePlatform(values.platform) : null;
         if (urls && !values['admin-key']) return usage(io, '--platform needs --admin-key');
         return await runCommand(
