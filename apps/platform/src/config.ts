@@ -100,6 +100,9 @@ const CORE_FILE_KEYS = new Set([
   'public_verify_url',
   'workers',
   'trust_proxy',
+  // The variables' own names where the short keys above differ.
+  'platform_env',
+  'platform_workers',
 ]);
 
 export interface LoadConfigOptions {
@@ -135,6 +138,10 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     const fromEnv = env[ENV_NAMES[key]];
     if (fromEnv !== undefined && fromEnv !== '') return { value: fromEnv, origin: ENV_NAMES[key] };
     if (fileKey in file) return { value: file[fileKey], origin: `config file "${fileKey}"` };
+    // The variable's own name in lower case is a key of the file too (README: "the file's keys are the variables
+    // below in lower case"), also where the short key differs ("platform_env" beside "env").
+    const envKey = ENV_NAMES[key].toLowerCase();
+    if (envKey in file) return { value: file[envKey], origin: `config file "${envKey}"` };
     return undefined;
   };
 

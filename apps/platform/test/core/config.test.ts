@@ -62,6 +62,21 @@ describe('platform configuration', () => {
     expect(() => loadConfig({ env: { TRUST_PROXY: '10.0.0.0/33' } })).toThrow(/"10.0.0.0\/33"/);
   });
 
+  test('PLATFORM_ENV and PLATFORM_WORKERS are keys of the file under their own names too, not feature settings', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-config-'));
+    const file = path.join(dir, 'platform.json');
+    await writeFile(file, JSON.stringify({ platform_env: 'test', platform_workers: 3 }));
+    const c = loadConfig({ file, env: {} });
+    expect(c).toMatchObject({ env: 'test', workers: 3 });
+    expect(c.settings['PLATFORM_ENV']).toBeUndefined();
+    await writeFile(file, JSON.stringify({ platform_env: 'staging' }));
+    expect(() => loadConfig({ file, env: {} })).toThrow(
+      /config file "platform_env"|PLATFORM_ENV: must be test or prod/,
+    );
+    await writeFile(file, JSON.stringify({ env: 'test', workers: 2 }));
+    expect(loadConfig({ file, env: {} })).toMatchObject({ env: 'test', workers: 2 });
+  });
+
   test('a config file that is not a JSON object is refused', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-config-'));
     const file = path.join(dir, 'bad.json');
