@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isDateTime } from '@ooh/protocol';
 import { Value } from '@sinclair/typebox/value';
 import { Scenario } from './schema.js';
 
@@ -64,6 +65,14 @@ export function parseScenario(raw: unknown, file = '(scenario)'): Scenario {
   }
   const scenario = raw;
   const problems: string[] = [];
+  // A wall time without an offset would be read in the zone of the machine running the simulator (DESIGN.md
+  // section 8: Almaty days never depend on it), so the start is "now" or an instant.
+  const start = scenario.time.start;
+  if (start !== undefined && start !== 'now' && !isDateTime(start)) {
+    problems.push(
+      `/time/start: "now" or an RFC 3339 instant with Z or an offset (e.g. +05:00), not "${start}"`,
+    );
+  }
   const names = new Set(scenario.creatives.map((c) => c.name));
   const duration = parseDuration(scenario.time.duration);
   for (const [i, step] of (scenario.steps ?? []).entries()) {

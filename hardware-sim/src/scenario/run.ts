@@ -1,6 +1,6 @@
 import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { addDays, almatyDate } from '@ooh/protocol';
+import { addDays, almatyDate, parseDateTimeMs } from '@ooh/protocol';
 import { Fleet, type FleetProgress, type Placement } from '../fleet/fleet.js';
 import { placeCreative } from '../fleet/provision.js';
 import type { SimDiskState } from '../hardware/sim-disk.js';
@@ -77,6 +77,20 @@ export function placementOf(text: string | undefined): Placement {
   return { mode: 'children', count: Number(text.split(':')[1]) };
 }
 
+/**
+ * The first instant of a scenario: "now" (the default) is the current minute; anything else must be an RFC 3339
+ * instant with Z or an offset. Date.parse would read a wall time without one in the machine's time zone.
+ */
+export function scenarioStartMs(start: string | undefined, nowMs: number): number {
+  const ms = !start || start === 'now' ? Math.floor(nowMs / 60_000) * 60_000 : parseDateTimeMs(start);
+  if (!Number.isFinite(ms)) {
+    throw new Error(
+      `time.start is not an instant: ${start} (give "now" or an RFC 3339 time with Z or an offset)`,
+    );
+  }
+  return ms;
+}
+
 /** Runs a scenario end to end against a platform and reconciles; the fleet's files stay in `dir`. */
 export async function runScenario(
   scenario: Scenario,
@@ -91,11 +105,7 @@ export async function runScenario(
 ): Promise<ScenarioResult> {
   const began = performance.now();
   const virtual = scenario.time.virtual !== false;
-  const startMs =
-    !scenario.time.start || scenario.time.start === 'now'
-      ? Math.floor(Date.now() / 60_000) * 60_000
-      : Date.parse(scenario.time.start);
-  if (!Number.isFinite(startMs)) throw new Error(`time.start is not an instant: ${scenario.time.start}`);
+  const startMs = scenarioStartMs(scenario.time.start, Date.now());
   const duration = parseDuration(scenario.time.duration);
   const network = scenario.fleet.network ?? 'direct';
   const fleet = await Fleet.create({
