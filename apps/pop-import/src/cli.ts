@@ -12,7 +12,14 @@ import {
   isCryptoError,
 } from '@ooh/crypto';
 import { isUuid } from '@ooh/protocol';
-import { createProgress, type Env, PROGRESS_FLAGS, type ProgressStream, progressMode } from '@ooh/progress';
+import {
+  createProgress,
+  type Env,
+  enterTypedInDirectory,
+  PROGRESS_FLAGS,
+  type ProgressStream,
+  progressMode,
+} from '@ooh/progress';
 import { ExportError, FORMATS, type Format } from './formats/source.js';
 import { PlanMismatchError, runImport } from './import.js';
 import { MappingError, parseMapping } from './mapping.js';
@@ -281,6 +288,7 @@ function isProgram(): boolean {
 }
 
 if (isProgram()) {
+  enterTypedInDirectory('pop');
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

@@ -4,7 +4,14 @@ import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type AgentConfig, AgentError, type AgentStatus, loadConfig, readStatus } from '@ooh/agent';
-import { createProgress, type Env, PROGRESS_FLAGS, type Progress, progressMode } from '@ooh/progress';
+import {
+  createProgress,
+  type Env,
+  enterTypedInDirectory,
+  PROGRESS_FLAGS,
+  type Progress,
+  progressMode,
+} from '@ooh/progress';
 import { formatAlmaty } from '@ooh/protocol';
 import { LocalHost } from '../fleet/host.js';
 import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '../fleet/provision.js';
@@ -547,6 +554,7 @@ export function reasonOf(error: unknown): string {
 const invokedDirectly =
   process.argv[1] !== undefined && import.meta.url === new URL(`file://${resolve(process.argv[1])}`).href;
 if (invokedDirectly) {
+  enterTypedInDirectory('sim');
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

@@ -13,3 +13,4 @@ export {
   progressShown,
   type ProgressStream,
 } from './progress.js';
+export { enterTypedInDirectory } from './typed-in.js';

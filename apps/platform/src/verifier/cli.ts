@@ -3,7 +3,14 @@ import { realpathSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { createProgress, type Env, PROGRESS_FLAGS, type ProgressStream, progressMode } from '@ooh/progress';
+import {
+  createProgress,
+  type Env,
+  enterTypedInDirectory,
+  PROGRESS_FLAGS,
+  type ProgressStream,
+  progressMode,
+} from '@ooh/progress';
 import { isCalendarDate } from '@ooh/protocol';
 import { NoteError, parseVkey, SIG_COSIGNATURE_V1, SIG_ED25519, type Vkey } from '../ledger/note.js';
 import { type LineKind, reportLines } from './messages.js';
@@ -421,6 +428,7 @@ function isProgram(): boolean {
 }
 
 if (isProgram()) {
+  enterTypedInDirectory('verify');
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;
