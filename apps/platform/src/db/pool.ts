@@ -50,6 +50,10 @@ export function createPool(
     // reaches the query that was running (rejected) or the next one ("not queryable"), and the pool drops the client
     // when it is released; an idle client's loss still goes to the pool's 'error' above.
     client.on('error', keepLost);
+    // node-postgres reads dates and timestamps in ISO output only, and the platform reads date::text as YYYY-MM-DD
+    // (pop/batch-context.ts, migration 081, pop/queries.ts, http/metrics.ts): a server or database whose DateStyle
+    // is, say, 'SQL, DMY' made those reads null and the routes 500. Queued before any query of the client.
+    client.query("SET DateStyle = 'ISO, YMD'").catch(keepLost);
     const closed = new Promise<void>((resolve) => client.once('end', () => resolve()));
     open.add(closed);
     void closed.then(() => open.delete(closed));

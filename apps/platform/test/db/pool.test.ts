@@ -150,3 +150,29 @@ test('a socket error that ends a connection under its query counts as a lost dat
     await db.end();
   }
 });
+
+test("dates read as ISO whatever the database's DateStyle", async () => {
+  const admin = new pg.Client({ connectionString: database.url });
+  await admin.connect();
+  const { rows: names } = await admin.query<{ db: string }>('SELECT current_database() AS db');
+  await admin.query(`ALTER DATABASE "${names[0]!.db}" SET DateStyle = 'SQL, DMY'`);
+  const pool = createPool(database.url, { max: 1 });
+  try {
+    // A plain client of this database now gets the server's non-ISO form (the failure the pool guards against).
+    const plain = new pg.Client({ connectionString: database.url });
+    await plain.connect();
+    const { rows: raw } = await plain.query<{ s: string }>("SELECT '2026-11-20'::date::text AS s");
+    await plain.end();
+    expect(raw[0]!.s).toBe('20/11/2026');
+    const { rows } = await pool.query<{ s: string; d: Date; t: Date }>(
+      "SELECT '2026-11-20'::date::text AS s, '2026-11-20'::date AS d, '2026-11-20T06:00:00Z'::timestamptz AS t",
+    );
+    expect(rows[0]!.s).toBe('2026-11-20');
+    expect(rows[0]!.t.toISOString()).toBe('2026-11-20T06:00:00.000Z');
+    expect(rows[0]!.d).toBeInstanceOf(Date);
+  } finally {
+    await pool.end();
+    await admin.query(`ALTER DATABASE "${names[0]!.db}" RESET DateStyle`);
+    await admin.end();
+  }
+});
