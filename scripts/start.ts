@@ -11,7 +11,7 @@
 import { existsSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createProgress } from '@ooh/progress';
+import { createProgress, PROGRESS_FLAGS, progressMode } from '@ooh/progress';
 import { addDays, almatyDate, formatAlmaty } from '@ooh/protocol';
 import { bootstrap, ensureDemoUser } from '../apps/platform/src/bootstrap.js';
 import { holdStopSignals } from '../apps/platform/src/cluster.js';
@@ -20,7 +20,7 @@ import { startPlatform } from '../apps/platform/src/platform.js';
 import { checkListeners, startFailure } from '../apps/platform/src/start-errors.js';
 import { Fleet } from '../hardware-sim/src/index.js';
 
-const USAGE = `usage: npm start [-- --players N] [-- --no-fleet] [-- --new-demo-password]
+const USAGE = `usage: npm start [-- --players N] [-- --no-fleet] [-- --new-demo-password] [-- --no-progress]
 
   The platform on an embedded PostgreSQL in ./.data (DATA_DIR), bootstrapped, with a demo fleet of simulated
   players. Ctrl-C stops everything.
@@ -29,6 +29,8 @@ const USAGE = `usage: npm start [-- --players N] [-- --no-fleet] [-- --new-demo-
   --no-fleet    the platform alone (or DEMO_FLEET=0)
   --new-demo-password
                 a new password for the demo's console sign-in (shown once; the first start makes one)
+  --progress, --no-progress
+                draw the fleet's progress line on stderr, or not (default: on a terminal only; or OOH_PROGRESS)
 
   The platform's own variables apply (API_PORT, HOST, DATA_DIR, LOG_FORMAT, ...: npm run platform -- --help).`;
 
@@ -39,7 +41,14 @@ function fail(error: unknown, config: PlatformConfig | null): never {
   process.exit(exitCode);
 }
 
-let values: { players: string; 'no-fleet': boolean; 'new-demo-password': boolean; help: boolean };
+let values: {
+  players: string;
+  'no-fleet': boolean;
+  'new-demo-password': boolean;
+  help: boolean;
+  progress?: boolean | undefined;
+  'no-progress'?: boolean | undefined;
+};
 try {
   values = parseArgs({
     args: process.argv.slice(2),
@@ -48,6 +57,7 @@ try {
       'no-fleet': { type: 'boolean', default: process.env['DEMO_FLEET'] === '0' },
       'new-demo-password': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
+      ...PROGRESS_FLAGS,
     },
   }).values;
 } catch (error) {
@@ -70,6 +80,12 @@ try {
   });
 } catch (error) {
   fail(error, null);
+}
+if (config.workers > 1) {
+  // The demo runs the platform in this one process, beside its fleet; `npm run platform` runs workers.
+  console.error(
+    `npm start: PLATFORM_WORKERS=${config.workers} is for \`npm run platform\`; the demo runs one platform process`,
+  );
 }
 // A Ctrl-C while the platform starts is kept until it has started, then stops it: its PostgreSQL runs in a process
 // group of its own (Ctrl-C does not reach it) and is stopped last, after the platform's connections are closed.
@@ -154,7 +170,7 @@ if (!values['no-fleet'] && players > 0) {
 async function startDemoFleet(count: number): Promise<Fleet> {
   const dir = join(config.dataDir, 'demo-fleet');
   // Enrolling and starting the players draw a progress line on a terminal (stderr; nothing in a pipe or in CI).
-  const progress = createProgress();
+  const progress = createProgress({ mode: progressMode(values) });
   const create = () =>
     Fleet.create({
       dir,
