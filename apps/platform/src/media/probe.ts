@@ -44,6 +44,11 @@ async function probeImage(file: string, mediaType: MediaType): Promise<MediaFact
     const { size } = await handle.stat();
     head = new Uint8Array(Math.min(size, IMAGE_HEAD_BYTES));
     await handle.read(head, 0, head.byteLength, 0);
+    // A JPEG's metadata segments (ICC profiles, XMP, Photoshop's) may push its frame header past any fixed head:
+    // its segments are walked in the file instead, and image-size reads what it needs of them.
+    if (mediaType === 'image/jpeg' && head[0] === 0xff && head[1] === 0xd8) {
+      head = (await jpegHead(handle, size)) ?? head;
+    }
   } finally {
     await handle.close();
   }
@@ -69,6 +74,55 @@ async function probeImage(file: string, mediaType: MediaType): Promise<MediaFact
     height: turned ? result.width : result.height,
     duration_ms: null,
   };
+}
+
+// Start-of-frame markers (ITU T.81 table B.1): SOF0-SOF15 but DHT (C4), JPG (C8) and DAC (CC).
+const isStartOfFrame = (marker: number) =>
+  marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc;
+const EXIF_HEADER = Buffer.from('Exif\0\0', 'latin1');
+const SOI_AND_EMPTY_COMMENT = Buffer.from([0xff, 0xd8, 0xff, 0xfe, 0x00, 0x02]);
+// Enough for any real file's metadata segments; a file of more is not walked to its end.
+const MAX_JPEG_SEGMENTS = 100_000;
+
+/**
+ * The parts of a JPEG that say its size, wherever they are in the file: SOI, an empty comment, its first EXIF
+ * segment (orientation) and its frame header, then EOI. Reads only the 4-byte segment headers on the way. null when the segments do not
+ * lead to a frame header (image-size then judges the plain head, and refuses it).
+ */
+async function jpegHead(handle: Awaited<ReturnType<typeof open>>, size: number): Promise<Uint8Array | null> {
+  const header = Buffer.alloc(4);
+  let exif: Buffer | null = null;
+  let position = 2;
+  for (let segments = 0; segments < MAX_JPEG_SEGMENTS && position + 4 <= size; segments += 1) {
+    await handle.read(header, 0, 4, position);
+    if (header[0] !== 0xff) return null;
+    const marker = header[1]!;
+    // A marker may be preceded by fill bytes 0xFF (T.81 B.1.1.2).
+    if (marker === 0xff) {
+      position += 1;
+      continue;
+    }
+    // A scan or the end before any frame header: not an image whose size can be read.
+    if (marker === 0xda || marker === 0xd9) return null;
+    const length = header.readUInt16BE(2);
+    if (length < 2 || position + 2 + length > size) return null;
+    if (isStartOfFrame(marker) || (marker === 0xe1 && exif === null)) {
+      const segment = Buffer.alloc(2 + length);
+      await handle.read(segment, 0, segment.byteLength, position);
+      if (isStartOfFrame(marker)) {
+        // image-size reads the marker after each segment and never the first one's: an empty comment leads.
+        return Buffer.concat([
+          SOI_AND_EMPTY_COMMENT,
+          ...(exif ? [exif] : []),
+          segment,
+          Buffer.from([0xff, 0xd9]),
+        ]);
+      }
+      if (segment.subarray(4, 10).equals(EXIF_HEADER)) exif = segment;
+    }
+    position += 2 + length;
+  }
+  return null;
 }
 
 const FTYP = Buffer.from('ftyp', 'latin1');
