@@ -135,24 +135,31 @@ export async function registerSubmissionFlow(
           }
           throw error;
         }
-        await keepUpload(ctx.config.dataDir, file);
-        await withTransaction(ctx.db, async (client) => {
-          // The submission may have been sent while the file streamed in.
-          const locked = requireOwn(await lockSubmission(client, id), principal, id);
-          requireDraft(locked);
-          await putSubmissionMedia(
-            client,
-            {
-              submission_id: id,
-              organisation_id: locked.organisation_id,
-              media_sha256: file.sha256,
-              media_type: mediaType,
-              size_bytes: file.size,
-              ...facts,
-            },
-            ctx.clock.now(),
-          );
-        });
+        try {
+          await withTransaction(ctx.db, async (client) => {
+            // The submission may have been sent while the file streamed in.
+            const locked = requireOwn(await lockSubmission(client, id), principal, id);
+            requireDraft(locked);
+            await putSubmissionMedia(
+              client,
+              {
+                submission_id: id,
+                organisation_id: locked.organisation_id,
+                media_sha256: file.sha256,
+                media_type: mediaType,
+                size_bytes: file.size,
+                ...facts,
+              },
+              ctx.clock.now(),
+            );
+            // Moved to its content address only once the submission has taken it, before COMMIT (the row never
+            // names a file that is not there): an upload refused here leaves no file behind.
+            await keepUpload(ctx.config.dataDir, file);
+          });
+        } finally {
+          // The temporary file, if the upload was refused before it was moved (nothing once it was).
+          await discardUpload(file);
+        }
         return reply.code(200).send({ media_sha256: file.sha256, ...facts });
       },
     );
