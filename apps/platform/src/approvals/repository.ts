@@ -88,13 +88,22 @@ export async function rejectReasonOf(db: Db | DbClient, id: string): Promise<str
   return rows[0]?.reject_reason ?? null;
 }
 
-/** The requested structures of a submission with their codes and owners, in the submission's order. */
+export interface RequestedStructure {
+  id: string;
+  code: string;
+  organisation_id: string;
+  /** Set once the structure was retired (after the draft chose it): nothing may be sent or approved for it. */
+  retired_at: Date | null;
+}
+
+/** The requested structures of a submission with their codes, owners and retirement, in the submission's order. */
 export async function submissionStructures(
   db: Db | DbClient,
   submissionId: string,
-): Promise<{ id: string; code: string; organisation_id: string }[]> {
-  const { rows } = await db.query<{ id: string; code: string; organisation_id: string }>(
-    `SELECT s.id, s.code, s.organisation_id FROM submission_structures ss JOIN structures s ON s.id = ss.structure_id
+): Promise<RequestedStructure[]> {
+  const { rows } = await db.query<RequestedStructure>(
+    `SELECT s.id, s.code, s.organisation_id, s.retired_at
+       FROM submission_structures ss JOIN structures s ON s.id = ss.structure_id
       WHERE ss.submission_id = $1 ORDER BY ss.position`,
     [submissionId],
   );

@@ -1,5 +1,5 @@
 import { createReadStream } from 'node:fs';
-import { type FieldError, Submission } from '@ooh/protocol';
+import { almatyDate, type FieldError, Submission } from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { principalOf } from '../auth/plugin.js';
@@ -28,7 +28,7 @@ import {
   submissionView,
 } from '../submissions/repository.js';
 import { addWorkingHours, workingCalendar } from '../working-hours/index.js';
-import { findSubmissionMedia, markSent, putSubmissionMedia } from './repository.js';
+import { findSubmissionMedia, markSent, putSubmissionMedia, submissionStructures } from './repository.js';
 import type { ApprovalSettings } from './settings.js';
 
 /** The submitting organisation's keys (the same grant as creating a submission). */
@@ -231,6 +231,7 @@ export async function registerSubmissionFlow(
             message: 'a category is required to send for review',
           });
         }
+        errors.push(...(await sendableTerms(client, row, principal, now)));
         if (errors.length > 0) throw validationFailed(errors);
         let reviewDueAt: Date | null = null;
         if (row.fast_track) {
@@ -249,6 +250,46 @@ export async function registerSubmissionFlow(
       return submissionView((await findSubmission(ctx.db, id))!);
     },
   );
+}
+
+/**
+ * What a draft asks for must still be askable when it is sent: the create rules were checked when the draft was
+ * written, but days may have passed since. A period that has wholly ended can only give an approval that is expired
+ * on issue; a structure retired since it was chosen is refused as create refuses it ("retired"); an operator asks
+ * for its own structures only (spec structure_ids: "operators: up to 200 of their own structures").
+ */
+async function sendableTerms(
+  client: Parameters<typeof submissionStructures>[0],
+  row: SubmissionRow,
+  principal: Principal,
+  now: Date,
+): Promise<FieldError[]> {
+  const errors: FieldError[] = [];
+  const today = almatyDate(now);
+  if (row.period_to !== null && row.period_to < today) {
+    errors.push({
+      path: '/period_to',
+      code: 'out_of_range',
+      message: `the campaign period ended on ${row.period_to}; choose a period that has not ended (today is ${today} in Almaty)`,
+    });
+  }
+  const structures = await submissionStructures(client, row.id);
+  structures.forEach((s, i) => {
+    if (s.retired_at !== null) {
+      errors.push({
+        path: `/structure_ids/${i}`,
+        code: 'retired',
+        message: `structure ${s.code} was retired after the draft chose it; edit the draft's structure_ids`,
+      });
+    } else if (principal.organisation.kind === 'operator' && s.organisation_id !== row.organisation_id) {
+      errors.push({
+        path: `/structure_ids/${i}`,
+        code: 'not_allowed',
+        message: `structure ${s.code} belongs to another operator; operators choose their own structures`,
+      });
+    }
+  });
+  return errors;
 }
 
 function tooLarge(maxBytes: number): ProblemError {
