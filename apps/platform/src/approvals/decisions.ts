@@ -50,7 +50,7 @@ export interface ApprovalTerms {
 export function approvalTerms(
   body: unknown,
   submission: Pick<SubmissionRow, 'period_from' | 'period_to'>,
-  requested: readonly { id: string }[],
+  requested: readonly { id: string; code?: string; retired_at?: Date | null }[],
 ): { ok: true; value: ApprovalTerms } | { ok: false; errors: FieldError[] } {
   const errors: FieldError[] = [];
   const err = (path: string, code: string, message: string) => errors.push({ path, code, message });
@@ -113,6 +113,25 @@ export function approvalTerms(
       });
       structureIds = [...new Set(chosen)];
       if (raw.length === 0) err('/structure_ids', 'too_few', 'choose at least one structure');
+    }
+  }
+  // A structure retired while the submission waited cannot be approved: an envelope naming it would let a player
+  // there play the creative. The authority leaves it out (structure_ids), as create refuses it ("retired").
+  const retired = new Map(requested.filter((s) => s.retired_at).map((s) => [s.id, s.code ?? s.id]));
+  if (Array.isArray(raw)) {
+    raw.forEach((id: unknown, i) => {
+      if (isUuid(id) && retired.has(id.toLowerCase())) {
+        err(`/structure_ids/${i}`, 'retired', `structure ${retired.get(id.toLowerCase())} is retired`);
+      }
+    });
+  } else if (raw === undefined || raw === null) {
+    const named = structureIds.filter((id) => retired.has(id)).map((id) => retired.get(id));
+    if (named.length > 0) {
+      err(
+        '/structure_ids',
+        'retired',
+        `structure(s) ${named.join(', ')} retired since the submission was sent: approve structure_ids without them`,
+      );
     }
   }
   if (errors.length > 0 || !validFrom || !validUntil) return { ok: false, errors };
