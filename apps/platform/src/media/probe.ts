@@ -81,8 +81,9 @@ const isStartOfFrame = (marker: number) =>
   marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc;
 const EXIF_HEADER = Buffer.from('Exif\0\0', 'latin1');
 const SOI_AND_EMPTY_COMMENT = Buffer.from([0xff, 0xd8, 0xff, 0xfe, 0x00, 0x02]);
-// Enough for any real file's metadata segments; a file of more is not walked to its end.
-const MAX_JPEG_SEGMENTS = 100_000;
+// Far more than any real file's metadata segments (an ICC profile takes at most 255), few enough that a file made of
+// empty segments costs a few thousand 4-byte reads; a file of more is not walked to its end.
+const MAX_JPEG_SEGMENTS = 4096;
 
 /**
  * The parts of a JPEG that say its size, wherever they are in the file: SOI, an empty comment, its first EXIF
