@@ -59,9 +59,14 @@ export interface DeclaredFact {
 }
 
 /**
- * For every approved submission live on `day` (an approval valid that day and not revoked before the day ended)
- * with declared_daily_plays: per declared structure, the declared figure and the counted plays of that Almaty day
- * on that structure under any of the submission's approval numbers (play_counts: flagged plays are counted too).
+ * For every approved submission live on `day` (an approval valid that day, issued before the day ended and not
+ * revoked before it ended) with declared_daily_plays: per declared structure, the declared figure and the counted
+ * plays of that Almaty day on that structure under any of the submission's approval numbers issued before the day
+ * ended (play_counts: flagged plays and attested CMS plays are counted too; slot plays carry no approval number).
+ *
+ * Only what existed when the day ended is read of the approvals, so a day compared late (a platform back after a
+ * stop catches up on a week) is compared as it would have been on time: an approval issued on the 12th with a period
+ * from the 8th did not make the 8th to the 11th days of its campaign.
  */
 export async function declaredFacts(client: DbClient, day: string, dayEnd: Date): Promise<DeclaredFact[]> {
   const { rows } = await client.query<{
@@ -81,10 +86,11 @@ export async function declaredFacts(client: DbClient, day: string, dayEnd: Date)
         WHERE s.declared_daily_plays IS NOT NULL AND jsonb_typeof(s.declared_daily_plays) = 'object'
           AND EXISTS (SELECT 1 FROM approvals a
                        WHERE a.submission_id = s.id AND a.valid_from <= $1::date AND a.valid_until >= $1::date
-                         AND (a.revoked_at IS NULL OR a.revoked_at >= $2))
+                         AND a.issued_at < $2 AND (a.revoked_at IS NULL OR a.revoked_at >= $2))
      ), numbers AS (
        SELECT a.submission_id, array_agg(a.number ORDER BY a.number) AS approval_numbers
          FROM approvals a JOIN live ON live.id = a.submission_id
+        WHERE a.issued_at < $2
         GROUP BY a.submission_id
      ), declared AS MATERIALIZED (
        SELECT live.id, live.number, live.organisation_id, live.advertiser_name, lower(d.key) AS structure_key,
