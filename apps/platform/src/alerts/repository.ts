@@ -42,6 +42,10 @@ export interface ConditionParameters {
  * - queue_lag: the fleet list's queue lag of the newest batch (its receive time minus the newest time a record in it
  *   carries; docs/decisions.md "Queue lag") is over the threshold, and those records are from the platform's watch (a
  *   player that ships what it kept while the platform was down is not lagging by its own fault).
+ *   The watch decides when these two may OPEN, never that an open one ended: a device silent (or lagging) before an
+ *   outage and still silent (or still lagging) after it keeps its alert, instead of a "cleared" resolution and a
+ *   second opening for one and the same silence (docs/alerts.md: "resolves when it ends").
+ 
  * - screen_off: the newest mode_change record of the device (the agent writes one at every change of what the screen
  *   shows, screen_off first of all: apps/agent/src/playback/mode.ts) went to screen_off, and it is operating hours.
  *   The newest by the order it was sent in (receive day, batch, position), not by the time it claims.
@@ -58,18 +62,23 @@ WITH seen AS MATERIALIZED (
                    WHERE owner = 'device:' || d.id
                    ORDER BY received_at DESC, id DESC LIMIT 1) b ON true
    WHERE d.revoked_at IS NULL AND (s.retired_at IS NULL OR s.retired_at > $1)
+), already AS (
+  SELECT subject_key, bool_or(kind = 'device_silent') AS silent, bool_or(kind = 'queue_lag') AS lagging
+    FROM alerts WHERE resolved_at IS NULL AND kind IN ('device_silent', 'queue_lag')
+   GROUP BY subject_key
 )
 SELECT 'device_silent' AS kind, v.device_id, NULL::uuid AS installation_id, NULL::text AS external_id,
        v.structure_id, v.structure_code, v.organisation_id, v.last_batch_at AS since,
        v.last_batch_at AS last_seen_at, NULL::bigint AS lag_seconds, NULL::timestamptz AS screen_off_at
-  FROM seen v
- WHERE greatest(v.last_batch_at, $3::timestamptz) <= $1::timestamptz - $2 * interval '1 millisecond'
+  FROM seen v LEFT JOIN already o ON o.subject_key = 'device:' || v.device_id
+ WHERE greatest(v.last_batch_at, CASE WHEN o.silent THEN '-infinity'::timestamptz ELSE $3::timestamptz END)
+       <= $1::timestamptz - $2 * interval '1 millisecond'
 UNION ALL
 SELECT 'queue_lag', v.device_id, NULL, NULL, v.structure_id, v.structure_code, v.organisation_id,
        v.last_batch_at, v.last_batch_at,
        floor(extract(epoch FROM v.last_batch_at - v.newest_record_at))::bigint, NULL
-  FROM seen v
- WHERE v.newest_record_at IS NOT NULL AND v.newest_record_at >= $3::timestamptz
+  FROM seen v LEFT JOIN already o ON o.subject_key = 'device:' || v.device_id
+ WHERE v.newest_record_at IS NOT NULL AND (o.lagging OR v.newest_record_at >= $3::timestamptz)
    AND v.last_batch_at - v.newest_record_at > $4 * interval '1 millisecond'
 UNION ALL
 SELECT 'screen_off', v.device_id, NULL, NULL, v.structure_id, v.structure_code, v.organisation_id,
