@@ -323,19 +323,31 @@ export async function listSubscriptions(
   return rows;
 }
 
-/** Ends a live subscription; `organisationId` set: only one of that operator's. */
+/**
+ * Ends a live subscription; `organisationId` set: only one of that operator's. Its pending deliveries end with it
+ * (given up, "subscription removed"): none is sent any more, and none stays in the due deliveries that every claim
+ * walks, however many a receiver that never answered had piled up.
+ */
 export async function deleteSubscription(
   db: Db,
   id: string,
   now: Date,
   organisationId: string | null = null,
 ): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `UPDATE webhook_subscriptions SET deleted_at = $2
-      WHERE id = $1 AND deleted_at IS NULL AND ($3::uuid IS NULL OR organisation_id = $3::uuid)`,
-    [id, now, organisationId],
-  );
-  return rowCount === 1;
+  return withTransaction(db, async (client) => {
+    const { rowCount } = await client.query(
+      `UPDATE webhook_subscriptions SET deleted_at = $2
+        WHERE id = $1 AND deleted_at IS NULL AND ($3::uuid IS NULL OR organisation_id = $3::uuid)`,
+      [id, now, organisationId],
+    );
+    if (rowCount !== 1) return false;
+    await client.query(
+      `UPDATE webhook_deliveries SET failed_at = $2, lease_until = NULL, last_error = 'subscription removed'
+        WHERE subscription_id = $1 AND delivered_at IS NULL AND failed_at IS NULL`,
+      [id, now],
+    );
+    return true;
+  });
 }
 
 export interface DeliveryRow {
