@@ -1,4 +1,4 @@
-import { lookup } from 'node:dns/promises';
+import { lookup, Resolver } from 'node:dns/promises';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
@@ -14,7 +14,8 @@ import net from 'node:net';
  * IPv6 (mapped, translated, 6to4) when that IPv4 address is one of those. The WHATWG URL parser has already read the other spellings of an IPv4 address
  * (2130706433, 0x7f.1, 0177.0.0.1) into dotted form. Names are resolved when the subscription is registered and
  * again at every delivery, and the delivery connects to the very address that was checked (no second lookup that a
- * rebinding DNS server could answer differently). Redirects are never followed.
+ * rebinding DNS server could answer differently). Redirects are never followed. A name is asked of the name servers
+ * without getaddrinfo (addressesOf), so a name server that never answers holds no thread of the platform.
  *
  * WEBHOOK_ALLOWED_TARGETS (a feature setting): host names, addresses and CIDR ranges that may be private anyway,
  * comma-separated, e.g. "hooks.internal,10.1.2.3,192.168.50.0/24".
@@ -146,6 +147,35 @@ function allowed(policy: TargetPolicy, hostname: string, address: string): boole
   return policy.addresses.check(address, net.isIP(address) === 6 ? 'ipv6' : 'ipv4');
 }
 
+/** How long one try of a name server may take, and how many tries: a name's resolution ends within 2 × 2 s. */
+const RESOLVE_TRY_MS = 2000;
+const RESOLVE_TRIES = 2;
+
+/**
+ * The addresses of a host name. Names a receiver chose are asked of the name servers directly (c-ares, on the event
+ * loop), never through getaddrinfo: getaddrinfo blocks one of libuv's four threads until the name servers answer, the
+ * threads the platform's file system, compression and crypto work share, so a receiver whose name server never
+ * answers would have stalled the platform a few deliveries at a time. Only when the name servers answered that the
+ * name has no address (a name of the city's /etc/hosts, say) is getaddrinfo asked, as it is for the names
+ * WEBHOOK_ALLOWED_TARGETS lists, which the city trusts.
+ */
+async function addressesOf(host: string, trusted: boolean): Promise<{ address: string; family: number }[]> {
+  if (!trusted) {
+    const resolver = new Resolver({ timeout: RESOLVE_TRY_MS, tries: RESOLVE_TRIES });
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+    const found = [
+      ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 })) : []),
+      ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 })) : []),
+    ];
+    if (found.length > 0) return found;
+    const timedOut = [v4, v6].find(
+      (r) => r.status === 'rejected' && (r.reason as NodeJS.ErrnoException).code === 'ETIMEOUT',
+    );
+    if (timedOut) throw (timedOut as PromiseRejectedResult).reason;
+  }
+  return lookup(host, { all: true, verbatim: true });
+}
+
 export type TargetCheck =
   | { ok: true; address: string; family: 4 | 6 }
   | { ok: false; why: 'scheme' | 'unresolvable' | 'private'; reason: string };
@@ -163,7 +193,7 @@ export async function resolveTarget(url: URL, policy: TargetPolicy): Promise<Tar
     addresses = [{ address: host, family: net.isIP(host) }];
   } else {
     try {
-      addresses = await lookup(host, { all: true, verbatim: true });
+      addresses = await addressesOf(host, policy.names.has(host));
     } catch (error) {
       return {
         ok: false,
