@@ -371,7 +371,9 @@ export async function listDeliveries(db: Db, subscriptionId: string, limit: numb
 
 export interface ClaimedDelivery {
   id: number;
+  /** The attempt this claim makes (1, 2, ...): its outcome is recorded only while it is still the latest. */
   attempts: number;
+  subscriptionId: string;
   url: string;
   secret: string;
   eventId: string;
@@ -384,39 +386,66 @@ export interface ClaimedDelivery {
  * subscription. The claim counts the attempt and holds a lease until `leaseUntil`, so another instance does not send
  * the same delivery meanwhile; a crash before the result is stored leaves the lease to run out and the delivery is
  * sent again (at least once).
+ *
+ * At most `perSubscription` deliveries of one subscription are leased at a time (as this claim sees the leases: two
+ * instances claiming at the same instant may each take that many), and the claim takes the oldest due deliveries of
+ * the other subscriptions past those of a subscription at its limit: a receiver that never answers holds that many
+ * sends for the send timeout, never the deliveries of the others queued behind its own.
  */
 export async function claimDueDeliveries(
   db: Db,
   now: Date,
   leaseUntil: Date,
   limit: number,
+  perSubscription: number = limit,
 ): Promise<ClaimedDelivery[]> {
+  if (limit <= 0) return [];
   const { rows } = await db.query<{
     id: number;
     attempts: number;
+    subscription_id: string;
     url: string;
     secret: string;
     event_id: string;
     type: string;
     body: string;
   }>(
-    `WITH due AS (
-       SELECT d.id FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+    // A leased delivery was due when it was claimed, so the leases are found in the due index's range too.
+    `WITH leased AS (
+       SELECT d.subscription_id, count(*)::int AS n FROM webhook_deliveries d
+        WHERE d.delivered_at IS NULL AND d.failed_at IS NULL AND d.next_attempt_at <= $1 AND d.lease_until > $1
+        GROUP BY d.subscription_id
+     ), candidates AS (
+       SELECT d.id, d.subscription_id, d.next_attempt_at
+         FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
         WHERE d.delivered_at IS NULL AND d.failed_at IS NULL AND d.next_attempt_at <= $1
           AND (d.lease_until IS NULL OR d.lease_until <= $1) AND s.deleted_at IS NULL
+          AND NOT EXISTS (SELECT 1 FROM leased l WHERE l.subscription_id = d.subscription_id AND l.n >= $4)
         ORDER BY d.next_attempt_at, d.id
+        LIMIT $5
+     ), ranked AS (
+       SELECT c.id, c.next_attempt_at,
+              row_number() OVER (PARTITION BY c.subscription_id ORDER BY c.next_attempt_at, c.id)
+                + coalesce((SELECT l.n FROM leased l WHERE l.subscription_id = c.subscription_id), 0) AS place
+         FROM candidates c
+     ), due AS (
+       SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
+        WHERE r.place <= $4 AND d.delivered_at IS NULL AND d.failed_at IS NULL
+          AND (d.lease_until IS NULL OR d.lease_until <= $1)
+        ORDER BY r.next_attempt_at, r.id
         LIMIT $3
         FOR UPDATE OF d SKIP LOCKED
      )
      UPDATE webhook_deliveries w SET attempts = w.attempts + 1, lease_until = $2
        FROM due, webhook_subscriptions s, city_events e
       WHERE w.id = due.id AND s.id = w.subscription_id AND e.id = w.event_id
-     RETURNING w.id, w.attempts, s.url, s.secret, e.id AS event_id, e.type, e.body`,
-    [now, leaseUntil, limit],
+     RETURNING w.id, w.attempts, s.id AS subscription_id, s.url, s.secret, e.id AS event_id, e.type, e.body`,
+    [now, leaseUntil, limit, Math.max(1, perSubscription), Math.max(limit * 10, 500)],
   );
   return rows.map((r) => ({
     id: Number(r.id),
     attempts: r.attempts,
+    subscriptionId: r.subscription_id,
     url: r.url,
     secret: r.secret,
     eventId: r.event_id,
@@ -425,25 +454,32 @@ export async function claimDueDeliveries(
   }));
 }
 
+/** A 2xx: delivered, whoever's lease it was (the receiver has it). */
 export async function recordDelivered(db: Db, id: number, status: number, now: Date): Promise<void> {
   await db.query(
-    `UPDATE webhook_deliveries SET delivered_at = $2, lease_until = NULL, last_status = $3, last_error = NULL
-      WHERE id = $1`,
+    `UPDATE webhook_deliveries
+        SET delivered_at = $2, lease_until = NULL, last_status = $3, last_error = NULL, failed_at = NULL
+      WHERE id = $1 AND delivered_at IS NULL`,
     [id, now, status],
   );
 }
 
+/**
+ * A failed attempt: the next one is scheduled, or the delivery is given up (nextAttemptAt null). Recorded only by the
+ * latest claim (`attempt`) of a delivery still pending: a sender whose lease ran out while another instance took the
+ * delivery again does not cut that one's lease short, nor schedule or give up in its place.
+ */
 export async function recordFailure(
   db: Db,
   id: number,
-  result: { status: number | null; error: string; nextAttemptAt: Date | null; now: Date },
+  result: { attempt: number; status: number | null; error: string; nextAttemptAt: Date | null; now: Date },
 ): Promise<void> {
   await db.query(
     `UPDATE webhook_deliveries
         SET lease_until = NULL, last_status = $2, last_error = $3,
             next_attempt_at = coalesce($4, next_attempt_at),
             failed_at = CASE WHEN $4::timestamptz IS NULL THEN $5::timestamptz ELSE NULL END
-      WHERE id = $1`,
-    [id, result.status, result.error.slice(0, 500), result.nextAttemptAt, result.now],
+      WHERE id = $1 AND attempts = $6 AND delivered_at IS NULL AND failed_at IS NULL`,
+    [id, result.status, result.error.slice(0, 500), result.nextAttemptAt, result.now, result.attempt],
   );
 }

@@ -23,7 +23,7 @@ import {
   setBandPct,
 } from './repository.js';
 import { subscriptionUrl } from './subscription-url.js';
-import { deliverDueWebhooks, generateSecret } from './webhooks.js';
+import { generateSecret, startDeliveries } from './webhooks.js';
 
 const CONSOLE_READ: RouteAuth = {
   anyOf: [
@@ -316,12 +316,19 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
       );
     },
 
-    // Every tick: compare the full days not yet compared, then send the due deliveries.
+    // Every tick: compare the full days not yet compared, then claim the due deliveries there is room for. The sends
+    // run on their own (webhooks.ts startDeliveries): a receiver that never answers holds neither the tick nor the
+    // other subscriptions' deliveries.
     start(ctx) {
-      return startTicker(ctx, 'city events', tickMs, async (now) => {
+      const deliveries = startDeliveries(ctx);
+      const stopTicker = startTicker(ctx, 'city events', tickMs, async (now) => {
         await checkDeclaredVsActual(ctx, now);
-        await deliverDueWebhooks(ctx);
+        await deliveries.pump();
       });
+      return async () => {
+        await stopTicker();
+        await deliveries.stop();
+      };
     },
   };
 }

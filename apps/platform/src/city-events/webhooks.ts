@@ -1,7 +1,8 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type { PlatformContext } from '../context.js';
-import { claimDueDeliveries, recordDelivered, recordFailure } from './repository.js';
-import { postToTarget, resolveTarget, targetPolicy } from './targets.js';
+import { isDatabaseConnectionLoss, reportConnectionLoss } from '../logging.js';
+import { type ClaimedDelivery, claimDueDeliveries, recordDelivered, recordFailure } from './repository.js';
+import { postToTarget, resolveTarget, type TargetPolicy, targetPolicy } from './targets.js';
 
 /*
  * Outbound delivery of city events (spec Events: "Outbound event delivery to callers (webhooks or similar): not
@@ -15,6 +16,11 @@ import { postToTarget, resolveTarget, targetPolicy } from './targets.js';
  * refused) is retried with
  * exponential backoff until MAX_ATTEMPTS, then the delivery is given up (failed_at). At least once, never in a
  * guaranteed order.
+ *
+ * A receiver never holds up the others: the background loop (startDeliveries) keeps up to MAX_IN_FLIGHT sends going
+ * and claims more as each one ends, instead of waiting for a whole batch, and a subscription has at most
+ * MAX_IN_FLIGHT_PER_SUBSCRIPTION of them at a time, so one that never answers takes that many for the send timeout
+ * (name lookup included) and the deliveries queued behind its own go to the others.
  */
 
 export const MAX_ATTEMPTS = 15;
@@ -38,70 +44,185 @@ export function generateSecret(): string {
   return randomBytes(32).toString('hex');
 }
 
+/** Sends going at once in one process (the background loop's; deliverDueWebhooks claims this many a round). */
+export const MAX_IN_FLIGHT = 50;
+/** Sends of one subscription going at once (per instance, as a claim sees the leases). */
+export const MAX_IN_FLIGHT_PER_SUBSCRIPTION = 4;
+
 export interface DeliveryRun {
   attempted: number;
   delivered: number;
 }
 
-/** Sends every due delivery once (one attempt each) and stores the outcome. */
-export async function deliverDueWebhooks(
-  ctx: PlatformContext,
-  options: { limit?: number; timeoutMs?: number } = {},
-): Promise<DeliveryRun> {
+type DeliveryContext = Pick<PlatformContext, 'db' | 'clock' | 'config' | 'log'>;
+
+/** `work`, or a TimeoutError once `ms` have passed (the work itself is left to end on its own). */
+async function within<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | null = null;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { name: 'TimeoutError' })), ms);
+      }),
+    ]);
+  } finally {
+    if (timer) clearTimeout(timer);
+  }
+}
+
+/** One attempt of a claimed delivery, its outcome stored. Returns whether it was delivered. */
+async function attempt(
+  ctx: DeliveryContext,
+  policy: TargetPolicy,
+  delivery: ClaimedDelivery,
+  timeoutMs: number,
+): Promise<boolean> {
+  let status: number | null = null;
+  let error = '';
+  try {
+    const deadline = performance.now() + timeoutMs;
+    const url = new URL(delivery.url);
+    // The target is checked at every delivery (DNS may have changed since registration) and the connection goes
+    // to the address checked (src/city-events/targets.ts). The send timeout covers the name lookup too: a name
+    // server that never answers holds a delivery no longer than a receiver that never answers, and never past its
+    // lease.
+    const target = await within(resolveTarget(url, policy), timeoutMs);
+    if (!target.ok) throw new Error(`target refused: ${target.reason}`);
+    const response = await postToTarget(
+      url,
+      target,
+      delivery.body,
+      {
+        'content-type': 'application/json',
+        'user-agent': 'ooh-platform-webhooks/1',
+        'x-event-id': delivery.eventId,
+        'x-event-type': delivery.eventType,
+        'x-signature': signatureOf(delivery.body, delivery.secret),
+        'x-delivery-attempt': String(delivery.attempts),
+      },
+      Math.max(1, Math.round(deadline - performance.now())),
+    );
+    status = response.status;
+    if (status >= 200 && status < 300) {
+      await recordDelivered(ctx.db, delivery.id, status, ctx.clock.now());
+      return true;
+    }
+    error = `HTTP ${status}`;
+  } catch (caught) {
+    error = (caught as Error).name === 'TimeoutError' ? 'timeout' : String((caught as Error).message);
+  }
+  const after = ctx.clock.now();
+  const giveUp = delivery.attempts >= MAX_ATTEMPTS;
+  await recordFailure(ctx.db, delivery.id, {
+    attempt: delivery.attempts,
+    status,
+    error,
+    nextAttemptAt: giveUp ? null : new Date(after.getTime() + retryDelayMs(delivery.attempts)),
+    now: after,
+  });
+  if (giveUp) ctx.log.warn({ delivery: delivery.id, url: delivery.url, error }, 'webhook delivery given up');
+  return false;
+}
+
+function claim(ctx: DeliveryContext, limit: number): Promise<ClaimedDelivery[]> {
   const now = ctx.clock.now();
-  const claimed = await claimDueDeliveries(
+  return claimDueDeliveries(
     ctx.db,
     now,
     new Date(now.getTime() + LEASE_MS),
-    options.limit ?? 50,
+    limit,
+    MAX_IN_FLIGHT_PER_SUBSCRIPTION,
   );
-  let delivered = 0;
+}
+
+/**
+ * Sends every delivery due now once (one attempt each) and stores the outcomes: rounds of claims, each sent and
+ * awaited, until nothing due is left to claim. For tests and tools; the platform's loop is startDeliveries.
+ */
+export async function deliverDueWebhooks(
+  ctx: DeliveryContext,
+  options: { limit?: number; timeoutMs?: number } = {},
+): Promise<DeliveryRun> {
   const policy = targetPolicy(ctx.config.settings);
-  await Promise.all(
-    claimed.map(async (delivery) => {
-      let status: number | null = null;
-      let error = '';
-      try {
-        // The target is checked at every delivery (DNS may have changed since registration) and the connection
-        // goes to the address checked (src/city-events/targets.ts).
-        const url = new URL(delivery.url);
-        const target = await resolveTarget(url, policy);
-        if (!target.ok) throw new Error(`target refused: ${target.reason}`);
-        const response = await postToTarget(
-          url,
-          target,
-          delivery.body,
-          {
-            'content-type': 'application/json',
-            'user-agent': 'ooh-platform-webhooks/1',
-            'x-event-id': delivery.eventId,
-            'x-event-type': delivery.eventType,
-            'x-signature': signatureOf(delivery.body, delivery.secret),
-            'x-delivery-attempt': String(delivery.attempts),
-          },
-          options.timeoutMs ?? SEND_TIMEOUT_MS,
-        );
-        status = response.status;
-        if (status >= 200 && status < 300) {
-          await recordDelivered(ctx.db, delivery.id, status, ctx.clock.now());
-          delivered += 1;
-          return;
+  const run: DeliveryRun = { attempted: 0, delivered: 0 };
+  for (;;) {
+    const claimed = await claim(ctx, options.limit ?? MAX_IN_FLIGHT);
+    if (claimed.length === 0) return run;
+    const results = await Promise.all(
+      claimed.map((delivery) => attempt(ctx, policy, delivery, options.timeoutMs ?? SEND_TIMEOUT_MS)),
+    );
+    run.attempted += claimed.length;
+    run.delivered += results.filter(Boolean).length;
+  }
+}
+
+export interface Deliveries {
+  /** Claims what there is room for and starts sending it; resolves once claimed (not once sent). */
+  pump(): Promise<void>;
+  /** Claims no more and waits for the sends going. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The background delivery of a platform process: up to MAX_IN_FLIGHT sends at once, a new claim whenever one ends
+ * (and whenever `pump` is called, by the loop's tick), never waiting for the slowest of a batch.
+ */
+export function startDeliveries(
+  ctx: DeliveryContext,
+  options: { capacity?: number; timeoutMs?: number } = {},
+): Deliveries {
+  const capacity = options.capacity ?? MAX_IN_FLIGHT;
+  const timeoutMs = options.timeoutMs ?? SEND_TIMEOUT_MS;
+  const policy = targetPolicy(ctx.config.settings);
+  const going = new Set<Promise<void>>();
+  let stopped = false;
+  let claiming: Promise<void> | null = null;
+  let again = false;
+
+  const fill = async () => {
+    do {
+      again = false;
+      while (!stopped && going.size < capacity) {
+        const claimed = await claim(ctx, capacity - going.size);
+        if (claimed.length === 0) break;
+        for (const delivery of claimed) {
+          const send: Promise<void> = attempt(ctx, policy, delivery, timeoutMs)
+            .then(() => undefined)
+            .catch((error: unknown) => {
+              if (isDatabaseConnectionLoss(error)) reportConnectionLoss(ctx.log, error, 'webhook delivery');
+              else ctx.log.error({ err: error, delivery: delivery.id }, 'webhook delivery failed');
+            })
+            .finally(() => {
+              going.delete(send);
+              // Room for another: claim at once rather than at the next tick.
+              if (!stopped) pump().catch(() => {});
+            });
+          going.add(send);
         }
-        error = `HTTP ${status}`;
-      } catch (caught) {
-        error = (caught as Error).name === 'TimeoutError' ? 'timeout' : String((caught as Error).message);
       }
-      const after = ctx.clock.now();
-      const giveUp = delivery.attempts >= MAX_ATTEMPTS;
-      await recordFailure(ctx.db, delivery.id, {
-        status,
-        error,
-        nextAttemptAt: giveUp ? null : new Date(after.getTime() + retryDelayMs(delivery.attempts)),
-        now: after,
-      });
-      if (giveUp)
-        ctx.log.warn({ delivery: delivery.id, url: delivery.url, error }, 'webhook delivery given up');
-    }),
-  );
-  return { attempted: claimed.length, delivered };
+    } while (again && !stopped);
+  };
+
+  const pump = (): Promise<void> => {
+    if (stopped) return Promise.resolve();
+    if (claiming) {
+      // A claim is under way: it goes round once more when it is done.
+      again = true;
+      return claiming;
+    }
+    claiming = fill().finally(() => {
+      claiming = null;
+    });
+    return claiming;
+  };
+
+  return {
+    pump,
+    stop: async () => {
+      stopped = true;
+      await claiming?.catch(() => {});
+      await Promise.all([...going]);
+    },
+  };
 }
