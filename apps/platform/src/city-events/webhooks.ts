@@ -80,9 +80,11 @@ async function attempt(
 ): Promise<boolean> {
   let status: number | null = null;
   let error = '';
+  let host = '';
   try {
     const deadline = performance.now() + timeoutMs;
     const url = new URL(delivery.url);
+    host = url.host;
     // The target is checked at every delivery (DNS may have changed since registration) and the connection goes
     // to the address checked (src/city-events/targets.ts). The send timeout covers the name lookup too: a name
     // server that never answers holds a delivery no longer than a receiver that never answers, and never past its
@@ -121,7 +123,12 @@ async function attempt(
     nextAttemptAt: giveUp ? null : new Date(after.getTime() + retryDelayMs(delivery.attempts)),
     now: after,
   });
-  if (giveUp) ctx.log.warn({ delivery: delivery.id, url: delivery.url, error }, 'webhook delivery given up');
+  // The subscription and the receiver's host, never its URL: a path or a query may carry the receiver's own token.
+  if (giveUp)
+    ctx.log.warn(
+      { delivery: delivery.id, subscription: delivery.subscriptionId, host, error },
+      'webhook delivery given up',
+    );
   return false;
 }
 
