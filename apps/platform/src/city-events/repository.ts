@@ -221,7 +221,10 @@ WITH input AS (
 )
 SELECT id FROM stored`;
 
-/** Events, newest first; `organisationId` set: only the events of that organisation (an operator's view). */
+/**
+ * Events, newest first; `organisationId` set: only the events of that organisation (an operator's view); `types` set:
+ * only events of those types.
+ */
 export async function listEvents(
   db: Db,
   filter: {
@@ -230,15 +233,24 @@ export async function listEvents(
     limit: number;
     offset: number;
     organisationId?: string | null;
+    types?: readonly EventType[] | null;
   },
 ): Promise<string[]> {
   const { rows } = await db.query<{ body: string }>(
     `SELECT body FROM city_events
       WHERE ($1::text IS NULL OR type = $1) AND ($2::date IS NULL OR day = $2::date)
         AND ($5::uuid IS NULL OR organisation_id = $5::uuid)
+        AND ($6::text[] IS NULL OR type = ANY ($6::text[]))
       ORDER BY created_at DESC, id
       LIMIT $3 OFFSET $4`,
-    [filter.type, filter.day, filter.limit, filter.offset, filter.organisationId ?? null],
+    [
+      filter.type,
+      filter.day,
+      filter.limit,
+      filter.offset,
+      filter.organisationId ?? null,
+      filter.types ?? null,
+    ],
   );
   return rows.map((r) => r.body);
 }

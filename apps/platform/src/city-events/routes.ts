@@ -177,9 +177,13 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
         { config: { auth: EVENTS_READ }, schema: { response: { 200: ItemsOf(CityEvent) } } },
         async (request, reply) => {
           const filter = parseEventQuery(request.query as Record<string, unknown>);
+          const viewer = viewerOf(principalOf(request));
+          // An operator's fleet key reads the alerts of its organisation (docs/city-events.md), not the other events
+          // the organisation may have as an exchange partner (ad_audit_changed: read:ads, through /api/v1/ads).
           const bodies = await listEvents(ctx.db, {
             ...filter,
-            organisationId: viewerOf(principalOf(request)),
+            organisationId: viewer,
+            types: viewer === null ? null : OPERATOR_EVENT_TYPES,
           });
           return reply.type('application/json; charset=utf-8').send(`{"items":[${bodies.join(',')}]}`);
         },

@@ -445,6 +445,30 @@ describe('declared_vs_actual: which plays of which day count, and what the event
     ]);
   });
 
+  test('an operator’s fleet key lists the alert events of its organisation, not its other events', async () => {
+    // The organisation is also an exchange partner: an ad_audit_changed event of its own, stored as the Ad Management
+    // look stores it (src/ad-management/events.ts), readable with read:ads through /api/v1/ads.
+    const id = '5b0e4c1a-8f7d-4e2b-9a61-3c2d1e0f9a8b';
+    const body = JSON.stringify({
+      id,
+      type: 'ad_audit_changed',
+      day: D,
+      created_at: formatAlmaty(NOON),
+      count: 1,
+    });
+    await p.ctx.db.query(
+      `INSERT INTO city_events (id, type, subject_key, day, payload, body, created_at, organisation_id)
+       VALUES ($1, 'ad_audit_changed', 'fixture', $2, '{}', $3, $4, $5)`,
+      [id, D, body, NOON, operator.id],
+    );
+    // docs/city-events.md: "an operator with console:fleet: the alert events of its own organisation only".
+    expect(await listEvents(p.servers, operator.key, '')).toEqual([]);
+    expect(await listEvents(p.servers, operator.key, '?type=ad_audit_changed')).toEqual([]);
+    expect((await listEvents(p.servers, p.adminKey, '?type=ad_audit_changed')).map((e) => e.id)).toEqual([
+      id,
+    ]);
+  });
+
   test('a subscription receives the events raised after it was created, none from before', async () => {
     const late = await subscribe(p.servers, p.adminKey, {
       url: hooks.url('/late'),
