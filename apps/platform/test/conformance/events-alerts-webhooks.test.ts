@@ -1000,4 +1000,22 @@ describe('webhooks: slow, hostile and broken receivers; retries; secrets', () =>
     for (const secret of secrets) expect(text).not.toContain(secret);
     expect(text).not.toContain(urlToken);
   });
+
+  test('no secret is read back: the subscriptions and their deliveries as listed hold none', async () => {
+    const listed = await apiCall(p.servers.api, p.adminKey, 'GET', '/api/v1/console/webhooks');
+    expect(listed.statusCode).toBe(200);
+    const { rows } = await db.query<{ id: string }>('SELECT id FROM webhook_subscriptions');
+    expect(rows.length).toBeGreaterThan(5);
+    const texts = [listed.body];
+    for (const { id } of rows) {
+      const res = await apiCall(
+        p.servers.api,
+        p.adminKey,
+        'GET',
+        `/api/v1/console/webhooks/${id}/deliveries`,
+      );
+      texts.push(res.body);
+    }
+    for (const secret of secrets) for (const text of texts) expect(text).not.toContain(secret);
+  });
 });
