@@ -64,6 +64,7 @@ export const en = {
   'problem.not_found': 'Not found, or not visible to you.',
   'problem.validation_failed': 'Some fields need correcting:',
   'problem.rate_limited': 'Too many attempts.',
+  'problem.retryLater': 'Wait a few minutes, then try again.',
   'problem.state_conflict': 'This is not possible in the current state.',
   'problem.body_too_large': 'The file is too large.',
   'problem.unsupported_media_type': 'This type of file is not accepted: use PNG, JPEG, WebP or MP4.',
@@ -71,7 +72,8 @@ export const en = {
   'problem.internal_error': 'The platform had an internal error. Please try again later.',
   'problem.service_unavailable': 'The platform is not available right now.',
   'problem.invalid_json': 'The request was malformed.',
-  'problem.network_error': 'The platform could not be reached.',
+  'problem.network_error': 'The platform could not be reached. Check your connection, then try again.',
+  'problem.method_not_allowed': 'The platform does not take this request. Reload the page, then try again.',
   'fieldError.other': 'is not valid ({code}).',
   'fieldError.required': 'is required.',
   'fieldError.too_long': 'is too long.',
@@ -89,6 +91,9 @@ export const en = {
   'fieldError.out_of_range': 'is out of range.',
   'fieldError.media_mismatch': 'does not match the file content.',
   'fieldError.invalid_key': 'is not a P-256 public key.',
+  'fieldError.key_taken': 'is already held by another device.',
+  'fieldError.key_mismatch': 'is not for this public key.',
+  'fieldError.immutable': 'can no longer be changed.',
 
   'state.draft': 'Draft',
   'state.in_review': 'In review',
@@ -761,6 +766,7 @@ export const en = {
   'apiKeys.never': 'never',
   'apiKeys.expires': 'Expires',
   'apiKeys.expiresOptional': 'Expires (optional, your local time)',
+  'apiKeys.expiresInAlmaty': 'In Almaty time: {time}.',
   'apiKeys.state': 'State',
   'apiKeys.state.active': 'Active',
   'apiKeys.state.expired': 'Expired',
@@ -1071,7 +1077,10 @@ export const en = {
   'charts.axisShare': 'Share of reporting devices (%)',
 
   'notFound.title': 'Page not found',
-  'notFound.text': 'This page does not exist, or your role does not include it.',
+  'notFound.text': 'There is no page of the console at this address.',
+  'notAllowed.title': 'Not open to your role',
+  'notAllowed.text':
+    'This page of the console is not open to you: your role ({kind} · {role}) does not include it. If your work needs it, ask an administrator of the authority.',
   'notFound.home': 'Go to the first page',
   // issue 25 item 3: the approved creative on its submission's page, the authority's register (h14)
   'submissions.envelopeTitle': 'Approval envelope',

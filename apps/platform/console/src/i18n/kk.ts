@@ -62,6 +62,7 @@ export const kk: Dictionary = {
   'problem.not_found': 'Табылмады немесе сізге қолжетімсіз.',
   'problem.validation_failed': 'Өрістерді түзетіңіз:',
   'problem.rate_limited': 'Әрекет тым көп.',
+  'problem.retryLater': 'Бірнеше минут күтіп, қайталаңыз.',
   'problem.state_conflict': 'Қазіргі күйде бұл мүмкін емес.',
   'problem.body_too_large': 'Файл тым үлкен.',
   'problem.unsupported_media_type': 'Бұл файл түрі қабылданбайды: PNG, JPEG, WebP немесе MP4 пайдаланыңыз.',
@@ -69,7 +70,8 @@ export const kk: Dictionary = {
   'problem.internal_error': 'Платформаның ішкі қатесі. Кейінірек қайталаңыз.',
   'problem.service_unavailable': 'Платформа қазір қолжетімсіз.',
   'problem.invalid_json': 'Сұрау дұрыс емес.',
-  'problem.network_error': 'Платформамен байланысу мүмкін болмады.',
+  'problem.network_error': 'Платформамен байланысу мүмкін болмады. Байланысты тексеріп, қайталаңыз.',
+  'problem.method_not_allowed': 'Платформа мұндай сұрауды қабылдамайды. Бетті жаңартып, қайталаңыз.',
   'fieldError.other': 'мәні жарамсыз ({code}).',
   'fieldError.required': 'міндетті өріс.',
   'fieldError.too_long': 'мәні тым ұзын.',
@@ -87,6 +89,9 @@ export const kk: Dictionary = {
   'fieldError.out_of_range': 'рұқсат етілген ауқымнан тыс.',
   'fieldError.media_mismatch': 'файл мазмұнына сәйкес емес.',
   'fieldError.invalid_key': 'P-256 ашық кілті емес.',
+  'fieldError.key_taken': 'басқа құрылғыға тиесілі.',
+  'fieldError.key_mismatch': 'бұл ашық кілтке сәйкес келмейді.',
+  'fieldError.immutable': 'енді өзгертуге болмайды.',
 
   'state.draft': 'Жоба',
   'state.in_review': 'Қаралуда',
@@ -759,6 +764,7 @@ export const kk: Dictionary = {
   'apiKeys.never': 'қолданылмаған',
   'apiKeys.expires': 'Мерзімі',
   'apiKeys.expiresOptional': 'Мерзімі (міндетті емес, жергілікті уақытыңыз)',
+  'apiKeys.expiresInAlmaty': 'Алматы уақытымен: {time}.',
   'apiKeys.state': 'Күйі',
   'apiKeys.state.active': 'Жарамды',
   'apiKeys.state.expired': 'Мерзімі өтті',
@@ -1075,7 +1081,10 @@ export const kk: Dictionary = {
   'charts.axisShare': 'Байланыстағы құрылғылар үлесі (%)',
 
   'notFound.title': 'Бет табылмады',
-  'notFound.text': 'Мұндай бет жоқ немесе ол сіздің рөліңізге кірмейді.',
+  'notFound.text': 'Бұл мекенжайда консольдің беті жоқ.',
+  'notAllowed.title': 'Сіздің рөліңізге ашық емес',
+  'notAllowed.text':
+    'Консольдің бұл беті сізге ашық емес: сіздің рөліңізге ({kind} · {role}) кірмейді. Жұмысыңызға қажет болса, уәкілетті орган әкімшісіне жүгініңіз.',
   'notFound.home': 'Бірінші бетке өту',
   // issue 25 item 3: the approved creative on its submission's page, the authority's register (h14)
   'submissions.envelopeTitle': 'Мақұлдау конверті',

@@ -63,6 +63,7 @@ export const ru: Dictionary = {
   'problem.not_found': 'Не найдено или недоступно вам.',
   'problem.validation_failed': 'Исправьте поля:',
   'problem.rate_limited': 'Слишком много попыток.',
+  'problem.retryLater': 'Подождите несколько минут и повторите.',
   'problem.state_conflict': 'В текущем состоянии это невозможно.',
   'problem.body_too_large': 'Файл слишком большой.',
   'problem.unsupported_media_type': 'Такой тип файла не принимается: используйте PNG, JPEG, WebP или MP4.',
@@ -70,7 +71,8 @@ export const ru: Dictionary = {
   'problem.internal_error': 'Внутренняя ошибка платформы. Повторите позже.',
   'problem.service_unavailable': 'Платформа сейчас недоступна.',
   'problem.invalid_json': 'Некорректный запрос.',
-  'problem.network_error': 'Не удалось связаться с платформой.',
+  'problem.network_error': 'Не удалось связаться с платформой. Проверьте подключение и повторите.',
+  'problem.method_not_allowed': 'Платформа не принимает такой запрос. Обновите страницу и повторите.',
   'fieldError.other': 'недопустимое значение ({code}).',
   'fieldError.required': 'обязательное поле.',
   'fieldError.too_long': 'слишком длинное значение.',
@@ -88,6 +90,9 @@ export const ru: Dictionary = {
   'fieldError.out_of_range': 'вне допустимого диапазона.',
   'fieldError.media_mismatch': 'не соответствует содержимому файла.',
   'fieldError.invalid_key': 'не является открытым ключом P-256.',
+  'fieldError.key_taken': 'уже принадлежит другому устройству.',
+  'fieldError.key_mismatch': 'не соответствует этому открытому ключу.',
+  'fieldError.immutable': 'больше нельзя изменить.',
 
   'state.draft': 'Черновик',
   'state.in_review': 'На рассмотрении',
@@ -765,6 +770,7 @@ export const ru: Dictionary = {
   'apiKeys.never': 'не использовался',
   'apiKeys.expires': 'Действует до',
   'apiKeys.expiresOptional': 'Действует до (необязательно, ваше местное время)',
+  'apiKeys.expiresInAlmaty': 'По времени Алматы: {time}.',
   'apiKeys.state': 'Состояние',
   'apiKeys.state.active': 'Действует',
   'apiKeys.state.expired': 'Истёк',
@@ -1079,7 +1085,10 @@ export const ru: Dictionary = {
   'charts.axisShare': 'Доля устройств на связи (%)',
 
   'notFound.title': 'Страница не найдена',
-  'notFound.text': 'Такой страницы нет, или она не входит в вашу роль.',
+  'notFound.text': 'По этому адресу в консоли нет страницы.',
+  'notAllowed.title': 'Недоступно для вашей роли',
+  'notAllowed.text':
+    'Эта страница консоли вам недоступна: ваша роль ({kind} · {role}) её не включает. Если она нужна вам для работы, обратитесь к администратору уполномоченного органа.',
   'notFound.home': 'На первую страницу',
   // issue 25 item 3: the approved creative on its submission's page, the authority's register (h14)
   'submissions.envelopeTitle': 'Конверт одобрения',
