@@ -62,16 +62,32 @@ function sessionLost(error: ApiError, path: string): void {
   if (error.code === 'session_expired' || error.code === 'unauthenticated') onSessionLost?.(error.code);
 }
 
+/**
+ * A request that got no answer at all (offline, the platform down, the connection cut) rejects with the browser's own
+ * TypeError ("Failed to fetch", in English whatever the page's language); it becomes the console's network_error,
+ * which says what to do in the reader's language.
+ */
+export async function reach(request: () => Promise<Response>): Promise<Response> {
+  try {
+    return await request();
+  } catch (error) {
+    if (error instanceof DOMException && error.name === 'AbortError') throw error;
+    throw new ApiError(0, 'network_error', error instanceof Error ? error.message : String(error));
+  }
+}
+
 export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json, application/problem+json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (UNSAFE.has(method) && csrfToken) headers['x-csrf-token'] = csrfToken;
-  const response = await fetch(path, {
-    method,
-    headers,
-    credentials: 'same-origin',
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
+  const response = await reach(() =>
+    fetch(path, {
+      method,
+      headers,
+      credentials: 'same-origin',
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    }),
+  );
   if (!response.ok) {
     const error = await problemOf(response);
     sessionLost(error, path);
@@ -136,7 +152,7 @@ export function verifyUrl(): string {
 
 /** GET on the verify host, without credentials. */
 export async function verifyGet<T>(path: string, as: 'json' | 'text' = 'json'): Promise<T> {
-  const response = await fetch(`${verifyUrl()}${path}`, { credentials: 'omit' });
+  const response = await reach(() => fetch(`${verifyUrl()}${path}`, { credentials: 'omit' }));
   if (!response.ok) throw await problemOf(response);
   return (as === 'json' ? await response.json() : await response.text()) as T;
 }

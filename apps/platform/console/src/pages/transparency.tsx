@@ -18,7 +18,7 @@ import {
   verifySeal,
 } from '@ooh/verify';
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, get, put, verifyGet, verifyUrl } from '../api/client.js';
+import { ApiError, get, put, reach, verifyGet, verifyUrl } from '../api/client.js';
 import type { OpenDataConsole, OpenDataRelease } from '../api/types.js';
 import { DataTable, TableFrame } from '../components/table.js';
 import {
@@ -469,9 +469,9 @@ type TimestampCheck = { state: 'unknown'; reason: 'none' | 'not_digested' } | Ti
 
 /** The RFC 3161 reply of a block, as bytes; null when the verify host has none (404). */
 async function fetchTimestamp(day: string): Promise<Uint8Array | null> {
-  const response = await fetch(`${verifyUrl()}/v1/ledger/blocks/${day}/timestamp.tsr`, {
-    credentials: 'omit',
-  });
+  const response = await reach(() =>
+    fetch(`${verifyUrl()}/v1/ledger/blocks/${day}/timestamp.tsr`, { credentials: 'omit' }),
+  );
   if (response.status === 404) return null;
   if (!response.ok) {
     // A problem document (429 rate_limited, ...) as verifyGet reads it; anything else by its status.
