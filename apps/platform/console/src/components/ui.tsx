@@ -1,4 +1,4 @@
-import type { ComponentChildren } from 'preact';
+import { type ComponentChildren, cloneElement, isValidElement, toChildArray, type VNode } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../api/client.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';
@@ -49,8 +49,29 @@ export function Notice(props: {
   );
 }
 
-/** A problem document (or any error) in the reader's language: its stable code translated, field errors listed. */
-export function ErrorNotice(props: { error: unknown }) {
+/**
+ * The label of the form field a field error's JSON pointer names: the field's own pointer or the nearest one above it
+ * ('/structure_ids/2' → '/structure_ids'); null when the form has no such field.
+ */
+function fieldLabel(fields: Record<string, string> | undefined, path: string): string | null {
+  if (!fields) return null;
+  for (
+    let pointer = path;
+    pointer !== '';
+    pointer = pointer.slice(0, Math.max(0, pointer.lastIndexOf('/')))
+  ) {
+    const label = fields[pointer];
+    if (label !== undefined) return label;
+  }
+  return null;
+}
+
+/**
+ * A problem document (or any error) in the reader's language: its stable code translated, field errors listed. With
+ * `fields` (a form's JSON pointers and their labels), a field error is named by its field's label rather than its
+ * pointer: the same error is also shown under the field itself (`useFieldErrors`).
+ */
+export function ErrorNotice(props: { error: unknown; fields?: Record<string, string> }) {
   const { t } = useI18n();
   const error = props.error;
   if (!error) return null;
@@ -59,16 +80,23 @@ export function ErrorNotice(props: { error: unknown }) {
     return (
       <Notice kind="error">
         <p>{key ? t(key) : t('problem.other', { code: error.code })}</p>
-        {error.code === 'rate_limited' && error.retryAfterSeconds !== null ? (
-          <p>{t('problem.retryAfter', { minutes: Math.max(1, Math.ceil(error.retryAfterSeconds / 60)) })}</p>
+        {error.code === 'rate_limited' ? (
+          <p>
+            {error.retryAfterSeconds !== null
+              ? t('problem.retryAfter', { minutes: Math.max(1, Math.ceil(error.retryAfterSeconds / 60)) })
+              : t('problem.retryLater')}
+          </p>
         ) : null}
         {error.errors.length > 0 ? (
           <ul>
-            {error.errors.map((e) => (
-              <li key={`${e.path}-${e.code}`}>
-                <code>{e.path}</code> {fieldErrorText(t, e.code)}
-              </li>
-            ))}
+            {error.errors.map((e) => {
+              const label = fieldLabel(props.fields, e.path);
+              return (
+                <li key={`${e.path}-${e.code}`}>
+                  {label === null ? <code>{e.path}</code> : `${label}:`} {fieldErrorText(t, e.code)}
+                </li>
+              );
+            })}
           </ul>
         ) : null}
       </Notice>
@@ -84,6 +112,19 @@ export function fieldErrorText(t: ReturnType<typeof useI18n>['t'], code: string)
   return key ? t(key) : t('fieldError.other', { code });
 }
 
+/**
+ * The field errors of a 422 by JSON pointer, translated: the text to show under the field whose pointer is given
+ * (its own errors and those of anything below it, such as '/structure_ids/2'), or null.
+ */
+export function useFieldErrors(error: unknown): (pointer: string) => string | null {
+  const { t } = useI18n();
+  return (pointer: string): string | null => {
+    if (!(error instanceof ApiError)) return null;
+    const found = error.errors.filter((e) => e.path === pointer || e.path.startsWith(`${pointer}/`));
+    return found.length > 0 ? found.map((e) => fieldErrorText(t, e.code)).join(' ') : null;
+  };
+}
+
 export function Loading() {
   const { t } = useI18n();
   return <output class="loading">{t('common.loading')}</output>;
@@ -96,10 +137,28 @@ export function Field(props: {
   error?: string | null;
   children: ComponentChildren;
 }) {
+  // The control says it is invalid and is described by its error (WCAG 3.3.1), as well as by its hint.
+  const children = props.error
+    ? toChildArray(props.children).map((child) =>
+        isValidElement(child) &&
+        typeof child.type === 'string' &&
+        (child.props as { id?: string }).id === props.id
+          ? cloneElement(child as VNode<Record<string, unknown>>, {
+              'aria-invalid': 'true',
+              'aria-describedby': [
+                (child.props as { 'aria-describedby'?: string })['aria-describedby'],
+                `${props.id}-error`,
+              ]
+                .filter(Boolean)
+                .join(' '),
+            })
+          : child,
+      )
+    : props.children;
   return (
     <div class={`field${props.error ? ' field-invalid' : ''}`}>
       <label for={props.id}>{props.label}</label>
-      {props.children}
+      {children}
       {props.hint ? (
         <p class="hint" id={`${props.id}-hint`}>
           {props.hint}

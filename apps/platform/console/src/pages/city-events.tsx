@@ -2,7 +2,16 @@ import { useState } from 'preact/hooks';
 import { del, get, post, put } from '../api/client.js';
 import type { Webhook, WebhookCreated, WebhookDelivery } from '../api/types.js';
 import { DataTable } from '../components/table.js';
-import { Badge, ErrorNotice, Field, Hash, Loading, Notice, useAsync } from '../components/ui.js';
+import {
+  Badge,
+  ErrorNotice,
+  Field,
+  Hash,
+  Loading,
+  Notice,
+  useAsync,
+  useFieldErrors,
+} from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { toggled } from '../lib/sets.js';
 
@@ -33,6 +42,7 @@ function Band(props: { canChange: boolean }) {
   const [value, setValue] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [saved, setSaved] = useState(false);
+  const fieldError = useFieldErrors(error);
   if (settings.loading && !settings.data) return <Loading />;
   if (!settings.data) return <ErrorNotice error={settings.error} />;
   const band = settings.data.declared_band_pct;
@@ -53,7 +63,7 @@ function Band(props: { canChange: boolean }) {
   }
   return (
     <>
-      <ErrorNotice error={error} />
+      <ErrorNotice error={error} fields={{ '/declared_band_pct': t('events.band') }} />
       {saved ? <Notice kind="success">{t('events.bandSaved')}</Notice> : null}
       <form
         class="inline-form"
@@ -66,6 +76,7 @@ function Band(props: { canChange: boolean }) {
           id="declared-band"
           label={t('events.band')}
           hint={t('events.bandHint', { band: DEFAULT_BAND_PCT })}
+          error={fieldError('/declared_band_pct')}
         >
           <input
             id="declared-band"
@@ -256,6 +267,7 @@ function AddWebhook(props: { onAdded: (hook: WebhookCreated) => void }) {
   const [secret, setSecret] = useState('');
   const [types, setTypes] = useState<Set<string>>(new Set(EVENT_TYPES));
   const [error, setError] = useState<unknown>(null);
+  const fieldError = useFieldErrors(error);
   return (
     <form
       class="panel"
@@ -277,8 +289,20 @@ function AddWebhook(props: { onAdded: (hook: WebhookCreated) => void }) {
       }}
     >
       <h4>{t('webhooks.add')}</h4>
-      <ErrorNotice error={error} />
-      <Field id="webhook-url" label={t('webhooks.url')} hint={t('webhooks.urlHint')}>
+      <ErrorNotice
+        error={error}
+        fields={{
+          '/url': t('webhooks.url'),
+          '/types': t('webhooks.types'),
+          '/secret': t('webhooks.secretValue'),
+        }}
+      />
+      <Field
+        id="webhook-url"
+        label={t('webhooks.url')}
+        hint={t('webhooks.urlHint')}
+        error={fieldError('/url')}
+      >
         <input
           id="webhook-url"
           type="url"
@@ -318,7 +342,12 @@ function AddWebhook(props: { onAdded: (hook: WebhookCreated) => void }) {
           <span>{t('webhooks.secretOwn')}</span>
         </label>
         {ownSecret ? (
-          <Field id="webhook-secret" label={t('webhooks.secretValue')} hint={t('webhooks.secretHint')}>
+          <Field
+            id="webhook-secret"
+            label={t('webhooks.secretValue')}
+            hint={t('webhooks.secretHint')}
+            error={fieldError('/secret')}
+          >
             <input
               id="webhook-secret"
               type="password"

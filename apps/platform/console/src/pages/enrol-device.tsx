@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { post, verifyGet } from '../api/client.js';
 import type { Device, EnrolAnswer, Structure } from '../api/types.js';
 import { DropZone } from '../components/dropzone.js';
-import { ErrorNotice, Field, Notice, useAsync } from '../components/ui.js';
+import { ErrorNotice, Field, Notice, useAsync, useFieldErrors } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { type EnrolmentFacts, readEnrolmentFile, readEnrolmentText } from '../lib/enrolment.js';
 
@@ -59,6 +59,7 @@ export function EnrolDevice(props: {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const [answer, setAnswer] = useState<EnrolAnswer | null>(null);
+  const fieldError = useFieldErrors(error);
   const active = props.structures.filter((s) => !s.retired_at);
   const chosenStructure = structure || active.find((s) => s.code === namedCode)?.id || '';
 
@@ -109,7 +110,14 @@ export function EnrolDevice(props: {
         {re ? t('enrol.reTitle', { structure: props.device!.structure_code }) : t('enrol.title')}
       </h3>
       <p class="hint">{re ? t('enrol.reLead') : t('enrol.lead')}</p>
-      <ErrorNotice error={error} />
+      <ErrorNotice
+        error={error}
+        fields={{
+          '/structure_id': t('fleet.structure'),
+          '/public_key': t('fleet.publicKey'),
+          '/csr': t('enrol.csr'),
+        }}
+      />
       {answer ? <EnrolResult answer={answer} /> : null}
       <DropZone
         id={`${prefix}-file`}
@@ -119,7 +127,7 @@ export function EnrolDevice(props: {
         onFiles={(files) => void readFile(files?.[0])}
       />
       {re ? null : (
-        <Field id={`${prefix}-structure`} label={t('fleet.structure')}>
+        <Field id={`${prefix}-structure`} label={t('fleet.structure')} error={fieldError('/structure_id')}>
           <select
             id={`${prefix}-structure`}
             required
@@ -135,7 +143,12 @@ export function EnrolDevice(props: {
           </select>
         </Field>
       )}
-      <Field id={`${prefix}-key`} label={t('fleet.publicKey')} hint={t('enrol.keyHint')}>
+      <Field
+        id={`${prefix}-key`}
+        label={t('fleet.publicKey')}
+        hint={t('enrol.keyHint')}
+        error={fieldError('/public_key')}
+      >
         <textarea
           id={`${prefix}-key`}
           aria-describedby={`${prefix}-key-hint`}
@@ -146,7 +159,7 @@ export function EnrolDevice(props: {
           onInput={(e) => typed((e.target as HTMLTextAreaElement).value, setPublicKey)}
         />
       </Field>
-      <Field id={`${prefix}-csr`} label={t('enrol.csr')} hint={t('enrol.csrHint')}>
+      <Field id={`${prefix}-csr`} label={t('enrol.csr')} hint={t('enrol.csrHint')} error={fieldError('/csr')}>
         <textarea
           id={`${prefix}-csr`}
           aria-describedby={`${prefix}-csr-hint`}

@@ -1,8 +1,8 @@
 import { useState } from 'preact/hooks';
-import { ApiError, type FieldError, post } from '../api/client.js';
+import { ApiError, type FieldError, post, reach } from '../api/client.js';
 import type { ConsoleUser, Organisation, SessionInfo } from '../api/types.js';
 import { Link, LanguageSwitch } from '../components/layout.js';
-import { ErrorNotice, Field } from '../components/ui.js';
+import { ErrorNotice, Field, useFieldErrors } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { navigate } from '../lib/router.js';
 
@@ -12,16 +12,18 @@ import { navigate } from '../lib/router.js';
  * session client.
  */
 async function withKey<T>(key: string, method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
-  const response = await fetch(path, {
-    method,
-    credentials: 'omit',
-    headers: {
-      authorization: `Bearer ${key}`,
-      accept: 'application/json, application/problem+json',
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
+  const response = await reach(() =>
+    fetch(path, {
+      method,
+      credentials: 'omit',
+      headers: {
+        authorization: `Bearer ${key}`,
+        accept: 'application/json, application/problem+json',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    }),
+  );
   const doc = (await response.json().catch(() => ({}))) as Record<string, unknown>;
   if (!response.ok) {
     throw new ApiError(
@@ -48,6 +50,7 @@ export function FirstAdminPage(props: { onSignedIn: (s: SessionInfo) => void }) 
   const [password, setPassword] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const fieldError = useFieldErrors(error);
 
   const submit = async (event: Event) => {
     event.preventDefault();
@@ -86,7 +89,10 @@ export function FirstAdminPage(props: { onSignedIn: (s: SessionInfo) => void }) 
         </div>
         <h1>{t('dayone.firstAdminTitle')}</h1>
         <p class="lead">{t('dayone.firstAdminLead')}</p>
-        <ErrorNotice error={error} />
+        <ErrorNotice
+          error={error}
+          fields={{ '/email': t('login.email'), '/password': t('dayone.password') }}
+        />
         <form onSubmit={submit}>
           <Field id="first-admin-key" label={t('dayone.adminKey')} hint={t('dayone.adminKeyHint')}>
             <input
@@ -100,7 +106,7 @@ export function FirstAdminPage(props: { onSignedIn: (s: SessionInfo) => void }) 
               onInput={(e) => setKey((e.target as HTMLInputElement).value)}
             />
           </Field>
-          <Field id="first-admin-email" label={t('login.email')}>
+          <Field id="first-admin-email" label={t('login.email')} error={fieldError('/email')}>
             <input
               id="first-admin-email"
               type="email"
@@ -110,7 +116,12 @@ export function FirstAdminPage(props: { onSignedIn: (s: SessionInfo) => void }) 
               onInput={(e) => setEmail((e.target as HTMLInputElement).value)}
             />
           </Field>
-          <Field id="first-admin-password" label={t('dayone.password')} hint={t('dayone.passwordHint')}>
+          <Field
+            id="first-admin-password"
+            label={t('dayone.password')}
+            hint={t('dayone.passwordHint')}
+            error={fieldError('/password')}
+          >
             <input
               id="first-admin-password"
               type="password"

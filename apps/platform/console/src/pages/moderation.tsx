@@ -4,7 +4,15 @@ import { get, post } from '../api/client.js';
 import type { SubmissionDetail } from '../api/types.js';
 import { Link } from '../components/layout.js';
 import { DataTable } from '../components/table.js';
-import { ErrorNotice, Field, Loading, Notice, StateBadge, useAsync } from '../components/ui.js';
+import {
+  ErrorNotice,
+  Field,
+  Loading,
+  Notice,
+  StateBadge,
+  useAsync,
+  useFieldErrors,
+} from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { navigate, useRoute } from '../lib/router.js';
 import { can, useSession } from '../lib/session.js';
@@ -90,6 +98,7 @@ function RevokeForm(props: { initial: string }) {
   const [reason, setReason] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<{ approval_number: string; revoked_at: string } | null>(null);
+  const fieldError = useFieldErrors(error);
   return (
     <form
       class="panel"
@@ -108,7 +117,7 @@ function RevokeForm(props: { initial: string }) {
       }}
     >
       <h2>{t('moderation.revokeTitle')}</h2>
-      <ErrorNotice error={error} />
+      <ErrorNotice error={error} fields={{ '/reason': t('moderation.reason') }} />
       {done ? (
         <Notice kind="success">
           {t('moderation.revoked', { number: done.approval_number, at: dateTime(done.revoked_at) })}
@@ -123,7 +132,7 @@ function RevokeForm(props: { initial: string }) {
             onInput={(e) => setNumber((e.target as HTMLInputElement).value)}
           />
         </Field>
-        <Field id="revoke-reason" label={t('moderation.reason')}>
+        <Field id="revoke-reason" label={t('moderation.reason')} error={fieldError('/reason')}>
           <textarea
             id="revoke-reason"
             required
@@ -158,6 +167,7 @@ export function ModerationDetailPage(props: { id: string }) {
   const [outcome, setOutcome] = useState<
     { kind: 'approved'; number: string; envelope: string } | { kind: 'rejected' } | null
   >(null);
+  const fieldError = useFieldErrors(error);
 
   if (submission.loading && !submission.data) return <Loading />;
   if (!submission.data) return <ErrorNotice error={submission.error} />;
@@ -206,7 +216,15 @@ export function ModerationDetailPage(props: { id: string }) {
           {t('moderationDetail.back')}
         </Link>
       </div>
-      <ErrorNotice error={error} />
+      <ErrorNotice
+        error={error}
+        fields={{
+          '/valid_from': t('moderationDetail.validFrom'),
+          '/valid_until': t('moderationDetail.validUntil'),
+          '/structure_ids': t('moderationDetail.structures'),
+          '/reason': t('moderation.reason'),
+        }}
+      />
       {outcome?.kind === 'approved' ? (
         <Notice kind="success">
           {t('moderationDetail.approved', { number: outcome.number })}{' '}
@@ -227,7 +245,11 @@ export function ModerationDetailPage(props: { id: string }) {
             <h2>{t('moderationDetail.approveTitle')}</h2>
             <p class="hint">{t('moderationDetail.approveHint')}</p>
             <div class="form-grid">
-              <Field id="valid-from" label={t('moderationDetail.validFrom')}>
+              <Field
+                id="valid-from"
+                label={t('moderationDetail.validFrom')}
+                error={fieldError('/valid_from')}
+              >
                 <input
                   id="valid-from"
                   type="date"
@@ -238,7 +260,11 @@ export function ModerationDetailPage(props: { id: string }) {
                   onInput={(e) => setValidFrom((e.target as HTMLInputElement).value)}
                 />
               </Field>
-              <Field id="valid-until" label={t('moderationDetail.validUntil')}>
+              <Field
+                id="valid-until"
+                label={t('moderationDetail.validUntil')}
+                error={fieldError('/valid_until')}
+              >
                 <input
                   id="valid-until"
                   type="date"
@@ -274,7 +300,7 @@ export function ModerationDetailPage(props: { id: string }) {
 
           <form class="panel" onSubmit={reject}>
             <h2>{t('moderationDetail.rejectTitle')}</h2>
-            <Field id="reject-reason" label={t('moderation.reason')}>
+            <Field id="reject-reason" label={t('moderation.reason')} error={fieldError('/reason')}>
               <textarea
                 id="reject-reason"
                 required

@@ -3,7 +3,7 @@ import { del, get, post } from '../api/client.js';
 import type { OrganisationKind } from '@ooh/protocol';
 import type { ApiKey, ConsoleUser, Organisation } from '../api/types.js';
 import { DataTable } from '../components/table.js';
-import { Badge, ErrorNotice, Field, Loading, Notice, useAsync } from '../components/ui.js';
+import { Badge, ErrorNotice, Field, Loading, Notice, useAsync, useFieldErrors } from '../components/ui.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';
 
 const KINDS: OrganisationKind[] = ['operator', 'agency', 'advertiser', 'authority'];
@@ -19,12 +19,16 @@ export function OrganisationsPage() {
   const [name, setName] = useState('');
   const [kind, setKind] = useState<OrganisationKind>('operator');
   const [error, setError] = useState<unknown>(null);
+  const fieldError = useFieldErrors(error);
   return (
     <section>
       <h1>{t('organisations.title')}</h1>
       <p class="lead">{t('organisations.lead')}</p>
       {list.loading && !list.data ? <Loading /> : null}
-      <ErrorNotice error={list.error ?? error} />
+      <ErrorNotice
+        error={list.error ?? error}
+        fields={{ '/name': t('organisations.name'), '/kind': t('organisations.kind') }}
+      />
       {list.data ? (
         <DataTable
           caption={t('organisations.title')}
@@ -73,7 +77,7 @@ export function OrganisationsPage() {
       >
         <h2>{t('organisations.create')}</h2>
         <div class="form-grid">
-          <Field id="org-name" label={t('organisations.name')}>
+          <Field id="org-name" label={t('organisations.name')} error={fieldError('/name')}>
             <input
               id="org-name"
               required
@@ -82,7 +86,7 @@ export function OrganisationsPage() {
               onInput={(e) => setName((e.target as HTMLInputElement).value)}
             />
           </Field>
-          <Field id="org-kind" label={t('organisations.kind')}>
+          <Field id="org-kind" label={t('organisations.kind')} error={fieldError('/kind')}>
             <select
               id="org-kind"
               value={kind}
@@ -116,10 +120,18 @@ function Users(props: { id: string; organisation: Organisation | null }) {
   const [role, setRole] = useState<'admin' | 'member'>('member');
   const [error, setError] = useState<unknown>(null);
   const [message, setMessage] = useState<string | null>(null);
+  const fieldError = useFieldErrors(error);
   return (
     <div class="panel">
       <h2>{t('organisations.usersOf', { name: props.organisation?.name ?? '' })}</h2>
-      <ErrorNotice error={users.error ?? error} />
+      <ErrorNotice
+        error={users.error ?? error}
+        fields={{
+          '/email': t('login.email'),
+          '/password': t('organisations.password'),
+          '/role': t('organisations.role'),
+        }}
+      />
       {message ? <Notice kind="success">{message}</Notice> : null}
       {users.data && users.data.length === 0 ? <p>{t('organisations.noUsers')}</p> : null}
       {users.data && users.data.length > 0 ? (
@@ -172,7 +184,7 @@ function Users(props: { id: string; organisation: Organisation | null }) {
       >
         <h3>{t('organisations.addUser')}</h3>
         <div class="form-grid">
-          <Field id="user-email" label={t('login.email')}>
+          <Field id="user-email" label={t('login.email')} error={fieldError('/email')}>
             <input
               id="user-email"
               type="email"
@@ -186,6 +198,7 @@ function Users(props: { id: string; organisation: Organisation | null }) {
             id="user-password"
             label={t('organisations.password')}
             hint={t('organisations.passwordHint')}
+            error={fieldError('/password')}
           >
             <input
               id="user-password"
@@ -198,7 +211,7 @@ function Users(props: { id: string; organisation: Organisation | null }) {
               onInput={(e) => setPassword((e.target as HTMLInputElement).value)}
             />
           </Field>
-          <Field id="user-role" label={t('organisations.role')}>
+          <Field id="user-role" label={t('organisations.role')} error={fieldError('/role')}>
             <select
               id="user-role"
               value={role}
@@ -243,11 +256,23 @@ function ApiKeys(props: { id: string; organisation: Organisation | null }) {
   const [expires, setExpires] = useState('');
   const [issued, setIssued] = useState<{ id: string; key: string } | null>(null);
   const [error, setError] = useState<unknown>(null);
+  const fieldError = useFieldErrors(error);
+  // The field takes the browser's local time; the list shows every time in Almaty's, so the field says which
+  // Almaty time it means (they differ wherever the browser's zone is not Almaty's).
+  const typedExpiry = expires ? new Date(expires) : null;
+  const expiresAt = typedExpiry && !Number.isNaN(typedExpiry.getTime()) ? typedExpiry : null;
   return (
     <div class="panel">
       <h2>{t('apiKeys.of', { name: props.organisation?.name ?? '' })}</h2>
       <p class="lead">{t('apiKeys.lead')}</p>
-      <ErrorNotice error={keys.error ?? error} />
+      <ErrorNotice
+        error={keys.error ?? error}
+        fields={{
+          '/name': t('apiKeys.name'),
+          '/expires_at': t('apiKeys.expiresOptional'),
+          '/scopes': t('apiKeys.scopes'),
+        }}
+      />
       {issued ? (
         <Notice kind="warning">
           {t('apiKeys.issued')} <code class="hash-full">{issued.key}</code>
@@ -331,7 +356,7 @@ function ApiKeys(props: { id: string; organisation: Organisation | null }) {
       >
         <h3>{t('apiKeys.issue')}</h3>
         <div class="form-grid">
-          <Field id="key-name" label={t('apiKeys.name')}>
+          <Field id="key-name" label={t('apiKeys.name')} error={fieldError('/name')}>
             <input
               id="key-name"
               required
@@ -340,10 +365,16 @@ function ApiKeys(props: { id: string; organisation: Organisation | null }) {
               onInput={(e) => setName((e.target as HTMLInputElement).value)}
             />
           </Field>
-          <Field id="key-expires" label={t('apiKeys.expiresOptional')}>
+          <Field
+            id="key-expires"
+            label={t('apiKeys.expiresOptional')}
+            error={fieldError('/expires_at')}
+            {...(expiresAt ? { hint: t('apiKeys.expiresInAlmaty', { time: dateTime(expiresAt) }) } : {})}
+          >
             <input
               id="key-expires"
               type="datetime-local"
+              aria-describedby={expiresAt ? 'key-expires-hint' : undefined}
               value={expires}
               onInput={(e) => setExpires((e.target as HTMLInputElement).value)}
             />

@@ -3,7 +3,16 @@ import { ApiError, get, patch, post } from '../api/client.js';
 import type { Organisation, Structure, StructureImportAnswer, VenueType } from '../api/types.js';
 import { DropZone } from '../components/dropzone.js';
 import { DataTable } from '../components/table.js';
-import { Badge, ErrorNotice, Field, fieldErrorText, Loading, Notice, useAsync } from '../components/ui.js';
+import {
+  Badge,
+  ErrorNotice,
+  Field,
+  fieldErrorText,
+  Loading,
+  Notice,
+  useAsync,
+  useFieldErrors,
+} from '../components/ui.js';
 import { type MessageKey, useI18n } from '../i18n/index.js';
 import {
   type CsvProblem,
@@ -78,6 +87,7 @@ function VenueSelect(props: {
   value: string;
   onChange: (value: string) => void;
   describedBy?: string;
+  invalid?: boolean;
 }) {
   const { t } = useI18n();
   const parents = props.venues.filter((v) => v.parent_id === null);
@@ -88,6 +98,7 @@ function VenueSelect(props: {
       id={props.id}
       value={props.value}
       aria-describedby={props.describedBy}
+      aria-invalid={props.invalid ? 'true' : undefined}
       onChange={(e) => props.onChange((e.target as HTMLSelectElement).value)}
     >
       <option value="">{t('structures.venueTypeNone')}</option>
@@ -438,10 +449,11 @@ function OperatorSelect(props: {
   operators: Organisation[];
   value: string;
   onChange: (id: string) => void;
+  error?: string | null;
 }) {
   const { t } = useI18n();
   return (
-    <Field id={props.id} label={t('structures.operator')}>
+    <Field id={props.id} label={t('structures.operator')} error={props.error ?? null}>
       <select
         id={props.id}
         required
@@ -700,6 +712,8 @@ function CreateOne(props: {
   // The code of the structure just registered: its message is worded at each render, in the language chosen then.
   const [createdCode, setCreatedCode] = useState<string | null>(null);
   const text = (set: (v: string) => void) => (e: Event) => set((e.target as HTMLInputElement).value);
+  const fieldError = useFieldErrors(error);
+  const venueError = fieldError('/venue_type_id');
   return (
     <details class="panel structures-tool">
       <summary>{t('structures.createTitle')}</summary>
@@ -734,7 +748,21 @@ function CreateOne(props: {
           }
         }}
       >
-        <ErrorNotice error={error} />
+        <ErrorNotice
+          error={error}
+          fields={{
+            '/organisation_id': t('structures.operator'),
+            '/code': t('structures.code'),
+            '/district': t('structures.district'),
+            '/format': t('structures.format'),
+            '/address': t('structures.addressOptional'),
+            '/lat': t('structures.lat'),
+            '/lon': t('structures.lon'),
+            '/venue_type_id': t('structures.venueTypeOptional'),
+            '/openooh_screen_id': t('structures.openoohScreenId'),
+            '/geopath_spot_id': t('structures.geopathSpotId'),
+          }}
+        />
         {createdCode ? (
           <Notice kind="success">{t('structures.createdOne', { code: createdCode })}</Notice>
         ) : null}
@@ -744,8 +772,14 @@ function CreateOne(props: {
             operators={props.operators}
             value={operator}
             onChange={setOperator}
+            error={fieldError('/organisation_id')}
           />
-          <Field id="structure-code" label={t('structures.code')} hint={t('structures.codeHint')}>
+          <Field
+            id="structure-code"
+            label={t('structures.code')}
+            hint={t('structures.codeHint')}
+            error={fieldError('/code')}
+          >
             <input
               id="structure-code"
               required
@@ -755,7 +789,12 @@ function CreateOne(props: {
               onInput={text(setCode)}
             />
           </Field>
-          <Field id="structure-district" label={t('structures.district')} hint={t('structures.wordHint')}>
+          <Field
+            id="structure-district"
+            label={t('structures.district')}
+            hint={t('structures.wordHint')}
+            error={fieldError('/district')}
+          >
             <input
               id="structure-district"
               required
@@ -765,7 +804,12 @@ function CreateOne(props: {
               onInput={text(setDistrict)}
             />
           </Field>
-          <Field id="structure-format" label={t('structures.format')} hint={t('structures.wordHint')}>
+          <Field
+            id="structure-format"
+            label={t('structures.format')}
+            hint={t('structures.wordHint')}
+            error={fieldError('/format')}
+          >
             <input
               id="structure-format"
               required
@@ -775,10 +819,14 @@ function CreateOne(props: {
               onInput={text(setFormat)}
             />
           </Field>
-          <Field id="structure-address" label={t('structures.addressOptional')}>
+          <Field
+            id="structure-address"
+            label={t('structures.addressOptional')}
+            error={fieldError('/address')}
+          >
             <input id="structure-address" maxLength={500} value={address} onInput={text(setAddress)} />
           </Field>
-          <Field id="structure-lat" label={t('structures.lat')}>
+          <Field id="structure-lat" label={t('structures.lat')} error={fieldError('/lat')}>
             <input
               id="structure-lat"
               type="number"
@@ -790,7 +838,7 @@ function CreateOne(props: {
               onInput={text(setLat)}
             />
           </Field>
-          <Field id="structure-lon" label={t('structures.lon')}>
+          <Field id="structure-lon" label={t('structures.lon')} error={fieldError('/lon')}>
             <input
               id="structure-lon"
               type="number"
@@ -806,19 +854,26 @@ function CreateOne(props: {
             id="structure-venue-type"
             label={t('structures.venueTypeOptional')}
             hint={t('structures.venueTypeHint')}
+            error={venueError}
           >
             <VenueSelect
               id="structure-venue-type"
               venues={props.venues}
               value={venue}
               onChange={setVenue}
-              describedBy="structure-venue-type-hint"
+              describedBy={
+                venueError
+                  ? 'structure-venue-type-hint structure-venue-type-error'
+                  : 'structure-venue-type-hint'
+              }
+              invalid={venueError !== null}
             />
           </Field>
           <Field
             id="structure-openooh-screen-id"
             label={t('structures.openoohScreenId')}
             hint={t('structures.openoohScreenIdHint')}
+            error={fieldError('/openooh_screen_id')}
           >
             <input
               id="structure-openooh-screen-id"
@@ -833,6 +888,7 @@ function CreateOne(props: {
             id="structure-geopath-spot-id"
             label={t('structures.geopathSpotId')}
             hint={t('structures.geopathSpotIdHint')}
+            error={fieldError('/geopath_spot_id')}
           >
             <input
               id="structure-geopath-spot-id"

@@ -1,7 +1,7 @@
 import type { CampaignListItem, Category } from '@ooh/protocol';
 import { useMemo, useState } from 'preact/hooks';
 import { loadCategories, loadStructureSets, loadStructures } from '../api/catalogue.js';
-import { ApiError, get, patch, post, uploadFile } from '../api/client.js';
+import { get, patch, post, uploadFile } from '../api/client.js';
 import type { MediaFacts, Structure, StructureSet, SubmissionDetail } from '../api/types.js';
 import { CategoryPicker } from '../components/category-picker.js';
 import { WorkingHoursLeft } from '../components/countdown.js';
@@ -12,12 +12,12 @@ import { type Column, DataTable } from '../components/table.js';
 import {
   ErrorNotice,
   Field,
-  fieldErrorText,
   Hash,
   Loading,
   Notice,
   StateBadge,
   useAsync,
+  useFieldErrors,
 } from '../components/ui.js';
 import { useI18n } from '../i18n/index.js';
 import { navigate, useRoute } from '../lib/router.js';
@@ -136,16 +136,6 @@ function formOf(s: SubmissionDetail): FormState {
     declared: Object.fromEntries(
       Object.entries(s.declared_daily_plays ?? {}).map(([id, n]) => [id, String(n)]),
     ),
-  };
-}
-
-/** Field errors of a 422 by JSON pointer, translated. */
-function useFieldErrors(error: unknown) {
-  const { t } = useI18n();
-  return (pointer: string): string | null => {
-    if (!(error instanceof ApiError)) return null;
-    const found = error.errors.filter((e) => e.path === pointer || e.path.startsWith(`${pointer}/`));
-    return found.length > 0 ? found.map((e) => fieldErrorText(t, e.code)).join(' ') : null;
   };
 }
 
@@ -296,9 +286,28 @@ function SubmissionForm(props: {
     }
   };
 
+  // The form's fields by the pointers of the platform's field errors: the notice names them as the form does.
+  const fields: Record<string, string> = {
+    '/advertiser_name': t('submission.advertiser'),
+    '/advertiser_bin': t('submission.bin'),
+    '/period_from': t('submission.periodFrom'),
+    '/period_to': t('submission.periodTo'),
+    '/category_id': t('category.legend'),
+    '/structure_ids': t('structures.legend'),
+    '/structure_set_ids': t('structures.savedSets'),
+    '/declared_daily_plays': t('submission.declaredTitle'),
+    '/channel': t('submission.channel'),
+    '/fast_track': t('submission.fastTrack'),
+    '/external_refs/crid': t('refs.crid'),
+    '/external_refs/adomain': t('refs.adomain'),
+    '/external_refs/dsp': t('refs.dsp'),
+    '/external_refs/ssp': t('refs.ssp'),
+  };
+  for (const id of chosen) fields[`/declared_daily_plays/${id}`] = structuresById.get(id)?.code ?? id;
+
   return (
     <>
-      <ErrorNotice error={error} />
+      <ErrorNotice error={error} fields={fields} />
       <form class="form" onSubmit={submit}>
         <div class="form-grid">
           <Field id="advertiser" label={t('submission.advertiser')} error={fieldError('/advertiser_name')}>
@@ -367,12 +376,17 @@ function SubmissionForm(props: {
         />
 
         {chosen.size > 0 ? (
-          <details class="declared">
+          <details class="declared" open={fieldError('/declared_daily_plays') !== null || undefined}>
             <summary>{t('submission.declaredTitle')}</summary>
             <p class="hint">{t('submission.declaredHint')}</p>
             <div class="form-grid">
               {[...chosen].slice(0, 60).map((id) => (
-                <Field key={id} id={`declared-${id}`} label={structuresById.get(id)?.code ?? id}>
+                <Field
+                  key={id}
+                  id={`declared-${id}`}
+                  label={structuresById.get(id)?.code ?? id}
+                  error={fieldError(`/declared_daily_plays/${id}`)}
+                >
                   <input
                     id={`declared-${id}`}
                     type="number"
