@@ -15,7 +15,7 @@ import { FleetDevicePage } from './pages/fleet-device.js';
 import { FleetHealthPage } from './pages/fleet-health.js';
 import { LoginPage } from './pages/login.js';
 import { ModerationDetailPage, ModerationPage } from './pages/moderation.js';
-import { NotFoundPage } from './pages/not-found.js';
+import { NotAllowedPage, NotFoundPage } from './pages/not-found.js';
 import { OrganisationsPage } from './pages/organisations.js';
 import { PlaysPage } from './pages/plays.js';
 import { RegisterPage } from './pages/register.js';
@@ -186,9 +186,11 @@ function Page(props: { path: string; session: SessionInfo }) {
     if (path === '/' || path === '/login') navigate(homeOf(session), { replace: true });
   }, [path, session]);
   if (path === '/' || path === '/login') return null;
+  let notAllowed = false;
   for (const route of ROUTES) {
     const params = match(route.pattern, path);
     if (params && route.allowed(session)) return route.render(params);
+    if (params) notAllowed = true;
   }
-  return <NotFoundPage />;
+  return notAllowed ? <NotAllowedPage /> : <NotFoundPage />;
 }

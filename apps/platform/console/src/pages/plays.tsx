@@ -227,6 +227,14 @@ export function PlaysPage() {
       </form>
       <p class="hint">
         <Link href="/reports">{t('reports.toReports')}</Link>
+        {/* The fleet's health is the authority's to read whether or not it holds the fleet (an authority member has
+            no fleet page to find it on). */}
+        {authority ? (
+          <>
+            {' · '}
+            <Link href="/fleet/health">{t('reports.healthLink')}</Link>
+          </>
+        ) : null}
       </p>
       <Segmented
         legend={t('plays.bucket')}
