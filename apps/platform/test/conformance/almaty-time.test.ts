@@ -69,12 +69,13 @@ async function platformAt(now: string): Promise<{ p: TestPlatform; close(): Prom
 }
 
 /** A PostgreSQL session on `url` in `timeZone` (a pool client, as the platform's queries take). */
-async function session(url: string, timeZone: string): Promise<pg.PoolClient & { end(): Promise<void> }> {
+async function session(url: string, timeZone: string): Promise<pg.PoolClient & { close(): Promise<void> }> {
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   const client = await pool.connect();
   await client.query(`SET TimeZone = '${timeZone}'`);
+  // close, not end: the pool's own end() calls each idle client's end(), which must stay the client's.
   return Object.assign(client, {
-    end: async () => {
+    close: async () => {
       client.release();
       await pool.end();
     },
@@ -463,7 +464,7 @@ describe(`the platform with its process in ${PROCESS_TZ} and its PostgreSQL sess
         const next = addDays(`${month}-28`, 4).slice(0, 7);
         expect(bound.rows[0]!.bound).toBe(`FOR VALUES FROM ('${month}-01') TO ('${next}-01')`);
       } finally {
-        await client.end();
+        await client.close();
       }
     }
   });
@@ -517,7 +518,7 @@ describe(`the platform with its process in ${PROCESS_TZ} and its PostgreSQL sess
         expect(rows[0]!.n_expiring, `${leftMs / 3_600_000} hours left`).toBe(expiring ? 1 : 0);
       }
     } finally {
-      await client.end();
+      await client.close();
     }
   });
 });
@@ -587,7 +588,7 @@ describe('an expired ad changed at 00:00 Almaty of the day after valid_until, th
           zone,
         ).toEqual([['expired', expected]]);
       } finally {
-        await client.end();
+        await client.close();
       }
     }
   });
