@@ -2,7 +2,7 @@
  * Black-box conformance of the approval envelope, the revocation list, the public ledger, the verifier and open data
  * with DESIGN.md sections 4, 6 and 7 and the interface specification, claim by claim. Answers are read through the
  * hosts (inject, or HTTP for the verifier); expected values are computed here from the rules (an own RFC 8785 writer,
- * an own RFC 9162 tree and inclusion path, checked against /work/shared/vectors first) and signatures are checked by
+ * an own RFC 9162 tree and inclusion path, checked against the shared vectors in reference.test.ts) and signatures are checked by
  * openssl, never by the platform's code.
  *
  * Claims checked elsewhere and not repeated here:
@@ -20,9 +20,7 @@
  * - tampering of stored seals, batches, leaves and digests found by the verifier: test/seals/verifier.test.ts.
  */
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -59,162 +57,13 @@ import {
   registerSource,
 } from '../pop/helpers.js';
 import { apiCall, createOrganisation, startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { canonical, inclusionPath, merkleRoot, rootFromInclusion, sha256, sha256Hex } from './reference.js';
 
 const run = promisify(execFile);
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
-const VECTORS = '/work/shared/vectors';
 const HEX64 = /^[0-9a-f]{64}$/;
 const ZERO = '0'.repeat(64);
 const UNLIMITED = { burst: 1_000_000, perSecond: 1_000_000 };
-
-const sha256 = (bytes: Uint8Array | string): Buffer => createHash('sha256').update(bytes).digest();
-const sha256Hex = (bytes: Uint8Array | string): string => sha256(bytes).toString('hex');
-
-// ---------------------------------------------------------------------------------------------------------------
-// Reference implementations, written from the RFCs and checked against the shared vectors.
-
-/** RFC 8785 canonical JSON (keys sorted by UTF-16 code units; ECMAScript number and string serialisation). */
-function canonical(value: unknown): string {
-  if (value === null || typeof value === 'boolean' || typeof value === 'number' || typeof value === 'string')
-    return JSON.stringify(value);
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  const object = value as Record<string, unknown>;
-  return `{${Object.keys(object)
-    .sort()
-    .map((key) => `${JSON.stringify(key)}:${canonical(object[key])}`)
-    .join(',')}}`;
-}
-
-const node = (left: Uint8Array, right: Uint8Array): Buffer =>
-  sha256(Buffer.concat([Buffer.from([1]), left, right]));
-
-/** Largest power of two smaller than n (n >= 2). */
-function split(n: number): number {
-  let k = 1;
-  while (k * 2 < n) k *= 2;
-  return k;
-}
-
-/** RFC 9162 section 2.1.1 Merkle Tree Hash over leaf hashes taken as given (DESIGN.md section 4). */
-function merkleRoot(leaves: readonly Uint8Array[]): Buffer {
-  if (leaves.length === 0) return sha256(new Uint8Array(0));
-  if (leaves.length === 1) return Buffer.from(leaves[0]!);
-  const k = split(leaves.length);
-  return node(merkleRoot(leaves.slice(0, k)), merkleRoot(leaves.slice(k)));
-}
-
-/** RFC 9162 section 2.1.3.1 PATH(m, D[n]), leaf level first, with the side of each sibling. */
-function inclusionPath(leaves: readonly Uint8Array[], m: number): { side: 'left' | 'right'; hash: string }[] {
-  if (leaves.length <= 1) return [];
-  const k = split(leaves.length);
-  return m < k
-    ? [
-        ...inclusionPath(leaves.slice(0, k), m),
-        { side: 'right', hash: merkleRoot(leaves.slice(k)).toString('hex') },
-      ]
-    : [
-        ...inclusionPath(leaves.slice(k), m - k),
-        { side: 'left', hash: merkleRoot(leaves.slice(0, k)).toString('hex') },
-      ];
-}
-
-/** RFC 9162 section 2.1.3.2: the root an inclusion path leads to, or null; also the side of each step. */
-function rootFromInclusion(
-  index: number,
-  size: number,
-  leaf: Uint8Array,
-  proof: readonly Uint8Array[],
-): { root: Buffer; sides: ('left' | 'right')[] } | null {
-  if (index >= size || index < 0) return null;
-  let fn = index;
-  let sn = size - 1;
-  let r: Buffer = Buffer.from(leaf);
-  const sides: ('left' | 'right')[] = [];
-  for (const p of proof) {
-    if (p.length !== 32 || sn === 0) return null;
-    if (fn % 2 === 1 || fn === sn) {
-      r = node(p, r);
-      sides.push('left');
-      if (fn % 2 === 0) {
-        while (fn % 2 === 0 && fn !== 0) {
-          fn = Math.floor(fn / 2);
-          sn = Math.floor(sn / 2);
-        }
-      }
-    } else {
-      r = node(r, p);
-      sides.push('right');
-    }
-    fn = Math.floor(fn / 2);
-    sn = Math.floor(sn / 2);
-  }
-  return sn === 0 ? { root: r, sides } : null;
-}
-
-function jsonFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory()
-      ? jsonFiles(path.join(dir, entry.name))
-      : entry.name.endsWith('.json')
-        ? [path.join(dir, entry.name)]
-        : [],
-  );
-}
-
-describe('the reference implementations of this file agree with the shared vectors', () => {
-  test('RFC 8785: every jcs vector', () => {
-    const names = readdirSync(`${VECTORS}/jcs/input`);
-    expect(names.length).toBeGreaterThan(0);
-    for (const name of names) {
-      const input = JSON.parse(readFileSync(`${VECTORS}/jcs/input/${name}`, 'utf8'));
-      expect(canonical(input), name).toBe(readFileSync(`${VECTORS}/jcs/output/${name}`, 'utf8'));
-    }
-  });
-
-  test('RFC 9162: roots of sizes 0 to 8; every inclusion vector; own paths lead to the roots', () => {
-    const roots = JSON.parse(readFileSync(`${VECTORS}/merkle/rfc6962-roots.json`, 'utf8')) as {
-      leaf_hashes_hex: string[];
-      roots_hex: string[];
-    };
-    const leaves = roots.leaf_hashes_hex.map((h) => Buffer.from(h, 'hex'));
-    roots.roots_hex.forEach((root, size) => {
-      expect(merkleRoot(leaves.slice(0, size)).toString('hex'), `size ${size}`).toBe(root);
-      for (let m = 0; m < size; m += 1) {
-        const own = inclusionPath(leaves.slice(0, size), m);
-        const walked = rootFromInclusion(
-          m,
-          size,
-          leaves[m]!,
-          own.map((s) => Buffer.from(s.hash, 'hex')),
-        );
-        expect(walked?.root.toString('hex'), `size ${size} index ${m}`).toBe(root);
-        expect(walked?.sides).toEqual(own.map((s) => s.side));
-      }
-    });
-    const files = jsonFiles(`${VECTORS}/merkle/inclusion`);
-    expect(files.length).toBeGreaterThan(50);
-    for (const file of files) {
-      const v = JSON.parse(readFileSync(file, 'utf8')) as {
-        leafIdx: number;
-        treeSize: number;
-        root: string | null;
-        leafHash: string | null;
-        proof: string[] | null;
-        wantErr: boolean;
-      };
-      const leaf = Buffer.from(v.leafHash ?? '', 'base64');
-      const result = rootFromInclusion(
-        v.leafIdx,
-        v.treeSize,
-        leaf,
-        (v.proof ?? []).map((p) => Buffer.from(p, 'base64')),
-      );
-      const ok =
-        result !== null && leaf.length === 32 && result.root.equals(Buffer.from(v.root ?? '', 'base64'));
-      expect(ok, file).toBe(!v.wantErr);
-    }
-  });
-});
 
 // ---------------------------------------------------------------------------------------------------------------
 // openssl

@@ -26,7 +26,7 @@ import {
 } from './pop-intake-helpers.js';
 
 /*
- * Black-box conformance of the two proof-of-play intake endpoints with /work/shared/spec/interface-specification.md,
+ * Black-box conformance of the two proof-of-play intake endpoints with the interface specification (shared/spec),
  * through HTTP only (inject), the console's counts standing for "counted". Claims an existing test already checks
  * are not repeated here; the report that goes with this file names those tests (apps/platform/test/pop/agent.test.ts
  * and cms.test.ts). A test marked `test.fails` shows a defect: it asserts what the spec says, fails today, and turns

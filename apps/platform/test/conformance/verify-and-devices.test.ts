@@ -4,13 +4,12 @@
  * - GET {verify_url}/v1/stats-seals/{day} (inject; batches come in through the real proof-of-play routes);
  * - GET {verify_url}/v1/open/dictionary.json (inject).
  * Each test names the spec sentence it checks. Expected values are computed here from the spec's rules (an own
- * RFC 8785 writer and an own RFC 9162 tree, both checked against /work/shared/vectors first), never by the
+ * RFC 8785 writer and an own RFC 9162 tree, both checked against the shared vectors in reference.test.ts), never by the
  * platform's code. Claims already checked elsewhere are listed at the end of this file.
  */
-import { createHash, generateKeyPairSync, randomUUID, sign as nodeSign, X509Certificate } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { generateKeyPairSync, randomUUID, sign as nodeSign, X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import {
   base64Encode,
   es256Sign,
@@ -59,138 +58,12 @@ import {
   startTestPlatform,
   type TestPlatform,
 } from '../support/platform.js';
+import { canonical, merkleRoot, rootFromInclusion, sha256, sha256Hex } from './reference.js';
 
-const VECTORS = '/work/shared/vectors';
 const HEX64 = /^[0-9a-f]{64}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** RFC 3339 date-time. */
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
-
-const sha256 = (bytes: Uint8Array | string): Buffer => createHash('sha256').update(bytes).digest();
-const sha256Hex = (bytes: Uint8Array | string): string => sha256(bytes).toString('hex');
-
-// ---------------------------------------------------------------------------------------------------------------
-// Reference implementations, written from the RFCs and checked against the shared vectors.
-
-/** RFC 8785 canonical JSON (keys sorted by UTF-16 code units; ECMAScript number and string serialisation). */
-function canonical(value: unknown): string {
-  if (
-    value === null ||
-    typeof value === 'boolean' ||
-    typeof value === 'number' ||
-    typeof value === 'string'
-  ) {
-    return JSON.stringify(value);
-  }
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  const object = value as Record<string, unknown>;
-  return `{${Object.keys(object)
-    .sort()
-    .map((key) => `${JSON.stringify(key)}:${canonical(object[key])}`)
-    .join(',')}}`;
-}
-
-const node = (left: Uint8Array, right: Uint8Array): Buffer =>
-  sha256(Buffer.concat([Buffer.from([1]), left, right]));
-
-/** RFC 9162 section 2.1.1 Merkle Tree Hash over leaf hashes taken as given. */
-function merkleRoot(leaves: readonly Uint8Array[]): Buffer {
-  if (leaves.length === 0) return sha256(new Uint8Array(0));
-  if (leaves.length === 1) return Buffer.from(leaves[0]!);
-  let k = 1;
-  while (k * 2 < leaves.length) k *= 2;
-  return node(merkleRoot(leaves.slice(0, k)), merkleRoot(leaves.slice(k)));
-}
-
-/** RFC 9162 section 2.1.3.2: the root an inclusion path leads to, or null; also the side of each step. */
-function rootFromInclusion(
-  index: number,
-  size: number,
-  leaf: Uint8Array,
-  path: readonly Uint8Array[],
-): { root: Buffer; sides: ('left' | 'right')[] } | null {
-  if (index >= size || index < 0) return null;
-  let fn = index;
-  let sn = size - 1;
-  let r: Buffer = Buffer.from(leaf);
-  const sides: ('left' | 'right')[] = [];
-  for (const p of path) {
-    if (p.length !== 32 || sn === 0) return null;
-    if (fn % 2 === 1 || fn === sn) {
-      r = node(p, r);
-      sides.push('left');
-      if (fn % 2 === 0) {
-        while (fn % 2 === 0 && fn !== 0) {
-          fn = Math.floor(fn / 2);
-          sn = Math.floor(sn / 2);
-        }
-      }
-    } else {
-      r = node(r, p);
-      sides.push('right');
-    }
-    fn = Math.floor(fn / 2);
-    sn = Math.floor(sn / 2);
-  }
-  return sn === 0 ? { root: r, sides } : null;
-}
-
-function jsonFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory()
-      ? jsonFiles(path.join(dir, entry.name))
-      : entry.name.endsWith('.json')
-        ? [path.join(dir, entry.name)]
-        : [],
-  );
-}
-
-describe('the reference implementations of this file agree with the shared vectors', () => {
-  test('RFC 8785: every jcs vector', () => {
-    const names = readdirSync(`${VECTORS}/jcs/input`);
-    expect(names.length).toBeGreaterThan(0);
-    for (const name of names) {
-      const input = JSON.parse(readFileSync(`${VECTORS}/jcs/input/${name}`, 'utf8'));
-      const expected = readFileSync(`${VECTORS}/jcs/output/${name}`, 'utf8');
-      expect(canonical(input), name).toBe(expected);
-    }
-  });
-
-  test('RFC 9162 roots of sizes 0 to 8, and every inclusion vector (happy paths verify, broken ones do not)', () => {
-    const roots = JSON.parse(readFileSync(`${VECTORS}/merkle/rfc6962-roots.json`, 'utf8')) as {
-      leaf_hashes_hex: string[];
-      roots_hex: string[];
-    };
-    const leaves = roots.leaf_hashes_hex.map((h) => Buffer.from(h, 'hex'));
-    expect(roots.roots_hex).toHaveLength(leaves.length + 1);
-    roots.roots_hex.forEach((root, size) => {
-      expect(merkleRoot(leaves.slice(0, size)).toString('hex'), `size ${size}`).toBe(root);
-    });
-    const files = jsonFiles(`${VECTORS}/merkle/inclusion`);
-    expect(files.length).toBeGreaterThan(50);
-    for (const file of files) {
-      const v = JSON.parse(readFileSync(file, 'utf8')) as {
-        leafIdx: number;
-        treeSize: number;
-        root: string | null;
-        leafHash: string | null;
-        proof: string[] | null;
-        wantErr: boolean;
-      };
-      const result = rootFromInclusion(
-        v.leafIdx,
-        v.treeSize,
-        Buffer.from(v.leafHash ?? '', 'base64'),
-        (v.proof ?? []).map((p) => Buffer.from(p, 'base64')),
-      );
-      const ok =
-        result !== null &&
-        Buffer.from(v.leafHash ?? '', 'base64').length === 32 &&
-        result.root.equals(Buffer.from(v.root ?? '', 'base64'));
-      expect(ok, file).toBe(!v.wantErr);
-    }
-  });
-});
 
 // ---------------------------------------------------------------------------------------------------------------
 
