@@ -22,7 +22,10 @@ const USAGE = `usage: platform [run] [--test-clock] [--config FILE]
 Environment: API_PORT AGENTS_PORT DEVICES_PORT VERIFY_PORT HOST DATA_DIR DATABASE_URL
              PLATFORM_ENV (test|prod) LOG_LEVEL LOG_FORMAT (json|pretty) CONFIG_FILE
              PUBLIC_{API,AGENTS,DEVICES,VERIFY}_URL METRICS_PORT METRICS_HOST METRICS_TOKEN
-             PLATFORM_WORKERS (processes serving the ports: a number or auto; default 1)`;
+             PLATFORM_WORKERS (processes serving the ports: a number or auto; default 1)
+             EMBEDDED_PG_PORT TRUST_PROXY (addresses, CIDR ranges, loopback, linklocal, uniquelocal)
+             and the features' settings (MEDIA_MAX_BYTES, WEBHOOK_ALLOWED_TARGETS, ...): the README's table
+             lists every variable; a config file takes them in lower case`;
 
 /** The configuration once read, for naming the variable behind a failure. */
 let config: PlatformConfig | null = null;
