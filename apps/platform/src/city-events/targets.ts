@@ -103,13 +103,52 @@ export function isPrivateAddress(address: string): boolean {
   return true;
 }
 
-/** The allow-list of WEBHOOK_ALLOWED_TARGETS: names, and a BlockList of its addresses and ranges. */
+/**
+ * The allow-list of WEBHOOK_ALLOWED_TARGETS: names, and a BlockList of its addresses and ranges; and the name servers
+ * of WEBHOOK_NAME_SERVERS (null: the system's).
+ */
 export interface TargetPolicy {
   names: ReadonlySet<string>;
   addresses: net.BlockList;
+  nameServers: readonly string[] | null;
 }
 
 export const WEBHOOK_TARGETS_SETTING = 'WEBHOOK_ALLOWED_TARGETS';
+
+/**
+ * WEBHOOK_NAME_SERVERS (a feature setting): the name servers receivers' names are asked of, comma-separated addresses
+ * with an optional port ("9.9.9.9,149.112.112.112:53,[2620:fe::fe]:53"). Unset, the system's (/etc/resolv.conf). Set,
+ * a receiver's name is resolved by those servers only, never through getaddrinfo and /etc/hosts: a city whose own
+ * name servers answer internal names (split horizon) keeps them out of what a webhook's owner can name. The names
+ * WEBHOOK_ALLOWED_TARGETS lists are still looked up as the system looks names up.
+ */
+export const WEBHOOK_NAME_SERVERS_SETTING = 'WEBHOOK_NAME_SERVERS';
+
+/** One name server as c-ares takes it ("a.b.c.d", "a.b.c.d:port", "[v6]:port", "v6"), or null if it is not one. */
+function nameServer(entry: string): string | null {
+  const withPort = /^(?:\[([0-9a-fA-F:.]+)\]|(\d+\.\d+\.\d+\.\d+)):(\d{1,5})$/.exec(entry);
+  const port = withPort ? Number(withPort[3]) : 53;
+  const address = withPort ? (withPort[1] ?? withPort[2]!) : entry.replace(/^\[(.*)\]$/, '$1');
+  const family = net.isIP(address);
+  // A port of 0 aborts the process inside c-ares' binding, and one over 65535 wraps: both are refused here.
+  if (family === 0 || port < 1 || port > 65535 || (withPort?.[1] !== undefined && family !== 6)) return null;
+  if (port === 53) return address;
+  return family === 6 ? `[${address}]:${port}` : `${address}:${port}`;
+}
+
+function nameServersOf(settings: NodeJS.ProcessEnv): string[] | null {
+  const raw = settings[WEBHOOK_NAME_SERVERS_SETTING];
+  if (raw === undefined || raw.trim() === '') return null;
+  return raw.split(',').map((part) => {
+    const server = nameServer(part.trim());
+    if (server === null) {
+      throw new Error(
+        `${WEBHOOK_NAME_SERVERS_SETTING}: "${part.trim()}" is not an IP address with an optional port (1 to 65535)`,
+      );
+    }
+    return server;
+  });
+}
 
 export function targetPolicy(settings: NodeJS.ProcessEnv): TargetPolicy {
   const names = new Set<string>();
@@ -136,7 +175,7 @@ export function targetPolicy(settings: NodeJS.ProcessEnv): TargetPolicy {
       addresses.addSubnet(address, n, family === 4 ? 'ipv4' : 'ipv6');
     }
   }
-  return { names, addresses };
+  return { names, addresses, nameServers: nameServersOf(settings) };
 }
 
 const bare = (hostname: string) => hostname.replace(/^\[|\]$/g, '').toLowerCase();
@@ -159,9 +198,14 @@ const RESOLVE_TRIES = 2;
  * name has no address (a name of the city's /etc/hosts, say) is getaddrinfo asked, as it is for the names
  * WEBHOOK_ALLOWED_TARGETS lists, which the city trusts.
  */
-async function addressesOf(host: string, trusted: boolean): Promise<{ address: string; family: number }[]> {
+async function addressesOf(
+  host: string,
+  trusted: boolean,
+  nameServers: readonly string[] | null,
+): Promise<{ address: string; family: number }[]> {
   if (!trusted) {
     const resolver = new Resolver({ timeout: RESOLVE_TRY_MS, tries: RESOLVE_TRIES });
+    if (nameServers !== null) resolver.setServers(nameServers);
     const [v4, v6] = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
     const found = [
       ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 })) : []),
@@ -172,6 +216,13 @@ async function addressesOf(host: string, trusted: boolean): Promise<{ address: s
       (r) => r.status === 'rejected' && (r.reason as NodeJS.ErrnoException).code === 'ETIMEOUT',
     );
     if (timedOut) throw (timedOut as PromiseRejectedResult).reason;
+    // The city's chosen name servers had no address for it: not /etc/hosts then (WEBHOOK_NAME_SERVERS).
+    if (nameServers !== null) {
+      const failed = [v4, v6].find((r) => r.status === 'rejected');
+      throw failed
+        ? (failed as PromiseRejectedResult).reason
+        : Object.assign(new Error('no address'), { code: 'ENODATA' });
+    }
   }
   return lookup(host, { all: true, verbatim: true });
 }
@@ -193,7 +244,7 @@ export async function resolveTarget(url: URL, policy: TargetPolicy): Promise<Tar
     addresses = [{ address: host, family: net.isIP(host) }];
   } else {
     try {
-      addresses = await addressesOf(host, policy.names.has(host));
+      addresses = await addressesOf(host, policy.names.has(host), policy.nameServers);
     } catch (error) {
       return {
         ok: false,
