@@ -1,7 +1,7 @@
-import { createReadStream } from 'node:fs';
+import { type FileHandle, open } from 'node:fs/promises';
 import { almatyDate, type FieldError, Submission } from '@ooh/protocol';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { principalOf } from '../auth/plugin.js';
 import type { Principal, RouteAuth } from '../auth/principal.js';
 import type { PlatformContext } from '../context.js';
@@ -12,6 +12,7 @@ import {
   discardUpload,
   isMediaType,
   keepUpload,
+  lockMediaHash,
   MEDIA_TYPES,
   MediaError,
   mediaPath,
@@ -19,6 +20,7 @@ import {
   probeMedia,
   type ReceivedFile,
   receiveUpload,
+  releaseMedia,
 } from '../media/index.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 import {
@@ -135,11 +137,18 @@ export async function registerSubmissionFlow(
           }
           throw error;
         }
+        // Set once the file is at its content address: if the transaction then fails, no row may name it.
+        const moved = { kept: false };
+        let replaced: string | null;
         try {
-          await withTransaction(ctx.db, async (client) => {
+          replaced = await withTransaction(ctx.db, async (client) => {
             // The submission may have been sent while the file streamed in.
             const locked = requireOwn(await lockSubmission(client, id), principal, id);
             requireDraft(locked);
+            const previous = (await findSubmissionMedia(client, id))?.media_sha256 ?? null;
+            // Held to COMMIT: a remover of this hash (release.ts, the sweep) waits, then sees this row, so the file
+            // keepUpload finds there is not removed before the row names it.
+            await lockMediaHash(client, file.sha256);
             await putSubmissionMedia(
               client,
               {
@@ -155,11 +164,22 @@ export async function registerSubmissionFlow(
             // Moved to its content address only once the submission has taken it, before COMMIT (the row never
             // names a file that is not there): an upload refused here leaves no file behind.
             await keepUpload(ctx.config.dataDir, file);
+            moved.kept = true;
+            return previous;
           });
+        } catch (error) {
+          // Moved, then not committed: the file is removed unless another row names it (what a crash here leaves,
+          // the sweep removes).
+          if (moved.kept) await releaseQuietly(ctx, request.log, file.sha256, 'upload not committed');
+          throw error;
         } finally {
           // The temporary file, if the upload was refused before it was moved (nothing once it was).
           await discardUpload(file);
         }
+        // The replaced file, once the replacement committed (a rollback never loses a file a row still names);
+        // kept while any other submission, of any organisation, names the same bytes.
+        if (replaced !== null && replaced !== file.sha256)
+          await releaseQuietly(ctx, request.log, replaced, 'replaced');
         return reply.code(200).send({ media_sha256: file.sha256, ...facts });
       },
     );
@@ -172,21 +192,34 @@ export async function registerSubmissionFlow(
     async (request, reply) => {
       const principal = principalOf(request);
       const id = pathUuid(request.params.id, 'submission');
-      const { rows } = await ctx.db.query<{
-        organisation_id: string;
-        media_sha256: string;
-        media_type: string;
-      }>(
-        `SELECT s.organisation_id, m.media_sha256, m.media_type FROM submissions s
-           JOIN submission_media m ON m.submission_id = s.id WHERE s.id = $1`,
-        [id],
-      );
-      const row = rows[0];
-      if (
-        !row ||
-        (principal.organisation.kind !== 'authority' && row.organisation_id !== principal.organisation.id)
-      ) {
-        throw notFound('submission media', id);
+      const readRow = async () => {
+        const { rows } = await ctx.db.query<{
+          organisation_id: string;
+          media_sha256: string;
+          media_type: string;
+        }>(
+          `SELECT s.organisation_id, m.media_sha256, m.media_type FROM submissions s
+             JOIN submission_media m ON m.submission_id = s.id WHERE s.id = $1`,
+          [id],
+        );
+        const row = rows[0];
+        if (
+          !row ||
+          (principal.organisation.kind !== 'authority' && row.organisation_id !== principal.organisation.id)
+        ) {
+          throw notFound('submission media', id);
+        }
+        return row;
+      };
+      let row = await readRow();
+      let file: FileHandle;
+      try {
+        file = await open(mediaPath(ctx.config.dataDir, row.media_sha256), 'r');
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+        // The draft's media was replaced between the query and the open, and the old file removed: the new one.
+        row = await readRow();
+        file = await open(mediaPath(ctx.config.dataDir, row.media_sha256), 'r');
       }
       // An uploaded file is the uploader's content on the console's origin: never sniffed into something else,
       // never run as a page if opened (a sandbox without any source), saved rather than shown when navigated to.
@@ -201,7 +234,7 @@ export async function registerSubmissionFlow(
           'content-disposition',
           `attachment; filename="${row.media_sha256}${extensionOf(row.media_type)}"`,
         )
-        .send(createReadStream(mediaPath(ctx.config.dataDir, row.media_sha256)));
+        .send(file.createReadStream());
     },
   );
 
@@ -250,6 +283,25 @@ export async function registerSubmissionFlow(
       return submissionView((await findSubmission(ctx.db, id))!);
     },
   );
+}
+
+/**
+ * Removes a media file no row names any more (media/release.ts). Its failure fails nothing the caller asked for: the
+ * upload is stored, or its own error is the answer; a file left behind is the sweep's (media/sweep.ts).
+ */
+async function releaseQuietly(
+  ctx: PlatformContext,
+  log: FastifyBaseLogger,
+  sha256: string,
+  why: 'replaced' | 'upload not committed',
+): Promise<void> {
+  try {
+    const released = await releaseMedia(ctx.db, ctx.config.dataDir, sha256);
+    if (released.outcome === 'removed')
+      log.info({ media_sha256: sha256, bytes: released.bytes, why }, 'media file removed');
+  } catch (error) {
+    log.warn({ err: error, media_sha256: sha256, why }, 'media file not removed; the sweep will');
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { access, mkdir, rename, rm } from 'node:fs/promises';
+import { access, lstat, mkdir, rename, rm, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform, type TransformCallback } from 'node:stream';
 import { MediaError } from './errors.js';
@@ -10,9 +10,18 @@ export function mediaDir(dataDir: string): string {
   return path.join(dataDir, 'media');
 }
 
+/** The name of a content file: the SHA-256 of its bytes in lowercase hex. */
+export const CONTENT_NAME = /^[0-9a-f]{64}$/;
+/** The name of an upload's temporary file (randomUUID). */
+export const TEMP_NAME = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 export function mediaPath(dataDir: string, sha256: string): string {
-  if (!/^[0-9a-f]{64}$/.test(sha256)) throw new Error(`not a SHA-256: ${sha256}`);
+  if (!CONTENT_NAME.test(sha256)) throw new Error(`not a SHA-256: ${sha256}`);
   return path.join(mediaDir(dataDir), sha256);
+}
+
+export function mediaTmpDir(dataDir: string): string {
+  return path.join(mediaDir(dataDir), 'tmp');
 }
 
 export interface ReceivedFile {
@@ -47,7 +56,7 @@ export async function receiveUpload(
   body: NodeJS.ReadableStream,
   options: { dataDir: string; maxBytes: number },
 ): Promise<ReceivedFile> {
-  const tmpDir = path.join(mediaDir(options.dataDir), 'tmp');
+  const tmpDir = mediaTmpDir(options.dataDir);
   await mkdir(tmpDir, { recursive: true });
   const tempPath = path.join(tmpDir, randomUUID());
   const counter = new HashingLimit(options.maxBytes);
@@ -95,4 +104,35 @@ export async function keepUpload(dataDir: string, file: ReceivedFile): Promise<s
 
 export async function discardUpload(file: ReceivedFile): Promise<void> {
   await rm(file.tempPath, { force: true });
+}
+
+const isMissing = (error: unknown) => (error as NodeJS.ErrnoException).code === 'ENOENT';
+
+/**
+ * Removes `file` if it is a regular file (last written before `modifiedBeforeMs`, if given), never what a symbolic
+ * link there points to (lstat, then unlink, which removes a link itself and is only reached for a regular file). Its
+ * size, or null when nothing was removed: not there (another remover was first; never an error), not a regular file,
+ * or written since (left alone).
+ */
+export async function removeRegularFile(
+  file: string,
+  options: { modifiedBeforeMs?: number } = {},
+): Promise<number | null> {
+  let size: number;
+  try {
+    const stats = await lstat(file);
+    if (!stats.isFile()) return null;
+    if (options.modifiedBeforeMs !== undefined && stats.mtimeMs >= options.modifiedBeforeMs) return null;
+    size = stats.size;
+  } catch (error) {
+    if (isMissing(error)) return null;
+    throw error;
+  }
+  try {
+    await unlink(file);
+  } catch (error) {
+    if (isMissing(error)) return null;
+    throw error;
+  }
+  return size;
 }
