@@ -31,9 +31,10 @@ beforeAll(async () => {
   operator = await organisation(p, 'operator');
   advertiser = await organisation(p, 'advertiser');
   site = await structures(p, operator.id, 1);
-  // What the failure and the race below ask of a transaction at COMMIT, after keepUpload has moved the file: a
-  // deferred constraint trigger runs at COMMIT. Rows of the submissions listed in media_test_refused fail there;
-  // rows of those in media_test_slow wait there (the window between keepUpload and COMMIT, held open).
+  // What the failure and the race below ask of an upload's transaction. A deferred constraint trigger runs at
+  // COMMIT, after keepUpload has moved the file: rows of the submissions listed in media_test_refused fail there,
+  // rows of those in media_test_slow wait there (the window between keepUpload and COMMIT, held open). A plain
+  // trigger runs when the row is written, before keepUpload: rows of those in media_test_slow also wait there.
   await p.database.db.query(`
     CREATE TABLE media_test_refused (submission_id uuid PRIMARY KEY);
     CREATE TABLE media_test_slow (submission_id uuid PRIMARY KEY);
@@ -49,6 +50,15 @@ beforeAll(async () => {
     END $$;
     CREATE CONSTRAINT TRIGGER media_test_at_commit AFTER INSERT OR UPDATE ON submission_media
       DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION media_test_at_commit();
+    CREATE FUNCTION media_test_at_write() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF EXISTS (SELECT 1 FROM media_test_slow WHERE submission_id = NEW.submission_id) THEN
+        PERFORM pg_sleep(0.3);
+      END IF;
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER media_test_at_write AFTER INSERT OR UPDATE ON submission_media
+      FOR EACH ROW EXECUTE FUNCTION media_test_at_write();
   `);
 });
 afterAll(async () => {
@@ -173,12 +183,37 @@ describe("replacing a draft's media", () => {
 });
 
 describe('two uploads of the same bytes while a third draft replaces them away', () => {
-  /** Transactions waiting in media_test_at_commit (pg_sleep), that is between keepUpload and their COMMIT. */
+  /** Transactions waiting in media_test_at_commit: between keepUpload and the end of their COMMIT. */
   async function committing(): Promise<number> {
     const { rows } = await p.database.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'`,
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event = 'PgSleep' AND query = 'COMMIT'`,
     );
     return rows[0]!.n;
+  }
+
+  /**
+   * Watches, every few milliseconds until stopped, that each hash a committed row names has its file: a file removed
+   * from under a row is put back when the other upload moves its own copy into place, so the end state alone would
+   * not show it. Resolves with what it saw missing.
+   */
+  function watchNamedFiles(): () => Promise<string[]> {
+    const missing = new Set<string>();
+    let stopped = false;
+    const watching = (async () => {
+      while (!stopped) {
+        const { rows } = await p.database.db.query<{ media_sha256: string }>(
+          'SELECT DISTINCT media_sha256 FROM submission_media',
+        );
+        for (const { media_sha256 } of rows) if (!(await onDisk(media_sha256))) missing.add(media_sha256);
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    return async () => {
+      stopped = true;
+      await watching;
+      return [...missing];
+    };
   }
 
   async function race(options: { replaceWhileCommitting: boolean }): Promise<void> {
@@ -194,22 +229,26 @@ describe('two uploads of the same bytes while a third draft replaces them away',
         b.id,
       ]);
     }
+    const stopWatching = watchNamedFiles();
     const uploads = [
       upload(p, operator.key, a.id, bytes, 'image/png'),
       upload(p, advertiser.key, b.id, bytes, 'image/png'),
     ];
     if (options.replaceWhileCommitting) {
-      // One of them has found the file there (keepUpload) and waits at COMMIT: the moment a remover that does not
-      // wait for it would see the hash unnamed and take the file from under it.
+      // The first of them has found the file there (keepUpload, so it dropped its own copy) and waits at COMMIT; the
+      // other waits to write its row: the moment a remover that does not wait for them would see the hash unnamed and
+      // take the file from under the first.
       const until = Date.now() + 10_000;
       while ((await committing()) === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 5));
       expect(await committing()).toBeGreaterThan(0);
     }
     const replacing = upload(p, operator.key, leaving.id, freshPng(), 'image/png');
     const answers = await Promise.all([...uploads, replacing]);
+    expect(await stopWatching()).toEqual([]);
     expect(answers.map((r) => r.statusCode)).toEqual([200, 200, 200]);
     expect(await namedHash(a.id)).toBe(hash);
     expect(await namedHash(b.id)).toBe(hash);
+    expect(await namedHash(leaving.id)).not.toBe(hash);
     expect(await onDisk(hash)).toBe(true);
     await everyNamedFileThere();
     expect(Buffer.compare(await downloaded(operator, a.id), bytes)).toBe(0);
