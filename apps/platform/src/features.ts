@@ -13,6 +13,7 @@ import { identityFeature } from './identity/routes.js';
 import { openDataFeature } from './open-data/routes.js';
 import { ledgerFeature } from './ledger/routes.js';
 import { ledgerTimestampFeature } from './ledger/timestamp-routes.js';
+import { mediaFeature } from './media/feature.js';
 import { popFeature } from './pop/routes.js';
 import { publicPageFeature } from './public-page/routes.js';
 import { reportsFeature } from './reports/routes.js';
@@ -30,6 +31,7 @@ export const FEATURES: Feature[] = [
   clockFeature,
   authorityFeature,
   approvalsFeature,
+  mediaFeature,
   devicesFeature,
   popFeature,
   sealsFeature,
