@@ -18,6 +18,7 @@ import { platformContext } from '../../src/context.js';
 import { FEATURES } from '../../src/features.js';
 import { buildServers, type Servers } from '../../src/platform.js';
 import { createPublicPageFeature } from '../../src/public-page/index.js';
+import { expectAccessible } from '../console/browser.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import type { TestPlatform } from '../support/platform.js';
 
@@ -101,6 +102,17 @@ export async function screenshotScreens(
     await page.screenshot({ path: path.join(folder, `${name}-${i + 1}.png`) });
   }
   await page.evaluate('window.scrollTo(0, 0)');
+}
+
+/**
+ * The page as it is, on a phone's 390×844: nothing wider than the screen, and axe-core's serious and critical
+ * violations none (WCAG 2.2 target size among them); the page is left at that size.
+ */
+export async function expectReadableOnPhone(page: Page, name: string): Promise<void> {
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.evaluate('new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))');
+  expect(await page.evaluate('document.documentElement.scrollWidth'), name).toBeLessThanOrEqual(390);
+  await expectAccessible(page, `${name} on a phone`);
 }
 
 /** Texts that are the same in every language (language names, a bare sign). */

@@ -14,6 +14,7 @@ import { agentBody, insertBatch } from '../seals/helpers.js';
 import {
   ARTIFACTS,
   expectNoEnglish,
+  expectReadableOnPhone,
   fingerprintOf,
   type PublicPlatform,
   screenshot,
@@ -134,6 +135,9 @@ describe('the public page in Chromium', () => {
       await expectDayVerified(page, '2026-11-20', language);
       await expectDayVerified(page, '2026-11-19', language);
       expect(await sealCard(page, '2026-11-21').textContent()).toContain(d['seals.notSealed']);
+      // The sealed days as a phone shows them, before anything is asked.
+      await expectReadableOnPhone(page, `sealed days (${language})`);
+      await page.setViewportSize({ width: 1366, height: 768 });
       const checks = sealCard(page, '2026-11-20').locator('li.check');
       await sealCard(page, '2026-11-20').locator('summary').click();
       expect(await checks.evaluateAll((items) => items.map((i) => i.className))).toEqual([
@@ -196,10 +200,8 @@ describe('the public page in Chromium', () => {
       await page.evaluate('window.scrollTo(0, 0)');
       await page.screenshot({ path: path.join(ARTIFACTS, language, 'first-screen-1366x768.png') });
 
-      // A phone: nothing wider than the screen.
-      await page.setViewportSize({ width: 390, height: 844 });
-      expect(await page.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
-      await expectAccessible(page, `public page on a phone (${language})`);
+      // A phone: the creative checked and the block shown.
+      await expectReadableOnPhone(page, `public page (${language})`);
       await screenshot(page, language, 'page-phone');
       await screenshotScreens(page, language, 'phone', 6);
       expect(errors).toEqual([]);
@@ -248,6 +250,9 @@ describe('the public page in Chromium', () => {
       await expectAccessible(page, 'tampered (kk)');
       await expectNoEnglish(page, 'tampered (kk)');
       await screenshot(page, 'kk', 'tampered');
+      // Its checks are open: a failure shows why at once.
+      await expectReadableOnPhone(page, 'tampered (kk)');
+      await screenshot(page, 'kk', 'tampered-phone');
     } finally {
       await context.close();
     }
@@ -280,6 +285,8 @@ describe('the public page in Chromium', () => {
       await expectNoEnglish(page, 'signature fails (ru)');
       await signature.scrollIntoViewIfNeeded();
       await screenshot(page, 'ru', 'signature-fails');
+      await expectReadableOnPhone(page, 'signature fails (ru)');
+      await screenshot(page, 'ru', 'signature-fails-phone');
     } finally {
       await context.close();
     }
