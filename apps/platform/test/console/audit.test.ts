@@ -1,3 +1,5 @@
+import { mkdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { exportPublicKeySpki, generateEs256KeyPair } from '@ooh/crypto';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -7,6 +9,8 @@ import { ru } from '../../console/src/i18n/ru.js';
 import { png } from '../approvals/media-fixtures.js';
 import { apiCall } from '../support/platform.js';
 import {
+  ARTIFACTS,
+  axeViolations,
   type ConsolePlatform,
   expectNoEnglish,
   launchChromium,
@@ -19,7 +23,8 @@ import {
  * and Kazakh, at a desktop's 1280×800 and a phone's 390×844; the pages a role may not open; and the error paths a user
  * meets (a 422 with field errors, a session that expired, too many sign-ins, no network), keyboard alone, and Almaty
  * time in a browser set to another zone. journeys.test.ts and day-one.test.ts walk the work itself; this file looks at
- * what they do not: every role, the phone, and the errors.
+ * what they do not: every role, the phone, and the errors. On the phone every page is also scanned by axe-core (WCAG
+ * 2.2 target size included) and kept as a screenshot in test-artifacts/console/phone/<role>/<page>-<language>.png.
  */
 
 // Friday 2026-11-20, 11:00 Almaty.
@@ -243,15 +248,18 @@ interface Look {
   cut: string[];
   unnamed: string[];
   emptyTables: string[];
+  browserFileButtons: string[];
 }
 
 /**
  * What a reader would find wrong on the page as it is: a message key shown as text; text cut off (clipped by an
  * overflow, or past the right edge of the screen or of its panel, outside the tables that scroll in their frames);
- * a control with no accessible name; a table with no rows (an empty list must say so in words).
+ * a control with no accessible name; a table with no rows (an empty list must say so in words); a file input that shows
+ * the browser's own button, which speaks the browser's language ("Choose File" in a Kazakh console) and on a phone
+ * cuts its own text short ("No ...osen").
  */
 const LOOK = `(() => {
-  const out = { keys: [], cut: [], unnamed: [], emptyTables: [] };
+  const out = { keys: [], cut: [], unnamed: [], emptyTables: [], browserFileButtons: [] };
   const visible = (el) => el.checkVisibility() && el.closest('.visually-hidden') === null;
   const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + ' "' + (el.textContent || '').trim().slice(0, 50) + '"';
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
@@ -287,6 +295,11 @@ const LOOK = `(() => {
   for (const table of document.querySelectorAll('main table')) {
     if (visible(table) && table.tBodies.length > 0 && [...table.tBodies].every((b) => b.rows.length === 0))
       out.emptyTables.push(table.caption ? table.caption.textContent : name(table));
+  }
+  for (const input of document.querySelectorAll('input[type="file"]')) {
+    const r = input.getBoundingClientRect();
+    if (visible(input) && getComputedStyle(input).opacity !== '0' && r.width > 1 && r.height > 1)
+      out.browserFileButtons.push(name(input));
   }
   return out;
 })()`;
@@ -387,6 +400,21 @@ async function expectEveryControlReachable(page: Page): Promise<void> {
   await page.locator('body').focus();
 }
 
+/** A page's address as a file name: ids by what they name. */
+function slug(path: string): string {
+  const named = Object.entries({ ...submissions, device: deviceId }).reduce(
+    (p, [name, id]) => p.replaceAll(id, name),
+    path,
+  );
+  return named.replace(/^\//, '').replaceAll('/', '-');
+}
+
+async function phoneShot(page: Page, name: string): Promise<void> {
+  const file = join(ARTIFACTS, 'phone', `${name}.png`);
+  await mkdir(dirname(file), { recursive: true });
+  await page.screenshot({ path: file, fullPage: true });
+}
+
 describe('the console audited in Chromium, role by role', () => {
   test.each(
     Object.keys(OFFERED) as Exclude<User, 'lockedOut'>[],
@@ -413,6 +441,15 @@ describe('the console audited in Chromium, role by role', () => {
           for (const [what, items] of Object.entries(seen))
             for (const item of items as string[])
               found.push(`${path} ${language} ${width}: ${what}: ${item}`);
+          // On a phone axe-core too (the journeys scan the desktop, nothing else the phone), every page in every
+          // language: 162 scans, and the file still takes about 90 s. The screenshot is for a person to look at.
+          if (width === 390) {
+            await phoneShot(page, `${user}/${slug(path)}-${language}`);
+            for (const v of await axeViolations(page))
+              found.push(
+                `${path} ${language} ${width}: axe ${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
+              );
+          }
         }
         await page.setViewportSize({ width: 1280, height: 800 });
       }

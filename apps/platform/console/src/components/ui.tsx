@@ -157,7 +157,9 @@ export function Field(props: {
     : props.children;
   return (
     <div class={`field${props.error ? ' field-invalid' : ''}`}>
-      <label for={props.id}>{props.label}</label>
+      <label for={props.id} id={`${props.id}-label`}>
+        {props.label}
+      </label>
       {children}
       {props.hint ? (
         <p class="hint" id={`${props.id}-hint`}>

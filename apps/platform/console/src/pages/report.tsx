@@ -342,7 +342,7 @@ function ReportDocument(props: { report: CampaignReport }) {
           {r.days.map((d, i) => (
             <tr key={d.day} data-day={d.day}>
               <th scope="row">
-                {date(d.day)}
+                <span class="nowrap">{date(d.day)}</span>
                 {d.live_hours > 0 && d.live_hours < 24 ? (
                   <small class="muted block">{t('reports.partialDay', { hours: d.live_hours })}</small>
                 ) : null}
@@ -533,7 +533,7 @@ function CellsTable(props: { cells: ReportCell[]; codes: Map<string, string> }) 
       {props.cells.map((c) => (
         <tr key={`${c.day}-${c.structure_id}`} class={c.outside_band ? 'row-out' : undefined}>
           <th scope="row">
-            {date(c.day)}
+            <span class="nowrap">{date(c.day)}</span>
             {c.live_hours > 0 && c.live_hours < 24 ? (
               <small class="muted block">{t('reports.partialDay', { hours: c.live_hours })}</small>
             ) : null}
@@ -678,7 +678,9 @@ function SealRow(props: { seal: CampaignReport['seals'][number]; utc: boolean; r
   const allOk = checks?.every((c) => c.state === 'ok');
   return (
     <tr data-day={s.receive_day}>
-      <th scope="row">{date(s.receive_day)}</th>
+      <th scope="row" class="nowrap">
+        {date(s.receive_day)}
+      </th>
       <td class="num">{number(s.plays)}</td>
       {s.sealed ? (
         <>

@@ -18,6 +18,7 @@ import {
   verifySeal,
 } from '@ooh/verify';
 import { useEffect, useState } from 'preact/hooks';
+import { FilePicker } from '../components/dropzone.js';
 import { ApiError, get, put, reach, verifyGet, verifyUrl } from '../api/client.js';
 import type { OpenDataConsole, OpenDataRelease } from '../api/types.js';
 import { DataTable, TableFrame } from '../components/table.js';
@@ -418,12 +419,12 @@ function TimestampAuthority(props: { pin: TsaPin | null; onPin: (pin: TsaPin | n
           />
         </Field>
         <Field id="tsa-file" label={t('transparency.tsa.file')}>
-          <input
+          <FilePicker
             id="tsa-file"
-            type="file"
+            labelledBy="tsa-file-label"
             accept=".pem,.crt,.cer,application/x-pem-file"
-            onChange={async (e) => {
-              const file = (e.target as HTMLInputElement).files?.[0];
+            onFiles={async (files) => {
+              const file = files?.[0];
               if (!file) return;
               const pem = await file.text();
               setText(pem);
@@ -636,7 +637,9 @@ function SealRow(props: {
           : base;
   return (
     <tr data-day={props.day} class={props.open ? 'seal-latest' : undefined}>
-      <th scope="row">{date(props.day)}</th>
+      <th scope="row" class="nowrap">
+        {date(props.day)}
+      </th>
       {seal ? (
         <>
           <td class="num">{number(seal.body.batch_count)}</td>
