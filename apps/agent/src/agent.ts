@@ -24,6 +24,7 @@ import type { EnvelopeVerifier } from './media/envelope.js';
 import { MediaLibrary } from './media/library.js';
 import { RevocationStore } from './media/revocations.js';
 import { createHttpClient, type HttpClient, observeServerDates } from './net/http-client.js';
+import { reportTlsRefusals, type TlsRefusal, tlsRefusals } from './net/tls-refusals.js';
 import type { Display } from './playback/display.js';
 import { type DisplayMode, ModeTracker } from './playback/mode.js';
 import { PlaybackScheduler } from './playback/scheduler.js';
@@ -99,6 +100,8 @@ export interface AgentStatus {
   revocation_list_version: number | null;
   /** Database size, free space and thresholds, the oldest unacknowledged record, retention (storage/maintenance.ts). */
   storage: StorageStatus;
+  /** Hosts of the platform whose server certificate is refused now (net/tls-refusals.ts): nothing is sent to them. */
+  network: { tls_refused: TlsRefusal[] };
 }
 
 /**
@@ -199,10 +202,13 @@ export class AgentCore {
     });
     const authorityRoots = splitPemChain(readAuthorityRoot(config.authorityRootFile));
     this.http = observeServerDates(
-      createHttpClient({
-        ...(config.serverCaFile ? { serverCaPem: readFileSync(config.serverCaFile, 'utf8') } : {}),
-        ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
-      }),
+      reportTlsRefusals(
+        createHttpClient({
+          ...(config.serverCaFile ? { serverCaPem: readFileSync(config.serverCaFile, 'utf8') } : {}),
+          ...(options.dispatcher ? { dispatcher: options.dispatcher } : {}),
+        }),
+        { state: this.state, logger: this.logger, clock: this.clock },
+      ),
       this.clock,
     );
     const clockTrust = () => this.clock.trust();
@@ -409,6 +415,7 @@ export class AgentCore {
       revocationVersion: this.revocations.version,
       lastRenewalCheck: this.renewal.last,
       storage: this.storage.status(),
+      tlsRefused: tlsRefusals(this.state),
     });
   }
 
@@ -520,6 +527,7 @@ export function buildStatus(args: {
   revocationVersion: number | null;
   lastRenewalCheck: RenewalCheck | null;
   storage: StorageStatus;
+  tlsRefused?: TlsRefusal[];
 }): AgentStatus {
   const stats = args.log.stats();
   const files = args.library?.files() ?? null;
@@ -558,6 +566,7 @@ export function buildStatus(args: {
       : null,
     revocation_list_version: args.revocationVersion,
     storage: args.storage,
+    network: { tls_refused: args.tlsRefused ?? [] },
   };
 }
 
@@ -632,6 +641,7 @@ export async function readStatus(
         now,
         lastPrune: state.get<LastPrune>(LAST_PRUNE_KEY) ?? null,
       }),
+      tlsRefused: tlsRefusals(state),
     });
   } finally {
     db.close();

@@ -24,8 +24,8 @@ commands:
            replaces a different device_id (the player was enrolled anew)
   status   show identity, certificate expiry, queue depth, last successful send, clock offset, a stuck batch,
            records set aside, database size, free space and retention, times in local time  [--json: UTC];
-           exit 1 when the player cannot work as it is (certificate, shipping stopped or stuck, disk below its
-           hard threshold), exit 3 when it is not enrolled (no device_id)
+           exit 1 when the player cannot work as it is (certificate, shipping stopped or stuck, a platform host
+           whose TLS certificate is refused, disk below its hard threshold), exit 3 when it is not enrolled (no device_id)
   run      run the agent until interrupted; logs one start-up summary line once started
 
 The config file defaults to $AGENT_CONFIG, else agent.json. It and relative paths given on the command line are
@@ -200,6 +200,7 @@ export async function main(
         certificate === 'not_yet_valid' ||
         status.shipping.alert ||
         status.shipping.stuck ||
+        status.network.tls_refused.length > 0 ||
         status.storage.disk.state === 'full'
         ? 1
         : 0;
@@ -263,6 +264,15 @@ export function startupSummary(status: AgentStatus, config: AgentConfig): Record
   };
 }
 
+/** What each refusal of a server certificate means, for a technician (net/http-client.ts TransportErrorCode). */
+const TLS_REFUSAL_WORDS: Record<string, string> = {
+  tls_untrusted: "presents a certificate not issued by the platform's CA",
+  tls_wrong_host: 'presents a certificate for another host',
+  tls_expired: 'presents an expired certificate',
+  tls_not_yet_valid: 'presents a certificate not valid yet (clock?)',
+  tls_refused: "does not set up TLS with the platform's certificate",
+};
+
 export function formatStatus(status: AgentStatus): string {
   const t = formatLocalTime;
   const certificate = status.identity.certificate;
@@ -296,6 +306,12 @@ export function formatStatus(status: AgentStatus): string {
     lines.push(
       `STUCK:           batch ${stuck.batch_seq} (${stuck.records} records) failing since ${t(stuck.since)}: ${stuck.attempts} sends, ${stuck.failures} failed (${stuck.server_errors} answered 5xx); last: ${stuck.last_answer ?? 'unknown'}`,
       '                 the records behind it wait; it is resent with backoff (see apps/agent/README.md, "Nothing resent forever")',
+    );
+  }
+  for (const refusal of status.network.tls_refused) {
+    lines.push(
+      `TLS REFUSED:     ${refusal.origin} ${TLS_REFUSAL_WORDS[refusal.kind] ?? refusal.kind} (${refusal.kind}) since ${t(refusal.since)}, ${refusal.attempts} call(s), last ${t(refusal.last_at)}`,
+      '                 nothing was sent to it; check the network (a proxy, DNS) and server_ca_file',
     );
   }
   const setAside = status.shipping.setAside;

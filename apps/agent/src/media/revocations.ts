@@ -9,7 +9,7 @@ import { parsePems, type VerificationErrorCode, verifySignedDocument } from '@oo
 import type { Clock } from '../clock.js';
 import { writeFileAtomic } from '../fs/atomic.js';
 import type { Logger } from '../logger.js';
-import type { HttpClient } from '../net/http-client.js';
+import { type HttpClient, isTlsRefusal } from '../net/http-client.js';
 import type { RevocationIndex } from './envelope.js';
 
 export type RevocationRefresh =
@@ -142,7 +142,8 @@ export class RevocationStore implements RevocationIndex {
       this.noneNoted = false;
       text = response.body.toString('utf8');
     } catch (error) {
-      logger.warn({ err: error }, 'revocation list not fetched');
+      // A refused server certificate is said once by the transport (net/tls-refusals.ts), not at every refresh.
+      if (!isTlsRefusal(error)) logger.warn({ err: error }, 'revocation list not fetched');
       return 'unreachable';
     }
     return this.offer(text);

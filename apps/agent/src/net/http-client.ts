@@ -36,19 +36,144 @@ export interface HttpClientOptions {
    * With it, mutual TLS is the dispatcher's business.
    */
   dispatcher?: Dispatcher;
+  /** Connecting, and silence while waiting for the headers or between two parts of a body. */
   timeoutMs?: number;
+  /**
+   * The whole exchange, from the request to the last byte of the answer: a server that drips its answer a byte at a
+   * time resets `timeoutMs` with every byte, never this.
+   */
+  deadlineMs?: number;
   /** Largest response body read; a longer one is an error. */
   maxResponseBytes?: number;
+}
+
+/** Largest response body read by default: the revocation list is the largest answer the platform gives a player. */
+export const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+/** Largest header section of an answer (undici's default is Node's --max-http-header-size; this does not move). */
+export const MAX_HEADER_BYTES = 16 * 1024;
+export const DEFAULT_TIMEOUT_MS = 30_000;
+export const DEFAULT_DEADLINE_MS = 120_000;
+
+/**
+ * Why an exchange got no answer the agent can use, as a stable code (STYLE.md: errors are values with codes):
+ * - `tls_untrusted`: the server's certificate does not chain to `server_ca_file` (another CA, self-signed);
+ * - `tls_wrong_host`: it chains, but names another host;
+ * - `tls_expired`, `tls_not_yet_valid`: it chains and names the host, but is not valid by the agent's clock;
+ * - `tls_refused`: any other failure to set up TLS (a plain-HTTP answer on the HTTPS port, a handshake refused);
+ * - `timeout`: no complete answer within the deadline (a server that hangs or drips);
+ * - `response_too_large`: a body beyond the agent's limit (cut there, never read whole);
+ * - `network`: anything else (refused, reset, name not found).
+ * In every `tls_*` case not one byte of the request was sent: TLS is set up before the request is written.
+ */
+export type TransportErrorCode =
+  | 'tls_untrusted'
+  | 'tls_wrong_host'
+  | 'tls_expired'
+  | 'tls_not_yet_valid'
+  | 'tls_refused'
+  | 'timeout'
+  | 'response_too_large'
+  | 'network';
+
+export class TransportError extends Error {
+  readonly code: TransportErrorCode;
+  /** `https://host:port` of the request. */
+  readonly origin: string;
+
+  constructor(code: TransportErrorCode, origin: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'TransportError';
+    this.code = code;
+    this.origin = origin;
+  }
+}
+
+/** A failure to set up TLS with a certificate of the platform (see TransportErrorCode). */
+export function isTlsRefusal(error: unknown): error is TransportError {
+  return error instanceof TransportError && error.code.startsWith('tls_');
+}
+
+const TLS_UNTRUSTED = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'INVALID_CA',
+]);
+
+/** The code of an error thrown by undici or node:tls (looked for along its causes). */
+function errorCodes(error: unknown): string[] {
+  const codes: string[] = [];
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string') codes.push(code);
+    current = (current as { cause?: unknown }).cause;
+  }
+  return codes;
+}
+
+function classify(error: unknown, origin: string, timedOut: boolean): TransportError {
+  if (error instanceof TransportError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const codes = errorCodes(error);
+  const has = (test: (code: string) => boolean) => codes.find(test);
+  const untrusted = has((code) => TLS_UNTRUSTED.has(code));
+  if (untrusted)
+    return new TransportError('tls_untrusted', origin, `tls_untrusted: ${message} (${untrusted})`, {
+      cause: error,
+    });
+  if (has((code) => code === 'ERR_TLS_CERT_ALTNAME_INVALID'))
+    return new TransportError('tls_wrong_host', origin, `tls_wrong_host: ${message}`, { cause: error });
+  if (has((code) => code === 'CERT_HAS_EXPIRED'))
+    return new TransportError('tls_expired', origin, `tls_expired: ${message}`, { cause: error });
+  if (has((code) => code === 'CERT_NOT_YET_VALID'))
+    return new TransportError('tls_not_yet_valid', origin, `tls_not_yet_valid: ${message}`, { cause: error });
+  const tls = has(
+    (code) => code.startsWith('CERT_') || code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_'),
+  );
+  if (tls)
+    return new TransportError('tls_refused', origin, `tls_refused: ${message} (${tls})`, { cause: error });
+  if (
+    timedOut ||
+    has(
+      (code) =>
+        code === 'UND_ERR_HEADERS_TIMEOUT' ||
+        code === 'UND_ERR_BODY_TIMEOUT' ||
+        code === 'UND_ERR_CONNECT_TIMEOUT',
+    )
+  )
+    return new TransportError('timeout', origin, `timeout: ${message}`, { cause: error });
+  if (has((code) => code === 'UND_ERR_HEADERS_OVERFLOW'))
+    return new TransportError(
+      'response_too_large',
+      origin,
+      `response_too_large: headers beyond ${MAX_HEADER_BYTES} bytes`,
+      { cause: error },
+    );
+  return new TransportError('network', origin, message, { cause: error });
 }
 
 /**
  * HTTP(S) with undici. Plain requests share one pool; each client-certificate pair gets its own Agent
  * (`connect: {cert, key, ca}`), because TLS client identity is fixed per connection. Server certificates are
  * always verified: there is no switch to turn that off.
+ *
+ * What an answer may not do (the network between player and platform is not trusted): redirect (undici's `request`
+ * follows none: a 3xx is an answer like any other, its Location never visited, so no batch or CSR goes elsewhere);
+ * send more than `maxResponseBytes` of body (refused from its Content-Length, else cut as it passes the limit) or
+ * more than MAX_HEADER_BYTES of headers; take longer than `deadlineMs` in all; be decoded (no Accept-Encoding is
+ * sent and no Content-Encoding is undone: a compressed body is bytes that do not parse). Every failure is a
+ * {@link TransportError}.
  */
 export function createHttpClient(options: HttpClientOptions = {}): HttpClient {
-  const timeoutMs = options.timeoutMs ?? 30_000;
-  const maxBytes = options.maxResponseBytes ?? 16 * 1024 * 1024;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
+  const maxBytes = options.maxResponseBytes ?? MAX_RESPONSE_BYTES;
   const plain =
     options.dispatcher ??
     new Agent({
@@ -56,6 +181,7 @@ export function createHttpClient(options: HttpClientOptions = {}): HttpClient {
         ...(options.serverCaPem ? { secureContext: createSecureContext({ ca: options.serverCaPem }) } : {}),
         timeout: timeoutMs,
       },
+      maxHeaderSize: MAX_HEADER_BYTES,
     });
   const tlsAgents = new Map<string, Agent>();
 
@@ -70,7 +196,7 @@ export function createHttpClient(options: HttpClientOptions = {}): HttpClient {
         key: tls.keyPem,
         ...(options.serverCaPem ? { ca: options.serverCaPem } : {}),
       });
-      agent = new Agent({ connect: { secureContext, timeout: timeoutMs } });
+      agent = new Agent({ connect: { secureContext, timeout: timeoutMs }, maxHeaderSize: MAX_HEADER_BYTES });
       tlsAgents.set(tls.id, agent);
     }
     return agent;
@@ -83,30 +209,68 @@ export function createHttpClient(options: HttpClientOptions = {}): HttpClient {
     headers: Record<string, string>,
     tls: TlsIdentity | undefined,
   ): Promise<HttpResponse> {
-    const response = await request(url, {
-      method,
-      headers,
-      ...(body ? { body } : {}),
-      dispatcher: dispatcherFor(tls),
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
-    });
-    const chunks: Buffer[] = [];
-    let total = 0;
-    for await (const chunk of response.body) {
-      const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
-      total += buffer.length;
-      if (total > maxBytes) {
+    const origin = new URL(url).origin;
+    const deadline = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      deadline.abort(
+        new TransportError(
+          'timeout',
+          origin,
+          `timeout: no complete answer from ${origin} within ${deadlineMs} ms`,
+        ),
+      );
+    }, deadlineMs);
+    timer.unref?.();
+    try {
+      const response = await request(url, {
+        method,
+        headers,
+        ...(body ? { body } : {}),
+        dispatcher: dispatcherFor(tls),
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        signal: deadline.signal,
+      });
+      const declared = Number(response.headers['content-length']);
+      if (Number.isFinite(declared) && declared > maxBytes) {
         response.body.destroy();
-        throw new Error(`response from ${url} exceeds ${maxBytes} bytes`);
+        throw new TransportError(
+          'response_too_large',
+          origin,
+          `response_too_large: ${origin} announced ${declared} bytes, beyond ${maxBytes}`,
+        );
       }
-      chunks.push(buffer);
+      const chunks: Buffer[] = [];
+      let total = 0;
+      for await (const chunk of response.body) {
+        const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+        total += buffer.length;
+        if (total > maxBytes) {
+          response.body.destroy();
+          throw new TransportError(
+            'response_too_large',
+            origin,
+            `response_too_large: the answer from ${origin} exceeds ${maxBytes} bytes`,
+          );
+        }
+        chunks.push(buffer);
+      }
+      const flat: Record<string, string | undefined> = {};
+      for (const [name, value] of Object.entries(response.headers)) {
+        flat[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : value;
+      }
+      return { status: response.statusCode, headers: flat, body: Buffer.concat(chunks) };
+    } catch (error) {
+      throw classify(
+        timedOut && !(error instanceof TransportError) ? deadline.signal.reason : error,
+        origin,
+        timedOut,
+      );
+    } finally {
+      clearTimeout(timer);
     }
-    const flat: Record<string, string | undefined> = {};
-    for (const [name, value] of Object.entries(response.headers)) {
-      flat[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : value;
-    }
-    return { status: response.statusCode, headers: flat, body: Buffer.concat(chunks) };
   }
 
   return {
