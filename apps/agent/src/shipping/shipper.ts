@@ -8,7 +8,7 @@ import { type PlayLog, settleTimesByClock } from '../log/play-log.js';
 import { rfc3339 } from '../log/records.js';
 import type { Logger } from '../logger.js';
 import type { HttpClient, HttpResponse, TlsIdentity } from '../net/http-client.js';
-import { problemCode } from '../net/http-client.js';
+import { isTlsRefusal, problemCode } from '../net/http-client.js';
 
 import type { BatchStore, StoredBatch } from './batch-store.js';
 
@@ -178,6 +178,8 @@ export class Shipper {
   /** When the platform last answered a call of the shipper (steady clock, ms); null before the first. */
   private lastAnsweredMs: number | null = null;
   private staleInARow = 0;
+  /** The reason of the last retry logged (retryLater); null after an answered batch. */
+  private lastRetryReason: string | null = null;
   private state: ShippingStatus['state'] = 'idle';
   private wakeController: AbortController | null = null;
   private readonly random: () => number;
@@ -390,11 +392,12 @@ export class Shipper {
   ): Promise<SendOutcome> {
     const { batches, state, clock, logger } = this.options;
     if (response.status === 200) {
-      const answer = parseAnswer(response.body);
-      if (!answer || answer.batch_seq !== batch.batchSeq) {
-        logger.warn({ batch_seq: batch.batchSeq }, 'platform answer unreadable or for another batch');
+      const answer = readAnswer(response.body, batch);
+      if (typeof answer === 'string') {
+        // Never taken on an answer that cannot be read as the spec's: the records stay unsent, the same bytes go
+        // again after a backoff (a platform that did store them answers the resend duplicate: true).
         batches.noteFailure(batch.batchSeq, { at: clock.now(), serverError: false, what: 'answer_invalid' });
-        return this.retryLater(batch, 'answer_invalid');
+        return this.retryLater(batch, 'answer_invalid', answer);
       }
       // Records count as sent only now, after the answer is stored; what the answer moves is stored with it.
       batches.inTransaction(() => {
@@ -406,6 +409,7 @@ export class Shipper {
       this.options.credentials.confirm(identity);
       this.failures = 0;
       this.staleInARow = 0;
+      this.lastRetryReason = null;
       return { kind: 'answered', batchSeq: batch.batchSeq, answer, channel };
     }
 
@@ -423,12 +427,11 @@ export class Shipper {
     batches.noteFailure(batch.batchSeq, { at: clock.now(), serverError: false, what });
     if (response.status === 429) {
       // spec: "429 rate_limited ... Retry-After gives seconds to wait; on the agent channel resend the same bytes"
-      const wait = retryAfterMs(response.headers['retry-after'], clock.now());
       this.failures++;
       return {
         kind: 'retry',
         batchSeq: batch.batchSeq,
-        delayMs: wait ?? backoffDelayMs(this.options.backoff, this.failures, this.random),
+        delayMs: this.retryAfterDelayMs(response.headers['retry-after']),
         reason: 'rate_limited',
       };
     }
@@ -478,7 +481,7 @@ export class Shipper {
     const taken =
       !(answer instanceof Error) &&
       answer.status === 200 &&
-      parseAnswer(answer.body)?.batch_seq === probe.batchSeq;
+      typeof readAnswer(answer.body, probe) !== 'string';
     if (!taken) {
       batches.abandonProbe(probe.batchSeq, clock.now());
       const got = answer instanceof Error ? `network: ${answer.message}` : `http ${answer.status}`;
@@ -551,14 +554,34 @@ export class Shipper {
     }
   }
 
-  private retryLater(batch: StoredBatch | null, reason: string): SendOutcome {
+  /**
+   * The wait a 429 asks for (spec: "Retry-After gives seconds to wait"), within the agent's own bounds: never less
+   * than the backoff of this many failures in a row (a `Retry-After: 0`, negative or unreadable, would otherwise
+   * resend at once, for ever), never more than `backoff_cap_ms` (a value of years, or a date far ahead, would
+   * otherwise stop shipping for as long as Node's longest timer, 24.8 days, and again). The platform's own values
+   * (a few seconds) are waited as given.
+   */
+  private retryAfterDelayMs(header: string | undefined): number {
+    const { backoff } = this.options;
+    const floor = backoffDelayMs(backoff, this.failures, this.random);
+    const asked = retryAfterMs(header, this.options.clock.now());
+    if (asked === null || !Number.isFinite(asked)) return floor;
+    return Math.min(backoff.capMs, Math.max(floor, asked));
+  }
+
+  private retryLater(batch: StoredBatch | null, reason: string, detail?: string): SendOutcome {
     this.failures++;
     const delayMs = backoffDelayMs(this.options.backoff, this.failures, this.random);
     const batchSeq = batch?.batchSeq ?? 0;
-    this.options.logger.warn(
-      { batch_seq: batchSeq, reason, delay_ms: delayMs },
-      batch ? 'batch not answered; will resend' : 'nothing sent; will try again',
-    );
+    // Said when the reason changes, not at every retry: a week behind a hostile network is one line, not thousands.
+    const said = detail === undefined ? reason : `${reason}: ${detail}`;
+    if (said !== this.lastRetryReason) {
+      this.options.logger.warn(
+        { batch_seq: batchSeq, reason, ...(detail === undefined ? {} : { detail }), delay_ms: delayMs },
+        batch ? 'batch not answered; will resend' : 'nothing sent; will try again',
+      );
+      this.lastRetryReason = said;
+    }
     return { kind: 'retry', batchSeq, delayMs, reason };
   }
 
@@ -630,19 +653,57 @@ export class Shipper {
       this.lastAnsweredMs = clock.monotonicMs();
       return true;
     } catch (error) {
-      this.options.logger.warn({ err: error }, 'platform unreachable for the time');
+      // A refused server certificate is said once by the transport (net/tls-refusals.ts), not at every probe.
+      if (!isTlsRefusal(error)) this.options.logger.warn({ err: error }, 'platform unreachable for the time');
       return false;
     }
   }
 }
 
-function parseAnswer(body: Buffer): PopAnswer | null {
+/**
+ * The platform's answer to `batch`, read as the spec's PopAnswer, or why it cannot be (an answer from a broken
+ * platform or from something else on the way: the records then stay unsent and the same bytes go again later).
+ * Beyond the schema, what the spec's fields say of each other (and the platform's judge holds,
+ * apps/platform/src/pop/judge.ts): it answers this batch_seq; `received` is the records of this body ("Records read
+ * from the body"); each record is accepted, a duplicate or refused, and flagged ones are accepted; `items` lists
+ * each duplicate, refused or flagged record once, by its position in this body. An answer counting records the
+ * batch does not hold (a "counted" larger than the batch) is no answer to it.
+ */
+export function readAnswer(
+  body: Buffer,
+  batch: Pick<StoredBatch, 'batchSeq' | 'eventCount'>,
+): PopAnswer | string {
+  let parsed: unknown;
   try {
-    const parsed: unknown = JSON.parse(body.toString('utf8'));
-    return compiledCheck(PopAnswer).Check(parsed) ? parsed : null;
+    parsed = JSON.parse(body.toString('utf8'));
   } catch {
-    return null;
+    return 'not JSON';
   }
+  if (!compiledCheck(PopAnswer).Check(parsed)) return 'not a PopAnswer';
+  const answer = parsed;
+  if (answer.batch_seq !== batch.batchSeq) return `for batch ${answer.batch_seq}`;
+  if (answer.received !== batch.eventCount) {
+    return `received ${answer.received} records of a batch of ${batch.eventCount}`;
+  }
+  if (answer.accepted + answer.duplicates + answer.refused !== answer.received) {
+    return 'accepted + duplicates + refused is not received';
+  }
+  if (answer.flagged > answer.accepted) return 'more flagged than accepted';
+  const seen = new Set<number>();
+  const byStatus = { duplicate: 0, refused: 0, flagged: 0 };
+  for (const item of answer.items) {
+    if (item.index >= answer.received || seen.has(item.index)) return `item index ${item.index} out of place`;
+    seen.add(item.index);
+    byStatus[item.status]++;
+  }
+  if (
+    byStatus.duplicate !== answer.duplicates ||
+    byStatus.refused !== answer.refused ||
+    byStatus.flagged !== answer.flagged
+  ) {
+    return 'items disagree with the counts';
+  }
+  return answer;
 }
 
 export function trimSlash(url: string): string {
