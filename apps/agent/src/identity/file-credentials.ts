@@ -14,6 +14,7 @@ import { AgentError } from '../errors.js';
 import { renameDurable, writeFileAtomic } from '../fs/atomic.js';
 import type { TlsIdentity } from '../net/http-client.js';
 import type { DeviceCredentials } from './device-credentials.js';
+import { checkRenewedCertificate } from './renewed-certificate.js';
 
 export interface CredentialPaths {
   keyFile: string;
@@ -198,23 +199,39 @@ export class FileCredentials implements DeviceCredentials {
     return existsSync(path) ? importPrivateKey(readFileSync(path, 'utf8')) : null;
   }
 
-  /** Step 2: the platform's certificate for the new key is written beside the old pair. */
-  storeIssued(certificatePem: string, chainPem: string, notAfter: string, oldValidUntil: string): void {
+  /**
+   * Step 2: the platform's certificate for the new key is written beside the old pair, once it passes
+   * {@link checkRenewedCertificate} (the renewal key, this device, valid now and beyond the old one, issued by the
+   * device CA of the chain held). Refused: AgentError `renewal_failed`, nothing written, the old pair kept.
+   */
+  async storeIssued(
+    answer: { certificatePem: string; chainPem: string; deviceId: string; oldValidUntil: string },
+    context: { deviceId: string | null; now: Date },
+  ): Promise<void> {
     const renewal = this.renewal;
     if (renewal?.state !== 'requested') throw new AgentError('renewal_failed', 'no renewal was requested');
     const key = this.pendingKey();
     if (!key) throw new AgentError('renewal_failed', 'the renewal key is missing');
-    const info = readCertificate(certificatePem);
-    if (info.publicKeySpki !== exportPublicKeySpki(key)) {
-      throw new AgentError('renewal_failed', 'the issued certificate is not for the renewal key');
-    }
-    writeFileAtomic(`${this.paths.certificateFile}.next`, certificatePem, 0o644);
-    writeFileAtomic(`${this.paths.caChainFile}.next`, chainPem, 0o644);
+    const current = this.current.certificate;
+    if (!current) throw new AgentError('identity_missing', 'no certificate to renew');
+    const info = await checkRenewedCertificate({
+      certificatePem: answer.certificatePem,
+      chainPem: answer.chainPem,
+      renewalKeySpki: exportPublicKeySpki(key),
+      answerDeviceId: answer.deviceId,
+      deviceId: context.deviceId,
+      current,
+      currentChainPem: this.current.chainPem,
+      now: context.now,
+    });
+    writeFileAtomic(`${this.paths.certificateFile}.next`, answer.certificatePem, 0o644);
+    writeFileAtomic(`${this.paths.caChainFile}.next`, answer.chainPem, 0o644);
     this.writeRenewalState({
       ...renewal,
       state: 'issued',
-      not_after: notAfter,
-      old_valid_until: oldValidUntil,
+      // The certificate's own date, not the answer's word for it.
+      not_after: info.notAfter.toISOString(),
+      old_valid_until: answer.oldValidUntil,
     });
     this.reload();
   }

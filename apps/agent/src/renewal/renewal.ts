@@ -12,7 +12,7 @@ import { type FileCredentials, isValidAt } from '../identity/file-credentials.js
 import type { AgentState } from '../log/agent-state.js';
 import type { Logger } from '../logger.js';
 import type { HttpClient, HttpResponse } from '../net/http-client.js';
-import { problemCode } from '../net/http-client.js';
+import { isTlsRefusal, problemCode } from '../net/http-client.js';
 
 const DAY_MS = 86_400_000;
 const HOUR_MS = 3_600_000;
@@ -179,7 +179,9 @@ export class RenewalManager {
         identity,
       );
     } catch (error) {
-      logger.warn({ err: error }, 'renewal call failed; will retry at the next check');
+      // A refused server certificate is said once by the transport (net/tls-refusals.ts), not at every check.
+      if (!isTlsRefusal(error))
+        logger.warn({ err: error }, 'renewal call failed; will retry at the next check');
       return { result: 'failed', reason: (error as Error).message };
     }
     if (response.status !== 200) {
@@ -196,14 +198,19 @@ export class RenewalManager {
     if (!compiledCheck(RenewAnswer).Check(answer))
       return { result: 'failed', reason: 'renewal answer malformed' };
     try {
-      credentials.storeIssued(
-        answer.certificate_pem,
-        answer.chain_pem,
-        answer.not_after,
-        answer.old_valid_until,
+      await credentials.storeIssued(
+        {
+          certificatePem: answer.certificate_pem,
+          chainPem: answer.chain_pem,
+          deviceId: answer.device_id,
+          oldValidUntil: answer.old_valid_until,
+        },
+        { deviceId: this.options.deviceId, now },
       );
     } catch (error) {
-      logger.error({ err: error }, 'renewal answer refused');
+      // The old pair stays; the same CSR goes again at the next check (a platform that issued a good certificate
+      // for it answers with that one).
+      logger.error({ err: error }, 'renewal answer refused; the current certificate is kept');
       return { result: 'failed', reason: (error as Error).message };
     }
     logger.info({ not_after: answer.not_after }, 'certificate renewed; the new pair is used from now on');
