@@ -145,6 +145,32 @@ export function loadConfig(path: string): AgentConfig {
  * Parses the on-disk form; every problem is listed in one AgentError('config_invalid'). Keys it does not read
  * become `warnings` (and are named in that error too: a misspelt `platfrom` explains "platform is required").
  */
+/**
+ * A platform URL in plain HTTP to a host other than this machine: anyone on the network between player and platform
+ * can answer for the platform there (the platform's answers are not signed): take a batch's records as counted when
+ * they never arrived, or set the clock by its Date header. Said, not refused: a site may have a reason (a proxy on the
+ * player's own network), and loopback (the simulator, tests) is no network.
+ */
+function plainHttpWarnings(urls: Record<string, string>): string[] {
+  const warnings: string[] = [];
+  for (const [key, value] of Object.entries(urls)) {
+    let parsed: URL;
+    try {
+      parsed = new URL(value);
+    } catch {
+      continue;
+    }
+    const host = parsed.hostname.replace(/^\[|\]$/g, '');
+    const loopback = host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+    if (parsed.protocol === 'http:' && !loopback) {
+      warnings.push(
+        `platform.${key} is plain http to ${parsed.host}: the network between player and platform can answer for the platform (use https)`,
+      );
+    }
+  }
+  return warnings;
+}
+
 export function parseConfig(raw: unknown, baseDir: string, configFile: string | null = null): AgentConfig {
   const problems: string[] = [];
   /** Full paths of the keys the parser reads: whatever else the file holds is unknown to this agent. */
@@ -359,6 +385,7 @@ export function parseConfig(raw: unknown, baseDir: string, configFile: string | 
     ...unknownKeys(shipping, 'shipping.', known),
     ...unknownKeys(retention, 'retention.', known),
     ...unknownKeys(disk, 'disk.', known),
+    ...plainHttpWarnings({ agents_url: agentsUrl, devices_url: devicesUrl, verify_url: verifyUrl }),
   ];
   if (problems.length > 0) {
     throw new AgentError('config_invalid', `invalid agent config: ${[...problems, ...warnings].join('; ')}`);
