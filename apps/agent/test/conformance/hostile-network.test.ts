@@ -3,6 +3,7 @@ import { gzipSync } from 'node:zlib';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { CorrectedClock } from '../../src/clock.js';
+import { parseConfig } from '../../src/config/config.js';
 import { PlayLog } from '../../src/log/play-log.js';
 import {
   createHttpClient,
@@ -556,5 +557,35 @@ describe('a Date header far off, or one jump, on the answers', () => {
     await http.close();
     expect(clock.synced).toBe(false);
     expect(clock.offset).toBe(0);
+  });
+});
+
+describe('a platform URL in plain http', () => {
+  it('is named among the config warnings unless it is this machine', () => {
+    const config = (agents: string) =>
+      parseConfig(
+        {
+          device_id: null,
+          structure: 'ALM-0001',
+          platform: {
+            agents_url: agents,
+            devices_url: 'https://devices.example.kz',
+            verify_url: 'https://verify.example.kz',
+          },
+          authority_root_file: 'authority-root.pem',
+        },
+        '/tmp',
+      );
+    expect(config('http://agents.example.kz').warnings).toEqual([
+      expect.stringMatching(/^platform\.agents_url is plain http to agents\.example\.kz: /),
+    ]);
+    for (const loopback of [
+      'http://127.0.0.1:8081',
+      'http://localhost:8081',
+      'http://[::1]:8081',
+      'https://agents.example.kz',
+    ]) {
+      expect(config(loopback).warnings).toEqual([]);
+    }
   });
 });
