@@ -11,12 +11,15 @@ import { deviceIdFromCertificate } from './install.js';
  * Refused (AgentError `renewal_failed`, nothing written, the old pair kept, the same CSR sent again at the next check):
  * - a certificate for another key than the renewal key (`*.next`);
  * - another device: the answer's `device_id`, or the id in the certificate's subject, is not this device's;
- * - a CA certificate, or one not valid now (its validity in the past, or still to come), or one that ends no later
- *   than the certificate it replaces;
+ * - a CA certificate, or one not valid now (its validity in the past, or starting more than a day ahead of this
+ *   player's clock), or one that ends no later than the certificate it replaces;
  * - one not issued by the device CA: its chain (the answer's `chain_pem`) must lead to a root of the chain the player
  *   already holds (`ca_chain_file`, installed at enrolment), each link signed, a CA, valid now, fit for clientAuth
  *   (@ooh/verify's verifyChain, the project's one chain walk).
  */
+/** How far ahead of this player's clock a renewed certificate may start: a day, the agent's largest clock correction. */
+const NOT_BEFORE_TOLERANCE_MS = 24 * 3_600_000;
+
 export async function checkRenewedCertificate(args: {
   certificatePem: string;
   chainPem: string;
@@ -57,7 +60,10 @@ export async function checkRenewedCertificate(args: {
   if (info.notAfter.getTime() <= args.now.getTime()) {
     refuse(`the certificate expired on ${info.notAfter.toISOString()}`);
   }
-  if (info.notBefore.getTime() > args.now.getTime()) {
+  // The platform backdates NotBefore by 5 minutes, and judges validity by its own clock; this player's may lag it
+  // (an uncorrected clock, a correction held). A start up to a day ahead, the largest offset the agent's clock takes
+  // from the platform, is the player's lag, not a bad certificate: refusing it would let the current one run out.
+  if (info.notBefore.getTime() > args.now.getTime() + NOT_BEFORE_TOLERANCE_MS) {
     refuse(`the certificate is not valid before ${info.notBefore.toISOString()}`);
   }
   if (info.notAfter.getTime() <= args.current.notAfter.getTime()) {
@@ -83,7 +89,9 @@ export async function checkRenewedCertificate(args: {
   const roots = selfSigned.length > 0 ? selfSigned : held.slice(-1);
   if (roots.length === 0)
     refuse('no device CA chain is held (ca_chain_file) to check the certificate against');
-  const chain = await verifyChain({ leaf, pool, roots, at: args.now, purpose: 'clientAuth' });
+  // Checked at the certificate's start when this player's clock lags it (above); else now.
+  const at = info.notBefore.getTime() > args.now.getTime() ? info.notBefore : args.now;
+  const chain = await verifyChain({ leaf, pool, roots, at, purpose: 'clientAuth' });
   if (!chain.ok) refuse(`not issued by the device CA: ${chain.error.message} (${chain.error.code})`);
   return info;
 }

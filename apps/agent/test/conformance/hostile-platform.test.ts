@@ -293,4 +293,25 @@ describe('renewal answers the agent must refuse', () => {
     expect(agent.credentials.renewalState?.state).toBe('issued');
     expect(agent.credentials.nextCertificate!.notAfter.getTime()).toBeGreaterThan(Date.now() + 300 * DAY_MS);
   });
+
+  it('takes a certificate starting a few hours ahead of a player whose clock lags the platform’s', async () => {
+    // The platform backdates NotBefore 5 minutes by its own clock; this player's runs 3 hours behind it.
+    renewAnswer = async (key, deviceId) =>
+      answerWith(
+        await deviceCertificate({
+          publicKey: key,
+          deviceId,
+          notBefore: new Date(Date.now() + 3 * 3_600_000),
+        }),
+      )(deviceId);
+    player = await hostilePlayer({
+      dir: dir.path,
+      pki,
+      serverCaPem: authority.rootPem,
+      url: server.url,
+      daysLeft: 10,
+    });
+    expect(await player.agent.renewal.check()).toMatchObject({ result: 'renewed' });
+    expect(player.agent.credentials.renewalState?.state).toBe('issued');
+  });
 });
