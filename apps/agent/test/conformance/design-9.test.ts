@@ -431,7 +431,9 @@ describe('shipping against a mocked platform (DESIGN.md §5, §9)', () => {
       .reply((options) => {
         sentAt.push(steadyMs);
         // The spec's answer to this very batch: every record of it received (the agent checks that it fits).
-        const sent = JSON.parse(Buffer.from(options.body as Uint8Array).toString('utf8')) as { events: unknown[] };
+        const sent = JSON.parse(Buffer.from(options.body as Uint8Array).toString('utf8')) as {
+          events: unknown[];
+        };
         return { statusCode: 200, data: answer(batchSeqOf(options.body), sent.events.length) };
       })
       .persist();
