@@ -1,5 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
+import { takeBackup } from './backup/take.js';
+import { restoreBackup } from './backup/restore.js';
 import { bootstrap } from './bootstrap.js';
 import { loadConfig, type PlatformConfig } from './config.js';
 import { checkFeatureSettings } from './settings-check.js';
@@ -18,6 +20,15 @@ import {
 
 const USAGE = `usage: platform [run] [--test-clock] [--config FILE]
        platform bootstrap [--config FILE]
+       platform backup TARGET [--config FILE]
+       platform restore BACKUP [--config FILE]
+
+  backup   a consistent copy of DATA_DIR into the new folder TARGET, while the platform runs or not: the embedded
+           PostgreSQL's online physical backup (with the WAL it needs), the secrets (modes kept), the media files
+           and a manifest of every file's SHA-256; written as TARGET.partial and renamed when whole. With
+           DATABASE_URL the database is the server's to back up (pg_basebackup): secrets and media only
+  restore  checks every file of BACKUP against its manifest, then copies it into an empty or absent DATA_DIR
+           (never over anything); the next platform run replays the database's WAL and serves the copy
 
 Environment: API_PORT AGENTS_PORT DEVICES_PORT VERIFY_PORT HOST DATA_DIR DATABASE_URL
              PLATFORM_ENV (test|prod) LOG_LEVEL LOG_FORMAT (json|pretty) CONFIG_FILE
@@ -26,6 +37,22 @@ Environment: API_PORT AGENTS_PORT DEVICES_PORT VERIFY_PORT HOST DATA_DIR DATABAS
              EMBEDDED_PG_PORT TRUST_PROXY (addresses, CIDR ranges, loopback, linklocal, uniquelocal)
              and the features' settings (MEDIA_MAX_BYTES, WEBHOOK_ALLOWED_TARGETS, ...): the README's table
              lists every variable; a config file takes them in lower case`;
+
+/**
+ * What an operator with DATABASE_URL must do for the database: the server's own physical backup, named exactly, its
+ * password left out (pg_basebackup asks for it, or takes PGPASSWORD).
+ */
+function externalDatabaseHint(databaseUrl: string, target: string): string {
+  const url = new URL(databaseUrl);
+  const host = url.searchParams.get('host') ?? (url.hostname || 'localhost');
+  const port = url.port || '5432';
+  const user = decodeURIComponent(url.username) || 'postgres';
+  return [
+    'the database is NOT in this backup: DATABASE_URL names a PostgreSQL server, whose data is backed up with its own',
+    'tools (a role with REPLICATION, or a superuser):',
+    `  pg_basebackup --host=${host} --port=${port} --username=${user} --pgdata=${target}-database --wal-method=stream --checkpoint=fast --progress`,
+  ].join('\n');
+}
 
 /** The configuration once read, for naming the variable behind a failure. */
 let config: PlatformConfig | null = null;
@@ -45,13 +72,20 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const command = positionals[0] ?? 'run';
-  if (!['run', 'bootstrap'].includes(command)) {
+  if (!['run', 'bootstrap', 'backup', 'restore'].includes(command)) {
     throw new StartError(
-      `platform: unknown command "${command}"; the commands are run and bootstrap (platform --help)`,
+      `platform: unknown command "${command}"; the commands are run, bootstrap, backup and restore (platform --help)`,
       2,
     );
   }
-  if (positionals.length > 1) {
+  const folderArgument = command === 'backup' || command === 'restore';
+  if (folderArgument && positionals.length !== 2) {
+    throw new StartError(
+      `platform ${command}: takes one folder, ${command === 'backup' ? 'the new backup' : 'the backup'} (platform --help)`,
+      2,
+    );
+  }
+  if (!folderArgument && positionals.length > 1) {
     throw new StartError(
       `platform ${command}: takes no argument, not "${positionals[1]}" (platform --help)`,
       2,
@@ -63,6 +97,39 @@ async function main(argv: string[]): Promise<number> {
   // From here a Ctrl-C waits for what is starting (the embedded PostgreSQL runs in its own process group, so it is
   // this process that stops it), then stops it cleanly; a second one leaves at once.
   const signals = holdStopSignals();
+
+  if (command === 'backup') {
+    const summary = await takeBackup({
+      config: settings,
+      target: positionals[1]!,
+      say: (line) => console.error(line),
+      // Tests only: pauses the copy half-way (src/backup/take.ts).
+      holdFile: process.env['PLATFORM_BACKUP_TEST_HOLD'],
+    });
+    if (summary.database.kind === 'external') {
+      console.error(externalDatabaseHint(settings.databaseUrl!, summary.target));
+    }
+    console.error(
+      `backup complete: ${summary.files} files, ${(summary.bytes / 1048576).toFixed(1)} MiB; ` +
+        `restore with: platform restore ${summary.target}`,
+    );
+    console.log(summary.target);
+    return 0;
+  }
+  if (command === 'restore') {
+    const summary = await restoreBackup({
+      config: settings,
+      source: positionals[1]!,
+      say: (line) => console.error(line),
+    });
+    console.error(
+      summary.manifest.database.kind === 'embedded'
+        ? `restored into ${summary.dataDir}; the next platform run replays the database's WAL, then serves it`
+        : `restored the secrets and media files into ${summary.dataDir}; the database is DATABASE_URL's: restore ` +
+            "it with the server's own tools before starting the platform",
+    );
+    return 0;
+  }
 
   if (command === 'bootstrap') {
     // Same configuration, no listeners: open the database, migrate, bootstrap.

@@ -1,0 +1,143 @@
+import { existsSync } from 'node:fs';
+import { chmod, chown, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { PlatformConfig } from '../config.js';
+import { postgresUser } from '../db/embedded-process.js';
+import { BackupError } from './errors.js';
+import { copyFileHashed, hashFile, listTree, syncDirectory } from './files.js';
+import { DATA_FOLDER, type Manifest, readManifest } from './manifest.js';
+import { latestCodeMigration } from './take.js';
+
+/*
+ * `platform restore <backup>`: a backup made by `platform backup` into an empty (or absent) DATA_DIR. Every file is
+ * checked against the manifest (no file missing, none added, each one's size and SHA-256) before anything is
+ * written; nothing in DATA_DIR is ever written over. The files go into `DATA_DIR/.restoring` first and are moved
+ * to their places once all are copied (and checked again as they are copied). The next `platform run` starts
+ * PostgreSQL on the copy: the backup_label makes it replay the WAL from the backup's start to past its stop, and
+ * only then does it accept connections.
+ */
+
+export interface RestoreOptions {
+  config: PlatformConfig;
+  source: string;
+  say: (line: string) => void;
+}
+
+export interface RestoreSummary {
+  dataDir: string;
+  manifest: Manifest;
+}
+
+const STAGING = '.restoring';
+
+export async function restoreBackup(options: RestoreOptions): Promise<RestoreSummary> {
+  const { config, say } = options;
+  const source = path.resolve(options.source);
+  const dataDir = path.resolve(config.dataDir);
+  if (!existsSync(source)) {
+    throw new BackupError('not_a_backup', `platform restore: ${source} does not exist`, { exitCode: 2 });
+  }
+  if (source.endsWith('.partial')) {
+    throw new BackupError(
+      'incomplete_backup',
+      `platform restore: ${source} is a backup that was interrupted (a .partial folder), not a backup; restore from a complete one`,
+      { exitCode: 2 },
+    );
+  }
+  const manifest = await readManifest(source);
+
+  // A backup of a newer version holds migrations this code does not know: its platform would refuse the database.
+  const ours = await latestCodeMigration();
+  const theirs = manifest.database.kind === 'embedded' ? manifest.database.latest_migration : null;
+  if (theirs !== null && (ours === null || theirs > ours)) {
+    throw new BackupError(
+      'backup_newer',
+      `platform restore: the backup's database is at migration ${theirs}, newer than this platform's ${ours}; ` +
+        `restore it with platform ${manifest.platform.version} or later`,
+      { exitCode: 2 },
+    );
+  }
+  if (manifest.database.kind === 'embedded' && config.databaseUrl) {
+    throw new BackupError(
+      'database_mismatch',
+      'platform restore: the backup holds the embedded PostgreSQL, but DATABASE_URL is set; unset it to restore ' +
+        'the embedded database (a platform with DATABASE_URL would never read it)',
+      { exitCode: 2 },
+    );
+  }
+  if (existsSync(dataDir)) {
+    const present = await readdir(dataDir);
+    if (present.length > 0) {
+      throw new BackupError(
+        'data_dir_not_empty',
+        `platform restore: DATA_DIR ${dataDir} is not empty (${present.slice(0, 3).join(', ')}` +
+          `${present.length > 3 ? ', ...' : ''}); a restore writes into an empty or absent folder only, never over data`,
+        { exitCode: 2 },
+      );
+    }
+  }
+
+  const data = path.join(source, DATA_FOLDER);
+  await checkBackup(data, manifest);
+  say(`backup checked: ${manifest.files.length} files, every SHA-256 as in its manifest`);
+
+  await mkdir(dataDir, { recursive: true });
+  const staging = path.join(dataDir, STAGING);
+  await mkdir(staging, { mode: 0o700 });
+  // Parents before children (the manifest lists them so); modes set once the files are in.
+  const directories = [...manifest.directories].sort(
+    (a, b) => a.path.split('/').length - b.path.split('/').length,
+  );
+  for (const dir of directories) await mkdir(path.join(staging, dir.path), { recursive: true, mode: 0o700 });
+  for (const file of manifest.files) {
+    const copied = await copyFileHashed(path.join(data, file.path), path.join(staging, file.path), file.mode);
+    if (!copied || copied.sha256 !== file.sha256 || copied.size !== file.size) {
+      throw corrupt(file.path, 'changed while it was restored');
+    }
+  }
+  for (const dir of directories) await chmod(path.join(staging, dir.path), dir.mode);
+
+  // PostgreSQL runs as its own user when the platform runs as root (src/db/embedded-process.ts): its files are its.
+  if (manifest.database.kind === 'embedded') {
+    const user = await postgresUser();
+    if (user.other) {
+      const tree = await listTree(path.join(staging, 'pgdata'));
+      await chown(path.join(staging, 'pgdata'), user.uid, user.gid);
+      for (const entry of [...tree.directories, ...tree.files]) {
+        await chown(path.join(staging, 'pgdata', entry), user.uid, user.gid);
+      }
+    }
+  }
+  const deepestFirst = [...directories].sort((a, b) => b.path.split('/').length - a.path.split('/').length);
+  for (const dir of deepestFirst) await syncDirectory(path.join(staging, dir.path));
+  await syncDirectory(staging);
+
+  for (const name of await readdir(staging)) await rename(path.join(staging, name), path.join(dataDir, name));
+  await rmdir(staging);
+  await syncDirectory(dataDir);
+  return { dataDir, manifest };
+}
+
+const corrupt = (relative: string, what: string) =>
+  new BackupError(
+    'backup_corrupt',
+    `platform restore: the backup's ${relative} ${what}: the backup is damaged; nothing was restored`,
+  );
+
+/** The backup's data/ folder holds exactly the manifest's files, each of its size and SHA-256. */
+async function checkBackup(data: string, manifest: Manifest): Promise<void> {
+  const tree = await listTree(data);
+  const listed = new Map(manifest.files.map((f) => [f.path, f]));
+  for (const file of tree.files) {
+    if (!listed.has(file)) throw corrupt(file, 'is not in its manifest');
+  }
+  if (tree.others.length > 0) throw corrupt(tree.others[0]!, 'is not a regular file');
+  const present = new Set(tree.files);
+  for (const file of manifest.files) {
+    if (!present.has(file.path)) throw corrupt(file.path, 'is missing');
+    const found = await hashFile(path.join(data, file.path));
+    if (found.size !== file.size)
+      throw corrupt(file.path, `has ${found.size} bytes, its manifest says ${file.size}`);
+    if (found.sha256 !== file.sha256) throw corrupt(file.path, 'does not have the SHA-256 of its manifest');
+  }
+}
