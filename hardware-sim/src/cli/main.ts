@@ -1,9 +1,8 @@
 #!/usr/bin/env node
-import { chmodSync, existsSync, mkdtempSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type AgentConfig, AgentError, type AgentStatus, loadConfig, readStatus } from '@ooh/agent';
 import {
   createProgress,
   type Env,
@@ -13,15 +12,14 @@ import {
   progressMode,
 } from '@ooh/progress';
 import { formatAlmaty } from '@ooh/protocol';
-import { LocalHost } from '../fleet/host.js';
-import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '../fleet/provision.js';
-import { ConsoleClient, type PlatformUrls } from '../platform/console-client.js';
+import type { PlatformUrls } from '../platform/console-client.js';
 import { spawnPlatform } from '../platform/spawn.js';
 import { loadScenario, ScenarioError } from '../scenario/load.js';
 import { formatDatabaseReport, type PlatformAccess, runScenario } from '../scenario/run.js';
 import { Scenario } from '../scenario/schema.js';
-import { readAgentLog } from '../truth/agent-log.js';
 import { formatReconciliation } from '../truth/reconcile.js';
+import { checkCommand } from './check.js';
+import { commissionCommand } from './commission.js';
 
 const USAGE = `usage: hardware-sim <command> ...
 
@@ -34,10 +32,12 @@ const USAGE = `usage: hardware-sim <command> ...
   player --platform api=URL,agents=URL,devices=URL,verify=URL --admin-key KEY --structure CODE [--dir DIR]
         commissioning at a real site: enrol one simulated player for the structure, play an approved test
         creative, send the play, and show the platform's answer and count. Real time; takes about a minute.
+        Exit 1 names the step that failed and what to do; a device it enrolled is revoked. Ctrl-C: exit 130.
 
   check <player-folder | agent.json | data-folder> [--json]
         inspect a real player's queue: identity, certificate, queue depth, unsent batches, the platform's
-        answers (refused and flagged records), rejects. Read-only; safe while the agent runs.
+        answers (refused and flagged records), rejects. Read-only (writes nothing in the player's folder); safe
+        while the agent runs. Exit 0 ok, 1 a problem on the player, 2 not inspected (the line says why).
 
   schema
         print the scenario JSON schema.
@@ -141,14 +141,21 @@ export async function main(argv: string[], io: CliIo = defaultIo): Promise<numbe
         if (!values.platform || !values['admin-key'] || !values.structure) {
           return usage(io, 'player needs --platform, --admin-key and --structure');
         }
-        return await playerCommand(
-          parsePlatform(values.platform),
-          values['admin-key'],
-          values.structure,
-          values.dir,
-          io,
-          progressFor(io, values),
-        );
+        const urls = parsePlatform(values.platform);
+        const progress = progressFor(io, values);
+        try {
+          return await commissionCommand(
+            { urls, adminKey: values['admin-key'], structureCode: values.structure, dir: values.dir },
+            {
+              // Every line goes through the progress line, which is taken off the terminal first.
+              out: (text) => progress.print(text, io.out),
+              err: (text) => progress.print(text, io.err),
+            },
+            progress,
+          );
+        } finally {
+          progress.done();
+        }
       }
       case 'check': {
         if (!target) return usage(io, 'check needs a player folder');
@@ -301,243 +308,6 @@ async function runCommand(
     progress.done();
     await spawned?.stop();
   }
-}
-
-// --- player (commissioning) ---------------------------------------------------------------------------
-
-async function playerCommand(
-  urls: PlatformUrls,
-  adminKey: string,
-  structureCode: string,
-  dirOption: string | undefined,
-  io: CliIo,
-  progress: Progress,
-): Promise<number> {
-  try {
-    return await commission(
-      urls,
-      adminKey,
-      structureCode,
-      dirOption,
-      {
-        ...io,
-        // Every line goes through the progress line, which is taken off the terminal first.
-        out: (text) => progress.print(text, io.out),
-        err: (text) => progress.print(text, io.err),
-      },
-      progress,
-    );
-  } finally {
-    progress.done();
-  }
-}
-
-async function commission(
-  urls: PlatformUrls,
-  adminKey: string,
-  structureCode: string,
-  dirOption: string | undefined,
-  io: CliIo,
-  progress: Progress,
-): Promise<number> {
-  progress.phase('reading the structures');
-  const admin = new ConsoleClient(urls.api, adminKey);
-  const { items } = await admin.call<{ items: { id: string; code: string; organisation_id: string }[] }>(
-    'GET',
-    '/api/v1/console/structures',
-  );
-  const structure = items.find((s) => s.code === structureCode);
-  if (!structure) {
-    io.err(`no structure with code ${structureCode}\n`);
-    return 1;
-  }
-  const dir = resolve(dirOption ?? mkdtempSync(join(os.tmpdir(), `hardware-sim-player-${structureCode}-`)));
-  io.out(`commissioning ${structureCode} (structure ${structure.id}); files in ${dir}\n`);
-  // The structure's operator, with a key for this commissioning run.
-  const key = await admin.createApiKey(structure.organisation_id, `commissioning ${structureCode}`, [
-    'write:submissions',
-    'read:creatives',
-    'console:fleet',
-  ]);
-  const operator = admin.as(key.key);
-  const today = formatAlmaty(new Date()).slice(0, 10);
-  const info: StructureInfo = { id: structure.id, code: structure.code };
-  io.out('1. approving a test creative for the structure ...\n');
-  progress.phase('approving a test creative');
-  const [creative] = await issueCreatives({
-    admin,
-    operator,
-    structures: [info],
-    creatives: [{ name: `commissioning-${structureCode}`, seed: Date.now() % 1000 }],
-    validFrom: today,
-    validUntil: today,
-    advertiser: 'Commissioning test (not billed)',
-  });
-  io.out(`   approval ${creative!.approvalNumber}, media sha256 ${creative!.sha256}\n`);
-  io.out('2. enrolling a player (device key, client certificate) ...\n');
-  progress.phase('enrolling the player');
-  const rootResponse = await fetch(`${urls.verify}/v1/authority-root.pem`);
-  const files = await enrolPlayer({
-    operator,
-    dir,
-    structure: info,
-    network: { agentsUrl: urls.agents, devicesUrl: urls.devices, verifyUrl: urls.verify },
-    authorityRootPem: await rootResponse.text(),
-    settings: {
-      image_duration_ms: 5_000,
-      shipping: {
-        min_interval_ms: 1_000,
-        idle_interval_ms: 2_000,
-        backoff_base_ms: 1_000,
-        backoff_cap_ms: 10_000,
-      },
-      revocation_refresh_ms: 3_600_000,
-      renewal_check_ms: 3_600_000,
-      media_recheck_ms: 60_000,
-      offline_after_ms: 600_000,
-    },
-  });
-  io.out(`   device ${files.deviceId}, certificate until ${files.certificateNotAfter ?? '(none)'}\n`);
-  placeCreative(join(dir, 'media'), creative!);
-  io.out('3. playing the test creative and sending the play ...\n');
-  progress.phase("playing and waiting for the platform's answer (at most 1:30)");
-  const host = new LocalHost({ name: 'commissioning', virtualStartMs: null, onPlayed: () => {} });
-  await host.add({ id: structureCode, configFile: files.configFile, seed: 1 });
-  await host.start(structureCode);
-  const dataDir = loadConfig(files.configFile).dataDir;
-  const deadline = Date.now() + 90_000;
-  let answered: ReturnType<typeof readAgentLog> | null = null;
-  try {
-    while (Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 1000));
-      const log = readAgentLog(join(dataDir, 'agent.sqlite'));
-      if (log.plays.some((p) => p.acknowledged)) {
-        answered = log;
-        break;
-      }
-    }
-  } finally {
-    await host.close();
-  }
-  if (!answered) {
-    io.err('   no play was answered within 90 s: see agent.log in the folder above\n');
-    return 1;
-  }
-  progress.done();
-  const play = answered.plays.find((p) => p.acknowledged)!;
-  io.out(
-    `   play ${play.playId} (${play.durationMs} ms) answered: ${play.status}${play.reason ? ` (${play.reason})` : ''}\n`,
-  );
-  io.out(`   platform answers so far: ${JSON.stringify(answered.batches)}\n`);
-  const counts = await admin.playCounts({ player: `device:${files.deviceId}` });
-  const counted = counts.items.reduce((sum, row) => sum + row.plays, 0);
-  io.out(`4. the platform counts ${counted} play(s) for this device\n`);
-  const ok = play.status === 'accepted' || play.status === 'flagged';
-  io.out(ok ? 'COMMISSIONED: the site reaches the platform and its plays count\n' : 'NOT COMMISSIONED\n');
-  return ok && counted > 0 ? 0 : 1;
-}
-
-// --- check --------------------------------------------------------------------------------------------
-
-function findConfig(target: string): string {
-  const path = resolve(target);
-  if (!existsSync(path)) throw new UsageError(`check: ${path} does not exist`);
-  if (statSync(path).isFile()) return path;
-  for (const candidate of [join(path, 'agent.json'), join(dirname(path), 'agent.json')]) {
-    if (existsSync(candidate)) return candidate;
-  }
-  throw new UsageError(`check: no agent.json in ${path} or beside it`);
-}
-
-const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-
-async function checkCommand(target: string, json: boolean, io: CliIo): Promise<number> {
-  const configFile = findConfig(target);
-  let config: AgentConfig;
-  let status: AgentStatus;
-  try {
-    config = loadConfig(configFile);
-    status = await readStatus(config);
-  } catch (error) {
-    // The player's own files are broken (config, key, database): say what the agent would say, no stack trace.
-    if (!(error instanceof AgentError)) throw error;
-    io.err(`hardware-sim: check: ${error.code}: ${error.message}\n`);
-    return 2;
-  }
-  const log = readAgentLog(join(config.dataDir, 'agent.sqlite'));
-  const unsent = log.plays.filter((p) => !p.acknowledged).length;
-  const refused = log.answered.filter((a) => a.status === 'refused');
-  const flagged = log.answered.filter((a) => a.status === 'flagged');
-  const problems: string[] = [];
-  if (status.shipping.alert)
-    problems.push(
-      `shipping stopped: ${status.shipping.alert.code} on batch ${status.shipping.alert.batch_seq}`,
-    );
-  if (status.identity.certificate?.state === 'expired')
-    problems.push('the certificate has expired: enrol the device again');
-  if (log.batches.terminal.length > 0)
-    problems.push(`batches refused for good: ${log.batches.terminal.join(', ')}`);
-  const stuck = status.shipping.stuck;
-  if (stuck)
-    problems.push(
-      `batch ${stuck.batch_seq} stuck since ${stuck.since}: ${stuck.failures} failed sends, last ${stuck.last_answer ?? 'unknown'}`,
-    );
-  // apps/agent/README.md "Retention and disk space": below the hard threshold only slot content plays.
-  const storage = status.storage;
-  if (storage.disk.state === 'full')
-    problems.push(
-      `the disk is full (${storage.disk.free_bytes ?? '?'} bytes free, hard threshold ${storage.disk.hard_free_bytes}): only slot content plays`,
-    );
-  if (json) {
-    io.out(
-      `${JSON.stringify({ config: configFile, config_warnings: config.warnings, status, log: { ...log, plays: undefined, answered: undefined }, unsent, refused, flagged, problems }, null, 2)}\n`,
-    );
-    return problems.length > 0 ? 1 : 0;
-  }
-  const certificate = status.identity.certificate;
-  const lines = [
-    `player          ${configFile}`,
-    `device          ${status.device_id ?? '(not enrolled)'} at ${status.structure}`,
-    `certificate     ${certificate ? `${certificate.state} until ${certificate.not_after} (${certificate.days_left} days)` : 'none: signed channel only'}`,
-    `clock offset    ${status.clock.offset_ms} ms`,
-    `mode            ${status.mode}`,
-    `queue           ${status.queue.depth} record(s) not acknowledged (${status.queue.unbatched} not yet in a batch); last seq ${status.queue.last_seq}`,
-    `plays           ${log.plays.length} logged, ${unsent} not yet acknowledged`,
-    `batches         ${log.batches.cut} cut, ${log.batches.answered} answered (${log.batches.duplicateAnswers} as repeats), ${log.batches.attempts} sends`,
-    `answers         ${log.batches.received} received, ${log.batches.accepted} accepted, ${log.batches.duplicates} duplicates, ${log.batches.refused} refused, ${log.batches.flagged} flagged`,
-    `last send       ${status.shipping.lastSend ? `${status.shipping.lastSend.at} (batch ${status.shipping.lastSend.batch_seq})` : 'never'}`,
-    `revocations     ${status.revocation_list_version === null ? 'no list yet' : `version ${status.revocation_list_version}`}`,
-    `storage         database ${mib(storage.database.file_bytes)} + wal ${mib(storage.database.wal_bytes)}; disk ${storage.disk.state}, ${storage.disk.free_bytes === null ? '?' : mib(storage.disk.free_bytes)} free (warning below ${mib(storage.disk.warn_free_bytes)}, hard below ${mib(storage.disk.hard_free_bytes)}); oldest unacknowledged ${storage.oldest_unacknowledged ? `seq ${storage.oldest_unacknowledged.seq}, logged ${storage.oldest_unacknowledged.logged_at}` : 'none'}; ${storage.retention.kept.records} records kept`,
-  ];
-  if (refused.length > 0) {
-    const reasons = new Map<string, number>();
-    for (const r of refused) reasons.set(r.reason ?? '?', (reasons.get(r.reason ?? '?') ?? 0) + 1);
-    lines.push(`refused         ${[...reasons].map(([reason, n]) => `${n} ${reason}`).join(', ')}`);
-  }
-  if (flagged.length > 0) {
-    const flags = new Map<string, number>();
-    for (const f of flagged) for (const flag of f.flags ?? []) flags.set(flag, (flags.get(flag) ?? 0) + 1);
-    lines.push(`flagged         ${[...flags].map(([flag, n]) => `${n} ${flag}`).join(', ')}`);
-  }
-  // Records the platform could not take while it took others (apps/agent/README.md, "Nothing resent forever"): kept on
-  // the player, never counted; not a problem of the player's own (the exit code stays).
-  const setAside = status.shipping.setAside;
-  if (setAside.records > 0) {
-    lines.push(`set aside       ${setAside.records} record(s) the platform could not take`);
-    for (const record of setAside.newest) {
-      lines.push(
-        `set aside       seq ${record.seq} ${record.kind} (${record.set_aside_at}): ${record.reason}`,
-      );
-    }
-  }
-  for (const reject of log.rejects.slice(-10)) {
-    lines.push(`reject          ${reject.at} ${reject.code} ${reject.file ?? ''}`);
-  }
-  // Not problems (the exit code stays): a key the agent ignores, misspelt or from a newer agent.
-  for (const warning of config.warnings) lines.push(`warning         ${warning}`);
-  for (const problem of problems) lines.push(`PROBLEM         ${problem}`);
-  io.out(`${lines.join('\n')}\n`);
-  return problems.length > 0 ? 1 : 0;
 }
 
 /** An error's message followed by those of its causes: "fetch failed: connect ECONNREFUSED 127.0.0.1:1". */

@@ -26,6 +26,8 @@ export class PlatformCallError extends Error {
     readonly status: number,
     readonly code: string | null,
     readonly body: string,
+    /** The answer's Retry-After header (a 429 or 503), as sent. */
+    readonly retryAfter: string | null = null,
   ) {
     super(`${method} ${url}: HTTP ${status}${code ? ` ${code}` : ''}: ${body.slice(0, 500)}`);
     this.name = 'PlatformCallError';
@@ -48,13 +50,20 @@ export class ConsoleClient {
     apiUrl: string,
     private readonly key: string,
     private readonly timeoutMs = 60_000,
+    /** Aborts every call in flight and to come (the commissioning command's Ctrl-C). */
+    private readonly signal?: AbortSignal,
   ) {
     this.apiUrl = trim(apiUrl);
   }
 
   /** The same platform with another key. */
   as(key: string): ConsoleClient {
-    return new ConsoleClient(this.apiUrl, key, this.timeoutMs);
+    return new ConsoleClient(this.apiUrl, key, this.timeoutMs, this.signal);
+  }
+
+  private callSignal(): AbortSignal {
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    return this.signal ? AbortSignal.any([timeout, this.signal]) : timeout;
   }
 
   async call<T>(
@@ -77,12 +86,19 @@ export class ConsoleClient {
       method,
       headers,
       ...(payload !== undefined ? { body: payload } : {}),
-      signal: AbortSignal.timeout(this.timeoutMs),
+      signal: this.callSignal(),
     });
     const text = await response.text();
     const expected = options.expect ?? [200, 201];
     if (!expected.includes(response.status)) {
-      throw new PlatformCallError(method, url, response.status, problemCode(text), text);
+      throw new PlatformCallError(
+        method,
+        url,
+        response.status,
+        problemCode(text),
+        text,
+        response.headers.get('retry-after'),
+      );
     }
     if (text === '') return undefined as T;
     const type = (response.headers.get('content-type') ?? '').split(';')[0]!.trim();
@@ -104,6 +120,10 @@ export class ConsoleClient {
 
   createApiKey(organisationId: string, name: string, scopes: string[]): Promise<{ id: string; key: string }> {
     return this.call('POST', `/api/v1/console/organisations/${organisationId}/api-keys`, { name, scopes });
+  }
+
+  revokeApiKey(id: string): Promise<void> {
+    return this.call('DELETE', `/api/v1/console/api-keys/${id}`, undefined, { expect: [204] });
   }
 
   createStructure(fields: {
@@ -170,11 +190,18 @@ export class ConsoleClient {
     const url = `${this.apiUrl}/api/v1/approvals/${approvalNumber}/envelope`;
     const response = await fetch(url, {
       headers: { authorization: `Bearer ${this.key}` },
-      signal: AbortSignal.timeout(this.timeoutMs),
+      signal: this.callSignal(),
     });
     const text = await response.text();
     if (response.status !== 200)
-      throw new PlatformCallError('GET', url, response.status, problemCode(text), text);
+      throw new PlatformCallError(
+        'GET',
+        url,
+        response.status,
+        problemCode(text),
+        text,
+        response.headers.get('retry-after'),
+      );
     return text;
   }
 

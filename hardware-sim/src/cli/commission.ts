@@ -1,0 +1,465 @@
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import { join, resolve } from 'node:path';
+import { loadConfig } from '@ooh/agent';
+import type { Progress } from '@ooh/progress';
+import { formatAlmaty } from '@ooh/protocol';
+import { LocalHost } from '../fleet/host.js';
+import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '../fleet/provision.js';
+import { ConsoleClient, PlatformCallError, type PlatformUrls } from '../platform/console-client.js';
+import { type AgentLogSummary, readAgentLog } from '../truth/agent-log.js';
+
+/**
+ * `hardware-sim player`: commissioning at a real site. Steps, each named when it fails: `structure` (find it),
+ * `approve` (a test creative for it, today), `enrol` (a simulated player with a client certificate), `play` (the
+ * creative shown), `send` (the play answered by the platform), `count` (the platform's count for the device).
+ *
+ * A failure is one line on stderr, `hardware-sim: player: <step> failed: <what is wrong>: <what to do>`, with what it
+ * left behind. Nothing is left enrolled silently: a device enrolled before a failure or a Ctrl-C is revoked with the
+ * admin key (and if that fails too, its id is named so it can be revoked in the console); the API key issued to the
+ * structure's operator for the run is revoked at the end whatever happened. Exit 0 commissioned, 1 a step failed,
+ * 130 interrupted.
+ */
+
+export type CommissioningStep = 'structure' | 'approve' | 'enrol' | 'play' | 'send' | 'count';
+
+export interface CommissionIo {
+  out: (text: string) => void;
+  err: (text: string) => void;
+}
+
+/** A step that failed: what was wrong and what to do. */
+export class CommissioningFailure extends Error {
+  constructor(
+    readonly step: CommissioningStep,
+    readonly what: string,
+    readonly action: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${step} failed: ${what}`, options);
+    this.name = 'CommissioningFailure';
+  }
+}
+
+/** Ctrl-C: the reason the run's AbortSignal carries. */
+class Interrupted extends Error {
+  constructor() {
+    super('interrupted');
+    this.name = 'Interrupted';
+  }
+}
+
+const ANSWER_WAIT_MS = 90_000;
+const CLEANUP_TIMEOUT_MS = 5_000;
+
+const TLS_TRUST =
+  /^(UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|CERT_HAS_EXPIRED|CERT_NOT_YET_VALID|CERT_UNTRUSTED|ERR_TLS_CERT_ALTNAME_INVALID)$/;
+
+/** The network error behind undici's "fetch failed" (its cause, or the cause's cause). */
+function networkCode(error: unknown): string | null {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 4; depth++) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && code !== 'UND_ERR_SOCKET' && e !== error) return code;
+    e = e.cause;
+  }
+  return null;
+}
+
+/** What went wrong in a step, said for a technician: the host, the platform's answer, what to check. */
+export function describeFailure(step: CommissioningStep, host: string, error: unknown): CommissioningFailure {
+  const origin = URL.canParse(host) ? new URL(host).origin : host;
+  if (error instanceof PlatformCallError) {
+    const answer = `HTTP ${error.status}${error.code ? ` ${error.code}` : ''}`;
+    if (error.status === 401) {
+      return new CommissioningFailure(
+        step,
+        `the platform refused the admin key (${answer})`,
+        'check --admin-key: an authority administrator API key, not revoked or expired',
+        { cause: error },
+      );
+    }
+    if (error.status === 403) {
+      return new CommissioningFailure(
+        step,
+        `the key may not do this (${answer})`,
+        "use an authority administrator's API key (Organisations → the authority → API keys)",
+        { cause: error },
+      );
+    }
+    if (error.status === 429) {
+      return new CommissioningFailure(
+        step,
+        `the platform is limiting requests (${answer}${error.retryAfter ? `, retry after ${error.retryAfter} s` : ''})`,
+        'wait a minute and run the command again',
+        { cause: error },
+      );
+    }
+    if (error.status >= 500) {
+      return new CommissioningFailure(
+        step,
+        `the platform failed (${answer})`,
+        "try again in a few minutes; if it persists, tell the platform's operators the time and this structure",
+        { cause: error },
+      );
+    }
+    if (error.status === 404) {
+      return new CommissioningFailure(
+        step,
+        `${error.url} was not found (${answer})`,
+        `check that --platform api=${origin} is the platform's api host`,
+        { cause: error },
+      );
+    }
+    return new CommissioningFailure(
+      step,
+      `the platform refused the request (${answer}: ${error.body.slice(0, 200)})`,
+      "read the platform's answer above; check the structure and the platform",
+      { cause: error },
+    );
+  }
+  if (error instanceof Error && error.name === 'TimeoutError') {
+    return new CommissioningFailure(
+      step,
+      `${origin} did not answer in time`,
+      'check the network between this machine and the platform, and that the platform runs',
+      { cause: error },
+    );
+  }
+  const code = networkCode(error);
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return new CommissioningFailure(
+      step,
+      `the name ${URL.canParse(host) ? new URL(host).hostname : host} does not resolve (${code})`,
+      "check the --platform URL and this machine's DNS",
+      { cause: error },
+    );
+  }
+  if (code && TLS_TRUST.test(code)) {
+    return new CommissioningFailure(
+      step,
+      `this machine does not trust the TLS certificate of ${origin} (${code})`,
+      "check the --platform URL; if it is right, give this machine the platform's CA (NODE_EXTRA_CA_CERTS=ca.pem)",
+      { cause: error },
+    );
+  }
+  if (code) {
+    return new CommissioningFailure(
+      step,
+      `cannot reach ${origin} (${code})`,
+      'check the --platform URL, that the platform runs, and the network (firewall, proxy)',
+      { cause: error },
+    );
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  if (message === 'fetch failed') {
+    // undici's refusals of its own (a port it will not use, say) carry a message and no code.
+    const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : 'no answer';
+    return new CommissioningFailure(
+      step,
+      `cannot reach ${origin} (${cause})`,
+      'check the --platform URL, that the platform runs, and the network (firewall, proxy)',
+      { cause: error },
+    );
+  }
+  return new CommissioningFailure(step, message, 'run again with HARDWARE_SIM_STACK=1 and report it', {
+    cause: error,
+  });
+}
+
+interface StructureRow {
+  id: string;
+  code: string;
+  organisation_id: string;
+  retired_at?: string | null;
+}
+
+/**
+ * Runs the commissioning; Ctrl-C (SIGINT) stops it within seconds. Only one run per process listens to SIGINT; a
+ * second Ctrl-C exits at once.
+ */
+export async function commissionCommand(
+  args: { urls: PlatformUrls; adminKey: string; structureCode: string; dir: string | undefined },
+  io: CommissionIo,
+  progress: Progress,
+): Promise<number> {
+  const controller = new AbortController();
+  let interrupts = 0;
+  const onSigint = () => {
+    interrupts += 1;
+    if (interrupts > 1) process.exit(130);
+    controller.abort(new Interrupted());
+  };
+  process.on('SIGINT', onSigint);
+  const run = new Commissioning(args, io, progress, controller.signal);
+  try {
+    await run.all();
+    await run.revokeKey();
+    return 0;
+  } catch (error) {
+    progress.done();
+    const interrupted = controller.signal.aborted;
+    const failure = interrupted
+      ? null
+      : error instanceof CommissioningFailure
+        ? error
+        : describeFailure(run.step, run.hostOf(run.step), error);
+    const leftBehind = await run.cleanUp();
+    io.err(
+      interrupted
+        ? `hardware-sim: player: interrupted during ${run.step}; ${leftBehind}\n`
+        : `hardware-sim: player: ${failure!.step} failed: ${failure!.what}: ${failure!.action}; ${leftBehind}\n`,
+    );
+    return interrupted ? 130 : 1;
+  } finally {
+    process.off('SIGINT', onSigint);
+  }
+}
+
+class Commissioning {
+  step: CommissioningStep = 'structure';
+  private readonly admin: ConsoleClient;
+  private dir: string | null = null;
+  private deviceId: string | null = null;
+  private key: { id: string } | null = null;
+  private operator: ConsoleClient | null = null;
+  private keyRevoked = false;
+
+  constructor(
+    private readonly args: {
+      urls: PlatformUrls;
+      adminKey: string;
+      structureCode: string;
+      dir: string | undefined;
+    },
+    private readonly io: CommissionIo,
+    private readonly progress: Progress,
+    private readonly signal: AbortSignal,
+  ) {
+    this.admin = new ConsoleClient(args.urls.api, args.adminKey, 60_000, signal);
+  }
+
+  hostOf(step: CommissioningStep): string {
+    return step === 'play' || step === 'send' ? this.args.urls.devices : this.args.urls.api;
+  }
+
+  private async inStep<T>(step: CommissioningStep, host: string, work: () => Promise<T>): Promise<T> {
+    this.step = step;
+    this.signal.throwIfAborted();
+    try {
+      return await work();
+    } catch (error) {
+      if (this.signal.aborted || error instanceof CommissioningFailure) throw error;
+      throw describeFailure(step, host, error);
+    }
+  }
+
+  async all(): Promise<void> {
+    const { urls, structureCode } = this.args;
+    this.progress.phase('reading the structures');
+    const structure = await this.inStep('structure', urls.api, async () => {
+      const { items } = await this.admin.call<{ items: StructureRow[] }>('GET', '/api/v1/console/structures');
+      const found = items.find((s) => s.code === structureCode);
+      if (!found) {
+        throw new CommissioningFailure(
+          'structure',
+          `the platform has no structure with code ${structureCode}`,
+          'check the code on the structure (the console lists them under Structures)',
+        );
+      }
+      if (found.retired_at) {
+        throw new CommissioningFailure(
+          'structure',
+          `structure ${structureCode} was retired on ${found.retired_at}`,
+          'check the code: a structure registered again has a new one',
+        );
+      }
+      return found;
+    });
+    const dir = resolve(
+      this.args.dir ?? mkdtempSync(join(os.tmpdir(), `hardware-sim-player-${structureCode}-`)),
+    );
+    this.dir = dir;
+    this.io.out(`commissioning ${structureCode} (structure ${structure.id}); files in ${dir}\n`);
+    const info: StructureInfo = { id: structure.id, code: structure.code };
+    this.io.out('1. approving a test creative for the structure ...\n');
+    this.progress.phase('approving a test creative');
+    const creative = await this.inStep('approve', urls.api, async () => {
+      // The structure's operator, with a key for this run (revoked at its end).
+      const key = await this.admin.createApiKey(structure.organisation_id, `commissioning ${structureCode}`, [
+        'write:submissions',
+        'read:creatives',
+        'console:fleet',
+      ]);
+      this.key = key;
+      this.operator = this.admin.as(key.key);
+      const today = formatAlmaty(new Date()).slice(0, 10);
+      const [issued] = await issueCreatives({
+        admin: this.admin,
+        operator: this.operator,
+        structures: [info],
+        creatives: [{ name: `commissioning-${structureCode}`, seed: Date.now() % 1000 }],
+        validFrom: today,
+        validUntil: today,
+        advertiser: 'Commissioning test (not billed)',
+      });
+      return issued!;
+    });
+    this.io.out(`   approval ${creative.approvalNumber}, media sha256 ${creative.sha256}\n`);
+    this.io.out('2. enrolling a player (device key, client certificate) ...\n');
+    this.progress.phase('enrolling the player');
+    const authorityRootPem = await this.inStep('enrol', urls.verify, async () => {
+      const response = await fetch(`${urls.verify}/v1/authority-root.pem`, {
+        signal: AbortSignal.any([AbortSignal.timeout(60_000), this.signal]),
+      });
+      const text = await response.text();
+      if (response.status !== 200) {
+        throw new PlatformCallError(
+          'GET',
+          `${urls.verify}/v1/authority-root.pem`,
+          response.status,
+          null,
+          text,
+        );
+      }
+      return text;
+    });
+    const files = await this.inStep('enrol', urls.api, () =>
+      enrolPlayer({
+        operator: this.operator!,
+        dir,
+        structure: info,
+        network: { agentsUrl: urls.agents, devicesUrl: urls.devices, verifyUrl: urls.verify },
+        authorityRootPem,
+        settings: {
+          image_duration_ms: 5_000,
+          shipping: {
+            min_interval_ms: 1_000,
+            idle_interval_ms: 2_000,
+            backoff_base_ms: 1_000,
+            backoff_cap_ms: 10_000,
+          },
+          revocation_refresh_ms: 3_600_000,
+          renewal_check_ms: 3_600_000,
+          media_recheck_ms: 60_000,
+          offline_after_ms: 600_000,
+        },
+      }).then((enrolled) => {
+        this.deviceId = enrolled.deviceId;
+        return enrolled;
+      }),
+    );
+    this.io.out(`   device ${files.deviceId}, certificate until ${files.certificateNotAfter ?? '(none)'}\n`);
+    placeCreative(join(dir, 'media'), creative);
+    this.io.out('3. playing the test creative and sending the play ...\n');
+    this.progress.phase("playing and waiting for the platform's answer (at most 1:30)");
+    const answered = await this.playAndSend(files.configFile);
+    this.progress.done();
+    const play = answered.plays.find((p) => p.acknowledged)!;
+    this.io.out(
+      `   play ${play.playId} (${play.durationMs} ms) answered: ${play.status}${play.reason ? ` (${play.reason})` : ''}\n`,
+    );
+    this.io.out(`   platform answers so far: ${JSON.stringify(answered.batches)}\n`);
+    if (play.status !== 'accepted' && play.status !== 'flagged') {
+      throw new CommissioningFailure(
+        'send',
+        `the platform answered the play ${play.status}${play.reason ? ` (${play.reason})` : ''}`,
+        "check the player's clock and the approval for this structure, then run again",
+      );
+    }
+    const counted = await this.inStep('count', urls.api, async () => {
+      const counts = await this.admin.playCounts({ player: `device:${files.deviceId}` });
+      return counts.items.reduce((sum, row) => sum + row.plays, 0);
+    });
+    this.io.out(`4. the platform counts ${counted} play(s) for this device\n`);
+    if (counted === 0) {
+      throw new CommissioningFailure(
+        'count',
+        'the platform answered the play but counts none for this device',
+        "run again in a minute; if it stays 0, tell the platform's operators",
+      );
+    }
+    this.io.out('COMMISSIONED: the site reaches the platform and its plays count\n');
+  }
+
+  /** The agent core on simulated hardware until the platform answered a play, for at most 90 s. */
+  private async playAndSend(configFile: string): Promise<AgentLogSummary> {
+    this.step = 'play';
+    const structureCode = this.args.structureCode;
+    const host = new LocalHost({ name: 'commissioning', virtualStartMs: null, onPlayed: () => {} });
+    const databaseFile = join(loadConfig(configFile).dataDir, 'agent.sqlite');
+    const deadline = Date.now() + ANSWER_WAIT_MS;
+    let last: AgentLogSummary | null = null;
+    try {
+      await host.add({ id: structureCode, configFile, seed: 1 });
+      await host.start(structureCode);
+      while (Date.now() < deadline) {
+        await new Promise<void>((resolveWait) => {
+          const timer = setTimeout(resolveWait, 1000);
+          this.signal.addEventListener(
+            'abort',
+            () => {
+              clearTimeout(timer);
+              resolveWait();
+            },
+            { once: true },
+          );
+        });
+        this.signal.throwIfAborted();
+        last = readAgentLog(databaseFile);
+        if (last.plays.length > 0) this.step = 'send';
+        if (last.plays.some((p) => p.acknowledged)) return last;
+      }
+    } finally {
+      await host.close();
+    }
+    if (!last || last.plays.length === 0) {
+      const rejects = last?.rejects.map((r) => r.code).filter(Boolean) ?? [];
+      throw new CommissioningFailure(
+        'play',
+        `no play was shown within ${ANSWER_WAIT_MS / 1000} s${rejects.length > 0 ? ` (media refused: ${[...new Set(rejects)].join(', ')})` : ''}`,
+        `read agent.log in ${this.dir}`,
+      );
+    }
+    throw new CommissioningFailure(
+      'send',
+      `the platform did not answer the play within ${ANSWER_WAIT_MS / 1000} s (${last.batches.attempts} send(s))`,
+      `check that this site reaches ${this.args.urls.devices}; agent.log in ${this.dir} names each failed send`,
+    );
+  }
+
+  /** Revokes what this run enrolled; says what is left behind. Bounded: a few seconds at most. */
+  async cleanUp(): Promise<string> {
+    const parts: string[] = [];
+    // Calls of their own: the run's signal may be aborted (Ctrl-C) and the cleanup must still be made.
+    const admin = new ConsoleClient(this.args.urls.api, this.args.adminKey, CLEANUP_TIMEOUT_MS);
+    if (this.deviceId) {
+      try {
+        await admin.revokeDevice(this.deviceId);
+        parts.push(`device ${this.deviceId} was enrolled and is now revoked`);
+      } catch {
+        parts.push(
+          `device ${this.deviceId} was enrolled and could NOT be revoked: revoke it in the console (Fleet)`,
+        );
+      }
+    } else {
+      parts.push('no device was enrolled');
+    }
+    await this.revokeKey(admin);
+    if (this.key && !this.keyRevoked) parts.push(`API key ${this.key.id} is left: revoke it in the console`);
+    if (this.dir) parts.push(`files in ${this.dir}`);
+    return parts.join('; ');
+  }
+
+  /** The operator's key made for this run: of no use after it (nobody else ever saw it). */
+  async revokeKey(
+    admin = new ConsoleClient(this.args.urls.api, this.args.adminKey, CLEANUP_TIMEOUT_MS),
+  ): Promise<void> {
+    if (!this.key || this.keyRevoked) return;
+    try {
+      await admin.revokeApiKey(this.key.id);
+      this.keyRevoked = true;
+    } catch {
+      // said by cleanUp when it matters (a failed run); a successful run's key stays listed in the console
+    }
+  }
+}
