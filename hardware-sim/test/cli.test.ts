@@ -121,8 +121,10 @@ test('as a program: a platform it cannot reach is named with the cause, exit 1, 
     { cwd: SIM_ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, HARDWARE_SIM_STACK: '' } },
   );
   expect(result.status).toBe(1);
-  // The cause behind "fetch failed" (here undici refusing port 1) is named too.
-  expect(result.stderr).toMatch(/^hardware-sim: fetch failed: \S/);
+  // The step, and the cause behind "fetch failed" (here undici refusing port 1), are named (technician.test.ts: more).
+  expect(result.stderr).toMatch(
+    /^hardware-sim: player: structure failed: cannot reach http:\/\/127\.0\.0\.1:1 \(\S/,
+  );
   expect(result.stderr).not.toMatch(/\n\s+at /);
 });
 
@@ -213,6 +215,7 @@ describe('hardware-sim check', () => {
 
   test('shows the unknown config keys as warnings, without failing the check', async () => {
     const configFile = await player({ shiping: { min_interval_ms: 1000 } });
+    openAgentDatabase(join(dirname(configFile), 'data', 'agent.sqlite')).close();
     const text = await run(['check', dir]);
     expect(text.err).toBe('');
     expect(text.code).toBe(0);
@@ -230,10 +233,12 @@ describe('hardware-sim check', () => {
   test('a folder that is not a player, or a broken config: a clear answer, exit 2', async () => {
     const missing = await run(['check', join(dir, 'nowhere')]);
     expect(missing.code).toBe(2);
-    expect(missing.err).toMatch(/^hardware-sim: check: .*nowhere does not exist\n\nusage:/);
+    expect(missing.err).toMatch(
+      /^hardware-sim: check: target_missing: .*nowhere does not exist: check the path/,
+    );
     const empty = await run(['check', dir]);
     expect(empty.code).toBe(2);
-    expect(empty.err).toMatch(/^hardware-sim: check: no agent\.json in /);
+    expect(empty.err).toMatch(/^hardware-sim: check: not_a_player: no agent\.json in /);
     writeFileSync(join(dir, 'agent.json'), JSON.stringify({ structure: 'ALM-0001' }));
     const broken = await run(['check', dir]);
     expect(broken).toMatchObject({ code: 2, out: '' });
