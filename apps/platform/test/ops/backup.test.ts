@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { openEmbeddedCluster } from '../../src/db/embedded.js';
 import { readMigrations } from '../../src/db/migrate.js';
+import { createTestDatabase } from '../support/database.js';
 import { png } from '../approvals/media-fixtures.js';
 import {
   MAIN,
@@ -114,10 +115,17 @@ function startBackup(dataDir: string, target: string, hold?: string) {
   return { child, exited, stderr: () => stderr };
 }
 
-async function waitFor(file: string, what: () => string, timeoutMs = 120_000): Promise<void> {
+/** Waits for the backup to hold at `file`; fails at once if it ended instead. */
+async function waitForHold(
+  file: string,
+  backup: { child: { exitCode: number | null }; stderr: () => string },
+  timeoutMs = 120_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!existsSync(file)) {
-    if (Date.now() > deadline) throw new Error(`${file} did not appear: ${what()}`);
+    if (Date.now() > deadline || backup.child.exitCode !== null) {
+      throw new Error(`the backup did not hold at ${file}: ${backup.stderr()}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -382,7 +390,7 @@ describe('platform backup and restore', () => {
     const target = path.join(folder, 'backup');
     const hold = path.join(folder, 'hold');
     const running = startBackup(world.dataDir, target, hold);
-    await waitFor(hold, running.stderr);
+    await waitForHold(hold, running);
     const db = await superuser(world.dataDir);
     const pid = running.child.pid!;
     expect((await db.query('SELECT slot_name, temporary FROM pg_replication_slots')).rows).toEqual([
@@ -433,7 +441,7 @@ describe('platform backup and restore', () => {
     const target = path.join(folder, 'backup');
     const hold = path.join(folder, 'hold');
     const running = startBackup(world.dataDir, target, hold);
-    await waitFor(hold, running.stderr);
+    await waitForHold(hold, running);
     const db = await superuser(world.dataDir);
     const start = (
       await db.query<{ restart: string }>('SELECT restart_lsn::text AS restart FROM pg_replication_slots')
@@ -480,4 +488,45 @@ describe('platform backup and restore', () => {
     for (const name of written) expect(names.has(name), name).toBe(true);
     expect(await restored.p.stop('SIGTERM'), restored.p.output()).toBe(0);
   }, 600_000);
+
+  test('with DATABASE_URL the backup holds the secrets and media only and says how to back the server up', async () => {
+    const database = await createTestDatabase({ migrate: false });
+    cleanups.push(() => database.drop());
+    const folder = await tempDir();
+    const dataDir = path.join(folder, 'data');
+    const env = { DATABASE_URL: database.url, DATA_DIR: dataDir };
+    const boot = await runPlatformCommand(['bootstrap'], env, 120_000);
+    expect(boot.code, boot.stderr).toBe(0);
+    // The authority and the device CA are made on a platform's first start.
+    const p = await spawnPlatform([], env);
+    stopLater(p);
+    const target = path.join(folder, 'backup');
+    const backup = await runPlatformCommand(['backup', target], env, 120_000);
+    expect(backup.code, backup.stderr).toBe(0);
+    const url = new URL(database.url);
+    expect(backup.stderr).toContain(
+      'the database is NOT in this backup: DATABASE_URL names a PostgreSQL server, whose data is backed up with its own',
+    );
+    const hint = backup.stderr.split('\n').find((l) => l.trim().startsWith('pg_basebackup'))!;
+    expect(hint.trim()).toBe(
+      `pg_basebackup --host=${url.searchParams.get('host') ?? url.hostname} --port=${url.port || '5432'} ` +
+        `--username=${decodeURIComponent(url.username)} --pgdata=${target}-database --wal-method=stream ` +
+        '--checkpoint=fast --progress',
+    );
+    // The password of DATABASE_URL is never printed.
+    if (url.password) expect(backup.stderr).not.toContain(decodeURIComponent(url.password));
+    const manifest = JSON.parse(await readFile(path.join(target, 'manifest.json'), 'utf8'));
+    expect(manifest.database).toEqual({ kind: 'external' });
+    const paths = manifest.files.map((f: { path: string }) => f.path) as string[];
+    expect(paths.some((f) => f.startsWith('pgdata'))).toBe(false);
+    expect(paths).toContain('authority/root-ca.key');
+    expect(await p.stop('SIGTERM'), p.output()).toBe(0);
+
+    const restoredDir = path.join(folder, 'restored');
+    const restored = await runPlatformCommand(['restore', target], { ...env, DATA_DIR: restoredDir });
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(await readFile(path.join(restoredDir, 'authority', 'root-ca.key'))).toEqual(
+      await readFile(path.join(dataDir, 'authority', 'root-ca.key')),
+    );
+  }, 300_000);
 });
