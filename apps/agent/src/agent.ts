@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { splitPemChain } from '@ooh/crypto';
 import { LIMITS } from '@ooh/protocol';
@@ -17,7 +17,7 @@ import { AgentError } from './errors.js';
 import { createBoardHardware, type Hardware } from './hardware/hardware.js';
 import { FileCredentials } from './identity/file-credentials.js';
 import { AgentState } from './log/agent-state.js';
-import { type Database, openAgentDatabase } from './log/database.js';
+import { type Database, openAgentDatabase, openAgentDatabaseReadOnly } from './log/database.js';
 import { PlayLog, settleTimesByClock } from './log/play-log.js';
 import { jsonLogger, type Logger } from './logger.js';
 import type { EnvelopeVerifier } from './media/envelope.js';
@@ -578,14 +578,20 @@ export async function readStatus(
   config: AgentConfig,
   options: { freeSpace?: FreeSpace } = {},
 ): Promise<AgentStatus> {
-  const credentials = FileCredentials.load({
-    keyFile: config.keyFile,
-    certificateFile: config.certificateFile,
-    caChainFile: config.caChainFile,
-    dataDir: config.dataDir,
-  });
+  // Read only, beside a running agent or a stopped one: no file renamed, no play log created, migrated or
+  // checkpointed.
+  const credentials = FileCredentials.load(
+    {
+      keyFile: config.keyFile,
+      certificateFile: config.certificateFile,
+      caChainFile: config.caChainFile,
+      dataDir: config.dataDir,
+    },
+    { readOnly: true },
+  );
   const dbPath = join(config.dataDir, 'agent.sqlite');
-  const db = openAgentDatabase(dbPath);
+  // No play log yet (installed, never run): what the agent starts with, an empty log in memory.
+  const db = existsSync(dbPath) ? openAgentDatabaseReadOnly(dbPath) : openAgentDatabase(':memory:');
   try {
     const state = new AgentState(db);
     const offset = state.get<number>(CLOCK_OFFSET_KEY) ?? 0;

@@ -3,6 +3,9 @@ export type AgentErrorCode =
   | 'config_invalid'
   | 'config_missing'
   | 'database_newer'
+  /** A read-only open (`agent status`) of a play log the agent has not upgraded yet, or of no play log at all. */
+  | 'database_older'
+  | 'database_missing'
   | 'database_invalid'
   | 'identity_missing'
   | 'identity_invalid'

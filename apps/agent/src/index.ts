@@ -15,6 +15,7 @@ export { type AgentConfig, CONFIG_DEFAULTS, loadConfig, parseConfig } from './co
 export { AgentError, type AgentErrorCode } from './errors.js';
 export { createBoardHardware, type Hardware, type TamperState } from './hardware/hardware.js';
 export { type EnrolmentInfo, prepareEnrolment } from './identity/enrolment.js';
+export { openAgentDatabase } from './log/database.js';
 export type { ScreenPower, WirePlayRecord, WireRecord, WireStatusRecord } from './log/records.js';
 export { jsonLogger, type Logger, silentLogger } from './logger.js';
 export { EnvelopeVerifier } from './media/envelope.js';

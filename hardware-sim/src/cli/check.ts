@@ -6,6 +6,7 @@ import {
   AgentError,
   type AgentStatus,
   loadConfig,
+  openAgentDatabase,
   readStatus,
   systemFreeSpace,
 } from '@ooh/agent';
@@ -164,8 +165,8 @@ interface Inspection {
 }
 
 /**
- * Reads the player as its agent would, from a copy of its play log (in a temporary folder, removed after): the
- * agent's readStatus opens the log read-write, so it is given the copy (`dataDir` the copy's folder, with the
+ * Reads the player as its agent would, from a copy of its play log (in a temporary folder, removed after): opening
+ * the log itself, even read-only, leaves SQLite's -wal and -shm beside it, so readStatus is given the copy (`dataDir` the copy's folder, with the
  * revocation list and renewal state beside it; key and certificates are read where they are). What readStatus says
  * of the data folder's volume and files is then said of the real ones.
  */
@@ -205,6 +206,14 @@ async function inspect(target: string): Promise<Inspection> {
       snapshotAgentLog(databaseFile, join(copyDir, 'agent.sqlite'));
     } catch (error) {
       if (error instanceof LogSnapshotError) throw logProblem(error);
+      throw error;
+    }
+    // readStatus reads a log of this build's schema only, and never migrates one; the copy is this command's to
+    // bring up to date, so a player running an older agent is read as this build reads it.
+    try {
+      openAgentDatabase(join(copyDir, 'agent.sqlite')).close();
+    } catch (error) {
+      if (error instanceof AgentError) throw agentProblem(error, configFile);
       throw error;
     }
     copyIfThere(join(dataDir, 'revocations.json'), join(copyDir, 'revocations.json'));

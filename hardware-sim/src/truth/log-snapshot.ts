@@ -5,10 +5,9 @@ import BetterSqlite3 from 'better-sqlite3';
  * A copy of a player's play log, taken without writing anything beside it: what `hardware-sim check` reads, so that
  * inspecting a real player leaves its folder byte for byte as it was.
  *
- * Opening the file itself would not do: the agent's `readStatus` opens it read-write (it creates a missing file,
- * migrates an older one, and its close checkpoints a -wal into the file), and even a read-only SQLite connection
- * creates the -wal and -shm files of a WAL database when they are not there (sqlite.org/wal.html, "Read-Only
- * Databases"). So:
+ * Opening the file itself would not do: even a read-only SQLite connection (the agent's `readStatus` opens the log
+ * read-only) creates the -wal and -shm files of a WAL database when they are not there, and leaves them
+ * (sqlite.org/wal.html, "Read-Only Databases"). So:
  *
  * - no -wal beside the file (the agent is not running, or closed cleanly): the file is the whole database; its bytes
  *   are read and copied, and taken only if its size and modification time did not change meanwhile and no -wal

@@ -62,10 +62,13 @@ export class FileCredentials implements DeviceCredentials {
 
   private constructor(private readonly paths: CredentialPaths) {}
 
-  /** Loads the identity, finishing a promotion a power cut interrupted. */
-  static load(paths: CredentialPaths): FileCredentials {
+  /**
+   * Loads the identity, finishing a promotion a power cut interrupted; with `readOnly` (`agent status`, beside a
+   * running agent) nothing is renamed, and the pair read is the one the promotion gives.
+   */
+  static load(paths: CredentialPaths, options: { readOnly?: boolean } = {}): FileCredentials {
     const credentials = new FileCredentials(paths);
-    credentials.reload();
+    credentials.reload(options.readOnly === true);
     return credentials;
   }
 
@@ -81,13 +84,16 @@ export class FileCredentials implements DeviceCredentials {
     return { created: true, key: privateKey };
   }
 
-  reload(): void {
+  reload(readOnly = false): void {
     this.renewal = this.readRenewalState();
-    if (this.renewal?.state === 'promoting') this.finishPromotion();
+    // Each file's `.next` while a promotion is unfinished: what finishing it makes the current pair.
+    const promoted = (path: string) =>
+      this.renewal?.state === 'promoting' && existsSync(`${path}.next`) ? `${path}.next` : path;
+    if (this.renewal?.state === 'promoting' && !readOnly) this.finishPromotion();
     this.current = this.readPair(
-      this.paths.keyFile,
-      this.paths.certificateFile,
-      this.paths.caChainFile,
+      promoted(this.paths.keyFile),
+      promoted(this.paths.certificateFile),
+      promoted(this.paths.caChainFile),
       true,
     )!;
     this.next =

@@ -1,11 +1,13 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { exportPublicKeySpki, importPrivateKey, parseCsr } from '@ooh/crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createAgent } from '../../src/agent.js';
 import { formatLocalTime, main } from '../../src/cli/main.js';
+import BetterSqlite3 from 'better-sqlite3';
 import { openAgentDatabase } from '../../src/log/database.js';
+import { LATEST_SCHEMA_VERSION } from '../../src/log/migrations.js';
 import { memoryLogger } from '../../src/logger.js';
 import { PlayLog } from '../../src/log/play-log.js';
 import { BatchStore } from '../../src/shipping/batch-store.js';
@@ -50,6 +52,43 @@ describe('agent CLI', () => {
     dir = tempDir();
   });
   afterEach(() => dir.cleanup());
+
+  it('status only reads: no play log created before the first run, none migrated, the file left as it was', async () => {
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: { issuedAt: issuedForDaysLeft(100) },
+    });
+    const logPath = join(setup.config.dataDir, 'agent.sqlite');
+    // Installed, never run: the status of an empty log, and still no log.
+    expect(existsSync(logPath)).toBe(false);
+    const fresh = await run(['status', '--config', setup.configPath]);
+    expect(fresh.code).toBe(0);
+    expect(fresh.output).toContain('queue:           0 records not yet acknowledged');
+    expect(existsSync(logPath)).toBe(false);
+    // A log at an older schema version (an agent upgraded, not started since): refused, never migrated by status.
+    const db = openAgentDatabase(logPath);
+    new PlayLog(db).appendStatus({ kind: 'tamper', at: new Date() });
+    db.pragma('user_version = 3');
+    db.close();
+    const bytes = readFileSync(logPath);
+    // (main throws it; the program prints its message and exits 2, as for every AgentError.)
+    await expect(run(['status', '--config', setup.configPath])).rejects.toMatchObject({
+      code: 'database_older',
+      message: expect.stringMatching(/schema version 3 is older .* the agent upgrades it when it starts/),
+    });
+    expect(readFileSync(logPath).equals(bytes)).toBe(true);
+    // At the current version it is read, and its bytes stay as they were.
+    const again = new BetterSqlite3(logPath);
+    again.pragma(`user_version = ${LATEST_SCHEMA_VERSION}`);
+    again.close();
+    const current = readFileSync(logPath);
+    const read = await run(['status', '--config', setup.configPath]);
+    expect(read.code).toBe(0);
+    expect(read.output).toContain('queue:           1 records not yet acknowledged (last seq 1)');
+    expect(readFileSync(logPath).equals(current)).toBe(true);
+  });
 
   it('init creates a 0600 P-256 key once and prints its public key and a CSR for it', async () => {
     const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });

@@ -1,5 +1,5 @@
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { exportPublicKeySpki, readCertificate } from '@ooh/crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FileCredentials } from '../../src/identity/file-credentials.js';
@@ -167,6 +167,23 @@ describe('certificate self-renewal', () => {
     const { renameSync } = await import('node:fs');
     renameSync(setup.config.keyFile, `${setup.config.keyFile}.previous`);
     renameSync(`${setup.config.keyFile}.next`, setup.config.keyFile);
+    // `agent status` beside it reads what the promotion gives and renames nothing.
+    const files = () => readdirSync(dirname(setup.config.keyFile)).sort();
+    const before = files();
+    const readOnly = FileCredentials.load(
+      {
+        keyFile: setup.config.keyFile,
+        certificateFile: setup.config.certificateFile,
+        caChainFile: setup.config.caChainFile,
+        dataDir: setup.config.dataDir,
+      },
+      { readOnly: true },
+    );
+    expect(readOnly.certificate?.serialHex).toBe(nextSerial);
+    expect(readOnly.certificate?.publicKeySpki).toBe(exportPublicKeySpki(readOnly.deviceKey));
+    expect(readOnly.renewalState).toMatchObject({ state: 'promoting' });
+    expect(files()).toEqual(before);
+    expect(existsSync(statePath)).toBe(true);
     const reloaded = loadCredentials();
     expect(reloaded.renewalState).toBeNull();
     expect(reloaded.certificate?.serialHex).toBe(nextSerial);
