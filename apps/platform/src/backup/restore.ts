@@ -67,6 +67,14 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreSum
   }
   if (existsSync(dataDir)) {
     const present = await readdir(dataDir);
+    if (present.length === 1 && present[0] === STAGING) {
+      throw new BackupError(
+        'data_dir_not_empty',
+        `platform restore: DATA_DIR ${dataDir} holds only ${STAGING}, left by a restore that was interrupted; ` +
+          `remove ${path.join(dataDir, STAGING)} and run the restore again`,
+        { exitCode: 2 },
+      );
+    }
     if (present.length > 0) {
       throw new BackupError(
         'data_dir_not_empty',

@@ -209,6 +209,9 @@ async function writeBackup(
   for (const dir of rest.directories) await copy.directory(dir);
   for (const file of rest.files) await copy.file(file, 'secret');
   for (const other of rest.others) say(`left out ${path.join(dataDir, other)}: not a regular file`);
+  for (const [name, where] of settingsOutside(config.settings, dataDir)) {
+    say(`not in this backup: ${name}=${where} lies outside DATA_DIR; back it up with the city's key store`);
+  }
 
   const manifest: Manifest = {
     format: MANIFEST_FORMAT,
@@ -498,4 +501,20 @@ async function holdForTest(file: string): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   await unlink(file).catch(() => {});
+}
+
+/**
+ * The feature settings that name a file or folder outside DATA_DIR (a key or certificate mounted from elsewhere:
+ * AUTHORITY_DIR, AUTHORITY_*, DEVICE_CA_*, DEVICES_TLS_*, AUTHORITY_LEDGER_KEY, ...): the backup holds DATA_DIR only,
+ * so each is named, for the operator to keep with the backup.
+ */
+export function settingsOutside(settings: NodeJS.ProcessEnv, dataDir: string): [string, string][] {
+  const outside: [string, string][] = [];
+  for (const [name, value] of Object.entries(settings)) {
+    if (!value || !value.includes('/') || value.includes('://')) continue;
+    const where = path.resolve(value);
+    if (isInside(where, dataDir) || !existsSync(where)) continue;
+    outside.push([name, where]);
+  }
+  return outside.sort(([a], [b]) => a.localeCompare(b));
 }

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parsePem, verifySignedDocument } from '@ooh/verify';
@@ -362,6 +362,15 @@ describe('platform backup and restore', () => {
       new RegExp(
         `^platform restore: DATA_DIR ${world.dataDir} is not empty \\(.*\\); a restore writes into an empty or absent folder only, never over data$`,
       ),
+    );
+
+    // A restore that was interrupted left its staging folder: named, with what to do.
+    const interrupted = path.join(folder, 'interrupted');
+    await mkdir(path.join(interrupted, '.restoring'), { recursive: true });
+    const leftover = await runPlatformCommand(['restore', target], { DATA_DIR: interrupted });
+    expect(leftover.code).toBe(2);
+    expect(leftover.stderr).toContain(
+      `left by a restore that was interrupted; remove ${path.join(interrupted, '.restoring')} and run the restore again`,
     );
 
     for (const damaged of [
