@@ -95,7 +95,7 @@ describe('the platform command', () => {
     const command = await runPlatformCommand(['serve'], { DATA_DIR: dir });
     expect(command.code).toBe(2);
     expect(command.stderr).toBe(
-      'platform: unknown command "serve"; the commands are run and bootstrap (platform --help)\n',
+      'platform: unknown command "serve"; the commands are run, bootstrap, backup and restore (platform --help)\n',
     );
     expect(await readdir(dir)).toEqual([]);
   });
