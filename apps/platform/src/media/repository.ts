@@ -13,12 +13,19 @@ import type { Db, DbClient } from '../db/pool.js';
  */
 
 /**
- * The advisory lock of one hash: the two-key form, whose key space no other lock of the platform uses (they all take
- * one bigint), keyed by the hash's first 64 bits. Two hashes sharing a key only wait for each other.
+ * The first key of every media hash lock ("MEDI"). Advisory locks of the two-key form share one key space with the
+ * receive-day locks (migration 064: first key 0x5EA1DA1, second the day's number): a class of their own keeps a hash
+ * from ever meeting a day's lock, which the seal waits for.
+ */
+const MEDIA_LOCK_CLASS = 0x4d454449;
+
+/**
+ * The advisory lock of one hash: the two-key form, the media class and the hash's first 32 bits. Two hashes sharing
+ * those bits only wait for each other, for the length of a rename or an unlink.
  */
 function hashLockKeys(sha256: string): [number, number] {
   if (!/^[0-9a-f]{64}$/.test(sha256)) throw new Error(`not a SHA-256: ${sha256}`);
-  return [Number.parseInt(sha256.slice(0, 8), 16) | 0, Number.parseInt(sha256.slice(8, 16), 16) | 0];
+  return [MEDIA_LOCK_CLASS, Number.parseInt(sha256.slice(0, 8), 16) | 0];
 }
 
 /**
