@@ -238,7 +238,18 @@ export async function takeCallToken(db: Db, bucket: Bucket, at: Date): Promise<n
   return rows[0]!.wait;
 }
 
-/** Runs `work` in a transaction on its own client; a moved mark (PHWM1) is the result marks_moved. */
+/**
+ * SQLSTATE deadlock_detected. A group of agent batches locks a device's rate bucket before its mark and counts (the
+ * group statement), while storeBatch, which stores each batch of a failed group on its own, takes the tokens last:
+ * two instances storing batches of one device that way can wait for each other, and PostgreSQL then aborts one.
+ */
+const DEADLOCK_DETECTED = '40P01';
+
+/**
+ * Runs `work` in a transaction on its own client; a moved mark (PHWM1) is the result marks_moved, and so is a
+ * deadlock: the transaction was rolled back whole, so the caller reads the marks and stores again (at most
+ * MAX_ROUNDS times, then 503), where it used to answer 500.
+ */
 async function inTransaction(db: Db, work: (client: DbClient) => Promise<StoreResult>): Promise<StoreResult> {
   const client = await db.connect();
   let broken = false;
@@ -252,7 +263,8 @@ async function inTransaction(db: Db, work: (client: DbClient) => Promise<StoreRe
       await client.query('ROLLBACK').catch(() => {
         broken = true;
       });
-      if ((error as { code?: string }).code === 'PHWM1') return { kind: 'marks_moved' };
+      const code = (error as { code?: string }).code;
+      if (code === 'PHWM1' || code === DEADLOCK_DETECTED) return { kind: 'marks_moved' };
       throw error;
     }
   } catch (error) {

@@ -19,7 +19,7 @@ import {
 } from './helpers.js';
 import { judgeRecords, settle } from '../../src/pop/judge.js';
 import { readMarks } from '../../src/pop/batch-context.js';
-import { storeBatch } from '../../src/pop/store.js';
+import { ensureRecordPartition, storeBatch } from '../../src/pop/store.js';
 import { popWorld } from './world.js';
 
 /*
@@ -320,5 +320,98 @@ describe('rate tokens taken last', () => {
       key,
     ]);
     expect(rows[0].n).toBe(0);
+  });
+
+  test('a deadlock with a group locking the bucket first is judged again, never a 500', async ({
+    db,
+    operator,
+    device,
+  }) => {
+    // The group statement locks a device's bucket, then its mark; storeBatch (a failed group's batches, one by one)
+    // locks the mark, then the bucket. Another instance holding the bucket and then asking for the mark is a cycle:
+    // PostgreSQL aborts the store, which waited first, and the caller reads the marks and stores again.
+    const key = `device:${device.id}`;
+    const bucket = { key: `agent:${device.id}`, capacity: 3, perSecond: 0.1, cost: 1 };
+    await db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, 3, $2)', [
+      bucket.key,
+      T0,
+    ]);
+    await ensureRecordPartition(db, '2026-11-20', new Set());
+    // The device's mark row exists (a device that has sent before), so the store's compare-and-set locks it.
+    await db.query('INSERT INTO pop_players (player_key, high_water_seq, previous_seq) VALUES ($1, 1, 0)', [
+      key,
+    ]);
+    const verdicts = judgeRecords([play(2), play(3)], {
+      channel: 'agent',
+      receivedAt: T0,
+      attested: false,
+      playerOf: () => ({
+        key,
+        structureId: operator.structures[0]!.id,
+        structureCode: operator.structures[0]!.code,
+      }),
+      approval: () => undefined,
+    });
+    const marks = new Map([[key, 1]]);
+    const settled = settle(verdicts, marks);
+    const body = Buffer.from('{"d":1}');
+    const other = await db.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query('UPDATE pop_rate_buckets SET tokens = 2 WHERE bucket_key = $1', [bucket.key]);
+      const storing = storeBatch(db, {
+        batch: {
+          owner: key,
+          batchSeq: 0,
+          channel: 'agent',
+          body,
+          bodySha256: sha256(body),
+          receivedAt: T0,
+          receiveDay: '2026-11-20',
+          recordCount: 2,
+          answer: {
+            batch_seq: 0,
+            received: 2,
+            accepted: 2,
+            duplicates: 0,
+            refused: 0,
+            flagged: 0,
+            duplicate: false,
+            items: [],
+          },
+          attested: false,
+        },
+        settled,
+        readMarks: marks,
+        buckets: [bucket],
+        legacy: false,
+        now: () => T0,
+      });
+      let waited = false;
+      for (let i = 0; i < 200 && !waited; i += 1) {
+        const { rows } = await db.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pop_take_limits%'",
+        );
+        waited = rows[0].n > 0;
+        if (!waited) await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      expect(waited).toBe(true);
+      // The other instance now wants the mark the store holds: the cycle.
+      const marking = other.query(
+        'UPDATE pop_players SET high_water_seq = high_water_seq WHERE player_key = $1',
+        [key],
+      );
+      const outcome = await Promise.race([
+        storing,
+        new Promise((resolve) => setTimeout(() => resolve('no deadlock within 20 s'), 20_000)),
+      ]);
+      expect(outcome).toEqual({ kind: 'marks_moved' });
+      await marking;
+    } finally {
+      await other.query('ROLLBACK').catch(() => {});
+      other.release();
+    }
+    expect(await batchCount(db, key)).toBe(0);
+    expect(await countedPlays(db, key)).toBe(0);
   });
 });
