@@ -240,6 +240,66 @@ describe('two instances, one database', () => {
   });
 });
 
+/** An agent batch of `plays` judged for the device `key` against `marks`, as the store takes it. */
+function agentStoreArgs(args: {
+  key: string;
+  structure: { id: string; code: string };
+  plays: ReturnType<typeof play>[];
+  marks: Map<string, number>;
+  buckets: Parameters<typeof storeBatch>[1]['buckets'];
+  body: string;
+}): Parameters<typeof storeBatch>[1] {
+  const verdicts = judgeRecords(args.plays, {
+    channel: 'agent',
+    receivedAt: T0,
+    attested: false,
+    playerOf: () => ({ key: args.key, structureId: args.structure.id, structureCode: args.structure.code }),
+    approval: () => undefined,
+  });
+  const settled = settle(verdicts, args.marks);
+  const body = Buffer.from(args.body);
+  return {
+    batch: {
+      owner: args.key,
+      batchSeq: 0,
+      channel: 'agent',
+      body,
+      bodySha256: sha256(body),
+      receivedAt: T0,
+      receiveDay: '2026-11-20',
+      recordCount: args.plays.length,
+      answer: {
+        batch_seq: 0,
+        received: args.plays.length,
+        accepted: args.plays.length,
+        duplicates: 0,
+        refused: 0,
+        flagged: 0,
+        duplicate: false,
+        items: [],
+      },
+      attested: false,
+    },
+    settled,
+    readMarks: args.marks,
+    buckets: args.buckets,
+    legacy: false,
+    now: () => T0,
+  };
+}
+
+/** Waits until a store is waiting for a rate bucket's lock (its pop_take_limits), at most 5 s. */
+async function storeWaitsForTokens(db: Parameters<typeof storeBatch>[0]): Promise<boolean> {
+  for (let i = 0; i < 200; i += 1) {
+    const { rows } = await db.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pop_take_limits%'",
+    );
+    if (rows[0].n > 0) return true;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  return false;
+}
+
 describe('rate tokens taken last', () => {
   test('tokens another instance takes meanwhile: the batch looked fine, yet it is refused and nothing stored', async ({
     db,
@@ -252,62 +312,24 @@ describe('rate tokens taken last', () => {
       bucket.key,
       T0,
     ]);
-    const verdicts = judgeRecords([play(1), play(2)], {
-      channel: 'agent',
-      receivedAt: T0,
-      attested: false,
-      playerOf: () => ({
-        key,
-        structureId: operator.structures[0]!.id,
-        structureCode: operator.structures[0]!.code,
-      }),
-      approval: () => undefined,
-    });
-    const settled = settle(verdicts, new Map());
-    const body = Buffer.from('{"b":1}');
     // Another instance takes the last token and has not committed yet.
     const other = await db.connect();
     try {
       await other.query('BEGIN');
       await other.query('UPDATE pop_rate_buckets SET tokens = 0 WHERE bucket_key = $1', [bucket.key]);
-      const storing = storeBatch(db, {
-        batch: {
-          owner: key,
-          batchSeq: 0,
-          channel: 'agent',
-          body,
-          bodySha256: sha256(body),
-          receivedAt: T0,
-          receiveDay: '2026-11-20',
-          recordCount: 2,
-          answer: {
-            batch_seq: 0,
-            received: 2,
-            accepted: 2,
-            duplicates: 0,
-            refused: 0,
-            flagged: 0,
-            duplicate: false,
-            items: [],
-          },
-          attested: false,
-        },
-        settled,
-        readMarks: new Map(),
-        buckets: [bucket],
-        legacy: false,
-        now: () => T0,
-      });
+      const storing = storeBatch(
+        db,
+        agentStoreArgs({
+          key,
+          structure: operator.structures[0]!,
+          plays: [play(1), play(2)],
+          marks: new Map(),
+          buckets: [bucket],
+          body: '{"b":1}',
+        }),
+      );
       // The store reads a token (the other's update is not committed), writes, and waits for the bucket's lock.
-      let waited = false;
-      for (let i = 0; i < 200 && !waited; i += 1) {
-        const { rows } = await db.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pop_take_limits%'",
-        );
-        waited = rows[0].n > 0;
-        if (!waited) await new Promise((resolve) => setTimeout(resolve, 25));
-      }
-      expect(waited).toBe(true);
+      expect(await storeWaitsForTokens(db)).toBe(true);
       await other.query('COMMIT');
       expect(await storing).toEqual({ kind: 'rate_limited', wait: expect.closeTo(10, 6) });
     } finally {
@@ -341,61 +363,22 @@ describe('rate tokens taken last', () => {
     await db.query('INSERT INTO pop_players (player_key, high_water_seq, previous_seq) VALUES ($1, 1, 0)', [
       key,
     ]);
-    const verdicts = judgeRecords([play(2), play(3)], {
-      channel: 'agent',
-      receivedAt: T0,
-      attested: false,
-      playerOf: () => ({
-        key,
-        structureId: operator.structures[0]!.id,
-        structureCode: operator.structures[0]!.code,
-      }),
-      approval: () => undefined,
-    });
-    const marks = new Map([[key, 1]]);
-    const settled = settle(verdicts, marks);
-    const body = Buffer.from('{"d":1}');
     const other = await db.connect();
     try {
       await other.query('BEGIN');
       await other.query('UPDATE pop_rate_buckets SET tokens = 2 WHERE bucket_key = $1', [bucket.key]);
-      const storing = storeBatch(db, {
-        batch: {
-          owner: key,
-          batchSeq: 0,
-          channel: 'agent',
-          body,
-          bodySha256: sha256(body),
-          receivedAt: T0,
-          receiveDay: '2026-11-20',
-          recordCount: 2,
-          answer: {
-            batch_seq: 0,
-            received: 2,
-            accepted: 2,
-            duplicates: 0,
-            refused: 0,
-            flagged: 0,
-            duplicate: false,
-            items: [],
-          },
-          attested: false,
-        },
-        settled,
-        readMarks: marks,
-        buckets: [bucket],
-        legacy: false,
-        now: () => T0,
-      });
-      let waited = false;
-      for (let i = 0; i < 200 && !waited; i += 1) {
-        const { rows } = await db.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pop_take_limits%'",
-        );
-        waited = rows[0].n > 0;
-        if (!waited) await new Promise((resolve) => setTimeout(resolve, 25));
-      }
-      expect(waited).toBe(true);
+      const storing = storeBatch(
+        db,
+        agentStoreArgs({
+          key,
+          structure: operator.structures[0]!,
+          plays: [play(2), play(3)],
+          marks: new Map([[key, 1]]),
+          buckets: [bucket],
+          body: '{"d":1}',
+        }),
+      );
+      expect(await storeWaitsForTokens(db)).toBe(true);
       // The other instance now wants the mark the store holds: the cycle.
       const marking = other.query(
         'UPDATE pop_players SET high_water_seq = high_water_seq WHERE player_key = $1',
