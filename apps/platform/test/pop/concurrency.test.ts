@@ -292,7 +292,8 @@ function agentStoreArgs(args: {
 async function storeWaitsForTokens(db: Parameters<typeof storeBatch>[0]): Promise<boolean> {
   for (let i = 0; i < 200; i += 1) {
     const { rows } = await db.query(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pop_take_limits%'",
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%pop_take_limits%'`,
     );
     if (rows[0].n > 0) return true;
     await new Promise((resolve) => setTimeout(resolve, 25));

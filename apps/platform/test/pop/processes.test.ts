@@ -162,7 +162,8 @@ test.skipIf(!existsSync('/proc'))(
     const cpuAfter = workers.map(cpuMs);
     for (const [i, before] of cpuBefore.entries()) expect(cpuAfter[i]! - before).toBeGreaterThan(30);
     const { rows: names } = await db.query<{ name: string }>(
-      "SELECT DISTINCT application_name AS name FROM pg_stat_activity WHERE application_name LIKE 'ooh-platform-w%' ORDER BY 1",
+      `SELECT DISTINCT application_name AS name FROM pg_stat_activity
+        WHERE datname = current_database() AND application_name LIKE 'ooh-platform-w%' ORDER BY 1`,
     );
     expect(names.map((n) => n.name)).toEqual(['ooh-platform-w0', 'ooh-platform-w1']);
 

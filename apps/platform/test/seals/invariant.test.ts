@@ -156,12 +156,18 @@ async function verifiedDay(instance: PopInstance, day: string): Promise<{ owner:
     .map(({ owner, seq }) => ({ owner, seq }));
 }
 
-/** Waits until at least `n` lock requests are waiting in the database (a held-up writer or sealer). */
+/**
+ * Waits until at least `n` lock requests are waiting in this test's database (a held-up writer or sealer). The
+ * run's other test files have databases on the same server: their waiters, counted too, let a scenario go on before
+ * its own requests were held (the seal then made before a batch reached its store: a rare failure of the full run).
+ */
 async function waitersAtLeast(db: Db, n: number, locktype?: string): Promise<void> {
   const deadline = Date.now() + 20_000;
   for (;;) {
     const { rows } = await db.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND ($1::text IS NULL OR locktype = $1)',
+      `SELECT count(*)::int AS n FROM pg_locks
+        WHERE NOT granted AND ($1::text IS NULL OR locktype = $1)
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
       [locktype ?? null],
     );
     if (rows[0]!.n >= n) return;
