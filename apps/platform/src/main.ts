@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { takeBackup } from './backup/take.js';
-import { restoreBackup } from './backup/restore.js';
+import { restoreBackup, restoreUnderWay, restoreUnderWayError } from './backup/restore.js';
 import { bootstrap } from './bootstrap.js';
 import { loadConfig, type PlatformConfig } from './config.js';
 import { checkFeatureSettings } from './settings-check.js';
@@ -94,6 +94,9 @@ async function main(argv: string[]): Promise<number> {
   config = loadConfig({ file: values.config, testClock: values['test-clock'] === true });
   checkFeatureSettings(config);
   const settings = config;
+  // A restore's claim on DATA_DIR: nothing else may initialise, write or copy it meanwhile.
+  const restoring = command === 'restore' ? null : restoreUnderWay(settings.dataDir);
+  if (restoring) throw restoreUnderWayError(command, restoring);
   // From here a Ctrl-C waits for what is starting (the embedded PostgreSQL runs in its own process group, so it is
   // this process that stops it), then stops it cleanly; a second one leaves at once.
   const signals = holdStopSignals();
@@ -121,6 +124,8 @@ async function main(argv: string[]): Promise<number> {
       config: settings,
       source: positionals[1]!,
       say: (line) => console.error(line),
+      // Tests only: pauses the copy half-way (src/backup/restore.ts).
+      holdFile: process.env['PLATFORM_BACKUP_TEST_HOLD'],
     });
     console.error(
       summary.manifest.database.kind === 'embedded'

@@ -18,6 +18,7 @@ export class BackupError extends StartError {
       | 'backup_corrupt'
       | 'backup_newer'
       | 'data_dir_not_empty'
+      | 'restore_under_way'
       | 'database_mismatch',
     message: string,
     options?: { exitCode?: 1 | 2; cause?: unknown },

@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
-import { chmod, chown, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { PlatformConfig } from '../config.js';
 import { postgresUser } from '../db/embedded-process.js';
 import { BackupError } from './errors.js';
 import { copyFileHashed, hashFile, listTree, syncDirectory } from './files.js';
 import { DATA_FOLDER, type Manifest, readManifest } from './manifest.js';
-import { latestCodeMigration } from './take.js';
+import { holdForTest, latestCodeMigration } from './take.js';
 
 /*
  * `platform restore <backup>`: a backup made by `platform backup` into an empty (or absent) DATA_DIR. Every file is
@@ -15,12 +15,21 @@ import { latestCodeMigration } from './take.js';
  * to their places once all are copied (and checked again as they are copied). The next `platform run` starts
  * PostgreSQL on the copy: the backup_label makes it replay the WAL from the backup's start to past its stop, and
  * only then does it accept connections.
+ *
+ * `.restoring` is also the restore's claim on DATA_DIR: created (exclusively) before the first copy and removed
+ * after the last move, and every platform command refuses to start while it is there (restoreUnderWay), so a
+ * platform started by mistake during a restore neither initialises a database nor writes secrets that the
+ * restore would then mix with the backup's. A platform that was already starting when the claim was made has
+ * written into DATA_DIR by the time the files are moved: the folder is checked to hold only `.restoring` right after
+ * the claim and again right before the moves, and the restore stops, moving nothing, if it does not.
  */
 
 export interface RestoreOptions {
   config: PlatformConfig;
   source: string;
   say: (line: string) => void;
+  /** Tests only (PLATFORM_BACKUP_TEST_HOLD): once half of the files are copied, waits until this file is removed. */
+  holdFile?: string | undefined;
 }
 
 export interface RestoreSummary {
@@ -29,6 +38,25 @@ export interface RestoreSummary {
 }
 
 const STAGING = '.restoring';
+
+/**
+ * The restore's claim in `dataDir`, when there is one: a restore is under way, or was interrupted (killed). Every
+ * platform command that uses DATA_DIR refuses to start while it is there.
+ */
+export function restoreUnderWay(dataDir: string): string | null {
+  const staging = path.join(path.resolve(dataDir), STAGING);
+  return existsSync(staging) ? staging : null;
+}
+
+/** The refusal of a platform command started on a DATA_DIR a restore has claimed (`staging`). */
+export function restoreUnderWayError(command: string, staging: string): BackupError {
+  return new BackupError(
+    'restore_under_way',
+    `platform ${command}: ${staging} exists: a restore into this DATA_DIR is under way, or was interrupted; ` +
+      `wait for it to finish, or, if no restore runs, remove the DATA_DIR's contents and run the restore again`,
+    { exitCode: 2 },
+  );
+}
 
 export async function restoreBackup(options: RestoreOptions): Promise<RestoreSummary> {
   const { config, say } = options;
@@ -65,39 +93,83 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreSum
       { exitCode: 2 },
     );
   }
-  if (existsSync(dataDir)) {
-    const present = await readdir(dataDir);
-    if (present.length === 1 && present[0] === STAGING) {
-      throw new BackupError(
-        'data_dir_not_empty',
-        `platform restore: DATA_DIR ${dataDir} holds only ${STAGING}, left by a restore that was interrupted; ` +
-          `remove ${path.join(dataDir, STAGING)} and run the restore again`,
-        { exitCode: 2 },
-      );
-    }
-    if (present.length > 0) {
-      throw new BackupError(
-        'data_dir_not_empty',
-        `platform restore: DATA_DIR ${dataDir} is not empty (${present.slice(0, 3).join(', ')}` +
-          `${present.length > 3 ? ', ...' : ''}); a restore writes into an empty or absent folder only, never over data`,
-        { exitCode: 2 },
-      );
-    }
-  }
+  if (existsSync(dataDir)) refuseUnlessEmpty(dataDir, await readdir(dataDir));
 
   const data = path.join(source, DATA_FOLDER);
   await checkBackup(data, manifest);
   say(`backup checked: ${manifest.files.length} files, every SHA-256 as in its manifest`);
 
+  // The claim: from here every platform command refuses this DATA_DIR (and a second restore finds it taken).
+  const createdDataDir = !existsSync(dataDir);
   await mkdir(dataDir, { recursive: true });
   const staging = path.join(dataDir, STAGING);
-  await mkdir(staging, { mode: 0o700 });
+  try {
+    await mkdir(staging, { mode: 0o700 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') refuseUnlessEmpty(dataDir, [STAGING]);
+    throw error;
+  }
+  try {
+    // Written meanwhile (while the backup was checked): a platform started on it, or another restore.
+    refuseUnlessEmpty(dataDir, await readdir(dataDir), STAGING);
+    await copyInto(staging, data, manifest, options.holdFile);
+    // The last look before anything is moved into place: a platform that was starting when the claim was made.
+    refuseUnlessEmpty(dataDir, await readdir(dataDir), STAGING);
+  } catch (error) {
+    // The copy is this command's: gone with its claim, so a failed restore leaves DATA_DIR as it found it.
+    await rm(staging, { recursive: true, force: true });
+    if (createdDataDir) await rmdir(dataDir).catch(() => {});
+    throw error;
+  }
+
+  for (const name of await readdir(staging)) await rename(path.join(staging, name), path.join(dataDir, name));
+  await rmdir(staging);
+  await syncDirectory(dataDir);
+  return { dataDir, manifest };
+}
+
+/**
+ * Refuses a DATA_DIR that holds anything but `mine` (the restore's own claim, once made): a restore writes into an
+ * empty or absent folder only.
+ */
+function refuseUnlessEmpty(dataDir: string, present: string[], mine?: string): void {
+  const others = present.filter((name) => name !== mine);
+  if (mine === undefined && others.length === 1 && others[0] === STAGING) {
+    throw new BackupError(
+      'data_dir_not_empty',
+      `platform restore: DATA_DIR ${dataDir} holds only ${STAGING}: a restore is under way, or was interrupted; ` +
+        `if no restore runs, remove ${path.join(dataDir, STAGING)} and run the restore again`,
+      { exitCode: 2 },
+    );
+  }
+  if (others.length === 0) return;
+  const named = `${others.slice(0, 3).join(', ')}${others.length > 3 ? ', ...' : ''}`;
+  throw new BackupError(
+    'data_dir_not_empty',
+    mine === undefined
+      ? `platform restore: DATA_DIR ${dataDir} is not empty (${named}); a restore writes into an empty or absent ` +
+          'folder only, never over data'
+      : `platform restore: ${named} appeared in DATA_DIR ${dataDir} while the restore ran (a platform started on ` +
+          'it?); nothing was moved into place: stop it, empty DATA_DIR and run the restore again',
+    { exitCode: 2 },
+  );
+}
+
+/** Copies the backup's files into `staging`, each checked again as it is copied, with their modes and owners. */
+async function copyInto(
+  staging: string,
+  data: string,
+  manifest: Manifest,
+  holdFile: string | undefined,
+): Promise<void> {
   // Parents before children (the manifest lists them so); modes set once the files are in.
   const directories = [...manifest.directories].sort(
     (a, b) => a.path.split('/').length - b.path.split('/').length,
   );
   for (const dir of directories) await mkdir(path.join(staging, dir.path), { recursive: true, mode: 0o700 });
-  for (const file of manifest.files) {
+  const half = Math.floor(manifest.files.length / 2);
+  for (const [index, file] of manifest.files.entries()) {
+    if (index === half && holdFile) await holdForTest(holdFile);
     const copied = await copyFileHashed(path.join(data, file.path), path.join(staging, file.path), file.mode);
     if (!copied || copied.sha256 !== file.sha256 || copied.size !== file.size) {
       throw corrupt(file.path, 'changed while it was restored');
@@ -119,11 +191,6 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreSum
   const deepestFirst = [...directories].sort((a, b) => b.path.split('/').length - a.path.split('/').length);
   for (const dir of deepestFirst) await syncDirectory(path.join(staging, dir.path));
   await syncDirectory(staging);
-
-  for (const name of await readdir(staging)) await rename(path.join(staging, name), path.join(dataDir, name));
-  await rmdir(staging);
-  await syncDirectory(dataDir);
-  return { dataDir, manifest };
 }
 
 const corrupt = (relative: string, what: string) =>

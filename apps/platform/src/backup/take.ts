@@ -490,7 +490,7 @@ async function copyEmbeddedCluster(
   }
 }
 
-async function holdForTest(file: string): Promise<void> {
+export async function holdForTest(file: string): Promise<void> {
   await writeFile(file, `${process.pid}\n`, { flag: 'wx' });
   while (
     await lstat(file).then(

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parsePem, verifySignedDocument } from '@ooh/verify';
@@ -94,9 +94,12 @@ async function superuser(dataDir: string): Promise<pg.Client> {
   return client;
 }
 
-/** `platform backup` as a child process that the test may kill, with the copy held half-way when `hold` is given. */
-function startBackup(dataDir: string, target: string, hold?: string) {
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', MAIN, 'backup', target], {
+/**
+ * `platform backup TARGET` or `platform restore BACKUP` as a child process that the test may kill, with the copy
+ * held half-way when `hold` is given.
+ */
+function startCommand(command: 'backup' | 'restore', dataDir: string, folder: string, hold?: string) {
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', MAIN, command, folder], {
     cwd: REPO_ROOT,
     env: {
       ...process.env,
@@ -115,7 +118,7 @@ function startBackup(dataDir: string, target: string, hold?: string) {
   return { child, exited, stderr: () => stderr };
 }
 
-/** Waits for the backup to hold at `file`; fails at once if it ended instead. */
+/** Waits for the command to hold at `file`; fails at once if it ended instead. */
 async function waitForHold(
   file: string,
   backup: { child: { exitCode: number | null }; stderr: () => string },
@@ -124,7 +127,7 @@ async function waitForHold(
   const deadline = Date.now() + timeoutMs;
   while (!existsSync(file)) {
     if (Date.now() > deadline || backup.child.exitCode !== null) {
-      throw new Error(`the backup did not hold at ${file}: ${backup.stderr()}`);
+      throw new Error(`the command did not hold at ${file}: ${backup.stderr()}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -344,7 +347,7 @@ describe('platform backup and restore', () => {
     expect(await restored.p.stop('SIGTERM'), restored.p.output()).toBe(0);
   }, 600_000);
 
-  test('a target that exists, a damaged file and a DATA_DIR that is not empty are refused, each named; nothing is written', async () => {
+  test('a target that exists, a damaged file, a DATA_DIR that is not empty and one being restored are refused, each named; nothing is written', async () => {
     const folder = await tempDir();
     const target = path.join(folder, 'backup');
     const backup = await runPlatformCommand(['backup', target], { DATA_DIR: world.dataDir }, 240_000);
@@ -364,14 +367,44 @@ describe('platform backup and restore', () => {
       ),
     );
 
-    // A restore that was interrupted left its staging folder: named, with what to do.
+    // A restore that was interrupted left its claim (its staging folder): named, with what to do; and no platform
+    // command starts on that DATA_DIR.
     const interrupted = path.join(folder, 'interrupted');
     await mkdir(path.join(interrupted, '.restoring'), { recursive: true });
     const leftover = await runPlatformCommand(['restore', target], { DATA_DIR: interrupted });
     expect(leftover.code).toBe(2);
     expect(leftover.stderr).toContain(
-      `left by a restore that was interrupted; remove ${path.join(interrupted, '.restoring')} and run the restore again`,
+      `holds only .restoring: a restore is under way, or was interrupted; if no restore runs, remove ${path.join(interrupted, '.restoring')} and run the restore again`,
     );
+    for (const command of [['run'], ['bootstrap'], ['backup', path.join(folder, 'from-interrupted')]]) {
+      const refused = await runPlatformCommand(command, { DATA_DIR: interrupted });
+      expect(refused.code, refused.stderr).toBe(2);
+      expect(refused.stderr.trim()).toBe(
+        `platform ${command[0]}: ${path.join(interrupted, '.restoring')} exists: a restore into this DATA_DIR is under way, or was interrupted; wait for it to finish, or, if no restore runs, remove the DATA_DIR's contents and run the restore again`,
+      );
+    }
+    expect(await readdir(interrupted)).toEqual(['.restoring']);
+
+    // A restore under way (held half-way): a platform started on its DATA_DIR refuses, and so does a second
+    // restore; a file written into DATA_DIR meanwhile (as by a platform that was starting) stops the restore before
+    // anything is moved into place, and DATA_DIR is left as it was found.
+    const restoring = path.join(folder, 'restoring');
+    const hold = path.join(folder, 'restore-hold');
+    const running = startCommand('restore', restoring, target, hold);
+    await waitForHold(hold, running);
+    const meanwhile = await runPlatformCommand(['run'], { DATA_DIR: restoring });
+    expect(meanwhile.code, meanwhile.stderr).toBe(2);
+    expect(meanwhile.stderr).toContain('a restore into this DATA_DIR is under way, or was interrupted');
+    const second = await runPlatformCommand(['restore', target], { DATA_DIR: restoring });
+    expect(second.code).toBe(2);
+    expect(second.stderr).toContain('holds only .restoring: a restore is under way');
+    await writeFile(path.join(restoring, 'platform.json'), '{}');
+    await rm(hold);
+    expect(await running.exited).toBe(2);
+    expect(running.stderr().trim().split('\n').at(-1)).toBe(
+      `platform restore: platform.json appeared in DATA_DIR ${restoring} while the restore ran (a platform started on it?); nothing was moved into place: stop it, empty DATA_DIR and run the restore again`,
+    );
+    expect(await readdir(restoring)).toEqual(['platform.json']);
 
     for (const damaged of [
       'authority/seal-signer.key',
@@ -398,7 +431,7 @@ describe('platform backup and restore', () => {
     const folder = await tempDir();
     const target = path.join(folder, 'backup');
     const hold = path.join(folder, 'hold');
-    const running = startBackup(world.dataDir, target, hold);
+    const running = startCommand('backup', world.dataDir, target, hold);
     await waitForHold(hold, running);
     const db = await superuser(world.dataDir);
     const pid = running.child.pid!;
@@ -449,7 +482,7 @@ describe('platform backup and restore', () => {
     const folder = await tempDir();
     const target = path.join(folder, 'backup');
     const hold = path.join(folder, 'hold');
-    const running = startBackup(world.dataDir, target, hold);
+    const running = startCommand('backup', world.dataDir, target, hold);
     await waitForHold(hold, running);
     const db = await superuser(world.dataDir);
     const start = (
