@@ -6,6 +6,7 @@ import type { PlatformConfig } from './config.js';
 import type { Db } from './db/pool.js';
 import { DeviceCaches } from './devices/caches.js';
 import { PopCaches } from './pop/caches.js';
+import { BackgroundRuns } from './shared/ticker.js';
 
 /** What every feature gets: configuration, the database, the injected clock, a logger, and the platform's caches. */
 export interface PlatformContext {
@@ -29,13 +30,20 @@ export interface PlatformCaches {
   authority: AuthorityCache;
   /** Proof of play: the agent channels' shared lookup, the group committer, the known record partitions. */
   pop: PopCaches;
+  /** What the background work (src/shared/ticker.ts) did, for /metrics: kept for the process's life, never emptied. */
+  background: BackgroundRuns;
 }
 
 /** The caches of a new platform: empty, each filled on first need. */
 export function platformCaches(
   ctx: Pick<PlatformContext, 'config' | 'db' | 'clock' | 'log'>,
 ): PlatformCaches {
-  return { devices: new DeviceCaches(ctx), authority: new AuthorityCache(ctx), pop: new PopCaches(ctx) };
+  return {
+    devices: new DeviceCaches(ctx),
+    authority: new AuthorityCache(ctx),
+    pop: new PopCaches(ctx),
+    background: new BackgroundRuns(),
+  };
 }
 
 /** A platform's context with fresh caches (startPlatform, and tests that build their servers themselves). */

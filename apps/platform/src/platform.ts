@@ -208,8 +208,8 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
   const schedulers: (() => Promise<void>)[] = [];
   const testClock = config.testClock ? new TestClock() : null;
   const clock = options.clock ?? testClock ?? systemClock;
-  const metrics = new PlatformMetrics({ db, now: () => clock.now() });
   const ctx = platformContext({ config, db, clock, testClock, log });
+  const metrics = new PlatformMetrics({ db, now: () => clock.now(), background: ctx.caches.background });
   const cleanup = () => [
     ...(listeners ? [listeners] : []),
     ...[...schedulers].reverse(),

@@ -4,6 +4,7 @@ import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { addDays, almatyDayEnd } from '@ooh/protocol';
 import type { FastifyInstance } from 'fastify';
 import type { Db } from '../db/pool.js';
+import type { BackgroundRuns } from '../shared/ticker.js';
 
 /*
  * Prometheus metrics (issue "What a newcomer tripped over", item 7), in the text exposition format 0.0.4, written
@@ -14,7 +15,7 @@ import type { Db } from '../db/pool.js';
  * scraper as a bearer token (config.ts). So the series are not public by accident.
  *
  * Labels are bounded: host (4), route pattern (not the URL, so no ids), method, status, problem code, refusal
- * reason, record flag. No device, source, organisation or key ever becomes a label.
+ * reason, record flag, background loop. No device, source, organisation or key ever becomes a label.
  */
 
 type Labels = Record<string, string>;
@@ -95,6 +96,8 @@ class Histogram {
 export interface MetricsSources {
   db: Db;
   now: () => Date;
+  /** The runs of the process's background work (ctx.caches.background). */
+  background?: BackgroundRuns;
 }
 
 /** One process's metrics: what its four hosts counted, and what is read when scraped. */
@@ -227,6 +230,7 @@ export class PlatformMetrics {
         ),
       );
       families.push(await this.sealLag());
+      if (this.sources.background) families.push(...backgroundFamilies(this.sources.background));
     }
     return families;
   }
@@ -253,6 +257,39 @@ export class PlatformMetrics {
     }
     return family;
   }
+}
+
+/**
+ * The background loops' runs: a counter by outcome, the time of the last success and the last run's length. A loop
+ * appears once it has run; in a cluster, in the one process that runs the schedulers.
+ */
+function backgroundFamilies(runs: BackgroundRuns): Family[] {
+  const entries = runs.entries();
+  return [
+    {
+      name: 'ooh_background_runs_total',
+      help: 'Runs of the background work (seals, ledger witnesses and timestamps, alerts, media sweep, ...), by loop and outcome: ok, or failed (the error is logged).',
+      type: 'counter',
+      samples: entries.flatMap(([work, t]) => [
+        { labels: { work, outcome: 'ok' }, value: t.ok },
+        { labels: { work, outcome: 'failed' }, value: t.failed },
+      ]),
+    },
+    {
+      name: 'ooh_background_last_success_timestamp_seconds',
+      help: 'When the last run of a background loop that did not fail ended (Unix seconds, the platform clock); alert on time() minus this.',
+      type: 'gauge',
+      samples: entries
+        .filter(([, t]) => t.lastSuccess !== null)
+        .map(([work, t]) => ({ labels: { work }, value: t.lastSuccess!.getTime() / 1000 })),
+    },
+    {
+      name: 'ooh_background_last_run_seconds',
+      help: 'How long the last run of a background loop took, whatever its outcome.',
+      type: 'gauge',
+      samples: entries.map(([work, t]) => ({ labels: { work }, value: t.lastRunSeconds ?? 0 })),
+    },
+  ];
 }
 
 const escapeLabel = (value: string) =>

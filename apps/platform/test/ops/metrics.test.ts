@@ -9,7 +9,8 @@ import {
   renderMetrics,
 } from '../../src/http/metrics.js';
 import { buildServers, type Servers } from '../../src/platform.js';
-import { runSealScheduler } from '../../src/seals/index.js';
+import { runSealScheduler, startSealScheduler } from '../../src/seals/index.js';
+import { startTicker } from '../../src/shared/ticker.js';
 import { startSealPlatform } from '../seals/helpers.js';
 import {
   agentBody,
@@ -37,7 +38,11 @@ const TOKEN = 'a-scrape-token-of-some-length';
 
 beforeAll(async () => {
   p = await startSealPlatform(T0);
-  metrics = new PlatformMetrics({ db: p.ctx.db, now: () => p.clock.now() });
+  metrics = new PlatformMetrics({
+    db: p.ctx.db,
+    now: () => p.clock.now(),
+    background: p.ctx.caches.background,
+  });
   servers = await buildServers(p.ctx, FEATURES, { metrics });
   const operator = await createOperator(p, 1);
   device = await insertDevice(p.ctx.db, operator.structures[0]!);
@@ -176,6 +181,42 @@ describe('the metrics listener', () => {
     } finally {
       p.clock.set(T0);
     }
+  });
+
+  test('background loops: runs by outcome, the time of the last success, the last run length', async () => {
+    // Nothing ran yet: the families are there, without samples.
+    const before = await scrape();
+    expect(before).toContain('# TYPE ooh_background_runs_total counter');
+    expect(before).not.toContain('ooh_background_runs_total{');
+    // The real seal scheduler's loop, and a loop that fails every other run (as a ledger witness that does not
+    // answer would), both on the platform's ticker.
+    const stopSeals = startSealScheduler(p.ctx, { intervalMs: 10 });
+    let runs = 0;
+    const stopFlaky = startTicker(p.ctx, 'flaky', 10, async () => {
+      runs += 1;
+      if (runs % 2 === 1) throw new Error('the witness did not answer');
+    });
+    try {
+      await expect.poll(() => runs, { timeout: 10_000 }).toBeGreaterThanOrEqual(4);
+    } finally {
+      await stopFlaky();
+      await stopSeals();
+    }
+    const text = await scrape();
+    const seals = sample(text, 'ooh_background_runs_total{work="seals",outcome="ok"}');
+    expect(seals).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'ooh_background_runs_total{work="seals",outcome="failed"}')).toBe(0);
+    const ok = sample(text, 'ooh_background_runs_total{work="flaky",outcome="ok"}')!;
+    const failed = sample(text, 'ooh_background_runs_total{work="flaky",outcome="failed"}')!;
+    expect(ok + failed).toBe(runs);
+    expect(failed).toBe(Math.ceil(runs / 2));
+    // The platform's clock (a test clock here): the time of the last run that did not fail.
+    expect(sample(text, 'ooh_background_last_success_timestamp_seconds{work="flaky"}')).toBe(
+      p.clock.now().getTime() / 1000,
+    );
+    const length = sample(text, 'ooh_background_last_run_seconds{work="seals"}')!;
+    expect(length).toBeGreaterThan(0);
+    expect(length).toBeLessThan(10);
   });
 });
 
