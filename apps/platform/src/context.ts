@@ -6,7 +6,7 @@ import type { PlatformConfig } from './config.js';
 import type { Db } from './db/pool.js';
 import { DeviceCaches } from './devices/caches.js';
 import { PopCaches } from './pop/caches.js';
-import { BackgroundRuns } from './shared/ticker.js';
+import { BackgroundRuns } from './shared/background-runs.js';
 
 /** What every feature gets: configuration, the database, the injected clock, a logger, and the platform's caches. */
 export interface PlatformContext {

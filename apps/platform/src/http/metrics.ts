@@ -4,7 +4,7 @@ import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { addDays, almatyDayEnd } from '@ooh/protocol';
 import type { FastifyInstance } from 'fastify';
 import type { Db } from '../db/pool.js';
-import type { BackgroundRuns } from '../shared/ticker.js';
+import type { BackgroundRuns } from '../shared/background-runs.js';
 
 /*
  * Prometheus metrics (issue "What a newcomer tripped over", item 7), in the text exposition format 0.0.4, written
