@@ -253,7 +253,8 @@ interface Look {
 
 /**
  * What a reader would find wrong on the page as it is: a message key shown as text; text cut off (clipped by an
- * overflow, or past the right edge of the screen or of its panel, outside the tables that scroll in their frames);
+ * overflow, or past the right edge of the screen or of its panel, outside the tables that scroll in their frames, or
+ * a select's chosen option or a search box's hint longer than the control);
  * a control with no accessible name; a table with no rows (an empty list must say so in words); a file input that shows
  * the browser's own button, which speaks the browser's language ("Choose File" in a Kazakh console) and on a phone
  * cuts its own text short ("No ...osen").
@@ -295,6 +296,32 @@ const LOOK = `(() => {
   for (const table of document.querySelectorAll('main table')) {
     if (visible(table) && table.tBodies.length > 0 && [...table.tBodies].every((b) => b.rows.length === 0))
       out.emptyTables.push(table.caption ? table.caption.textContent : name(table));
+  }
+  // What a control shows inside itself, which no overflow reveals: the chosen option of a select (narrower than the
+  // same select left to its own width, holding only that option) and the hint an empty box shows (longer, in the
+  // box's own font, than the room inside its padding).
+  const measure = document.createElement('canvas').getContext('2d');
+  for (const el of document.querySelectorAll('main select, main input[placeholder]')) {
+    if (!visible(el)) continue;
+    const cs = getComputedStyle(el);
+    if (el.tagName === 'SELECT') {
+      const chosen = el.selectedOptions[0];
+      if (!chosen || !chosen.textContent.trim()) continue;
+      const alone = el.cloneNode(false);
+      alone.appendChild(chosen.cloneNode(true));
+      alone.removeAttribute('id');
+      alone.style.cssText = 'position:absolute;visibility:hidden;width:auto;min-width:0;max-width:none;flex:none';
+      el.parentElement.appendChild(alone);
+      const needs = alone.getBoundingClientRect().width;
+      alone.remove();
+      if (needs > el.getBoundingClientRect().width + 0.5)
+        out.cut.push('cut short inside ' + name(el) + ': "' + chosen.textContent.trim() + '"');
+    } else if (!el.value && el.placeholder.trim()) {
+      measure.font = cs.fontStyle + ' ' + cs.fontWeight + ' ' + cs.fontSize + ' ' + cs.fontFamily;
+      const room = el.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+      if (measure.measureText(el.placeholder.trim()).width > room + 0.5)
+        out.cut.push('cut short inside ' + name(el) + ': "' + el.placeholder.trim() + '"');
+    }
   }
   for (const input of document.querySelectorAll('input[type="file"]')) {
     const r = input.getBoundingClientRect();

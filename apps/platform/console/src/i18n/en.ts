@@ -170,7 +170,7 @@ export const en = {
 
   'category.legend': 'Product category',
   'category.search': 'Search the categories (English, Russian or Kazakh)',
-  'category.searchPlaceholder': 'for example: cars, автомобили, көлік',
+  'category.searchPlaceholder': 'e.g. cars, автомобили, көлік',
   'category.chosen': 'Chosen: {name}',
   'category.none': 'No category chosen yet.',
   'category.results': 'Matching categories',

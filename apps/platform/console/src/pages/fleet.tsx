@@ -502,7 +502,7 @@ function Devices(props: {
               type="search"
               autocomplete="off"
               maxLength={100}
-              placeholder={t('fleet.filter.searchHint')}
+              aria-describedby="fleet-search-hint"
               value={search}
               onInput={(e) => setSearch((e.target as HTMLInputElement).value)}
             />
@@ -510,6 +510,11 @@ function Devices(props: {
           <button type="submit" class="button">
             {t('fleet.filter.searchButton')}
           </button>
+          {/* Under the box and its button, not inside the box as a placeholder: a hint that goes when typing starts
+              was also cut short on a phone in Kazakh. */}
+          <p class="hint" id="fleet-search-hint">
+            {t('fleet.filter.searchHint')}
+          </p>
         </div>
         <Field id="fleet-state" label={t('fleet.filter.state')}>
           <select
