@@ -32,6 +32,22 @@ export function createPool(
     connectionString: url,
     max: options.max ?? 20,
     application_name: options.applicationName ?? 'ooh-platform',
+    // node-postgres reads dates and timestamps in ISO output only, and the platform reads date::text as YYYY-MM-DD
+    // (pop/batch-context.ts, migration 081, pop/queries.ts, http/metrics.ts): a server or database whose DateStyle
+    // is, say, 'SQL, DMY' made those reads null and the routes 500. Set before the pool hands the client out (a
+    // query queued behind another on one client is deprecated in pg 8 and goes in pg 9).
+    onConnect: async (client) => {
+      // A connection lost while its client is checked out (PostgreSQL restarted, the backend terminated) is reported
+      // as the client's 'error' event once no query of it is running, and pg-pool listens for that only while the
+      // client is idle: with no listener the event ended the process (found by test/db/pool.test.ts). The error
+      // reaches the query that was running (rejected) or the next one ("not queryable"), and the pool drops the
+      // client when it is released; an idle client's loss still goes to the pool's 'error' below.
+      client.on('error', keepLost);
+      await client.query("SET DateStyle = 'ISO, YMD'").catch((error: unknown) => {
+        keepLost(error);
+        throw error;
+      });
+    },
   });
   // An idle client whose server went away (restart, shutdown) must not crash the process:
   // the pool drops it and the next query opens a new connection.
@@ -44,16 +60,6 @@ export function createPool(
   // So end() here also waits for every connection of the pool to close (at most END_WAIT_MS).
   const open = new Set<Promise<void>>();
   pool.on('connect', (client) => {
-    // A connection lost while its client is checked out (PostgreSQL restarted, the backend terminated) is reported
-    // as the client's 'error' event once no query of it is running, and pg-pool listens for that only while the
-    // client is idle: with no listener the event ended the process (found by test/db/pool.test.ts). The error
-    // reaches the query that was running (rejected) or the next one ("not queryable"), and the pool drops the client
-    // when it is released; an idle client's loss still goes to the pool's 'error' above.
-    client.on('error', keepLost);
-    // node-postgres reads dates and timestamps in ISO output only, and the platform reads date::text as YYYY-MM-DD
-    // (pop/batch-context.ts, migration 081, pop/queries.ts, http/metrics.ts): a server or database whose DateStyle
-    // is, say, 'SQL, DMY' made those reads null and the routes 500. Queued before any query of the client.
-    client.query("SET DateStyle = 'ISO, YMD'").catch(keepLost);
     const closed = new Promise<void>((resolve) => client.once('end', () => resolve()));
     open.add(closed);
     void closed.then(() => open.delete(closed));

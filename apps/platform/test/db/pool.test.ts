@@ -18,6 +18,30 @@ afterAll(async () => {
   await database?.drop();
 });
 
+test('a new connection is set up before the pool hands it out: no query waits behind another on one client', async () => {
+  // pg 8 warns when a query is queued behind another on one client, and pg 9 drops that queue: the pool's own set-up
+  // (DateStyle) once made every new connection's first query wait behind it. The warning comes once a process: this
+  // test is the file's first.
+  const warnings: string[] = [];
+  const listener = (warning: Error) => {
+    if (warning.name === 'DeprecationWarning') warnings.push(warning.message);
+  };
+  process.on('warning', listener);
+  const pool = createPool(database.url, { max: 4 });
+  try {
+    await Promise.all(Array.from({ length: 8 }, () => pool.query('SELECT 1')));
+    const client = await pool.connect();
+    await client.query('SELECT 1');
+    client.release();
+    // Warnings are emitted on the next tick.
+    await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    process.off('warning', listener);
+    await pool.end();
+  }
+  expect(warnings).toEqual([]);
+});
+
 test('end() resolves after every connection of the pool has closed on the server', async () => {
   const name = `pool-end-${process.pid}`;
   const errors: Error[] = [];
