@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createPool, SET_GENERIC_PLANS, withTransaction } from '../../src/db/pool.js';
@@ -10,6 +12,8 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
  * clients logs as "terminating connection due to administrator command" (issue "A newcomer's two commands", item 7).
  */
 
+const POOL_MODULE = fileURLToPath(new URL('../../src/db/pool.ts', import.meta.url));
+
 let database: TestDatabase;
 beforeAll(async () => {
   database = await createTestDatabase({ migrate: false });
@@ -20,26 +24,29 @@ afterAll(async () => {
 
 test('a new connection is set up before the pool hands it out: no query waits behind another on one client', async () => {
   // pg 8 warns when a query is queued behind another on one client, and pg 9 drops that queue: the pool's own set-up
-  // (DateStyle) once made every new connection's first query wait behind it. The warning comes once a process: this
-  // test is the file's first.
-  const warnings: string[] = [];
-  const listener = (warning: Error) => {
-    if (warning.name === 'DeprecationWarning') warnings.push(warning.message);
-  };
-  process.on('warning', listener);
-  const pool = createPool(database.url, { max: 4 });
-  try {
+  // (DateStyle) once made every new connection's first query wait behind it. The warning comes once a process, and
+  // test files share their worker's modules, so the pool is used in a process of its own.
+  const script = `
+    const { createPool } = await import(${JSON.stringify(POOL_MODULE)});
+    const pool = createPool(process.env.TEST_DATABASE_URL, { max: 4 });
     await Promise.all(Array.from({ length: 8 }, () => pool.query('SELECT 1')));
     const client = await pool.connect();
     await client.query('SELECT 1');
     client.release();
-    // Warnings are emitted on the next tick.
-    await new Promise((resolve) => setImmediate(resolve));
-  } finally {
-    process.off('warning', listener);
     await pool.end();
-  }
-  expect(warnings).toEqual([]);
+    console.log('done');
+  `;
+  const child = spawnSync(
+    process.execPath,
+    ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script],
+    {
+      env: { ...process.env, TEST_DATABASE_URL: database.url },
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  );
+  expect(child.stdout.trim(), child.stderr).toBe('done');
+  expect(child.stderr).not.toContain('DeprecationWarning');
 });
 
 test('end() resolves after every connection of the pool has closed on the server', async () => {
