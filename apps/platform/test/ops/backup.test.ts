@@ -347,7 +347,7 @@ describe('platform backup and restore', () => {
     expect(await restored.p.stop('SIGTERM'), restored.p.output()).toBe(0);
   }, 600_000);
 
-  test('a target that exists, a damaged file, a DATA_DIR that is not empty and one being restored are refused, each named; nothing is written', async () => {
+  test('a target that exists, a damaged file, a newer backup, a DATA_DIR that is not empty and one being restored are refused, each named; nothing is written', async () => {
     const folder = await tempDir();
     const target = path.join(folder, 'backup');
     const backup = await runPlatformCommand(['backup', target], { DATA_DIR: world.dataDir }, 240_000);
@@ -405,6 +405,27 @@ describe('platform backup and restore', () => {
       `platform restore: platform.json appeared in DATA_DIR ${restoring} while the restore ran (a platform started on it?); nothing was moved into place: stop it, empty DATA_DIR and run the restore again`,
     );
     expect(await readdir(restoring)).toEqual(['platform.json']);
+
+    // A backup of a newer platform (its database at a migration this code does not have) is refused before any
+    // copy: this platform would refuse the database it restored.
+    const newer = path.join(folder, 'newer');
+    await cp(target, newer, { recursive: true });
+    const manifestFile = path.join(newer, 'manifest.json');
+    const manifest = JSON.parse(await readFile(manifestFile, 'utf8')) as {
+      platform: { version: string };
+      database: { latest_migration: string };
+    };
+    manifest.database.latest_migration = '999_from_the_future';
+    await writeFile(manifestFile, JSON.stringify(manifest));
+    const newerDir = path.join(folder, 'restored-newer');
+    const tooNew = await runPlatformCommand(['restore', newer], { DATA_DIR: newerDir });
+    expect(tooNew.code).toBe(2);
+    expect(tooNew.stderr.trim()).toMatch(
+      new RegExp(
+        `^platform restore: the backup's database is at migration 999_from_the_future, newer than this platform's \\d{3}_\\w+; restore it with platform ${manifest.platform.version.replaceAll('.', '\\.')} or later$`,
+      ),
+    );
+    expect(existsSync(newerDir)).toBe(false);
 
     for (const damaged of [
       'authority/seal-signer.key',
