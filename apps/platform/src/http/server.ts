@@ -13,6 +13,12 @@ import type { PlatformMetrics } from './metrics.js';
 import { parseJsonBytes } from './json.js';
 import { ProblemError, sendProblem } from './problem.js';
 import { attachProblemResponses } from './responses.js';
+import {
+  RETRY_AFTER_SECONDS,
+  reportUnavailable,
+  UNAVAILABLE_DETAIL,
+  unavailableBecause,
+} from './unavailable.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -314,6 +320,14 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
           : 'a value in the request cannot be stored (out of range, too long, malformed or too large)',
         errors.length > 0 ? errors : undefined,
       );
+    }
+    // The database or the disk, not the request: 503 with a time to come back, logged once per burst.
+    const unavailable = unavailableBecause(error);
+    if (unavailable) {
+      reportUnavailable(options.logger, unavailable, error);
+      return sendProblem(reply, 'service_unavailable', UNAVAILABLE_DETAIL[unavailable], undefined, {
+        'retry-after': String(RETRY_AFTER_SECONDS[unavailable]),
+      });
     }
     request.log.error({ err: error }, 'unhandled error');
     return sendProblem(reply, 'internal_error', `an internal error occurred (request ${request.id})`);
