@@ -6,7 +6,12 @@ import { authenticateRoutes } from './auth/plugin.js';
 import { type Clock, systemClock, TestClock } from './clock.js';
 import type { PlatformConfig } from './config.js';
 import { closePlatformCaches, type Feature, type PlatformContext, platformContext } from './context.js';
-import { credentialsFile, type EmbeddedCluster, openEmbeddedCluster } from './db/embedded.js';
+import {
+  credentialsFile,
+  type EmbeddedCluster,
+  openEmbeddedCluster,
+  type ServerEvent,
+} from './db/embedded.js';
 import { migrate } from './db/migrate.js';
 import { createPool, type Db } from './db/pool.js';
 import { type DevicesHttpsOptions, devicesHttpsOptions } from './devices/tls.js';
@@ -122,6 +127,41 @@ export interface OpenDatabaseOptions {
 }
 
 /** Opens the database (embedded unless DATABASE_URL) and applies migrations. */
+/**
+ * A line the embedded PostgreSQL wrote, in the platform's log: PANIC (it stops: a full disk under its WAL, say) as
+ * an error, FATAL (a session or a start refused) as a warning, the rest (its ordinary LOG lines, the errors of
+ * statements the platform handles) for debugging only.
+ */
+function postgresLine(log: Logger, line: string): void {
+  const pg = line.trim();
+  if (/\bPANIC:/.test(pg)) log.error({ pg }, 'postgres');
+  else if (/\bFATAL:/.test(pg)) log.warn({ pg }, 'postgres');
+  else log.debug({ pg }, 'postgres');
+}
+
+function reportServerEvent(log: Logger, event: ServerEvent): void {
+  switch (event.kind) {
+    case 'exited':
+      log.error(
+        { code: event.code, signal: event.signal, pg: event.lastLine, restart_in_ms: event.restartInMs },
+        'the embedded PostgreSQL exited; requests are answered 503 until it is started again',
+      );
+      return;
+    case 'restart_failed':
+      log.error(
+        { attempts: event.attempts, reason: event.reason, restart_in_ms: event.restartInMs },
+        'the embedded PostgreSQL could not be started again; trying again',
+      );
+      return;
+    case 'restarted':
+      log.warn(
+        { attempts: event.attempts, down_ms: event.downMs },
+        'the embedded PostgreSQL was started again and serves',
+      );
+      return;
+  }
+}
+
 export async function openDatabase(
   config: PlatformConfig,
   log: Logger,
@@ -137,7 +177,8 @@ export async function openDatabase(
       port: config.embeddedPgPort,
       use: options.use ?? 'serve',
       what: options.what ?? 'the platform',
-      onLog: (line) => log.debug({ pg: line.trim() }, 'postgres'),
+      onLog: (line) => postgresLine(log, line),
+      onServerEvent: (event) => reportServerEvent(log, event),
     });
     // The platform role, never the superuser (issue "Trust under attack", item 2).
     url = embedded.url;

@@ -61,7 +61,29 @@ export interface EmbeddedOptions {
   /** fsync off is for throw-away test clusters only; never for a platform's data. */
   fsync?: boolean;
   onLog?: (line: string) => void;
+  /** What the supervision of a started server did (see superviseServer): for the platform's log. */
+  onServerEvent?: (event: ServerEvent) => void;
 }
+
+/**
+ * A server this process started exited without being asked (killed, out of memory, a crash): it is started again,
+ * at once and then less and less often, until it runs or the cluster is stopped. Meanwhile the pool's connections
+ * fail and requests are answered 503 (src/http/unavailable.ts); once it runs, the next query reconnects.
+ */
+export type ServerEvent =
+  | {
+      kind: 'exited';
+      code: number | null;
+      signal: string | null;
+      lastLine: string | null;
+      restartInMs: number;
+    }
+  | { kind: 'restarted'; attempts: number; downMs: number }
+  | { kind: 'restart_failed'; attempts: number; reason: string; restartInMs: number };
+
+/** The waits between attempts to start an exited server again: 1 s, then doubling, at most 30 s. */
+export const RESTART_FIRST_MS = 1_000;
+export const RESTART_MAX_MS = 30_000;
 
 export interface EmbeddedClusterOptions extends EmbeddedOptions {
   /**
@@ -232,7 +254,20 @@ export async function openEmbeddedCluster(options: EmbeddedClusterOptions): Prom
       await writeCredentials(file, credentials);
     }
     ownership.setReady();
-    const server = running;
+    const supervised = superviseServer(
+      running,
+      () =>
+        startPostgres({
+          binaries,
+          user,
+          dir,
+          socketDir,
+          port,
+          fsync: options.fsync !== false,
+          onLog: log,
+        }),
+      options.onServerEvent ?? (() => {}),
+    );
     const owned = ownership;
     return {
       ...urls(credentials, socketDir, port),
@@ -242,7 +277,7 @@ export async function openEmbeddedCluster(options: EmbeddedClusterOptions): Prom
       setUp,
       stoppedOrphan,
       stop: async () => {
-        await server.stop();
+        await supervised.stop();
         await owned.release();
       },
     };
@@ -251,6 +286,70 @@ export async function openEmbeddedCluster(options: EmbeddedClusterOptions): Prom
     await ownership.release();
     throw error;
   }
+}
+
+/**
+ * Watches a server this process started: when it exits without stop() having been called, starts it again (the
+ * same folder, socket and port) after RESTART_FIRST_MS, then after twice as long at each failure, at most
+ * RESTART_MAX_MS apart. PostgreSQL recovers from its WAL as after any crash; a server whose killed postmaster left
+ * backends holding its shared memory refuses until they are gone, which the next attempt outlives. stop() stops
+ * the server that runs, or the attempts.
+ */
+export function superviseServer(
+  first: RunningPostgres,
+  start: () => Promise<RunningPostgres>,
+  onEvent: (event: ServerEvent) => void,
+): { stop(): Promise<void> } {
+  let current: RunningPostgres | null = first;
+  let stopping = false;
+  let timer: NodeJS.Timeout | null = null;
+  let attempt: Promise<void> | null = null;
+  const watch = (server: RunningPostgres) => {
+    server.child.once('exit', (code, signal) => {
+      if (stopping || current !== server) return;
+      current = null;
+      const lines = server.recentLines();
+      const lastLine = lines.findLast((l) => /\b(PANIC|FATAL):/.test(l)) ?? lines.at(-1) ?? null;
+      onEvent({ kind: 'exited', code, signal, lastLine, restartInMs: RESTART_FIRST_MS });
+      schedule(Date.now(), 1, RESTART_FIRST_MS);
+    });
+  };
+  const schedule = (downSince: number, attempts: number, waitMs: number) => {
+    timer = setTimeout(() => {
+      timer = null;
+      attempt = start().then(
+        (server) => {
+          attempt = null;
+          // Stopped meanwhile: stop() stops this one once the attempt is over.
+          current = server;
+          if (stopping) return;
+          watch(server);
+          onEvent({ kind: 'restarted', attempts, downMs: Date.now() - downSince });
+        },
+        (error: unknown) => {
+          attempt = null;
+          if (stopping) return;
+          const next = Math.min(waitMs * 2, RESTART_MAX_MS);
+          onEvent({
+            kind: 'restart_failed',
+            attempts,
+            reason: error instanceof Error ? error.message : String(error),
+            restartInMs: next,
+          });
+          schedule(downSince, attempts + 1, next);
+        },
+      );
+    }, waitMs);
+  };
+  watch(first);
+  return {
+    stop: async () => {
+      stopping = true;
+      if (timer) clearTimeout(timer);
+      await attempt;
+      await current?.stop();
+    },
+  };
 }
 
 /** A cluster a running platform serves: its URLs from the credentials file, and nothing to stop. */

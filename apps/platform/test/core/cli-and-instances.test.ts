@@ -247,6 +247,53 @@ describe('platform command line', () => {
     expect(await processesNaming(path.join(dataDir, 'pgdata'))).toEqual([]);
   }, 180_000);
 
+  test('after kill -9 of its PostgreSQL, the platform answers 503 meanwhile, starts it again and serves the same data', async () => {
+    const dataDir = await embeddedDataDir();
+    const boot = await runPlatformCommand(['bootstrap'], { DATA_DIR: dataDir }, 120_000);
+    expect(boot.code, boot.stderr).toBe(0);
+    const admin = keyOf(boot.stdout);
+    const platform = await spawnPlatform([], { DATA_DIR: dataDir });
+    stopLater(platform);
+    const before = await post(`${platform.urls.api}/api/v1/console/organisations`, admin, {
+      name: 'Before the crash LLP',
+      kind: 'operator',
+    });
+    expect(before.status).toBe(201);
+
+    // The out-of-memory killer, or a crash: the postmaster goes at once, its backends soon after.
+    const killed = await postmasterPid(dataDir);
+    process.kill(killed, 'SIGKILL');
+    // Until it is started again (the log says so) and answers: every answer meanwhile is 200 (a backend not yet
+    // gone) or 503 with Retry-After, never 500.
+    const deadline = Date.now() + 90_000;
+    for (;;) {
+      const res = await fetch(`${platform.urls.api}/api/v1/console/organisations`, {
+        headers: { authorization: `Bearer ${admin}` },
+      });
+      if (res.status !== 200) {
+        expect(res.status, await res.text()).toBe(503);
+        expect(res.headers.get('retry-after')).toBe('5');
+      } else {
+        const names = ((await res.json()) as { items: { name: string }[] }).items.map((o) => o.name);
+        expect(names).toContain('Before the crash LLP');
+        if (platform.output().includes('the embedded PostgreSQL was started again and serves')) break;
+      }
+      if (Date.now() > deadline) throw new Error(`PostgreSQL was not started again:\n${platform.output()}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(await postmasterPid(dataDir)).not.toBe(killed);
+    const after = await post(`${platform.urls.api}/api/v1/console/organisations`, admin, {
+      name: 'After the crash LLP',
+      kind: 'operator',
+    });
+    expect(after.status).toBe(201);
+    expect(platform.output()).toContain('the embedded PostgreSQL exited; requests are answered 503');
+    expect(platform.output()).toContain('the embedded PostgreSQL was started again and serves');
+    expect(platform.output()).not.toContain('unhandled error');
+    expect(await platform.stop('SIGTERM'), platform.output()).toBe(0);
+    expect(await processesNaming(path.join(dataDir, 'pgdata'))).toEqual([]);
+  }, 180_000);
+
   test("a data directory PostgreSQL itself refuses is named with the pid and PostgreSQL's own line", async () => {
     const dataDir = await embeddedDataDir();
     const boot = await runPlatformCommand(['bootstrap'], { DATA_DIR: dataDir }, 120_000);
