@@ -19,6 +19,7 @@ import { FEATURES } from './features.js';
 import { listenMetrics, type MetricsListener, PlatformMetrics, renderMetrics } from './http/metrics.js';
 import { createHostServer, type HostName } from './http/server.js';
 import { createLogger, reportConnectionLoss } from './logging.js';
+import { mediaDir } from './media/store.js';
 import { consoleSessionResolver } from './sessions/index.js';
 
 export interface Servers {
@@ -250,7 +251,12 @@ export async function startPlatform(options: StartOptions): Promise<Platform> {
   const testClock = config.testClock ? new TestClock() : null;
   const clock = options.clock ?? testClock ?? systemClock;
   const ctx = platformContext({ config, db, clock, testClock, log });
-  const metrics = new PlatformMetrics({ db, now: () => clock.now(), background: ctx.caches.background });
+  const metrics = new PlatformMetrics({
+    db,
+    now: () => clock.now(),
+    background: ctx.caches.background,
+    volumes: { data: config.dataDir, media: mediaDir(config.dataDir) },
+  });
   const cleanup = () => [
     ...(listeners ? [listeners] : []),
     ...[...schedulers].reverse(),

@@ -1,4 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
+import { statfs } from 'node:fs/promises';
 import http from 'node:http';
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { addDays, almatyDayEnd } from '@ooh/protocol';
@@ -98,6 +99,8 @@ export interface MetricsSources {
   now: () => Date;
   /** The runs of the process's background work (ctx.caches.background). */
   background?: BackgroundRuns;
+  /** The folders whose disks are watched: DATA_DIR (the embedded database, the secrets) and the media files. */
+  volumes?: Readonly<Record<string, string>>;
 }
 
 /** One process's metrics: what its four hosts counted, and what is read when scraped. */
@@ -231,6 +234,7 @@ export class PlatformMetrics {
       );
       families.push(await this.sealLag());
       if (this.sources.background) families.push(...backgroundFamilies(this.sources.background));
+      if (this.sources.volumes) families.push(...(await diskFamilies(this.sources.volumes)));
     }
     return families;
   }
@@ -288,6 +292,36 @@ function backgroundFamilies(runs: BackgroundRuns): Family[] {
       help: 'How long the last run of a background loop took, whatever its outcome.',
       type: 'gauge',
       samples: entries.map(([work, t]) => ({ labels: { work }, value: t.lastRunSeconds ?? 0 })),
+    },
+  ];
+}
+
+/**
+ * The room left on the disks of DATA_DIR and of the media files (a folder of its own when instances share it): an
+ * operator alerts before it runs out, when the platform would answer 503 (src/http/unavailable.ts). A folder that
+ * cannot be read (not made yet) has no sample.
+ */
+async function diskFamilies(volumes: Readonly<Record<string, string>>): Promise<Family[]> {
+  const free: Family['samples'] = [];
+  const size: Family['samples'] = [];
+  for (const [volume, folder] of Object.entries(volumes)) {
+    const stats = await statfs(folder).catch(() => null);
+    if (!stats) continue;
+    free.push({ labels: { volume }, value: stats.bavail * stats.bsize });
+    size.push({ labels: { volume }, value: stats.blocks * stats.bsize });
+  }
+  return [
+    {
+      name: 'ooh_disk_free_bytes',
+      help: 'Bytes the platform may still write on the disk of a volume: data (DATA_DIR, the embedded database) or media.',
+      type: 'gauge',
+      samples: free,
+    },
+    {
+      name: 'ooh_disk_size_bytes',
+      help: 'Size of the disk of a volume: data (DATA_DIR) or media.',
+      type: 'gauge',
+      samples: size,
     },
   ];
 }

@@ -1,3 +1,7 @@
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { freePort } from '../../src/db/embedded.js';
@@ -217,6 +221,49 @@ describe('the metrics listener', () => {
     const length = sample(text, 'ooh_background_last_run_seconds{work="seals"}')!;
     expect(length).toBeGreaterThan(0);
     expect(length).toBeLessThan(10);
+  });
+});
+
+describe('the disks', () => {
+  /** Whether this process may mount a tmpfs (root with CAP_SYS_ADMIN, as in CI). */
+  const canMount = process.platform === 'linux' && process.getuid?.() === 0;
+
+  test('the room left on the disk of each volume, and its size', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-metrics-disk-'));
+    const media = path.join(dir, 'media');
+    await mkdir(media);
+    let mounted = false;
+    try {
+      if (canMount) {
+        execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', media]);
+        mounted = true;
+      }
+      const disks = new PlatformMetrics({
+        db: p.ctx.db,
+        now: () => p.clock.now(),
+        volumes: { data: dir, media, missing: path.join(dir, 'not-made-yet') },
+      });
+      const text = async () => renderMetrics([{ labels: {}, families: await disks.collect() }]);
+      try {
+        const before = await text();
+        const free = sample(before, 'ooh_disk_free_bytes{volume="data"}')!;
+        expect(free).toBeGreaterThan(0);
+        expect(free).toBeLessThanOrEqual(sample(before, 'ooh_disk_size_bytes{volume="data"}')!);
+        expect(before).not.toContain('volume="missing"');
+        if (mounted) {
+          // A disk of its own: its size, and the room a file takes.
+          expect(sample(before, 'ooh_disk_size_bytes{volume="media"}')).toBe(65_536);
+          expect(sample(before, 'ooh_disk_free_bytes{volume="media"}')).toBe(65_536);
+          await writeFile(path.join(media, 'file'), Buffer.alloc(16_384));
+          expect(sample(await text(), 'ooh_disk_free_bytes{volume="media"}')).toBe(65_536 - 16_384);
+        }
+      } finally {
+        disks.close();
+      }
+    } finally {
+      if (mounted) execFileSync('umount', [media]);
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
