@@ -127,7 +127,6 @@ export interface OpenDatabaseOptions {
   what?: string;
 }
 
-/** Opens the database (embedded unless DATABASE_URL) and applies migrations. */
 /**
  * A line the embedded PostgreSQL wrote, in the platform's log: PANIC (it stops: a full disk under its WAL, say) as
  * an error, FATAL (a session or a start refused) as a warning, the rest (its ordinary LOG lines, the errors of
@@ -163,6 +162,7 @@ function reportServerEvent(log: Logger, event: ServerEvent): void {
   }
 }
 
+/** Opens the database (embedded unless DATABASE_URL) and applies migrations. */
 export async function openDatabase(
   config: PlatformConfig,
   log: Logger,
