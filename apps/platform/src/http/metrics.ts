@@ -103,6 +103,9 @@ export interface MetricsSources {
   volumes?: Readonly<Record<string, string>>;
 }
 
+/** How long a scrape waits for the database's answer before it says the database is down (Prometheus waits 10 s). */
+const DATABASE_LOOK_MS = 3_000;
+
 /** One process's metrics: what its four hosts counted, and what is read when scraped. */
 export class PlatformMetrics {
   readonly requests = new Counter(
@@ -232,7 +235,17 @@ export class PlatformMetrics {
           ],
         ),
       );
-      families.push(await this.sealLag());
+      // The seal lag's query is also the scrape's look at the database: down, the other series are still served
+      // (the disks above all, when a full one is why), and ooh_database_up says so.
+      const { family: sealLag, up } = await this.sealLag();
+      families.push(
+        sealLag,
+        gauge(
+          'ooh_database_up',
+          "Whether the database answered the scrape's query: 1, or 0 (requests are answered 503).",
+          [{ labels: {}, value: up ? 1 : 0 }],
+        ),
+      );
       if (this.sources.background) families.push(...backgroundFamilies(this.sources.background));
       if (this.sources.volumes) families.push(...(await diskFamilies(this.sources.volumes)));
     }
@@ -243,23 +256,37 @@ export class PlatformMetrics {
    * Seconds since the oldest ended day that has no seal yet ended: 0 while yesterday is sealed. A day is sealed
    * once it ends, within seconds; a growing value means the sealing has stopped. No sample before the first seal.
    */
-  private async sealLag(): Promise<Family> {
+  private async sealLag(): Promise<{ family: Family; up: boolean }> {
     const family: Family = {
       name: 'ooh_seal_lag_seconds',
       help: 'Seconds since the end of the oldest ended Almaty day without a seal (0: every ended day is sealed).',
       type: 'gauge',
       samples: [],
     };
-    const { rows } = await this.sources!.db.query<{ day: string | null }>(
-      'SELECT max(day)::text AS day FROM stats_seals',
-    );
+    let rows: { day: string | null }[];
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      // A database that does not answer at all (a network between) must not hold the scrape past its timeout.
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('no answer')), DATABASE_LOOK_MS);
+      });
+      const query = this.sources!.db.query<{ day: string | null }>(
+        'SELECT max(day)::text AS day FROM stats_seals',
+      );
+      query.catch(() => {});
+      ({ rows } = await Promise.race([query, late]));
+    } catch {
+      return { family, up: false };
+    } finally {
+      clearTimeout(timer);
+    }
     const newest = rows[0]?.day;
     if (newest) {
       const unsealedEnd = almatyDayEnd(addDays(newest, 1));
       const lag = Math.max(0, (this.sources!.now().getTime() - unsealedEnd.getTime()) / 1000);
       family.samples.push({ labels: {}, value: lag });
     }
-    return family;
+    return { family, up: true };
   }
 }
 

@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { freePort } from '../../src/db/embedded.js';
+import { createPool } from '../../src/db/pool.js';
 import { FEATURES } from '../../src/features.js';
 import {
   listenMetrics,
@@ -263,6 +264,28 @@ describe('the disks', () => {
     } finally {
       if (mounted) execFileSync('umount', [media]);
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a database that does not answer', () => {
+  test('the scrape still serves every other series, the disks among them, and ooh_database_up says 0', async () => {
+    expect(sample(await scrape(), 'ooh_database_up')).toBe(1);
+    const dead = createPool(`postgresql://ooh:nothing@127.0.0.1:${await freePort()}/ooh`, { max: 1 });
+    const down = new PlatformMetrics({
+      db: dead,
+      now: () => p.clock.now(),
+      volumes: { data: os.tmpdir() },
+    });
+    try {
+      const text = renderMetrics([{ labels: {}, families: await down.collect() }]);
+      expect(sample(text, 'ooh_database_up')).toBe(0);
+      expect(sample(text, 'ooh_disk_free_bytes{volume="data"}')).toBeGreaterThan(0);
+      expect(sample(text, 'ooh_seal_lag_seconds')).toBeUndefined();
+      expect(text).toContain('ooh_process_resident_memory_bytes');
+    } finally {
+      down.close();
+      await dead.end();
     }
   });
 });
