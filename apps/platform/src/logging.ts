@@ -52,7 +52,43 @@ export function isDatabaseConnectionLoss(error: unknown): boolean {
 /** How long after a lost database connection further losses are only counted: a restart of PostgreSQL ends them all. */
 export const CONNECTION_LOSS_BURST_MS = 10_000;
 
-const lossBursts = new WeakMap<Logger, { more: number }>();
+const bursts = new WeakMap<Logger, Map<string, { more: number }>>();
+
+/**
+ * One report for a burst of the same event on `log` (`kind` tells events apart): the first calls `first`; those that
+ * follow within `windowMs` are only counted, and `more` is then called once with their number (if any).
+ */
+export function reportInBursts(
+  log: Logger,
+  kind: string,
+  windowMs: number,
+  first: () => void,
+  more: (count: number) => void,
+): void {
+  let kinds = bursts.get(log);
+  if (!kinds) {
+    kinds = new Map();
+    bursts.set(log, kinds);
+  }
+  const burst = kinds.get(kind);
+  if (burst) {
+    burst.more += 1;
+    return;
+  }
+  const started = { more: 0 };
+  kinds.set(kind, started);
+  first();
+  setTimeout(() => {
+    kinds.delete(kind);
+    if (started.more > 0) more(started.more);
+  }, windowMs).unref();
+}
+
+/** An error's code and message as a log line shows them, without its stack. */
+export function errorFields(error: unknown): { code: unknown; reason: string } {
+  const e = error as { code?: unknown; message?: unknown } | null;
+  return { code: e?.code, reason: typeof e?.message === 'string' ? e.message : String(error) };
+}
 
 /**
  * Reports a database connection that went away: one warning for a burst, then, 10 s later, one line with how many
@@ -61,22 +97,13 @@ const lossBursts = new WeakMap<Logger, { more: number }>();
  * connection or per scheduler (issue "What a newcomer tripped over", item 6). `source` says where the first was lost.
  */
 export function reportConnectionLoss(log: Logger, error: unknown, source: string): void {
-  const burst = lossBursts.get(log);
-  if (burst) {
-    burst.more += 1;
-    return;
-  }
-  const started = { more: 0 };
-  lossBursts.set(log, started);
-  const e = error as { code?: unknown; message?: unknown } | null;
-  log.warn(
-    { code: e?.code, reason: typeof e?.message === 'string' ? e.message : String(error), source },
-    'database connection lost; the next query reconnects',
+  reportInBursts(
+    log,
+    'connection lost',
+    CONNECTION_LOSS_BURST_MS,
+    () => log.warn({ ...errorFields(error), source }, 'database connection lost; the next query reconnects'),
+    (count) => log.warn({ connections: count }, 'more database connections were lost'),
   );
-  setTimeout(() => {
-    lossBursts.delete(log);
-    if (started.more > 0) log.warn({ connections: started.more }, 'more database connections were lost');
-  }, CONNECTION_LOSS_BURST_MS).unref();
 }
 
 /**

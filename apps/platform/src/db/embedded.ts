@@ -238,15 +238,10 @@ export async function openEmbeddedCluster(options: EmbeddedClusterOptions): Prom
       await writeCredentials(file, credentials);
     }
     await writeHba(dir, user);
-    running = await startPostgres({
-      binaries,
-      user,
-      dir,
-      socketDir,
-      port,
-      fsync: options.fsync !== false,
-      onLog: log,
-    });
+    // The same server at each start: this one, and those the supervision starts if it exits unasked.
+    const start = () =>
+      startPostgres({ binaries, user, dir, socketDir, port, fsync: options.fsync !== false, onLog: log });
+    running = await start();
     let setUp: EmbeddedCluster['setUp'] = null;
     if (credentials.setup < SETUP_VERSION) {
       setUp = await setUpRoles({ socketDir, port }, credentials);
@@ -254,20 +249,7 @@ export async function openEmbeddedCluster(options: EmbeddedClusterOptions): Prom
       await writeCredentials(file, credentials);
     }
     ownership.setReady();
-    const supervised = superviseServer(
-      running,
-      () =>
-        startPostgres({
-          binaries,
-          user,
-          dir,
-          socketDir,
-          port,
-          fsync: options.fsync !== false,
-          onLog: log,
-        }),
-      options.onServerEvent ?? (() => {}),
-    );
+    const supervised = superviseServer(running, start, options.onServerEvent ?? (() => {}));
     const owned = ownership;
     return {
       ...urls(credentials, socketDir, port),

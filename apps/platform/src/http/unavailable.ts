@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { isConnectionError, isDatabaseConnectionLoss } from '../logging.js';
+import { errorFields, isConnectionError, isDatabaseConnectionLoss, reportInBursts } from '../logging.js';
 
 /*
  * A request the platform cannot serve for now, through no fault of the caller's and no bug of ours: its database
@@ -41,39 +41,23 @@ export function unavailableBecause(error: unknown): Unavailable | null {
 /** How long after a report further ones of the same kind are only counted. */
 export const UNAVAILABLE_BURST_MS = 10_000;
 
-const bursts = new WeakMap<Logger, Map<Unavailable, { more: number }>>();
-
 /**
  * Logs a request refused because `what` is unavailable: one error line for a burst (with the cause's code and
  * message), then, UNAVAILABLE_BURST_MS later, how many more requests were refused in it.
  */
 export function reportUnavailable(log: Logger, what: Unavailable, error: unknown): void {
-  let kinds = bursts.get(log);
-  if (!kinds) {
-    kinds = new Map();
-    bursts.set(log, kinds);
-  }
-  const burst = kinds.get(what);
-  if (burst) {
-    burst.more += 1;
-    return;
-  }
-  const started = { more: 0 };
-  kinds.set(what, started);
-  const e = error as { code?: unknown; message?: unknown } | null;
-  log.error(
-    { code: e?.code, reason: typeof e?.message === 'string' ? e.message : String(error), unavailable: what },
-    what === 'database'
-      ? 'requests answered 503: the database does not answer or cannot take writes'
-      : 'requests answered 503: the disk of the media files is full',
-  );
-  setTimeout(() => {
-    kinds.delete(what);
-    if (started.more > 0) {
+  reportInBursts(
+    log,
+    `unavailable ${what}`,
+    UNAVAILABLE_BURST_MS,
+    () =>
       log.error(
-        { requests: started.more, unavailable: what },
-        'more requests answered 503 for the same reason',
-      );
-    }
-  }, UNAVAILABLE_BURST_MS).unref();
+        { ...errorFields(error), unavailable: what },
+        what === 'database'
+          ? 'requests answered 503: the database does not answer or cannot take writes'
+          : 'requests answered 503: the disk of the media files is full',
+      ),
+    (count) =>
+      log.error({ requests: count, unavailable: what }, 'more requests answered 503 for the same reason'),
+  );
 }

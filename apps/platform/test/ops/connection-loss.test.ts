@@ -1,5 +1,3 @@
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterEach, expect, test, vi } from 'vitest';
 import {
   CONNECTION_LOSS_BURST_MS,
@@ -7,6 +5,7 @@ import {
   reportConnectionLoss,
 } from '../../src/logging.js';
 import { startTicker } from '../../src/shared/ticker.js';
+import { capturedLog } from '../support/log.js';
 import { createTestDatabase } from '../support/database.js';
 
 /*
@@ -14,18 +13,6 @@ import { createTestDatabase } from '../support/database.js';
  * query was running. The log says so once for the burst, then how many more were lost, never a line (or a stack) per
  * connection; any other failure of background work is still an error with its stack.
  */
-
-function logger() {
-  const lines: Record<string, unknown>[] = [];
-  const out = new Writable({
-    write(chunk, _encoding, done) {
-      for (const line of String(chunk).trim().split('\n'))
-        lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { log: pino({ level: 'info' }, out), lines };
-}
 
 /** pg's error for a backend PostgreSQL terminated. */
 function terminated(): Error {
@@ -40,7 +27,7 @@ afterEach(() => {
 
 test('the pool and a scheduler that lose their connections in one burst write one line, then a count', async () => {
   vi.useFakeTimers();
-  const { log, lines } = logger();
+  const { log, lines } = capturedLog();
   reportConnectionLoss(log, terminated(), 'an idle connection of the pool');
   reportConnectionLoss(log, terminated(), 'an idle connection of the pool');
   const stop = startTicker({ clock, log }, 'seals', 60_000, () => Promise.reject(terminated()));
@@ -63,7 +50,7 @@ test('the pool and a scheduler that lose their connections in one burst write on
 
 test('a scheduler first to lose its connection names itself; any other failure stays an error with its stack', async () => {
   vi.useFakeTimers();
-  const { log, lines } = logger();
+  const { log, lines } = capturedLog();
   const lost = startTicker({ clock, log }, 'seals', 60_000, () => Promise.reject(terminated()));
   await vi.advanceTimersByTimeAsync(1);
   await lost();

@@ -3,9 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { platformContext } from '../../src/context.js';
 import { createPool, type Db } from '../../src/db/pool.js';
@@ -23,6 +21,7 @@ import {
   postTelemetry,
   T0,
 } from '../pop/helpers.js';
+import { capturedLog } from '../support/log.js';
 import { apiCall, type TestPlatform, startTestPlatform } from '../support/platform.js';
 
 /*
@@ -32,18 +31,6 @@ import { apiCall, type TestPlatform, startTestPlatform } from '../support/platfo
  * listens on; PostgreSQL's own disk_full error (SQLSTATE 53100, raised where PostgreSQL raises it, in the write);
  * a full filesystem (a 64 kB tmpfs) under the media files.
  */
-
-function logger() {
-  const lines: Record<string, unknown>[] = [];
-  const out = new Writable({
-    write(chunk, _encoding, done) {
-      for (const line of String(chunk).trim().split('\n'))
-        lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { log: pino({ level: 'info' }, out), lines };
-}
 
 function unavailable(
   res: { statusCode: number; headers: Record<string, unknown>; body: string },
@@ -70,7 +57,7 @@ describe('a database that does not answer', () => {
   beforeAll(async () => {
     // The same platform on a pool to a port nobody listens on: PostgreSQL stopped, or not yet started.
     dead = createPool(`postgresql://ooh:nothing@127.0.0.1:${await freePort()}/ooh`, { max: 2 });
-    const captured = logger();
+    const captured = capturedLog();
     lines = captured.lines;
     servers = await buildServers(platformContext({ ...p.ctx, db: dead, log: captured.log }));
   });
