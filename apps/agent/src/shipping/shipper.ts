@@ -415,6 +415,17 @@ export class Shipper {
 
     const code = problemCode(response);
     const what = `http ${response.status}${code ? ` ${code}` : ''}`;
+    if (response.status === 503) {
+      // "Service unavailable": the platform (or a proxy before it) cannot serve now, whatever it is sent (its database
+      // restarting, its disk full). Never the batch's fault, even right after a probe was taken: a disk full for the
+      // rows of records still takes an empty probe, and proving the batch poison then would set records aside for
+      // good. Resent as it is, after the Retry-After asked for, within the agent's backoff.
+      batches.noteFailure(batch.batchSeq, { at: clock.now(), serverError: true, what });
+      const outcome = this.retryLater(batch, what);
+      return outcome.kind === 'retry'
+        ? { ...outcome, delayMs: this.retryAfterDelayMs(response.headers['retry-after']) }
+        : outcome;
+    }
     if (response.status >= 500 && response.status <= 599) {
       const failed = batches.noteFailure(batch.batchSeq, { at: clock.now(), serverError: true, what });
       // Nothing resent forever (README): a batch the platform keeps failing while it takes other batches from this

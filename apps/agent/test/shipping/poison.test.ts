@@ -241,6 +241,45 @@ describe('an outage is not a poison batch', () => {
     expect(await counted()).toEqual({ plays: 5, highWater: 5 });
   });
 
+  it('a platform whose disk is full for records but not for an empty batch (503 for the batch, the probe taken): nothing cut again, nothing set aside; afterwards counted whole', async () => {
+    await enrolledAgent();
+    for (let i = 0; i < 5; i++) logPlay();
+    // PostgreSQL's disk_full where it would first meet it here: the rows of the records (an empty probe has none).
+    await p.database.db.query(`
+      CREATE FUNCTION agent_test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full';
+      END $$;
+      CREATE TRIGGER agent_test_disk_full BEFORE INSERT ON pop_records
+        FOR EACH ROW EXECUTE FUNCTION agent_test_disk_full();
+    `);
+    let sent: Buffer;
+    try {
+      const outcomes: SendOutcome[] = [];
+      for (let i = 0; i < 8; i++) outcomes.push(await step());
+      expect(outcomes.every((o) => o.kind === 'retry' && o.batchSeq === 1)).toBe(true);
+      expect(outcomes.filter((o) => o.kind === 'retry' && ['recut', 'set_aside'].includes(o.reason))).toEqual(
+        [],
+      );
+      expect(outcomes.at(-1)).toMatchObject({ reason: 'http 503 service_unavailable' });
+      sent = fx.batches.get(1)!.body;
+      expect(fx.shipper.status().stuck).toMatchObject({ batch_seq: 1, records: 5 });
+    } finally {
+      await p.database.db.query(
+        'DROP TRIGGER agent_test_disk_full ON pop_records; DROP FUNCTION agent_test_disk_full()',
+      );
+    }
+    expect((await drain()).at(-1)).toEqual({ kind: 'idle' });
+    expect(fx.batches.setAsideRecords().count).toBe(0);
+    const { rows } = await p.database.db.query<{ batch_seq: number; body: Buffer }>(
+      `SELECT batch_seq, body FROM pop_batches WHERE owner = $1 AND (answer->>'received')::int > 0`,
+      [`device:${deviceId}`],
+    );
+    expect(rows.map((r) => r.batch_seq)).toEqual([1]);
+    expect(rows[0]!.body.equals(sent)).toBe(true);
+    expect(await counted()).toEqual({ plays: 5, highWater: 5 });
+  });
+
   describe('behind a proxy that answers 502 for a long while', () => {
     let proxy: Server;
     let down = true;

@@ -120,7 +120,7 @@ describe('shipping to the signed channel', () => {
   it('backs off exponentially with a cap on server errors, resending the same bytes; a probe not taken changes nothing', async () => {
     logPlays(fx.log, 1);
     // An outage: every batch fails, the probes too (from the third 5xx on, each failed resend is followed by one).
-    fx.http.failNext(8, 503, 'service_unavailable');
+    fx.http.failNext(8, 500, 'internal_error');
     const delays: number[] = [];
     for (let i = 0; i < 5; i++) {
       const outcome = await fx.shipper.sendOnce();
@@ -135,6 +135,24 @@ describe('shipping to the signed channel', () => {
     expect(fx.batches.setAsideRecords()).toEqual({ count: 0, newest: [] });
     expect((await platform.batches(fx.deviceId)).map((b) => b.batchSeq)).toEqual([1]);
     expect(await platform.plays(fx.deviceId)).toBe(1);
+  });
+
+  it('503 (the platform cannot serve now): resent as it is with backoff, never probed, never cut or set aside', async () => {
+    logPlays(fx.log, 2);
+    fx.http.failNext(6, 503, 'service_unavailable');
+    const delays: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const outcome = await fx.shipper.sendOnce();
+      expect(outcome).toMatchObject({ kind: 'retry', batchSeq: 1, reason: 'http 503 service_unavailable' });
+      if (outcome.kind === 'retry') delays.push(outcome.delayMs);
+    }
+    expect(delays).toEqual([750, 1500, 3000, 6000, 12_000, 24_000]);
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    // No probe (batch 2) was sent: every exchange was these bytes.
+    expect(fx.http.exchanges.map((r) => r.batchSeq)).toEqual([1, 1, 1, 1, 1, 1, 1]);
+    expect(new Set(fx.http.exchanges.map((r) => r.bodySha256)).size).toBe(1);
+    expect(fx.batches.setAsideRecords()).toEqual({ count: 0, newest: [] });
+    expect(await platform.plays(fx.deviceId)).toBe(2);
   });
 
   it('re-signs under the same batch_seq with a fresh ts after stale_request, correcting the clock', async () => {
