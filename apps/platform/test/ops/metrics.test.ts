@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,6 +27,7 @@ import {
   type TestDevice,
 } from '../pop/helpers.js';
 import type { TestPlatform } from '../support/platform.js';
+import { canMountTmpfs, mountTmpfs } from '../support/tmpfs.js';
 
 /*
  * Issue "What a newcomer tripped over", item 7: /metrics in the Prometheus text format, on a listener of its own.
@@ -226,19 +226,13 @@ describe('the metrics listener', () => {
 });
 
 describe('the disks', () => {
-  /** Whether this process may mount a tmpfs (root with CAP_SYS_ADMIN, as in CI). */
-  const canMount = process.platform === 'linux' && process.getuid?.() === 0;
-
   test('the room left on the disk of each volume, and its size', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'ooh-metrics-disk-'));
     const media = path.join(dir, 'media');
     await mkdir(media);
-    let mounted = false;
+    const unmount = canMountTmpfs() ? mountTmpfs(media, '64k') : null;
+    const mounted = unmount !== null;
     try {
-      if (canMount) {
-        execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', media]);
-        mounted = true;
-      }
       const disks = new PlatformMetrics({
         db: p.ctx.db,
         now: () => p.clock.now(),
@@ -262,7 +256,7 @@ describe('the disks', () => {
         disks.close();
       }
     } finally {
-      if (mounted) execFileSync('umount', [media]);
+      unmount?.();
       await rm(dir, { recursive: true, force: true });
     }
   });

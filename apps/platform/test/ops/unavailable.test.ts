@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -22,6 +21,7 @@ import {
   T0,
 } from '../pop/helpers.js';
 import { capturedLog } from '../support/log.js';
+import { canMountTmpfs, mountTmpfs } from '../support/tmpfs.js';
 import { apiCall, type TestPlatform, startTestPlatform } from '../support/platform.js';
 
 /*
@@ -122,33 +122,21 @@ describe("PostgreSQL's disk full", () => {
   });
 });
 
-/** Whether this process may mount a tmpfs (root with CAP_SYS_ADMIN, as in CI; not an ordinary user's machine). */
-function canMount(): boolean {
-  if (process.platform !== 'linux' || process.getuid?.() !== 0) return false;
-  try {
-    execFileSync('mount', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-describe.skipIf(!canMount())('a full disk under the media files', () => {
+describe.skipIf(!canMountTmpfs())('a full disk under the media files', () => {
   let dataDir: string;
+  let unmount: (() => void) | null = null;
   let full: TestPlatform;
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'ooh-full-disk-'));
     const media = path.join(dataDir, 'media');
     await mkdir(media);
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', media]);
+    unmount = mountTmpfs(media, '64k');
     full = await startTestPlatform({ dataDir, now: new Date('2026-11-20T16:30:00+05:00') });
   });
   afterAll(async () => {
     await full?.close();
-    if (dataDir) {
-      execFileSync('umount', [path.join(dataDir, 'media')]);
-      await rm(dataDir, { recursive: true, force: true });
-    }
+    unmount?.();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
   test('an upload is answered 503 with Retry-After, leaves no partial file, and one that fits is kept', async () => {
