@@ -301,6 +301,25 @@ async function storeWaitsForTokens(db: Parameters<typeof storeBatch>[0]): Promis
   return false;
 }
 
+/** A device's agent rate bucket, stored with `tokens` left (capacity 3, one token every 10 s). */
+async function agentBucket(db: Parameters<typeof storeBatch>[0], deviceId: string, tokens: number) {
+  const bucket = { key: `agent:${deviceId}`, capacity: 3, perSecond: 0.1, cost: 1 };
+  await db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, $2, $3)', [
+    bucket.key,
+    tokens,
+    T0,
+  ]);
+  return bucket;
+}
+
+/** Another instance's transaction that has set `bucket`'s tokens and holds its row lock, not yet committed. */
+async function holdingBucket(db: Parameters<typeof storeBatch>[0], bucketKey: string, tokens: number) {
+  const other = await db.connect();
+  await other.query('BEGIN');
+  await other.query('UPDATE pop_rate_buckets SET tokens = $2 WHERE bucket_key = $1', [bucketKey, tokens]);
+  return other;
+}
+
 describe('rate tokens taken last', () => {
   test('tokens another instance takes meanwhile: the batch looked fine, yet it is refused and nothing stored', async ({
     db,
@@ -308,16 +327,10 @@ describe('rate tokens taken last', () => {
     device,
   }) => {
     const key = `device:${device.id}`;
-    const bucket = { key: `agent:${device.id}`, capacity: 3, perSecond: 0.1, cost: 1 };
-    await db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, 1, $2)', [
-      bucket.key,
-      T0,
-    ]);
+    const bucket = await agentBucket(db, device.id, 1);
     // Another instance takes the last token and has not committed yet.
-    const other = await db.connect();
+    const other = await holdingBucket(db, bucket.key, 0);
     try {
-      await other.query('BEGIN');
-      await other.query('UPDATE pop_rate_buckets SET tokens = 0 WHERE bucket_key = $1', [bucket.key]);
       const storing = storeBatch(
         db,
         agentStoreArgs({
@@ -354,20 +367,14 @@ describe('rate tokens taken last', () => {
     // locks the mark, then the bucket. Another instance holding the bucket and then asking for the mark is a cycle:
     // PostgreSQL aborts the store, which waited first, and the caller reads the marks and stores again.
     const key = `device:${device.id}`;
-    const bucket = { key: `agent:${device.id}`, capacity: 3, perSecond: 0.1, cost: 1 };
-    await db.query('INSERT INTO pop_rate_buckets (bucket_key, tokens, updated_at) VALUES ($1, 3, $2)', [
-      bucket.key,
-      T0,
-    ]);
+    const bucket = await agentBucket(db, device.id, 3);
     await ensureRecordPartition(db, '2026-11-20', new Set());
     // The device's mark row exists (a device that has sent before), so the store's compare-and-set locks it.
     await db.query('INSERT INTO pop_players (player_key, high_water_seq, previous_seq) VALUES ($1, 1, 0)', [
       key,
     ]);
-    const other = await db.connect();
+    const other = await holdingBucket(db, bucket.key, 2);
     try {
-      await other.query('BEGIN');
-      await other.query('UPDATE pop_rate_buckets SET tokens = 2 WHERE bucket_key = $1', [bucket.key]);
       const storing = storeBatch(
         db,
         agentStoreArgs({
