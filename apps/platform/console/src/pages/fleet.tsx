@@ -476,8 +476,15 @@ function Devices(props: {
     [props.structures],
   );
   // The search box keeps what is typed until it is sent; a view reached by the back button shows its own search.
+  // Only a change of the view's search replaces the box's text: the effect runs after the first paint, and set
+  // unconditionally it wiped what was typed in between (seen on a busy machine).
   const [search, setSearch] = useState(view.q);
-  useEffect(() => setSearch(view.q), [view.q]);
+  const shownQ = useRef(view.q);
+  useEffect(() => {
+    if (shownQ.current === view.q) return;
+    shownQ.current = view.q;
+    setSearch(view.q);
+  }, [view.q]);
   const pages = data ? Math.max(1, Math.ceil(data.total / FLEET_PAGE_SIZE)) : 1;
   const first = data && data.items.length > 0 ? data.offset + 1 : 0;
   const last = data ? data.offset + data.items.length : 0;
