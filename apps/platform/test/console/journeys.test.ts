@@ -514,7 +514,7 @@ describe('console journeys in Chromium', () => {
     await page.getByRole('button', { name: 'Show', exact: true }).click();
     const row = page.locator('tr[data-day="2026-11-20"]');
     await row.getByRole('button', { name: 'Verify' }).click();
-    await row.getByText('Every check passed.').waitFor();
+    await row.getByText('Every check passed.', { exact: true }).waitFor();
     const checks = (await row.locator('ul.checks').textContent()) ?? '';
     for (const name of ['Signature', 'Signed content', 'Chain of seals', 'Public ledger'])
       expect(checks).toContain(`${name}: passed`);

@@ -123,7 +123,7 @@ describe('the Transparency page with a pinned TSA certificate', () => {
     const panel = page.getByTestId('tsa');
     await panel.getByText('No TSA certificate pinned: timestamps are not checked.').waitFor();
     // The newest seal (of B, in block C) is verified as the page opens: no timestamp line while nothing is pinned.
-    await rowOf(B).getByText('Every check passed.').waitFor();
+    await rowOf(B).getByText('Every check passed.', { exact: true }).waitFor();
     expect(await stampOf(B).count()).toBe(0);
 
     await pinPem(tsa.caPem);
@@ -149,7 +149,7 @@ describe('the Transparency page with a pinned TSA certificate', () => {
     );
     expect(await line.textContent()).toContain(`stamped at ${shown as string} by City TSA`);
     expect(await stampOf(A).locator('li').getAttribute('class')).toBe('check check-ok');
-    await rowOf(A).getByText('Every check passed.').waitFor();
+    await rowOf(A).getByText('Every check passed.', { exact: true }).waitFor();
     await screenshot(page, 'transparency-timestamps');
     await expectAccessible(page, 'transparency-timestamps');
   }, 120_000);
@@ -192,7 +192,7 @@ describe('the Transparency page with a pinned TSA certificate', () => {
     // Unpinned: no timestamp line any more.
     await page.getByTestId('tsa').getByRole('button', { name: 'Unpin' }).click();
     await page.getByTestId('tsa-pinned').getByText('No TSA certificate pinned').waitFor();
-    await rowOf(A).getByText('Every check passed.').waitFor();
+    await rowOf(A).getByText('Every check passed.', { exact: true }).waitFor();
     expect(await stampOf(A).count()).toBe(0);
   }, 120_000);
 
@@ -274,7 +274,7 @@ describe('the ledger key pin on the same page', () => {
         'Witnesses: passed — checkpoint 1 is signed by the pinned ledger key; no witness key is pinned.',
       )
       .waitFor();
-    await rowOf(A).getByText('Every check passed.').waitFor();
+    await rowOf(A).getByText('Every check passed.', { exact: true }).waitFor();
 
     const origin = listed.ledger_vkey.split('+')[0]!;
     const impostor = formatVkey(

@@ -115,7 +115,7 @@ describe('the Transparency page with witnesses', () => {
       .getByTestId('anchor-check')
       .getByText(`Witnesses: passed — checkpoint 1 is cosigned by ${W1}.`)
       .waitFor();
-    await row.getByText('Every check passed.').waitFor();
+    await row.getByText('Every check passed.', { exact: true }).waitFor();
     await screenshot(page, 'transparency-witnesses');
     await expectAccessible(page, 'transparency-witnesses');
   }, 120_000);

@@ -202,7 +202,7 @@ describe('reports in Chromium', () => {
     // The seal of the 19th, checked here from public data only: signature, content, chain and ledger.
     const seal19 = page.locator('table.report-seals tr[data-day="2026-11-19"]');
     await seal19.getByRole('button', { name: 'Verify' }).click();
-    await seal19.getByText('Every check passed.').waitFor();
+    await seal19.getByText('Every check passed.', { exact: true }).waitFor();
     await page.getByText('The 14 plays of this report are the platform’s running counts').waitFor();
     await shots(page, 'reports-campaign-almaty');
     await expectAccessible(page, 'campaign report');
