@@ -106,6 +106,20 @@ export async function newContext(browser: Browser): Promise<BrowserContext> {
   });
 }
 
+/**
+ * Animation frames come 150 ms late in the context's pages, as on a busy machine or in a tab out of sight: Preact runs
+ * effects after the next frame or after 100 ms, so every effect comes about 100 ms after its render, and a test that
+ * types as soon as a box appears does so before the page's effects have run. Finds what a slow effect breaks (a box's
+ * text replaced by an effect that set it from the view) every time, not once in a full run.
+ */
+export async function holdBackFrames(context: BrowserContext): Promise<void> {
+  await context.addInitScript(() => {
+    const frame = window.requestAnimationFrame.bind(window);
+    window.requestAnimationFrame = (callback) =>
+      frame(() => setTimeout(() => callback(performance.now()), 150));
+  });
+}
+
 /** Browser errors fail the journey: a console that logs errors or throws is broken. */
 export function watchErrors(page: Page): string[] {
   const errors: string[] = [];

@@ -12,6 +12,7 @@ import {
   ARTIFACTS,
   type ConsolePlatform,
   expectAccessible,
+  holdBackFrames,
   expectNoEnglish,
   launchChromium,
   startConsolePlatform,
@@ -156,6 +157,8 @@ describe.each(LANGUAGES)('the fleet page in %s', (language) => {
       locale: LOCALES[language],
       timezoneId: 'Asia/Almaty',
     });
+    // Effects late, as on a busy machine: the search box was once wiped by an effect that ran after typing began.
+    await holdBackFrames(context);
     page = await context.newPage();
     errors = watchErrors(page);
     await page.goto(url('/'));
