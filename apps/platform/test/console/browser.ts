@@ -113,11 +113,11 @@ export async function newContext(browser: Browser): Promise<BrowserContext> {
  * text replaced by an effect that set it from the view) every time, not once in a full run.
  */
 export async function holdBackFrames(context: BrowserContext): Promise<void> {
-  await context.addInitScript(() => {
+  // A string: the type-check has no DOM library.
+  await context.addInitScript(`(() => {
     const frame = window.requestAnimationFrame.bind(window);
-    window.requestAnimationFrame = (callback) =>
-      frame(() => setTimeout(() => callback(performance.now()), 150));
-  });
+    window.requestAnimationFrame = (callback) => frame(() => setTimeout(() => callback(performance.now()), 150));
+  })()`);
 }
 
 /** Browser errors fail the journey: a console that logs errors or throws is broken. */
