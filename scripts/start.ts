@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createProgress, PROGRESS_FLAGS, progressMode } from '@ooh/progress';
 import { addDays, almatyDate, formatAlmaty } from '@ooh/protocol';
+import { markStart, restoreUnderWay, restoreUnderWayError } from '../apps/platform/src/backup/restore.js';
 import { bootstrap, ensureDemoUser } from '../apps/platform/src/bootstrap.js';
 import { holdStopSignals } from '../apps/platform/src/cluster.js';
 import { loadConfig, type PlatformConfig } from '../apps/platform/src/config.js';
@@ -90,10 +91,22 @@ if (config.workers > 1) {
 // A Ctrl-C while the platform starts is kept until it has started, then stops it: its PostgreSQL runs in a process
 // group of its own (Ctrl-C does not reach it) and is stopped last, after the platform's connections are closed.
 const signals = holdStopSignals();
+// As `platform run`: this start's mark in DATA_DIR first, then a restore's claim looked for, so that a restore into
+// the same folder and this start never both go on (apps/platform/src/backup/restore.ts).
+const startMark = await markStart(config.dataDir).catch((error: unknown) => fail(error, config));
+const restoring = restoreUnderWay(config.dataDir);
+if (restoring) {
+  await startMark.release();
+  fail(restoreUnderWayError('npm start', restoring), config);
+}
 // A port another program holds stops the start before the database is opened or migrated.
 const platform = await checkListeners(config)
   .then(() => startPlatform({ config }))
-  .catch((error: unknown) => fail(error, config));
+  .catch(async (error: unknown) => {
+    await startMark.release();
+    return fail(error, config);
+  });
+await startMark.release();
 const { key, organisationId } = await bootstrap(platform.ctx.db, platform.ctx.clock, {
   keyName: 'npm start demo admin',
 }).catch(async (error: unknown) => {

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { takeBackup } from './backup/take.js';
-import { restoreBackup, restoreUnderWay, restoreUnderWayError } from './backup/restore.js';
+import { holdForTest, takeBackup } from './backup/take.js';
+import { markStart, restoreBackup, restoreUnderWay, restoreUnderWayError } from './backup/restore.js';
 import { bootstrap } from './bootstrap.js';
 import { loadConfig, type PlatformConfig } from './config.js';
 import { checkFeatureSettings } from './settings-check.js';
@@ -56,6 +57,8 @@ function externalDatabaseHint(databaseUrl: string, target: string): string {
 
 /** The configuration once read, for naming the variable behind a failure. */
 let config: PlatformConfig | null = null;
+/** This command's mark in DATA_DIR while it starts (markStart): released on every way out. */
+let startMark: { release: () => Promise<void> } | null = null;
 
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -94,9 +97,18 @@ async function main(argv: string[]): Promise<number> {
   config = loadConfig({ file: values.config, testClock: values['test-clock'] === true });
   checkFeatureSettings(config);
   const settings = config;
-  // A restore's claim on DATA_DIR: nothing else may initialise, write or copy it meanwhile.
-  const restoring = command === 'restore' ? null : restoreUnderWay(settings.dataDir);
-  if (restoring) throw restoreUnderWayError(command, restoring);
+  // A restore's claim on DATA_DIR: nothing else may initialise, write or copy it meanwhile. This command's own mark
+  // goes in first and the claim is looked for after it, so that a restore claiming the folder at the same moment
+  // finds the mark (src/backup/restore.ts); the mark goes once what the command writes at start is written.
+  // (A backup of a DATA_DIR that does not exist is refused as such, with nothing made.)
+  if (command !== 'restore' && (command !== 'backup' || existsSync(settings.dataDir))) {
+    startMark = await markStart(settings.dataDir);
+    const restoring = restoreUnderWay(settings.dataDir);
+    if (restoring) throw restoreUnderWayError(`platform ${command}`, restoring);
+    // Tests only: holds the command here, past its look for a claim and before it writes anything.
+    const hold = process.env['PLATFORM_START_TEST_HOLD'];
+    if (hold) await holdForTest(hold);
+  }
   // From here a Ctrl-C waits for what is starting (the embedded PostgreSQL runs in its own process group, so it is
   // this process that stops it), then stops it cleanly; a second one leaves at once.
   const signals = holdStopSignals();
@@ -185,7 +197,15 @@ async function main(argv: string[]): Promise<number> {
   // A port another program holds stops the start here, before the database is opened or migrated.
   if (role === null) await checkListeners(settings);
   if (role === null && settings.workers > 1) {
-    return runPrimary(settings, createLogger(settings), (urls) => running(urls, settings.workers), signals);
+    return runPrimary(
+      settings,
+      createLogger(settings),
+      (urls) => {
+        void startMark?.release();
+        running(urls, settings.workers);
+      },
+      signals,
+    );
   }
 
   const platform = await startPlatform({
@@ -199,6 +219,7 @@ async function main(argv: string[]): Promise<number> {
         }
       : {}),
   });
+  await startMark?.release();
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -226,8 +247,12 @@ async function main(argv: string[]): Promise<number> {
 }
 
 main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
+  async (code) => {
+    await startMark?.release();
+    process.exit(code);
+  },
+  async (error: unknown) => {
+    await startMark?.release().catch(() => {});
     // One plain line naming the problem and what to do, without a stack; 2 for arguments and configuration.
     const { line, exitCode } = startFailure(error, config);
     console.error(line);

@@ -1,12 +1,13 @@
 import { existsSync } from 'node:fs';
-import { chmod, chown, mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { PlatformConfig } from '../config.js';
 import { postgresUser } from '../db/embedded-process.js';
+import { StartError } from '../start-errors.js';
 import { BackupError } from './errors.js';
 import { copyFileHashed, hashFile, listTree, syncDirectory } from './files.js';
 import { DATA_FOLDER, type Manifest, readManifest } from './manifest.js';
-import { holdForTest, latestCodeMigration } from './take.js';
+import { holdForTest, latestCodeMigration, STARTING_MARK } from './take.js';
 
 /*
  * `platform restore <backup>`: a backup made by `platform backup` into an empty (or absent) DATA_DIR. Every file is
@@ -22,6 +23,13 @@ import { holdForTest, latestCodeMigration } from './take.js';
  * restore would then mix with the backup's. A platform that was already starting when the claim was made has
  * written into DATA_DIR by the time the files are moved: the folder is checked to hold only `.restoring` right after
  * the claim and again right before the moves, and the restore stops, moving nothing, if it does not.
+ *
+ * That last look alone leaves a window: a platform that found no claim, then wrote its first file only after the
+ * restore's last look. So every other platform command first puts its own mark in DATA_DIR (`.starting-<pid>`,
+ * markStart) and only then looks for the claim, and keeps the mark until it has written what it writes at start.
+ * Each side makes its mark, then looks for the other's: whichever looks second finds the first one's, so at least
+ * one of them stops, and a restore never moves files into a folder a platform is initialising. The mark is left out
+ * of backups.
  */
 
 export interface RestoreOptions {
@@ -40,6 +48,39 @@ export interface RestoreSummary {
 const STAGING = '.restoring';
 
 /**
+ * Puts this process's mark in `dataDir` (creating the folder if needed): from now on a restore into it stops before
+ * moving anything into place. Look for a restore's claim (restoreUnderWay) only after this, and release the mark once
+ * the command has written what it writes at start, or has stopped; a folder this call made is removed again if
+ * nothing else was written into it.
+ */
+export async function markStart(dataDir: string): Promise<{ release: () => Promise<void> }> {
+  const dir = path.resolve(dataDir);
+  const created = !existsSync(dir);
+  const mark = path.join(dir, `${STARTING_MARK}${process.pid}`);
+  try {
+    await mkdir(dir, { recursive: true });
+    await writeFile(mark, `${process.pid}\n`, { mode: 0o600 });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new StartError(
+      code === 'EEXIST' || code === 'ENOTDIR'
+        ? `DATA_DIR ${dir} is not a folder (a file has its name, or a part of its path): set DATA_DIR to a folder`
+        : `DATA_DIR ${dir} cannot be written (${code}): make it writable by this user, or set DATA_DIR to a folder that is`,
+      2,
+    );
+  }
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      await rm(mark, { force: true });
+      if (created) await rmdir(dir).catch(() => {});
+    },
+  };
+}
+
+/**
  * The restore's claim in `dataDir`, when there is one: a restore is under way, or was interrupted (killed). Every
  * platform command that uses DATA_DIR refuses to start while it is there.
  */
@@ -48,11 +89,11 @@ export function restoreUnderWay(dataDir: string): string | null {
   return existsSync(staging) ? staging : null;
 }
 
-/** The refusal of a platform command started on a DATA_DIR a restore has claimed (`staging`). */
+/** The refusal of a command (`platform run`, `npm start`, ...) started on a DATA_DIR a restore has claimed (`staging`). */
 export function restoreUnderWayError(command: string, staging: string): BackupError {
   return new BackupError(
     'restore_under_way',
-    `platform ${command}: ${staging} exists: a restore into this DATA_DIR is under way, or was interrupted; ` +
+    `${command}: ${staging} exists: a restore into this DATA_DIR is under way, or was interrupted; ` +
       `wait for it to finish, or, if no restore runs, remove the DATA_DIR's contents and run the restore again`,
     { exitCode: 2 },
   );
@@ -143,6 +184,17 @@ function refuseUnlessEmpty(dataDir: string, present: string[], mine?: string): v
     );
   }
   if (others.length === 0) return;
+  const starting = others.find((name) => name.startsWith(STARTING_MARK));
+  if (starting !== undefined) {
+    const pid = starting.slice(STARTING_MARK.length);
+    throw new BackupError(
+      'data_dir_not_empty',
+      `platform restore: a platform command (process ${pid}) is starting on DATA_DIR ${dataDir}` +
+        `${mine === undefined ? '' : '; nothing was moved into place'}: stop it and run the restore again ` +
+        `(if no such process runs, remove ${path.join(dataDir, starting)})`,
+      { exitCode: 2 },
+    );
+  }
   const named = `${others.slice(0, 3).join(', ')}${others.length > 3 ? ', ...' : ''}`;
   throw new BackupError(
     'data_dir_not_empty',

@@ -68,6 +68,8 @@ const PGDATA = 'pgdata';
 const MEDIA = 'media';
 /** The embedded PostgreSQL's socket folder and owner socket (src/db/embedded.ts): runtime only. */
 const RUNTIME = new Set(['pgdata-socket']);
+/** The mark of a platform command starting on DATA_DIR (restore.ts, markStart), followed by its process id. */
+export const STARTING_MARK = '.starting-';
 
 /** Folders whose contents PostgreSQL's docs say a base backup leaves out (the folders themselves are kept). */
 const EMPTIED_FOLDERS = new Set([
@@ -204,7 +206,7 @@ async function writeBackup(
   // The secrets and whatever else the data folder holds (authority/, device-ca/, authority-ledger/, the credentials).
   const rest = await listTree(dataDir, (relative) => {
     const top = relative.split('/')[0]!;
-    return top === PGDATA || top === MEDIA || RUNTIME.has(top);
+    return top === PGDATA || top === MEDIA || RUNTIME.has(top) || top.startsWith(STARTING_MARK);
   });
   for (const dir of rest.directories) await copy.directory(dir);
   for (const file of rest.files) await copy.file(file, 'secret');

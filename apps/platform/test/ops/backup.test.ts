@@ -197,6 +197,8 @@ beforeAll(async () => {
   const admin = boot.stdout.trim().split('\n').at(-1)!;
   platform = await spawnPlatform([], { DATA_DIR: dataDir });
   stopLater(platform);
+  // bootstrap and a started platform leave no mark of their start (restore.ts, markStart).
+  expect((await readdir(dataDir)).filter((name) => name.startsWith('.starting-'))).toEqual([]);
   const api = platform.urls.api;
   const operator = await call(api, admin, 'POST', '/api/v1/console/organisations', {
     name: 'Outdoor Media LLP',
@@ -395,6 +397,8 @@ describe('platform backup and restore', () => {
     const meanwhile = await runPlatformCommand(['run'], { DATA_DIR: restoring });
     expect(meanwhile.code, meanwhile.stderr).toBe(2);
     expect(meanwhile.stderr).toContain('a restore into this DATA_DIR is under way, or was interrupted');
+    // Refused, it took its own mark away again.
+    expect(await readdir(restoring)).toEqual(['.restoring']);
     const second = await runPlatformCommand(['restore', target], { DATA_DIR: restoring });
     expect(second.code).toBe(2);
     expect(second.stderr).toContain('holds only .restoring: a restore is under way');
@@ -405,6 +409,33 @@ describe('platform backup and restore', () => {
       `platform restore: platform.json appeared in DATA_DIR ${restoring} while the restore ran (a platform started on it?); nothing was moved into place: stop it, empty DATA_DIR and run the restore again`,
     );
     expect(await readdir(restoring)).toEqual(['platform.json']);
+
+    // A platform that found no claim, so goes on starting, but has written nothing yet (held there): a restore
+    // into its DATA_DIR stops, naming it, and leaves the folder as it was; the platform then starts as if nothing
+    // happened. Before the marks, that restore found the folder empty and moved its files in, and the platform's
+    // first files came after them: two platforms' data mixed.
+    const racing = path.join(folder, 'racing');
+    const startHold = path.join(folder, 'start-hold');
+    const starting = spawnPlatform([], { DATA_DIR: racing, PLATFORM_START_TEST_HOLD: startHold });
+    const deadline = Date.now() + 60_000;
+    while (!existsSync(startHold) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const pid = (await readFile(startHold, 'utf8')).trim();
+    expect(await readdir(racing)).toEqual([`.starting-${pid}`]);
+    const refusedRestore = await runPlatformCommand(['restore', target], { DATA_DIR: racing });
+    expect(refusedRestore.code, refusedRestore.stderr).toBe(2);
+    expect(refusedRestore.stderr.trim()).toBe(
+      `platform restore: a platform command (process ${pid}) is starting on DATA_DIR ${racing}: stop it and run the restore again (if no such process runs, remove ${path.join(racing, `.starting-${pid}`)})`,
+    );
+    expect(await readdir(racing)).toEqual([`.starting-${pid}`]);
+    await rm(startHold);
+    const started = await starting;
+    stopLater(started);
+    // Its mark goes once it has started (just after its listeners answer).
+    await expect
+      .poll(async () => (await readdir(racing)).includes(`.starting-${pid}`), { timeout: 10_000 })
+      .toBe(false);
+    expect(await readdir(racing)).toContain('pgdata');
+    await started.stop();
 
     // A backup of a newer platform (its database at a migration this code does not have) is refused before any
     // copy: this platform would refuse the database it restored.

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -150,6 +150,51 @@ describe('the platform command', () => {
     expect(res.stderr).toBe(
       `cannot reach the database of DATABASE_URL (ECONNREFUSED 127.0.0.1:${port}): is PostgreSQL running there? Unset DATABASE_URL for the embedded one\n`,
     );
+  });
+
+  test('a DATA_DIR that is a file is one line naming it, exit 2, and the file is left as it was', async () => {
+    const file = path.join(await tempDir(), 'data');
+    await writeFile(file, 'not a folder');
+    for (const command of [['run'], ['bootstrap']]) {
+      const res = await runPlatformCommand(command, { DATA_DIR: file });
+      expect(res.code, res.stderr).toBe(2);
+      expect(res.stderr).toBe(
+        `DATA_DIR ${file} is not a folder (a file has its name, or a part of its path): set DATA_DIR to a folder\n`,
+      );
+    }
+    expect(await readFile(file, 'utf8')).toBe('not a folder');
+  });
+
+  test('npm start on a DATA_DIR a restore has claimed is one line, exit 2, and writes nothing', async () => {
+    const dir = await tempDir();
+    await mkdir(path.join(dir, '.restoring'));
+    const res = await new Promise<{ code: number | null; output: string }>((resolve) => {
+      const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', START, '--no-fleet'], {
+        cwd: REPO_ROOT,
+        env: {
+          ...process.env,
+          DATA_DIR: dir,
+          API_PORT: '0',
+          AGENTS_PORT: '0',
+          DEVICES_PORT: '0',
+          VERIFY_PORT: '0',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (c) => {
+        output += c;
+      });
+      child.stderr.on('data', (c) => {
+        output += c;
+      });
+      child.on('exit', (code) => resolve({ code, output }));
+    });
+    expect(res.code, res.output).toBe(2);
+    expect(res.output).toBe(
+      `npm start: ${path.join(dir, '.restoring')} exists: a restore into this DATA_DIR is under way, or was interrupted; wait for it to finish, or, if no restore runs, remove the DATA_DIR's contents and run the restore again\n`,
+    );
+    expect(await readdir(dir)).toEqual(['.restoring']);
   });
 
   test('connections the database ends are one short line for the pool, not a stack each', async () => {
