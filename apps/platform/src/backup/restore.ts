@@ -69,6 +69,12 @@ export async function markStart(dataDir: string): Promise<{ release: () => Promi
       2,
     );
   }
+  // The marks of commands killed while they started (their processes gone) protect nothing: removed.
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const pid = Number(name.slice(STARTING_MARK.length));
+    if (!name.startsWith(STARTING_MARK) || !Number.isSafeInteger(pid) || pid === process.pid) continue;
+    if (!processAlive(pid)) await rm(path.join(dir, name), { force: true });
+  }
   let released = false;
   return {
     release: async () => {
@@ -78,6 +84,16 @@ export async function markStart(dataDir: string): Promise<{ release: () => Promi
       if (created) await rmdir(dir).catch(() => {});
     },
   };
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: alive, another user's.
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
 }
 
 /**

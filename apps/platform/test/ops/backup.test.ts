@@ -436,6 +436,16 @@ describe('platform backup and restore', () => {
       .toBe(false);
     expect(await readdir(racing)).toContain('pgdata');
     await started.stop();
+    // A command killed while starting left its mark: the next start on the folder removes it (its process is gone).
+    await writeFile(path.join(racing, '.starting-999999999'), '999999999\n');
+    const restarted = await spawnPlatform([], { DATA_DIR: racing });
+    stopLater(restarted);
+    await expect
+      .poll(async () => (await readdir(racing)).filter((name) => name.startsWith('.starting-')), {
+        timeout: 10_000,
+      })
+      .toEqual([]);
+    await restarted.stop();
 
     // A backup of a newer platform (its database at a migration this code does not have) is refused before any
     // copy: this platform would refuse the database it restored.
