@@ -20,6 +20,7 @@ import {
   launchChromium,
   startConsolePlatform,
   watchErrors,
+  holdBackFrames,
 } from './browser.js';
 
 /**
@@ -185,6 +186,7 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
         timezoneId: 'Asia/Almaty',
         acceptDownloads: true,
       });
+      await holdBackFrames(context);
       contexts.push(context);
       pages[actor] = await context.newPage();
       errors.set(pages[actor], watchErrors(pages[actor]));

@@ -14,6 +14,7 @@ import {
   screenshot,
   startConsolePlatform,
   watchErrors,
+  holdBackFrames,
 } from './browser.js';
 
 /*
@@ -53,6 +54,7 @@ async function signedIn(email: string): Promise<Page> {
     timezoneId: 'Asia/Almaty',
     acceptDownloads: true,
   });
+  await holdBackFrames(context);
   contexts.push(context);
   const page = await context.newPage();
   errors.set(page, watchErrors(page));

@@ -9,7 +9,7 @@ import { digestLedgerDay } from '../../src/ledger/index.js';
 import { sealDay } from '../../src/seals/index.js';
 import { approve, inReview, organisation, structures } from '../approvals/helpers.js';
 import { png } from '../approvals/media-fixtures.js';
-import { expectAccessible, launchChromium, watchErrors } from '../console/browser.js';
+import { expectAccessible, holdBackFrames, launchChromium, watchErrors } from '../console/browser.js';
 import { agentBody, insertBatch } from '../seals/helpers.js';
 import {
   ARTIFACTS,
@@ -96,6 +96,7 @@ async function open(
     locale: LOCALES[language],
     timezoneId: 'Asia/Almaty',
   });
+  await holdBackFrames(context);
   if (options.init) await context.addInitScript(options.init);
   const page = await context.newPage();
   const errors = watchErrors(page);
@@ -213,6 +214,7 @@ describe('the public page in Chromium', () => {
   test('kk: an answer changed by one byte turns red, for a seal and for a ledger block', async () => {
     const d = DICTIONARIES.kk;
     const context = await browser.newContext({ viewport: { width: 1366, height: 768 }, locale: 'kk-KZ' });
+    await holdBackFrames(context);
     try {
       const page = await context.newPage();
       const flipHexAfter = (text: string, marker: string) => {
@@ -261,6 +263,7 @@ describe('the public page in Chromium', () => {
   test('ru: a seal whose signature does not verify says why, in Russian (the code of @ooh/verify translated)', async () => {
     const d = DICTIONARIES.ru;
     const context = await browser.newContext({ viewport: { width: 1366, height: 768 }, locale: 'ru-RU' });
+    await holdBackFrames(context);
     try {
       const page = await context.newPage();
       // One base64 character near the end of the CMS changed: the last bytes of the ECDSA signature's s, so the

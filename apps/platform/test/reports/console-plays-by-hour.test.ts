@@ -8,6 +8,7 @@ import {
   screenshot,
   startConsolePlatform,
   watchErrors,
+  holdBackFrames,
 } from '../console/browser.js';
 import { apiCall } from '../support/platform.js';
 import { ADVERTISER, buildReportFixture, FIRST_DAY, type ReportFixture } from './fixture.js';
@@ -50,6 +51,7 @@ beforeAll(async () => {
     locale: 'en-GB',
     timezoneId: 'Asia/Almaty',
   });
+  await holdBackFrames(context);
   page = await context.newPage();
   errors = watchErrors(page);
   await page.goto(url('/'));

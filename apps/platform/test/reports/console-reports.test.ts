@@ -12,6 +12,7 @@ import {
   screenshot,
   startConsolePlatform,
   watchErrors,
+  holdBackFrames,
 } from '../console/browser.js';
 import { parseCsvStrict } from '../open-data/helpers.js';
 import { apiCall } from '../support/platform.js';
@@ -59,6 +60,7 @@ async function signedIn(email: string): Promise<Page> {
     timezoneId: 'Asia/Almaty',
     acceptDownloads: true,
   });
+  await holdBackFrames(context);
   contexts.push(context);
   const page = await context.newPage();
   errors.set(page, watchErrors(page));
