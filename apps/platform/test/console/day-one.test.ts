@@ -404,6 +404,12 @@ describe.each(LANGUAGES)('the first day through the console alone, in %s', (lang
       .waitFor();
     expect((await stored()).filter((s) => s.retired_at !== null).map((s) => s.code)).toEqual(['ALM-0300']);
     await page.locator('#structures-query').fill('');
+    // The search began again at the first page, though page 2 was shown before it.
+    await page.getByText(t('structures.pageOf', { page: 1, pages: 6 })).waitFor();
+    await page.getByRole('button', { name: t('structures.next') }).click();
+    await page.getByText(t('structures.pageOf', { page: 2, pages: 6 })).waitFor();
+    await page.getByRole('button', { name: t('structures.previous') }).click();
+    await page.getByText(t('structures.pageOf', { page: 1, pages: 6 })).waitFor();
     await look(page, 'structures');
     expect(errors.get(page)).toEqual([]);
   }, 120_000);

@@ -146,7 +146,9 @@ function Register(props: {
   const [operator, setOperator] = useState('');
   const [query, setQuery] = useState('');
   const [showRetired, setShowRetired] = useState(false);
-  const [page, setPage] = useState(0);
+  // The page is kept with the filter it was chosen under: a new filter starts at the first page in the same render,
+  // not in an effect after it (which also undid a page chosen before the first effect ran).
+  const [pageOf, setPageOf] = useState({ filter: '', page: 0 });
   const [error, setError] = useState<unknown>(null);
   const [message, setMessage] = useState<string | null>(null);
   const [editing, setEditing] = useState<Structure | null>(null);
@@ -167,11 +169,12 @@ function Register(props: {
           s.geopath_spot_id ?? '',
         ].some((v) => v.toLowerCase().includes(q))),
   );
+  const filter = JSON.stringify([operator, q, showRetired]);
+  const page = pageOf.filter === filter ? pageOf.page : 0;
+  const setPage = (next: number) => setPageOf({ filter, page: next });
   const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
   const current = Math.min(page, pages - 1);
   const rows = shown.slice(current * PAGE_SIZE, (current + 1) * PAGE_SIZE);
-  // A new filter starts at the first page.
-  useEffect(() => setPage(0), [operator, q, showRetired]);
 
   const retire = async (s: Structure) => {
     if (!window.confirm(t('structures.retireConfirm', { code: s.code }))) return;
