@@ -200,7 +200,8 @@ function refuseUnlessEmpty(dataDir: string, present: string[], mine?: string): v
     );
   }
   if (others.length === 0) return;
-  const starting = others.find((name) => name.startsWith(STARTING_MARK));
+  // Only marks: a platform command starting on an empty folder (with data beside them, the folder is simply not empty).
+  const starting = others.every((name) => name.startsWith(STARTING_MARK)) ? others[0] : undefined;
   if (starting !== undefined) {
     const pid = starting.slice(STARTING_MARK.length);
     throw new BackupError(
