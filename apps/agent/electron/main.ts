@@ -44,7 +44,8 @@ async function start(): Promise<void> {
   window.once('ready-to-show', () => window.show());
 
   const hardware = createBoardHardware(config.board ?? undefined);
-  const display = new RendererDisplay(window.webContents, hardware.clock);
+  // Its clock is the agent's (createAgent hands it over), never the board's: see RendererDisplay.
+  const display = new RendererDisplay(window.webContents);
   ipcMain.on(CHANNEL_REPORT, (event, report) => {
     // Only our window may report plays, and only in the expected shape.
     if (event.sender.id !== window.webContents.id || !isPlayerReport(report)) return;

@@ -27,17 +27,29 @@ export const IMAGE_HOLD_MARGIN_MS = 20;
 /**
  * The agent's Display, implemented by the renderer page: main sends a play command, the page reports
  * `playing` when the media is really on screen and `ended` when it left it; main stamps both with the agent's
- * clock. Only then is a play logged.
+ * clock, which the agent hands over when it is created (`useClock`): the board's own clock may be minutes off.
+ * Only then is a play logged.
  */
 export class RendererDisplay implements Display {
   private readonly pending = new Map<string, Pending>();
+  private clock: Clock | null;
 
   constructor(
     private readonly sink: CommandSink,
-    private readonly clock: Clock,
-  ) {}
+    clock?: Clock,
+  ) {
+    this.clock = clock ?? null;
+  }
+
+  useClock(clock: Clock): void {
+    this.clock = clock;
+  }
 
   play(request: PlayRequest, signal: AbortSignal): Promise<PlayReport> {
+    if (this.clock === null) {
+      // Not attached to an agent: no clock to stamp a play with, so nothing is shown that could not be logged.
+      return Promise.resolve({ outcome: 'failed', reason: 'the display has no clock' });
+    }
     return new Promise<PlayReport>((resolve) => {
       const expected = request.durationMs ?? 0;
       const timer = setTimeout(
@@ -62,7 +74,7 @@ export class RendererDisplay implements Display {
   /** Called by main for each report from the renderer (already checked to come from our window). */
   onReport(report: PlayerReport): void {
     const pending = this.pending.get(report.playId);
-    if (!pending) return;
+    if (!pending || this.clock === null) return;
     const now = this.clock.now();
     if (report.type === 'playing') {
       pending.start ??= now;

@@ -277,6 +277,8 @@ export class AgentCore {
       sleep: this.sleep,
       ...(options.random ? { random: options.random } : {}),
     });
+    // The display reads each play's start and end on the agent's corrected clock, not on the board's.
+    options.display?.useClock?.(this.clock);
     this.scheduler = options.display
       ? new PlaybackScheduler({
           library: this.library,

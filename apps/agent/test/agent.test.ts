@@ -2,6 +2,8 @@ import { cpSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { verifySignedDocument } from '@ooh/verify';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { CHANNEL_PLAY, type PlayCommand } from '../electron/bridge.js';
+import { RendererDisplay } from '../electron/renderer-display.js';
 import type { AgentConfig } from '../src/config/config.js';
 import { type AgentCore, createAgent, EnvelopeVerifier, readStatus } from '../src/index.js';
 import { memoryLogger } from '../src/logger.js';
@@ -277,6 +279,62 @@ describe('the agent core, end to end against the platform', () => {
     } finally {
       await agents.close();
       await verify.close();
+    }
+  });
+
+  it("the Electron shell's display, wired as main.ts wires it, stamps plays on the agent's clock, not the board's", async () => {
+    // main.ts gives RendererDisplay no clock: the agent hands it its corrected one. With the board's own clock, a
+    // board 10 minutes fast put every play 10 minutes ahead after the sync, and the platform refused them all
+    // (time_in_future).
+    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
+    await writeMedia(pki, setup.config.mediaDir, 'a.png', 'image a');
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const board = { now: () => new Date(Date.now() + 600_000) };
+    const timers = new Set<ReturnType<typeof setTimeout>>();
+    const later = (ms: number, run: () => void) => {
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        run();
+      }, ms);
+      timers.add(timer);
+    };
+    // The renderer page: on screen 10 ms after the command, off it when the length asked for has passed.
+    const display: RendererDisplay = new RendererDisplay({
+      send: (channel, command) => {
+        if (channel !== CHANNEL_PLAY) return;
+        const { playId, durationMs } = command as PlayCommand;
+        later(10, () => display.onReport({ type: 'playing', playId }));
+        later(10 + (durationMs ?? 1000), () =>
+          display.onReport({ type: 'ended', playId, interrupted: false }),
+        );
+      },
+    });
+    try {
+      agent = await createAgent({
+        config: setup.config,
+        hardware: new ManualHardware(board, () => performance.now()),
+        display,
+        logger: memoryLogger(),
+      });
+      await agent.start();
+      await until(() => agent!.status().clock.state === 'synced');
+      const synced = agent.log.records().length;
+      // Plays logged after the sync: their times are as the display read them.
+      await until(() => agent!.log.records().filter((r) => r.record.kind === 'play').length >= synced + 2);
+      await until(async () => (await platform.plays(setup.deviceId)) >= 2);
+      await agent.stop();
+      const plays = (await shippedEvents(platform, setup.deviceId)).filter(
+        (event) => event['kind'] === 'play',
+      );
+      expect(plays.length).toBeGreaterThanOrEqual(2);
+      for (const play of plays) expect(Date.parse(play['end'] as string)).toBeLessThan(Date.now() + 1500);
+      const answers = (await platform.batches(setup.deviceId)).map((batch) => batch.answer);
+      expect(
+        answers.reduce((sum, answer) => sum + answer.refused, 0),
+        JSON.stringify(answers),
+      ).toBe(0);
+    } finally {
+      for (const timer of timers) clearTimeout(timer);
     }
   });
 

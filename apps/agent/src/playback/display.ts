@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js';
 import type { MediaKind } from '../media/library.js';
 
 export interface PlayRequest {
@@ -26,4 +27,11 @@ export type PlayReport =
  */
 export interface Display {
   play(request: PlayRequest, signal: AbortSignal): Promise<PlayReport>;
+  /**
+   * The clock a play's start and end are to be read on: the agent's own, corrected from the platform's Date header
+   * (a board clock minutes off would otherwise put every play minutes off, and the platform refuses a play over
+   * 300 s ahead). The agent calls it once, when it is created, before any play. A display that is handed its clock
+   * otherwise need not have it.
+   */
+  useClock?(clock: Clock): void;
 }
