@@ -27,17 +27,24 @@ const CMS_REQUIRED = ['play_id', 'start', 'end', 'duration_ms', 'player'] as con
 // spec record table: seq "required on play", media_sha256 "required on play" (both channels).
 const PLAY_REQUIRED = ['seq', 'media_sha256'] as const;
 
-export function checkPopRecord(record: unknown, channel: PopChannel): PopRecordCheck {
-  if (!isPlainObject(record)) return { ok: false, reason: 'invalid_record' };
+export function checkPopRecord(value: unknown, channel: PopChannel): PopRecordCheck {
+  if (!isPlainObject(value)) return { ok: false, reason: 'invalid_record' };
+  let record = value;
   // spec CMS rule 2: refused "when its kind is not play". A kind outside the vocabulary is no play either.
   if (channel === 'cms' && typeof record.kind === 'string' && record.kind !== 'play') {
     return { ok: false, reason: 'kind_not_allowed' };
   }
-  // The free-form objects first: the schema check walks them too, and they must be small and shallow before
-  // anything walks, stores or serialises them.
-  if (!freeFormWithinLimits(record.detail) || !freeFormWithinLimits(record.screen)) {
+  // spec: screen is "Agent channel only": a CMS record's screen is ignored, whatever its shape (a play is not
+  // refused for a field that has no meaning there).
+  if (channel === 'cms' && record.screen !== undefined) record = without(record, 'screen');
+  // The free-form objects first: they must be small and shallow before anything walks, stores or serialises them.
+  // A play's detail is neither stored nor walked: only its src tag is read, and "a tag of another shape is ignored
+  // and the play counts all the same" (parseSrc bounds the tag itself). The detail of a reject, mode_change or
+  // tamper is kept, so one that cannot be is refused with its record, never with its batch.
+  if (record.kind !== 'play' && !freeFormWithinLimits(record.detail)) {
     return { ok: false, reason: 'invalid_record' };
   }
+  if (!freeFormWithinLimits(record.screen)) return { ok: false, reason: 'invalid_record' };
   if (!popRecordCheck.Check(record)) return { ok: false, reason: 'invalid_record' };
   if (record.kind === 'play' && PLAY_REQUIRED.some((field) => record[field] === undefined)) {
     return { ok: false, reason: 'invalid_record' };
@@ -55,7 +62,15 @@ export function checkPopRecord(record: unknown, channel: PopChannel): PopRecordC
 export function parseSrc(detail: unknown): Src | null {
   if (!isPlainObject(detail)) return null;
   const src = detail.src;
-  return srcCheck.Check(src) ? src : null;
+  // A tag that could not be kept (over the free-form bounds, a text with U+0000 or a lone surrogate) is of
+  // another shape too.
+  return srcCheck.Check(src) && freeFormWithinLimits(src) ? src : null;
+}
+
+/** The record without one of its fields (a copy; the record as sent stays in the kept body). */
+function without(record: Record<string, unknown>, field: string): Record<string, unknown> {
+  const { [field]: _dropped, ...rest } = record;
+  return rest;
 }
 
 /** Browser-safe (the package has no Node dependency). */
@@ -74,6 +89,16 @@ function hasLoneSurrogate(text: string): boolean {
   return false;
 }
 
+/**
+ * A text PostgreSQL cannot give back from a kept object: a lone surrogate (json refuses its escape) or U+0000 (json
+ * keeps the escape, but every operator that reads a field, `->`, `->>`, an index on one, a cast to jsonb, fails
+ * with 22P05: a mode_change whose detail held one failed its whole batch's insert, and a kept reject made its
+ * device's activity page fail for ever).
+ */
+function unreadable(text: string): boolean {
+  return text.includes('\u0000') || hasLoneSurrogate(text);
+}
+
 /** Bounds of a JSON text's length in bytes, gathered by `walk`: at least one byte a UTF-16 unit, at most six. */
 interface Size {
   lower: number;
@@ -83,7 +108,7 @@ interface Size {
 /** False as soon as `item` is too deep, holds a lone surrogate or is certainly over `maxBytes`. */
 function walk(item: unknown, depth: number, size: Size, maxBytes: number): boolean {
   if (typeof item === 'string') {
-    if (hasLoneSurrogate(item)) return false;
+    if (unreadable(item)) return false;
     size.lower += item.length + 2;
     size.upper += item.length * 6 + 2;
   } else if (typeof item === 'number') {
@@ -100,7 +125,7 @@ function walk(item: unknown, depth: number, size: Size, maxBytes: number): boole
       for (const element of item) if (!walk(element, depth + 1, size, maxBytes)) return false;
     } else {
       for (const key in item) {
-        if (hasLoneSurrogate(key)) return false;
+        if (unreadable(key)) return false;
         size.lower += key.length + 4;
         size.upper += key.length * 6 + 4;
         if (!walk((item as Record<string, unknown>)[key], depth + 1, size, maxBytes)) return false;
@@ -114,8 +139,8 @@ function walk(item: unknown, depth: number, size: Size, maxBytes: number): boole
 
 /**
  * Whether a free-form value of a record (detail, screen) may be kept: at most LIMITS.recordObjectMaxDepth levels of
- * objects and arrays, at most LIMITS.recordObjectMaxBytes bytes as JSON, and no text that is not Unicode (a lone
- * surrogate: PostgreSQL's json refuses its escape, so such a record could never be stored). The walk stops at the
+ * objects and arrays, at most LIMITS.recordObjectMaxBytes bytes as JSON, and no text PostgreSQL cannot give back (a
+ * lone surrogate or U+0000, in a value or a key: see `unreadable`). The walk stops at the
  * first level too deep (so a body of 100,000 nested arrays costs as little as a flat one) and as soon as the text is
  * certainly too large; the exact size is measured only when the bounds cannot decide.
  */

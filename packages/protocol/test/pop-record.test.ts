@@ -17,6 +17,14 @@ const agentPlay = {
   screen: { power: 'on' },
 };
 
+const reject = {
+  kind: 'reject',
+  seq: 18,
+  at: '2026-11-21T09:00:00.000+05:00',
+  code: 'HASH_MISMATCH',
+  detail: { file: 'a.mp4' },
+};
+
 const cmsPlay = {
   kind: 'play',
   seq: 5,
@@ -64,13 +72,7 @@ describe('checkPopRecord on the agent channel', () => {
   });
 
   test('reject, mode_change and tamper need no seq or media', () => {
-    const reject = {
-      kind: 'reject',
-      at: '2026-11-21T09:00:00Z',
-      code: 'HASH_MISMATCH',
-      detail: { file: 'a.mp4' },
-    };
-    expect(checkPopRecord(reject, 'agent').ok).toBe(true);
+    expect(checkPopRecord(without(reject, 'seq'), 'agent').ok).toBe(true);
     expect(checkPopRecord({ kind: 'mode_change', seq: 3, at: '2026-11-21T09:00:00Z' }, 'agent').ok).toBe(
       true,
     );
@@ -145,6 +147,15 @@ describe('checkPopRecord on the CMS channel', () => {
     });
   });
 
+  test('screen is ignored on the CMS channel, whatever its shape (spec: "Agent channel only")', () => {
+    for (const screen of [{ power: 'dimmed' }, 'on', 7, null, [], { power: 'on', v: 'x'.repeat(20_000) }]) {
+      const result = checkPopRecord({ ...cmsPlay, screen }, 'cms');
+      expect(result).toEqual({ ok: true, record: cmsPlay });
+    }
+    // On the agent channel it has its shape.
+    expect(checkPopRecord({ ...agentPlay, screen: { power: 'dimmed' } }, 'agent').ok).toBe(false);
+  });
+
   test('a non-object is invalid_record, not kind_not_allowed', () => {
     expect(checkPopRecord('play', 'cms')).toEqual({ ok: false, reason: 'invalid_record' });
     expect(checkPopRecord({ ...cmsPlay, kind: 5 }, 'cms')).toEqual({ ok: false, reason: 'invalid_record' });
@@ -183,6 +194,9 @@ describe('parseSrc', () => {
     ['seller_id missing', { channel: 'dooh' }],
     ['seller_id empty', { ...src, seller_id: '' }],
     ['seller_id not a string', { ...src, seller_id: 12 }],
+    ['seller_id over the free-form bounds', { ...src, seller_id: 's'.repeat(20_000) }],
+    ['seller_id holding U+0000', { ...src, seller_id: 'pub\u00001' }],
+    ['seller_id holding a lone surrogate', { ...src, seller_id: 'pub-\ud800' }],
     ['deal_id over 64', { ...src, deal_id: 'd'.repeat(65) }],
     ['deal_id empty', { ...src, deal_id: '' }],
     ['deal_id with a slash', { ...src, deal_id: 'a/b' }],
@@ -228,10 +242,12 @@ describe('free-form objects of a record (detail, screen) are small and shallow',
     const max = LIMITS.recordObjectMaxDepth;
     expect(freeFormWithinLimits({ v: nested(max - 1) })).toBe(true);
     expect(freeFormWithinLimits({ v: nested(max) })).toBe(false);
-    expect(checkPopRecord({ ...agentPlay, detail: { v: nested(max) } }, 'agent')).toEqual({
+    expect(checkPopRecord({ ...reject, detail: { v: nested(max) } }, 'agent')).toEqual({
       ok: false,
       reason: 'invalid_record',
     });
+    // A play's detail is not kept: only its tag is read, and a tag of another shape is ignored.
+    expect(checkPopRecord({ ...agentPlay, detail: { v: nested(max) } }, 'agent').ok).toBe(true);
     expect(checkPopRecord({ ...agentPlay, screen: { power: 'on', v: nested(max) } }, 'agent')).toEqual({
       ok: false,
       reason: 'invalid_record',
@@ -257,14 +273,39 @@ describe('free-form objects of a record (detail, screen) are small and shallow',
     expect(freeFormWithinLimits({ t: 'a\udc00b' })).toBe(false);
     expect(freeFormWithinLimits({ ['\ud83d']: 1 })).toBe(false);
     expect(freeFormWithinLimits({ t: '\ud83d\ude00 ok' })).toBe(true);
-    expect(checkPopRecord({ ...agentPlay, detail: { file: '\udfff.mp4' } }, 'agent')).toEqual({
+    expect(checkPopRecord({ ...reject, detail: { file: '\udfff.mp4' } }, 'agent')).toEqual({
       ok: false,
       reason: 'invalid_record',
     });
   });
 
-  test('a NUL in detail is no reason to refuse (detail is kept as JSON, which holds it escaped)', () => {
-    expect(checkPopRecord({ ...agentPlay, detail: { file: 'a\u0000b' } }, 'agent').ok).toBe(true);
+  test('a U+0000 in a kept detail, in a value or a key, refuses its record: PostgreSQL could not read it back', () => {
+    expect(freeFormWithinLimits({ file: 'a\u0000b' })).toBe(false);
+    expect(freeFormWithinLimits({ ['a\u0000']: 1 })).toBe(false);
+    expect(freeFormWithinLimits({ list: [{ note: '\u0000' }] })).toBe(false);
+    for (const record of [
+      { ...reject, detail: { file: 'a\u0000b.mp4' } },
+      { kind: 'mode_change', seq: 4, at: '2026-11-21T09:00:00Z', detail: { note: 'x\u0000' } },
+      { kind: 'tamper', seq: 5, detail: { ['door\u0000']: 'open' } },
+    ]) {
+      expect(checkPopRecord(record, 'agent')).toEqual({ ok: false, reason: 'invalid_record' });
+    }
+  });
+
+  test("a play's detail is never a reason to refuse it: its tag is read or ignored", () => {
+    const src = { channel: 'pmp', seller_id: 'ssp-1' };
+    for (const detail of [
+      { file: 'a\u0000b', src },
+      { note: '\ud800', src },
+      { note: 'x'.repeat(20_000), src },
+      { src: { ...src, seller_id: 's'.repeat(20_000) } },
+    ]) {
+      expect(checkPopRecord({ ...agentPlay, detail }, 'agent').ok).toBe(true);
+      expect(checkPopRecord({ ...cmsPlay, detail }, 'cms').ok).toBe(true);
+    }
+    // The tag itself is read wherever the detail's other fields stand.
+    expect(parseSrc({ note: 'x'.repeat(20_000), src })).toEqual(src);
+    expect(parseSrc({ src: { ...src, seller_id: 's'.repeat(20_000) } })).toBeNull();
   });
 
   test('the usual details pass', () => {

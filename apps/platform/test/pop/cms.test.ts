@@ -252,7 +252,7 @@ describe('large batches (records written by COPY)', () => {
     );
     const tricky = 'A\tB\\C\nD\r';
     records[0] = { ...records[0]!, approval_number: tricky };
-    const src = { channel: 'rtb', seller_id: 'sel\\ler\t"x"\n\u0000', deal_id: 'd.1:x' };
+    const src = { channel: 'rtb', seller_id: 'sel\\ler\t"x"\n', deal_id: 'd.1:x' };
     records[1] = { ...records[1]!, detail: { src, note: 'ignored on a play' } };
     // 06:00:00+05:00 is 01:00:00Z: stored as that instant.
     records[2] = {

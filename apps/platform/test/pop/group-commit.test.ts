@@ -251,7 +251,7 @@ describe('group commit of agent batches', () => {
     device,
   }) => {
     const at = '2026-11-20T10:58:00.125+05:00';
-    const src = { channel: 'rtb', seller_id: 'sel\\ler\t"x"\n\u0000', deal_id: 'd.1:x' };
+    const src = { channel: 'rtb', seller_id: 'sel\\ler\t"x"\n', deal_id: 'd.1:x' };
     const events = [
       play(1, { approval_number: 'A\tB\\C\nD\r', detail: { src } }),
       play(2, { approval_number: 'А-кириллица-№1', screen: { power: 'off' }, play_id: undefined }),

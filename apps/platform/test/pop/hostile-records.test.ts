@@ -57,7 +57,8 @@ describe('records whose free-form objects no one can store are refused; the rest
     });
   });
 
-  test('a detail that is too large, a screen too deep, a text that is not Unicode', async ({
+  test('a detail that is too large, a screen too deep, a text PostgreSQL could not give back', async ({
+    db,
     servers,
     platform,
     device,
@@ -67,8 +68,9 @@ describe('records whose free-form objects no one can store are refused; the rest
       play(2, { screen: { power: 'on', extra: nestedArrays(40) } }),
       // JSON.stringify writes a lone surrogate as the escape \udc00, which PostgreSQL's json refuses.
       reject(3, { file: 'clip-\udc00.mp4' }),
+      // A play's detail is not kept: its tag is read, the rest of it is no reason to refuse the play.
       play(4, { detail: { src: { channel: 'pmp', seller_id: 'ssp-1' }, note: '\ud800' } }),
-      // A NUL is kept: detail is stored as json text, where it stays escaped.
+      // json keeps U+0000 escaped, but no operator can read a field of it back (22P05).
       reject(5, { file: 'a\u0000b.mp4' }),
       play(6),
     ]);
@@ -77,10 +79,15 @@ describe('records whose free-form objects no one can store are refused; the rest
       { index: 0, status: 'refused', reason: 'invalid_record' },
       { index: 1, status: 'refused', reason: 'invalid_record' },
       { index: 2, status: 'refused', reason: 'invalid_record' },
-      { index: 3, status: 'refused', reason: 'invalid_record' },
+      { index: 4, status: 'refused', reason: 'invalid_record' },
     ]);
     expect(answer).toMatchObject({ received: 6, accepted: 2, refused: 4 });
-    // The kept reject reads back through the console, NUL and all.
+    expect(await countedPlays(db, `device:${device.id}`)).toBe(2);
+    const src = await db.query<{ src: unknown }>(
+      `SELECT src FROM pop_records WHERE player_key = $1 AND seq = 4`,
+      [`device:${device.id}`],
+    );
+    expect(src.rows).toEqual([{ src: { channel: 'pmp', seller_id: 'ssp-1' } }]);
     const events = await apiCall(
       servers.api,
       platform.adminKey,
@@ -88,12 +95,69 @@ describe('records whose free-form objects no one can store are refused; the rest
       `/api/v1/console/pop/devices/${device.id}/events`,
     );
     expect(events.statusCode, events.body).toBe(200);
-    expect(events.json<{ items: { detail: unknown }[] }>().items).toEqual([
-      expect.objectContaining({ detail: { file: 'a\u0000b.mp4' } }),
-    ]);
   });
 
-  test('the CMS channel: a play whose detail nests deep is refused, the others count', async ({
+  test('a mode_change whose detail holds U+0000 is refused alone: its batch is stored and its plays count', async ({
+    db,
+    servers,
+    platform,
+    device,
+  }) => {
+    const modeChange = (seq: number, detail: unknown) => ({
+      kind: 'mode_change',
+      seq,
+      at: new Date(T0.getTime() - 1000).toISOString(),
+      detail,
+    });
+    const body = agentBody(device, 0, [
+      play(1),
+      modeChange(2, { from: 'normal', to: 'offline', note: 'x\u0000' }),
+      modeChange(3, { from: 'offline', to: 'normal', ['reason\u0000']: 'key' }),
+      reject(4, { file: 'b.mp4', reason: 'a\u0000' }),
+      modeChange(5, { from: 'normal', to: 'disk_full', storage: { free_bytes: 1 } }),
+      play(6),
+    ]);
+    const response = await postTelemetry(servers, device, body);
+    expect(response.statusCode, response.body).toBe(200);
+    const answer = answerOf(response);
+    expect(refusedItems(answer.items)).toEqual([
+      { index: 1, status: 'refused', reason: 'invalid_record' },
+      { index: 2, status: 'refused', reason: 'invalid_record' },
+      { index: 3, status: 'refused', reason: 'invalid_record' },
+    ]);
+    expect(answer).toMatchObject({ received: 6, accepted: 3, refused: 3 });
+    expect(await countedPlays(db, `device:${device.id}`)).toBe(2);
+    // What was kept reads back: the console's event list and the device's activity page.
+    for (const url of [
+      `/api/v1/console/pop/devices/${device.id}/events`,
+      `/api/v1/console/devices/${device.id}/activity`,
+    ]) {
+      const read = await apiCall(servers.api, platform.adminKey, 'GET', url);
+      expect(read.statusCode, `${url}: ${read.body}`).toBe(200);
+    }
+  });
+
+  test('a play whose src tag is of another shape counts, its tag ignored (spec: "the play counts all the same")', async ({
+    db,
+    servers,
+    device,
+  }) => {
+    const body = agentBody(device, 0, [
+      play(1, { detail: { src: { channel: 'pmp', seller_id: 's'.repeat(20_000) } } }),
+      play(2, { detail: { src: { channel: 'pmp', seller_id: 'ssp\u00001' } } }),
+      play(3, { detail: { src: { channel: 'pmp', seller_id: 'ssp-\udc00' } } }),
+      play(4, { detail: { src: { channel: 'pmp', seller_id: 'ssp-1', extra: nestedArrays(40) } } }),
+    ]);
+    const answer = answerOf(await postTelemetry(servers, device, body));
+    expect(answer).toMatchObject({ received: 4, accepted: 4, refused: 0 });
+    expect(await countedPlays(db, `device:${device.id}`)).toBe(4);
+    const src = await db.query<{ src: unknown }>(`SELECT src FROM pop_records WHERE player_key = $1`, [
+      `device:${device.id}`,
+    ]);
+    expect(src.rows.map((row) => row.src)).toEqual([null, null, null, null]);
+  });
+
+  test('the CMS channel: a play whose detail nests deep counts, its tag ignored', async ({
     servers,
     operator,
     platform,
@@ -108,7 +172,27 @@ describe('records whose free-form objects no one can store are refused; the rest
       50_000,
     );
     const answer = answerOf(await postCms(servers, source, body));
-    expect(refusedItems(answer.items)).toEqual([{ index: 1, status: 'refused', reason: 'invalid_record' }]);
-    expect(answer.accepted).toBe(2);
+    expect(refusedItems(answer.items)).toEqual([]);
+    expect(answer.accepted).toBe(3);
+  });
+
+  test('the CMS channel: a screen of any shape is ignored (spec: "Agent channel only"), the play counts', async ({
+    servers,
+    operator,
+    platform,
+  }) => {
+    const source = await registerSource(platform, operator, { 'screen-8': operator.structures[1]! });
+    const body = cmsBody(source, 0, [
+      cmsPlay('screen-8', 1, { screen: { power: 'dimmed' } }),
+      cmsPlay('screen-8', 2, { screen: 'on' }),
+      cmsPlay('screen-8', 3, { screen: { power: 'on', extra: nestedArrays(40) } }),
+      cmsPlay('screen-8', 4, { screen: { power: 'off' } }),
+    ]);
+    const answer = answerOf(await postCms(servers, source, body));
+    expect(answer).toMatchObject({ received: 4, accepted: 4, refused: 0 });
+    // Nothing a CMS says of a screen is kept or flags a play.
+    expect(
+      answer.items.filter((item) => (item as { flags?: string[] }).flags?.includes('screen_off')),
+    ).toEqual([]);
   });
 });
