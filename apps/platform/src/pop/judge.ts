@@ -281,12 +281,12 @@ function flagsOf(
       flags = withFlag(flags, 'timing_mismatch');
     }
   }
-  // "timing_missing (agent play with neither duration_ms nor start/end)".
+  // "timing_missing (agent play with neither duration_ms nor start/end)": no length can be told, so none was judged
+  // (too_short); a start without an end, or an end without a start, tells no length either.
   if (
     ctx.channel === 'agent' &&
     record.duration_ms === undefined &&
-    record.start === undefined &&
-    record.end === undefined
+    (record.start === undefined || record.end === undefined)
   ) {
     flags = withFlag(flags, 'timing_missing');
   }

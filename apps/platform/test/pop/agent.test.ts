@@ -384,6 +384,9 @@ describe('records: seq, refusals, flags, events', () => {
       play(9, { structure: s0.code, screen: { power: 'on' } }),
       // Played before the revocation: not flagged.
       play(10, { approval_number: 'A-FLAG-LATE-REVOKE' }),
+      // A start without an end, an end without a start: no length either.
+      play(11, { duration_ms: undefined, end: undefined }),
+      play(12, { duration_ms: undefined, start: undefined }),
     ];
     const answer = answerOf(await sendBatch(servers, device, 0, events));
     expect(answer.items).toEqual([
@@ -395,14 +398,16 @@ describe('records: seq, refusals, flags, events', () => {
       { index: 5, status: 'flagged', flags: ['media_mismatch'] },
       { index: 6, status: 'flagged', flags: ['screen_off'] },
       { index: 7, status: 'flagged', flags: ['timing_missing'] },
+      { index: 10, status: 'flagged', flags: ['timing_missing'] },
+      { index: 11, status: 'flagged', flags: ['timing_missing'] },
     ]);
-    expect(answer).toMatchObject({ received: 10, accepted: 10, flagged: 8, refused: 0, duplicates: 0 });
-    expect(await countedPlays(db, owner(device))).toBe(10);
+    expect(answer).toMatchObject({ received: 12, accepted: 12, flagged: 10, refused: 0, duplicates: 0 });
+    expect(await countedPlays(db, owner(device))).toBe(12);
     const { rows } = await db.query(
       'SELECT sum(flagged)::int AS flagged FROM play_counts WHERE player_key = $1',
       [owner(device)],
     );
-    expect(rows[0].flagged).toBe(8);
+    expect(rows[0].flagged).toBe(10);
   });
 
   test('reject, mode_change and tamper events are stored and queryable; screen.power kept', async ({
