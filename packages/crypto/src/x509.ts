@@ -68,9 +68,18 @@ function fromPem(text: string, labels: readonly string[], code: CryptoErrorCode)
   }
 }
 
-/** Refuses bytes that are not exactly one BER/DER element (truncated, or with trailing data). */
+/**
+ * Refuses bytes that are not exactly one BER/DER element (truncated, or with trailing data). asn1js reports most
+ * faults in its result but throws a plain Error for some (a GeneralizedTime whose text it cannot convert, as in the
+ * base64 DER "GAA="), so a throw is refused with the same code: these bytes come from the network.
+ */
 function requireSingleElement(der: Uint8Array, code: CryptoErrorCode, what: string): asn1js.AsnType {
-  const parsed = asn1js.fromBER(der);
+  let parsed: ReturnType<typeof asn1js.fromBER>;
+  try {
+    parsed = asn1js.fromBER(der);
+  } catch (cause) {
+    throw new CryptoError(code, `${what} is not readable DER`, { cause });
+  }
   if (parsed.offset === -1 || parsed.offset !== der.byteLength || parsed.result.error) {
     throw new CryptoError(code, `${what} is not a single DER element`);
   }

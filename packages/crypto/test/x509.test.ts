@@ -297,4 +297,28 @@ describe('certification requests', () => {
     });
     await expectCode(() => parseCsr(p384Csr.toString('pem')), 'unsupported_algorithm');
   });
+
+  test('DER that makes the ASN.1 reader throw is refused as invalid_csr, not thrown as it is', async () => {
+    // asn1js throws a plain Error ("Wrong input string for conversion") on a GeneralizedTime (tag 0x18) it cannot
+    // convert, where it reports other faults in its result; these requests reached /d/v1/renew as a 500.
+    for (const base64 of ['GAA=', 'GAEw', 'MAMYATA=']) {
+      await expectCode(() => parseCsr(base64), 'invalid_csr');
+    }
+    const pem = `-----BEGIN CERTIFICATE REQUEST-----\nMAMYATA=\n-----END CERTIFICATE REQUEST-----\n`;
+    await expectCode(() => parseCsr(pem), 'invalid_csr');
+    // The same element inside a request's own fields.
+    const der = pemToDer(await createCsr({ subject: 'CN=x', keyPair: generateEs256KeyPair() }));
+    const lengthOctets = (der[1] ?? 0) & 0x80 ? 1 + ((der[1] ?? 0) & 0x7f) : 1;
+    const content = Buffer.concat([der.subarray(1 + lengthOctets), Buffer.from('180130', 'hex')]);
+    const withTime = Buffer.concat([
+      Buffer.of(0x30, 0x82, content.length >> 8, content.length & 0xff),
+      content,
+    ]);
+    await expectCode(() => parseCsr(withTime.toString('base64')), 'invalid_csr');
+  });
+
+  test('a certificate whose DER makes the ASN.1 reader throw is refused as invalid_certificate', async () => {
+    await expectCode(() => readCertificate(Buffer.from('GAA=', 'base64')), 'invalid_certificate');
+    await expectCode(() => readCertificate('MAMYATA='), 'invalid_certificate');
+  });
 });

@@ -187,6 +187,26 @@ describe('enrolment', () => {
     expect(errorsOf(extra)).toEqual([expect.objectContaining({ path: '/name', code: 'unknown_key' })]);
   });
 
+  test('a CSR whose DER the ASN.1 reader throws on: 422 invalid_csr on enrolment and re-enrolment, never a 500', async () => {
+    // asn1js throws on a GeneralizedTime (tag 0x18) it cannot convert; these answered 500 internal_error.
+    const device = await enrolDevice(p);
+    for (const csr of ['GAA=', 'GAEw', 'MAMYATA=']) {
+      const enrol = await console_('POST', '/api/v1/console/devices', {
+        structure_id: p.structure.id,
+        public_key: exportPublicKeySpki(generateEs256KeyPair().publicKey),
+        csr,
+      });
+      expect(errorsOf(enrol)).toEqual([expect.objectContaining({ path: '/csr', code: 'invalid_csr' })]);
+      const reEnrol = await console_('POST', `/api/v1/console/devices/${device.id}/re-enrol`, {
+        public_key: exportPublicKeySpki(generateEs256KeyPair().publicKey),
+        csr,
+      });
+      expect(errorsOf(reEnrol)).toEqual([expect.objectContaining({ path: '/csr', code: 'invalid_csr' })]);
+    }
+    // Nothing changed: the device keeps its one certificate.
+    expect((await view(device.id)).certificates).toHaveLength(1);
+  });
+
   test('an operator enrols on its own structures only, and sees only its own devices', async () => {
     const mine = await enrolDeviceAs(p.operator.key, p.structure.id);
     expect(mine.statusCode, mine.body).toBe(201);

@@ -355,6 +355,24 @@ describe('renewal: refusals', () => {
     ).toBe('invalid_csr');
   });
 
+  test('a CSR whose DER the ASN.1 reader throws on: 422 invalid_csr, and the device is not marked stuck', async () => {
+    // asn1js throws a plain Error on a GeneralizedTime (tag 0x18) it cannot convert: these answered 500
+    // internal_error, and the 5xx recorder then showed the device as stuck (server-errors.ts).
+    const device = await deviceEnrolled(310);
+    for (const csr of ['GAA=', 'GAEw', 'MAMYATA=']) {
+      const res = await renew(p, { cert: device.certPem, key: device.keyPem, csr });
+      const problem = expectStatus(res, 422, 'validation_failed').json<{
+        errors: { path: string; code: string }[];
+      }>();
+      expect(problem.errors).toEqual([expect.objectContaining({ path: '/csr', code: 'invalid_csr' })]);
+    }
+    const { rows } = await p.database.db.query('SELECT 1 FROM device_server_errors WHERE device_id = $1', [
+      device.id,
+    ]);
+    expect(rows).toEqual([]);
+    expect((await consoleDevice(device.id)).certificates).toHaveLength(1);
+  });
+
   test('a missing, malformed or wrong body signature, or one by the wrong key: 401 bad_signature', async () => {
     const device = await deviceEnrolled(310);
     const csr = await csrFor(generateEs256KeyPair());
