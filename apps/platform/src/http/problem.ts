@@ -29,6 +29,12 @@ export function validationFailed(errors: FieldError[], detail?: string): Problem
   return new ProblemError('validation_failed', detail ?? `${errors.length} field error(s)`, { errors });
 }
 
+/**
+ * At most this many field errors are listed in one answer. A body of 400,000 bad ids had one error each, and its
+ * 0.8 MB asked for a 30 MB answer; the first hundred tell a sender what to fix as well.
+ */
+export const MAX_LISTED_FIELD_ERRORS = 100;
+
 export function sendProblem(
   reply: FastifyReply,
   code: ProblemCode,
@@ -36,7 +42,14 @@ export function sendProblem(
   errors?: FieldError[],
   headers?: Record<string, string>,
 ): FastifyReply {
-  const doc = problemDocument(code, detail, errors);
+  const cut = errors !== undefined && errors.length > MAX_LISTED_FIELD_ERRORS;
+  const doc = cut
+    ? problemDocument(
+        code,
+        `${detail ?? code} (the first ${MAX_LISTED_FIELD_ERRORS} of ${errors.length} are listed)`,
+        errors.slice(0, MAX_LISTED_FIELD_ERRORS),
+      )
+    : problemDocument(code, detail, errors);
   if (headers) reply.headers(headers);
   return reply.code(doc.status).type(PROBLEM_MEDIA_TYPE).send(doc);
 }

@@ -5,6 +5,7 @@ import { Type } from '@sinclair/typebox';
 import Fastify, {
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
   type FastifyRequest,
   type FastifyServerOptions,
 } from 'fastify';
@@ -36,8 +37,16 @@ declare module 'fastify' {
      * one record refuses that record, not the batch, so the host's check of every body does not apply.
      */
     bodyJudgedPerRecord?: boolean;
+    /**
+     * The route reads a JSON body it checks itself (no body schema): a request without one is 400 `invalid_json`,
+     * as one whose body is empty (routes with a body schema are known by it).
+     */
+    jsonBody?: boolean;
   }
 }
+
+/** Methods whose requests carry the body a route reads. */
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
 /**
  * The answer to a request that is not well-formed HTTP, written on the socket (no request object exists): 400
@@ -248,6 +257,16 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
   // such a key could change what it inherits), no nesting deeper than any request of the interface needs.
   app.addHook('preValidation', (request, _reply, done) => {
     const body = request.body;
+    // spec: "400 invalid_json: body is not JSON". No body at all, sent without a Content-Type, is not JSON either:
+    // it was a 422 at the body's root, where the same empty body labelled application/json was 400.
+    if (
+      body === undefined &&
+      BODY_METHODS.has(request.method) &&
+      (request.routeOptions.schema?.body !== undefined || request.routeOptions.config?.jsonBody === true)
+    ) {
+      done(new ProblemError('invalid_json', 'the body is empty: send a JSON document (application/json)'));
+      return;
+    }
     if (
       request.routeOptions.config?.bodyJudgedPerRecord ||
       typeof body !== 'object' ||
@@ -266,7 +285,7 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     done();
   });
 
-  app.setNotFoundHandler((request, reply) => {
+  const answerUnrouted = (request: FastifyRequest, reply: FastifyReply) => {
     const allowed = allowedMethods(app, request.url);
     if (allowed.length > 0) {
       reply.header('allow', allowed.join(', '));
@@ -277,7 +296,18 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
       );
     }
     return sendProblem(reply, 'not_found', `no route ${request.method} ${request.url.split('?')[0]}`);
+  };
+  // A request no route serves is answered before its body is read (the not-found handler itself comes after the
+  // body is parsed and checked): nobody makes the platform read or parse a body for a path that takes none, with or
+  // without a credential. The connection closes after the answer when a body was announced (onSend above).
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.is404) {
+      answerUnrouted(request, reply);
+      return;
+    }
+    done();
   });
+  app.setNotFoundHandler(answerUnrouted);
 
   app.setErrorHandler((error: FastifyError | ProblemError, request, reply) => {
     if (error instanceof ProblemError) {
@@ -525,7 +555,9 @@ function registerMethodNotAllowed(app: FastifyInstance): void {
         part.startsWith(':') ? '[^/]+' : part === '*' ? '.*' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
       )
       .join('/');
-    const pattern = new RegExp(`^${source}/?$`);
+    // The path exactly as registered: the router serves no other form (a trailing slash is another path), so a 405
+    // there would name methods that path does not take.
+    const pattern = new RegExp(`^${source}$`);
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     let entry = index.find((e) => e.pattern.source === pattern.source);
     if (!entry) {

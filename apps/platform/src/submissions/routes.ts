@@ -99,7 +99,7 @@ export const submissionsFeature: Feature = {
     // spec: POST {base_url}/api/v1/submissions — create a draft.
     app.post(
       '/api/v1/submissions',
-      { config: { auth: CREATE }, schema: { response: { 201: Submission } } },
+      { config: { auth: CREATE, jsonBody: true }, schema: { response: { 201: Submission } } },
       async (request, reply) => {
         const principal = principalOf(request);
         const result = await validateSubmission(request.body, {
@@ -175,7 +175,7 @@ export const submissionsFeature: Feature = {
     // structure_set_ids replaces the whole list; sending neither keeps it.
     app.patch<{ Params: { id: string } }>(
       '/api/v1/submissions/:id',
-      { config: { auth: CREATE }, schema: { response: { 200: Submission } } },
+      { config: { auth: CREATE, jsonBody: true }, schema: { response: { 200: Submission } } },
       async (request) => {
         const principal = principalOf(request);
         const id = pathUuid(request.params.id, 'submission');

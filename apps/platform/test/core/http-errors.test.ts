@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { apiCall, startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { MAX_LISTED_FIELD_ERRORS } from '../../src/http/problem.js';
+import { apiCall, createOrganisation, startTestPlatform, type TestPlatform } from '../support/platform.js';
 
 let p: TestPlatform;
 beforeAll(async () => {
@@ -37,6 +38,81 @@ describe('every error is a problem document with a stable code', () => {
     expect(res.statusCode).toBe(405);
     expect(problemOf(res).code).toBe('method_not_allowed');
     expect(res.headers['allow']).toContain('POST');
+  });
+
+  test('a trailing slash is another path: 404, not a 405 naming the methods of the path without it', async () => {
+    for (const url of ['/api/v1/submissions/', '/api/v1/creatives/lookup/']) {
+      const res = await apiCall(p.servers.api, p.adminKey, 'POST', url, {});
+      expect(res.statusCode, url).toBe(404);
+      expect(problemOf(res).code).toBe('not_found');
+      expect(res.headers['allow']).toBeUndefined();
+    }
+  });
+
+  test('a path no route serves is answered before its body is read, with or without a credential', async () => {
+    const bodies = ['{', '{"a":"\\u0000"}', JSON.stringify({ pad: 'x'.repeat(900_000) })];
+    for (const key of [null, p.adminKey]) {
+      for (const url of ['/api/v1/submissions/', '/api/v1/creatives/lookup/', '/api/v1/nothing-here']) {
+        for (const payload of bodies) {
+          const res = await p.servers.api.inject({
+            method: 'POST',
+            url,
+            headers: {
+              ...(key ? { authorization: `Bearer ${key}` } : {}),
+              'content-type': 'application/json',
+            },
+            payload,
+          });
+          // Not 400 invalid_json or 422: the body was never parsed.
+          expect(res.statusCode, `${url} ${payload.slice(0, 20)}`).toBe(404);
+          expect(problemOf(res).code).toBe('not_found');
+          expect(res.headers['connection']).toBe('close');
+        }
+      }
+    }
+    // A known path with another method too: 405 before the body.
+    const res = await p.servers.api.inject({
+      method: 'PUT',
+      url: '/api/v1/submissions',
+      headers: { 'content-type': 'application/json' },
+      payload: '{',
+    });
+    expect(res.statusCode).toBe(405);
+    expect(problemOf(res).code).toBe('method_not_allowed');
+  });
+
+  test('no body at all, with no Content-Type, is 400 invalid_json as an empty JSON body is', async () => {
+    const advertiser = await createOrganisation(p, 'advertiser', ['write:submissions', 'read:creatives']);
+    for (const url of ['/api/v1/submissions', '/api/v1/creatives/lookup']) {
+      for (const headers of [{}, { 'content-type': 'application/json' }]) {
+        const res = await p.servers.api.inject({
+          method: 'POST',
+          url,
+          headers: { authorization: `Bearer ${advertiser.key}`, ...headers },
+        });
+        expect(res.statusCode, `${url} ${JSON.stringify(headers)}: ${res.body}`).toBe(400);
+        expect(problemOf(res).code).toBe('invalid_json');
+      }
+    }
+  });
+
+  test(`a 422 lists at most ${MAX_LISTED_FIELD_ERRORS} field errors, and says how many there were`, async () => {
+    const advertiser = await createOrganisation(p, 'advertiser', ['write:submissions', 'read:creatives']);
+    const submission = await apiCall(p.servers.api, advertiser.key, 'POST', '/api/v1/submissions', {
+      advertiser_name: 'A',
+      structure_ids: Array.from({ length: 50_000 }, (_, i) => i),
+    });
+    const lookup = await apiCall(p.servers.api, advertiser.key, 'POST', '/api/v1/creatives/lookup', {
+      hashes: Array.from({ length: 50_000 }, (_, i) => i),
+    });
+    for (const res of [submission, lookup]) {
+      expect(res.statusCode, res.body.slice(0, 300)).toBe(422);
+      const doc = problemOf(res);
+      expect(doc.code).toBe('validation_failed');
+      expect(doc.errors).toHaveLength(MAX_LISTED_FIELD_ERRORS);
+      expect(doc.detail).toMatch(new RegExp(`the first ${MAX_LISTED_FIELD_ERRORS} of \\d+ are listed`));
+      expect(res.body.length).toBeLessThan(50_000);
+    }
   });
 
   test('non-JSON media type: 415 unsupported_media_type', async () => {
