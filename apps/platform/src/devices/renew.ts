@@ -26,6 +26,20 @@ const DAY_MS = 24 * HOUR_MS;
 const refused = (detail: string) => new ProblemError('renewal_refused', detail);
 
 /**
+ * spec renew: "X-Service-Signature (required; same form as above)": a request without one is 401 bad_signature,
+ * judged from the headers alone, before its body is read.
+ */
+export function requireSignatureHeader(header: unknown): string {
+  if (typeof header !== 'string' || header === '') {
+    throw new ProblemError(
+      'bad_signature',
+      'X-Service-Signature is required: ES256 over the exact body bytes',
+    );
+  }
+  return header;
+}
+
+/**
  * spec renew: "X-Service-Signature (required; same form as above) over the body", by the key of the client
  * certificate presented. A missing, malformed or non-verifying signature is 401 bad_signature (the spec's
  * 401 for renewal has no code of its own; decision recorded for docs/decisions.md).
@@ -35,16 +49,11 @@ export function checkBodySignature(
   body: Buffer | undefined,
   header: unknown,
 ): void {
-  if (typeof header !== 'string' || header === '') {
-    throw new ProblemError(
-      'bad_signature',
-      'X-Service-Signature is required: ES256 over the exact body bytes',
-    );
-  }
+  const signature = requireSignatureHeader(header);
   const key = importPublicKey(readCertificate(certificate.pem).publicKeySpki);
   let valid: boolean;
   try {
-    valid = es256Verify(key, body ?? Buffer.alloc(0), header);
+    valid = es256Verify(key, body ?? Buffer.alloc(0), signature);
   } catch (error) {
     if (!isCryptoError(error)) throw error;
     throw new ProblemError(

@@ -1,4 +1,5 @@
 import { LIMITS, RenewAnswer, RenewRequest } from '@ooh/protocol';
+import type { FastifyRequest } from 'fastify';
 import { principalOf } from '../auth/plugin.js';
 import type { PlatformContext } from '../context.js';
 import type { Feature } from '../context.js';
@@ -7,12 +8,13 @@ import { FLEET_ADMIN } from '../shared/auth-grants.js';
 import { notFound, pathUuid } from '../shared/ids.js';
 import { alertSettings } from '../alerts/index.js';
 import type { Principal } from '../auth/principal.js';
-import { DeviceRefusal, deviceFromClientCertificate } from './authenticate.js';
+import { DeviceRefusal, type DeviceIdentity, deviceFromClientCertificate } from './authenticate.js';
 import { enrolDevice, reEnrolDevice, visibleDevice } from './enrol.js';
 import { DeviceActivityAnswer, deviceActivity, FleetList, fleetItem, fleetList } from './fleet.js';
 import { parseDeviceCsr } from './keys.js';
-import { checkBodySignature, renewCertificate } from './renew.js';
+import { checkBodySignature, renewCertificate, requireSignatureHeader } from './renew.js';
 import {
+  type CertificateRow,
   certificateBySerial,
   type DeviceRow,
   deviceCertificates,
@@ -221,15 +223,32 @@ export const devicesFeature: Feature = {
       await refusals.close();
     });
 
+    // The credential before the body (docs/decisions.md, "The order of checks"): the client certificate identifies
+    // the device, and a request without a body signature is refused, in onRequest, before a byte of the body is read,
+    // so a revoked or unknown device gets its 401 whatever it sends and nobody makes the platform parse a body
+    // without one. The signature over the body can only be checked once the body is read: in preValidation, before
+    // the route's schema judges its fields, so field errors are told only to the holder of the certificate's key.
+    const renewers = new WeakMap<FastifyRequest, { identity: DeviceIdentity; presented: CertificateRow }>();
     app.post<{ Body: RenewRequest }>(
       '/d/v1/renew',
-      { bodyLimit: RENEW_BODY_LIMIT, schema: { body: RenewRequest, response: { 200: RenewAnswer } } },
+      {
+        bodyLimit: RENEW_BODY_LIMIT,
+        schema: { body: RenewRequest, response: { 200: RenewAnswer } },
+        onRequest: async (request) => {
+          const identity = await deviceFromClientCertificate(ctx, request);
+          request.authenticatedDeviceId = identity.deviceId;
+          const presented = await certificateBySerial(ctx.db, identity.certificateSerial);
+          if (!presented) throw new ProblemError('device_unauthorized', 'the client certificate is unknown');
+          requireSignatureHeader(request.headers['x-service-signature']);
+          renewers.set(request, { identity, presented });
+        },
+        preValidation: async (request) => {
+          const { presented } = renewers.get(request)!;
+          checkBodySignature(presented, request.rawBody, request.headers['x-service-signature']);
+        },
+      },
       async (request) => {
-        const identity = await deviceFromClientCertificate(ctx, request);
-        request.authenticatedDeviceId = identity.deviceId;
-        const presented = await certificateBySerial(ctx.db, identity.certificateSerial);
-        if (!presented) throw new ProblemError('device_unauthorized', 'the client certificate is unknown');
-        checkBodySignature(presented, request.rawBody, request.headers['x-service-signature']);
+        const { identity } = renewers.get(request)!;
         const csr = await parseDeviceCsr(request.body.csr, '/csr');
         return renewCertificate(ctx, identity, csr, request.body.force === true);
       },

@@ -1,4 +1,5 @@
 import { X509Certificate } from 'node:crypto';
+import https from 'node:https';
 import {
   base64Encode,
   createCsr,
@@ -17,6 +18,7 @@ import {
   csrFor,
   DAY_MS,
   type DevicesTestPlatform,
+  deviceRequest,
   enrolDevice,
   execFileAsync,
   expectStatus,
@@ -407,6 +409,144 @@ describe('renewal: refusals', () => {
     expectStatus(byOther, 401, 'bad_signature');
     // Nothing was renewed.
     expect((await consoleDevice(device.id)).certificates).toHaveLength(1);
+  });
+});
+
+describe('renewal: the credential before the body', () => {
+  /** POST /d/v1/renew with these exact body bytes and headers, signed by the certificate's key unless `signed` is false. */
+  function post(
+    device: TestDevice,
+    body: string | Buffer,
+    options: { signed?: boolean; headers?: Record<string, string> } = {},
+  ) {
+    const bytes = Buffer.from(body);
+    const signature = es256Sign(device.keyPair.privateKey, new Uint8Array(bytes));
+    return deviceRequest(p, {
+      path: '/d/v1/renew',
+      cert: device.certPem,
+      key: device.keyPem,
+      body: bytes,
+      headers: {
+        ...(options.signed === false ? {} : { 'x-service-signature': signature }),
+        ...options.headers,
+      },
+    });
+  }
+
+  /** Hostile bodies: each is refused before the credential is looked at if the body is judged first. */
+  const hostileBodies: { body: string | Buffer; headers?: Record<string, string>; judgedAs: string }[] = [
+    { body: '{}', judgedAs: '422 validation_failed' },
+    { body: '{"csr":""}', judgedAs: '422 validation_failed' },
+    { body: '{"csr":1,"force":"true"}', judgedAs: '422 validation_failed' },
+    { body: 'not json', judgedAs: '400 invalid_json' },
+    { body: Buffer.alloc(70_000, 0x20), judgedAs: '413 body_too_large' },
+    { body: '{"csr":"x"}', headers: { 'content-type': 'text/plain' }, judgedAs: '415' },
+    { body: '{"csr":"x"}', headers: { 'content-encoding': 'gzip' }, judgedAs: '415' },
+  ];
+
+  test('a revoked device: 401 device_unauthorized whatever the body, signed or not', async () => {
+    const device = await deviceEnrolled(310);
+    const revoked = await apiCall(
+      p.servers.api,
+      p.adminKey,
+      'POST',
+      `/api/v1/console/devices/${device.id}/revoke`,
+    );
+    expect(revoked.statusCode).toBe(200);
+    for (const { body, headers, judgedAs } of hostileBodies) {
+      for (const signed of [true, false]) {
+        const res = await post(device, body, { signed, ...(headers ? { headers } : {}) });
+        expect(res.status, `${judgedAs}, signed ${signed}`).toBe(401);
+        expectStatus(res, 401, 'device_unauthorized');
+      }
+    }
+    expect((await consoleDevice(device.id)).certificates).toHaveLength(1);
+  });
+
+  test('a revoked device is answered before its body is sent, and the connection closes', async () => {
+    const device = await deviceEnrolled(310);
+    await apiCall(p.servers.api, p.adminKey, 'POST', `/api/v1/console/devices/${device.id}/revoke`);
+    // A megabyte announced, only the headers sent: the answer comes without a byte of the body.
+    const answer = await new Promise<{ status: number; connection: unknown; body: string }>(
+      (resolve, reject) => {
+        const request = https.request(
+          {
+            host: '127.0.0.1',
+            port: p.devicesPort,
+            method: 'POST',
+            path: '/d/v1/renew',
+            agent: false,
+            ca: p.ca.rootPem,
+            cert: device.certPem,
+            key: device.keyPem,
+            headers: {
+              'content-type': 'application/json',
+              'content-length': '1000000',
+              'x-service-signature': 'A'.repeat(86),
+            },
+          },
+          (response) => {
+            const chunks: Buffer[] = [];
+            response.on('data', (c: Buffer) => chunks.push(c));
+            response.on('end', () => {
+              request.destroy();
+              resolve({
+                status: response.statusCode ?? 0,
+                connection: response.headers.connection,
+                body: Buffer.concat(chunks).toString('utf8'),
+              });
+            });
+          },
+        );
+        request.on('error', reject);
+        request.flushHeaders();
+      },
+    );
+    expect(answer.status, answer.body).toBe(401);
+    expect(JSON.parse(answer.body)).toMatchObject({ code: 'device_unauthorized' });
+    expect(answer.connection).toBe('close');
+  });
+
+  test('a certificate past its grace: 401 device_unauthorized whatever the body', async () => {
+    const device = await deviceEnrolled(310);
+    const first = await renewWithNewKey(device);
+    const issued = expectStatus(first.res, 200).json<RenewBody>();
+    expectStatus(await whoami(p, issued.certificate_pem, first.keyPem), 200);
+    p.clock.set(at(24 * HOUR_MS + MINUTE_MS));
+    try {
+      for (const { body, headers, judgedAs } of hostileBodies) {
+        const res = await post(device, body, headers ? { headers } : {});
+        expect(res.status, judgedAs).toBe(401);
+        expectStatus(res, 401, 'device_unauthorized');
+      }
+    } finally {
+      p.clock.set(T0);
+    }
+  });
+
+  test('a live device without X-Service-Signature: 401 bad_signature whatever the body', async () => {
+    const device = await deviceEnrolled(310);
+    for (const { body, headers, judgedAs } of hostileBodies) {
+      const res = await post(device, body, { signed: false, ...(headers ? { headers } : {}) });
+      expect(res.status, judgedAs).toBe(401);
+      expectStatus(res, 401, 'bad_signature');
+    }
+    expect((await consoleDevice(device.id)).certificates).toHaveLength(1);
+  });
+
+  test("a live device's body signed by another key: 401 bad_signature before its fields are judged", async () => {
+    const device = await deviceEnrolled(310);
+    const stranger = generateEs256KeyPair().privateKey;
+    for (const body of ['{}', '{"csr":""}', '{"csr":1,"force":"true"}']) {
+      const bytes = new TextEncoder().encode(body);
+      const res = await post(device, body, {
+        headers: { 'x-service-signature': es256Sign(stranger, bytes) },
+      });
+      expectStatus(res, 401, 'bad_signature');
+    }
+    // Signed by its own key, the same bodies are judged: 422 at their fields.
+    expectStatus(await post(device, '{"csr":""}'), 422, 'validation_failed');
+    expectStatus(await post(device, 'not json'), 400, 'invalid_json');
   });
 });
 
