@@ -19,6 +19,7 @@ import { FileCredentials } from './identity/file-credentials.js';
 import { AgentState } from './log/agent-state.js';
 import { type Database, openAgentDatabase, openAgentDatabaseReadOnly } from './log/database.js';
 import { PlayLog, settleTimesByClock } from './log/play-log.js';
+import { StatusRecorder } from './log/status-recorder.js';
 import { jsonLogger, type Logger } from './logger.js';
 import type { EnvelopeVerifier } from './media/envelope.js';
 import { MediaLibrary } from './media/library.js';
@@ -125,6 +126,8 @@ export class AgentCore {
   readonly hardware: Hardware;
   readonly disk: DiskWatch;
   readonly storage: StorageMaintenance;
+  /** Writes the records of events from outside playback (tamper), keeping any the log refuses until it takes it. */
+  readonly records: StatusRecorder;
   /** This run of the agent: the epoch of its steady clock, named on records logged before the clock is synced. */
   readonly run = randomUUID();
   private readonly logger: Logger;
@@ -189,6 +192,12 @@ export class AgentCore {
       warnFreeBytes: config.disk.warnFreeBytes,
       hardFreeBytes: config.disk.hardFreeBytes,
       clock: this.clock,
+    });
+    this.records = new StatusRecorder({
+      log: this.log,
+      logger: this.logger,
+      clock: this.clock,
+      disk: this.disk,
     });
     this.storage = new StorageMaintenance({
       db: this.db,
@@ -293,6 +302,7 @@ export class AgentCore {
           logger: this.logger,
           sleep: this.sleep,
           disk: this.disk,
+          records: this.records,
         })
       : null;
   }
@@ -324,11 +334,13 @@ export class AgentCore {
         this.settleRecordTimes();
         void this.checkClock();
       }),
-      // spec record kinds: a `tamper` record for each change of the tamper switch.
+      // spec record kinds: a `tamper` record for each change of the tamper switch. Called by the hardware driver:
+      // nothing may be thrown back into it, and a record the log refuses (the disk full) is kept and written later.
       this.hardware.onTamperChange((tamperState) => {
-        this.log.appendStatus({ kind: 'tamper', at: this.clock.now(), detail: { state: tamperState } });
         this.logger.warn({ state: tamperState }, 'tamper switch changed');
-        this.shipper.wake();
+        if (this.records.record({ kind: 'tamper', at: this.clock.now(), detail: { state: tamperState } })) {
+          this.shipper.wake();
+        }
       }),
       // Below the warning threshold it is reported (a mode_change); below the hard one, only slot content plays.
       this.disk.onChange((report) => {
@@ -339,12 +351,10 @@ export class AgentCore {
         };
         if (report.state === 'ok') this.logger.info(fields, 'disk space back above the thresholds');
         else this.logger.warn(fields, `disk space ${report.state}`);
-        try {
-          this.scheduler?.refreshMode();
-        } catch (error) {
-          // The record of the change could not be written (the disk): the next playback step tries again.
-          this.logger.error({ err: error }, 'reporting the disk state failed');
-        }
+        // Records the log refused are tried again; a record of the change that cannot be written (the disk) is
+        // written at a later playback step.
+        this.records.flush();
+        this.scheduler?.refreshMode();
       }),
     );
     if (!this.scheduler) this.logger.warn({}, 'no display attached: media are verified but nothing plays');
@@ -369,6 +379,8 @@ export class AgentCore {
         config.mediaRecheckMs,
         signal,
         async () => {
+          // Records the log refused (the disk) are tried again, with or without a display's playback steps.
+          this.records.flush();
           await this.checkClock();
           await this.library.reevaluateAll();
         },
@@ -389,6 +401,7 @@ export class AgentCore {
     await this.clockChecks;
     this.tasks = [];
     for (const off of this.unsubscribe.splice(0)) off();
+    this.records.close();
     await this.library.stop();
     this.controller = null;
   }

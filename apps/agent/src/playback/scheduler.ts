@@ -4,6 +4,7 @@ import { CorrectedClock, realSleep } from '../clock.js';
 import type { Hardware } from '../hardware/hardware.js';
 import { AgentError } from '../errors.js';
 import type { PlayLog } from '../log/play-log.js';
+import { StatusRecorder } from '../log/status-recorder.js';
 import type { PlayInput, ScreenPower } from '../log/records.js';
 import type { Logger } from '../logger.js';
 import type { MediaItem, MediaLibrary } from '../media/library.js';
@@ -32,6 +33,11 @@ export interface SchedulerOptions {
   idleMs?: number;
   /** The disk (storage/disk.ts DiskWatch): below its hard threshold only slot content plays. Default: always ok. */
   disk?: PlaybackDisk;
+  /**
+   * Writes the status records playback makes (a reject for a play whose file changed on screen), keeping any the
+   * log refuses; the agent shares its own. Default: one of the scheduler's, tried again at every step.
+   */
+  records?: StatusRecorder;
 }
 
 /** What playback needs of the disk watch. */
@@ -81,9 +87,18 @@ export class PlaybackScheduler {
   private unlogged: UnloggedPlay[] = [];
   /** The mode change that could not be written was reported (once, until one is written). */
   private modeWriteFailing = false;
+  private readonly records: StatusRecorder;
 
   constructor(private readonly options: SchedulerOptions) {
     this.sleep = options.sleep ?? realSleep;
+    this.records =
+      options.records ??
+      new StatusRecorder({
+        log: options.log,
+        logger: options.logger,
+        clock: options.clock,
+        ...(options.disk ? { disk: options.disk } : {}),
+      });
   }
 
   status(): SchedulerStatus {
@@ -99,9 +114,37 @@ export class PlaybackScheduler {
     };
   }
 
-  /** Re-evaluates the mode now (a hardware, reachability or disk change). */
+  /**
+   * Re-evaluates the mode now (a hardware, reachability or disk change). Never throws: it runs in the listeners of the
+   * hardware driver, the shipper, the disk watch and the media library, which must not get the play log's errors (a
+   * library listener that threw kept the ones after it, the play's own among them, from hearing of the change). A
+   * mode change that cannot be written (the disk) is written at a later step, as in {@link step}.
+   */
   refreshMode(): void {
-    this.options.modes.update(this.modeInputs());
+    try {
+      this.updateMode(this.modeInputs());
+    } catch (error) {
+      // Reading the hardware failed: the next step reads it again.
+      this.options.logger.warn({ err: error }, 'refreshing the display mode failed');
+    }
+  }
+
+  /** Updates the mode; a mode_change the log refuses is reported once and tried again at the next update. */
+  private updateMode(inputs: ModeInputs): void {
+    try {
+      this.options.modes.update(inputs);
+      this.modeWriteFailing = false;
+    } catch (error) {
+      // The mode_change could not be written (the disk): playback goes on by the rules of the state it is in (slot
+      // content only while the disk is full, emergency content first); the change is written at a later step.
+      if (!this.modeWriteFailing) {
+        this.options.logger.error(
+          { err: error },
+          'a mode change could not be written; trying again at each play',
+        );
+      }
+      this.modeWriteFailing = true;
+    }
   }
 
   private modeInputs(): ModeInputs {
@@ -146,6 +189,7 @@ export class PlaybackScheduler {
       offLibrary();
       offPower();
       this.retryUnlogged();
+      this.records.flush();
       for (const play of this.unlogged) {
         this.options.logger.error(
           { play_id: play.input.playId, file: play.file },
@@ -158,21 +202,8 @@ export class PlaybackScheduler {
   private async step(signal: AbortSignal): Promise<void> {
     // A shown play's record first: until it is durable nothing billable starts (see provable).
     this.retryUnlogged();
-    const inputs = this.modeInputs();
-    try {
-      this.options.modes.update(inputs);
-      this.modeWriteFailing = false;
-    } catch (error) {
-      // The mode_change could not be written (the disk): playback goes on by the rules of the state it is in (slot
-      // content only while the disk is full, emergency content first); the change is written at a later step.
-      if (!this.modeWriteFailing) {
-        this.options.logger.error(
-          { err: error },
-          'a mode change could not be written; trying again at each play',
-        );
-      }
-      this.modeWriteFailing = true;
-    }
+    this.records.flush();
+    this.updateMode(this.modeInputs());
     const item = this.next();
     if (!item) {
       await this.idle(signal);

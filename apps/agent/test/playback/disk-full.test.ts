@@ -1,6 +1,11 @@
+import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type AgentCore, createAgent } from '../../src/agent.js';
 import { systemClock } from '../../src/clock.js';
+import { parseConfig } from '../../src/config/config.js';
+import { prepareEnrolment } from '../../src/identity/enrolment.js';
 import { AgentState } from '../../src/log/agent-state.js';
 import { type Database, openAgentDatabase } from '../../src/log/database.js';
 import { PlayLog } from '../../src/log/play-log.js';
@@ -12,6 +17,7 @@ import { PlaybackScheduler } from '../../src/playback/scheduler.js';
 import { BatchStore } from '../../src/shipping/batch-store.js';
 import { DiskWatch } from '../../src/storage/disk.js';
 import { StorageMaintenance } from '../../src/storage/maintenance.js';
+import { layOutPlayer } from '../helpers/agent-setup.js';
 import { FakeDisplay, ManualHardware } from '../helpers/hardware.js';
 import { writeMedia } from '../helpers/media.js';
 import { createTestPki, type TestPki } from '../helpers/pki.js';
@@ -253,5 +259,112 @@ describe('playback on a disk that fills', () => {
     expect(playsDuring).toBeGreaterThanOrEqual(10);
     expect(plays().length).toBe(scheduler.status().plays);
     expect(log.stats().unbatched).toBe(records().length);
+  });
+});
+
+describe('hardware events while the play log refuses writes', () => {
+  let pki: TestPki;
+  let dir: ReturnType<typeof tempDir>;
+  let agent: AgentCore | null;
+
+  beforeAll(async () => {
+    pki = await createTestPki();
+  });
+  beforeEach(() => {
+    dir = tempDir();
+    agent = null;
+  });
+  afterEach(async () => {
+    await agent?.close();
+    dir.cleanup();
+  });
+
+  /**
+   * Fills the play log's file as the tests above do, down to the last small record: its next write fails with
+   * SQLITE_FULL.
+   */
+  function fill(core: AgentCore): void {
+    core.db.pragma(`max_page_count = ${core.db.pragma('page_count', { simple: true })}`);
+    for (const filler of ['x'.repeat(200), '']) {
+      for (let i = 0; ; i++) {
+        if (i > 2000) throw new Error('the log did not fill');
+        try {
+          core.log.appendStatus({ kind: 'mode_change', at: new Date(), detail: { filler } });
+        } catch (error) {
+          expect((error as { code?: string }).code).toBe('SQLITE_FULL');
+          break;
+        }
+      }
+    }
+  }
+
+  async function until(check: () => boolean): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    while (!check()) {
+      if (Date.now() > deadline) throw new Error('timed out');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  it('a tamper change or a screen power change throws nothing into the driver, and its record is written once there is room', async () => {
+    // A player laid out as a technician would, its platform nowhere (shipping fails and backs off; nothing else needs it).
+    const raw = layOutPlayer({
+      dir: dir.path,
+      authorityRootPem: pki.authorityRootPem,
+      serverCaPem: pki.authorityRootPem,
+      deviceId: randomUUID(),
+      structure: 'ALM-0001',
+      urls: { agents: 'http://127.0.0.1:9', devices: 'http://127.0.0.1:9', verify: 'http://127.0.0.1:9' },
+      overrides: {
+        shipping: {
+          min_interval_ms: 0,
+          idle_interval_ms: 60_000,
+          backoff_base_ms: 60_000,
+          backoff_cap_ms: 60_000,
+        },
+      },
+    });
+    const configPath = join(dir.path, 'agent.json');
+    writeFileSync(configPath, JSON.stringify(raw));
+    const config = parseConfig(raw, dir.path, configPath);
+    await prepareEnrolment(config);
+    const hardware = new ManualHardware({ now: () => new Date() });
+    const logger = memoryLogger();
+    const core = await createAgent({
+      config,
+      hardware,
+      display: new FakeDisplay({ now: () => new Date() }),
+      logger,
+      freeSpace: async () => ({ freeBytes: 4096 * MIB, totalBytes: 8192 * MIB }),
+    });
+    agent = core;
+    await core.start();
+    // A driver that emits to several listeners: the agent's must not keep the ones after it from hearing.
+    const heard: string[] = [];
+    hardware.onTamperChange((state) => heard.push(`tamper ${state}`));
+    hardware.onScreenPowerChange((power) => heard.push(`power ${power}`));
+
+    fill(core);
+    expect(() => hardware.setTamper('open')).not.toThrow();
+    expect(() => hardware.setScreenPower('off')).not.toThrow();
+    expect(() => hardware.setTamper('closed')).not.toThrow();
+    expect(heard).toEqual(['tamper open', 'power off', 'tamper closed']);
+    const tampers = () =>
+      core.log
+        .records(0, 100_000)
+        .map((r) => r.record)
+        .filter((r): r is WireStatusRecord => r.kind === 'tamper');
+    expect(tampers()).toEqual([]);
+    expect(core.records.status().map((r) => r.kind)).toEqual(['tamper', 'tamper']);
+    // A write refused: the disk counts as full (nothing billable starts) until one is written.
+    expect(core.disk.state).toBe('full');
+    expect(logger.lines.some((l) => /a record could not be written: kept/.test(l.message))).toBe(true);
+
+    // Room again: both are written, in order, by the agent itself; the screen's power change is reported too.
+    core.db.pragma('max_page_count = 1073741823');
+    await until(() => tampers().length === 2 && core.modes.current === 'screen_off');
+    expect(tampers().map((r) => r.detail)).toEqual([{ state: 'open' }, { state: 'closed' }]);
+    expect(core.records.status()).toEqual([]);
+    await until(() => core.disk.state === 'ok');
   });
 });
