@@ -156,6 +156,40 @@ describe('certificate self-renewal', () => {
     void renewal;
   });
 
+  it("recovers a lost answer after more than a day offline, past the old certificate's old_valid_until", async () => {
+    await prepare(10);
+    http.loseAnswerNext(1);
+    expect((await manager(() => 0).check()).result).toBe('failed');
+    const csr = credentials.renewalState?.state === 'requested' ? credentials.renewalState.csr : null;
+    expect(csr).not.toBeNull();
+    // The player comes back three days later: the platform took the renewal, so the old certificate's
+    // old_valid_until (24 hours on) is past, and the player still holds only the old pair.
+    const later = 3 * DAY_MS;
+    platform.setClockOffset(later);
+    clock.set(new Date(clock.now().getTime() + later));
+    try {
+      credentials = loadCredentials();
+      expect((await manager(() => 0).check()).result).toBe('renewed');
+      // The platform answered the same CSR with the certificate it had issued, not a second one.
+      expect(http.exchanges.map((e) => e.status)).toEqual(['lost', 200]);
+      const certificates = await platform.certificates(setup.deviceId);
+      expect(certificates.map((c) => c.issuedBy)).toEqual(['enrolment', 'renewal']);
+      expect(credentials.nextCertificate?.serialHex).toBe(certificates[1]!.serial);
+      // Only the new pair is offered now (the old one's old_valid_until is past).
+      expect(credentials.tlsIdentity(clock.now(), 0)?.id).toBe(certificates[1]!.serial);
+      expect(credentials.tlsIdentity(clock.now(), 1)?.id).toBe(certificates[1]!.serial);
+      // A call with it succeeds, and promotes it.
+      const identity = credentials.tlsIdentity(clock.now())!;
+      const whoami = await http.get(`${setup.config.devicesUrl.replace(/\/+$/, '')}/d/v1/whoami`, identity);
+      expect(whoami.status).toBe(200);
+      credentials.confirm(identity);
+      expect(credentials.certificate?.serialHex).toBe(certificates[1]!.serial);
+      expect(credentials.renewalState).toBeNull();
+    } finally {
+      platform.setClockOffset(0);
+    }
+  });
+
   it('finishes a promotion cut short by a power failure', async () => {
     await prepare(5);
     expect((await manager(() => 0).check()).result).toBe('renewed');

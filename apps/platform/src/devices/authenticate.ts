@@ -6,14 +6,21 @@ import type { FastifyRequest } from 'fastify';
 import type { PlatformContext } from '../context.js';
 import { ProblemError } from '../http/problem.js';
 import type { RefusalReason } from './refusals.js';
-import { certificateBySerial, findDevice, markFirstUse } from './repository.js';
+import { certificateBySerial, certificateRenewedFrom, findDevice, markFirstUse } from './repository.js';
 import { normaliseAddress } from './settings.js';
-import { certificateState } from './state.js';
+import { answerMayBeLost, certificateState } from './state.js';
 
 export interface DeviceIdentity {
   deviceId: string;
   /** Lowercase hex serial of the client certificate that authenticated the request. */
   certificateSerial: string;
+  /**
+   * Set only where the caller asked for it (`lostAnswerReplay`, POST /d/v1/renew): the DER of a superseded
+   * certificate, past its old_valid_until, let through because the answer of its renewal may have been lost. It may
+   * only fetch again, with the same CSR, the certificate that renewal issued; anything else is refused as
+   * `certificate_superseded` (renew.ts).
+   */
+  supersededCertificate?: Buffer;
 }
 
 /**
@@ -175,10 +182,18 @@ function serialOf(ctx: PlatformContext, der: Buffer, digest: string): string {
  * stays accepted until old_valid_until (24 hours)"); a superseded certificate, a revoked device, an unknown
  * serial or a certificate outside its dates at ctx.clock are 401 device_unauthorized (a DeviceRefusal, which says
  * why). Marks the first use of a certificate.
+ *
+ * `lostAnswerReplay` (POST /d/v1/renew only): a superseded certificate whose renewal's answer may have been lost
+ * (its successor never used and still the newest, answerMayBeLost) is let through, marked supersededCertificate, so
+ * that the same CSR can fetch the certificate already issued after the 24 hours too (DESIGN.md §9: "A lost renewal
+ * answer is recovered by sending the same CSR again"). A player whose renewal answer was lost just before an outage
+ * of more than a day was otherwise locked out until re-enrolled on site. The revoked device and the dates are
+ * judged as for any certificate.
  */
 export async function deviceFromClientCertificate(
   ctx: PlatformContext,
   request: FastifyRequest,
+  options: { lostAnswerReplay?: boolean } = {},
 ): Promise<DeviceIdentity> {
   const der = await presentedCertificate(ctx, request);
   const digest = sha256Hex(der);
@@ -194,10 +209,18 @@ export async function deviceFromClientCertificate(
   }
   const now = ctx.clock.now();
   const state = certificateState(certificate, device.revoked_at, now);
+  let supersededCertificate: Buffer | undefined;
   switch (state) {
     case 'revoked':
       throw new DeviceRefusal('device_revoked', `device ${device.id} is revoked`, der, device.id);
-    case 'superseded':
+    case 'superseded': {
+      if (options.lostAnswerReplay) {
+        const successor = await certificateRenewedFrom(ctx.db, certificate.serial);
+        if (successor && answerMayBeLost(certificate, successor)) {
+          supersededCertificate = der;
+          break;
+        }
+      }
       throw new DeviceRefusal(
         'certificate_superseded',
         `certificate ${serial} was replaced and is no longer accepted` +
@@ -205,6 +228,7 @@ export async function deviceFromClientCertificate(
         der,
         device.id,
       );
+    }
     case 'current':
     case 'previous-until':
       break;
@@ -217,6 +241,7 @@ export async function deviceFromClientCertificate(
       device.id,
     );
   }
+  if (supersededCertificate) return { deviceId: device.id, certificateSerial: serial, supersededCertificate };
   if (certificate.first_used_at === null) await markFirstUse(ctx.db, serial, now);
   return { deviceId: device.id, certificateSerial: serial };
 }

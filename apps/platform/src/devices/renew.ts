@@ -3,7 +3,7 @@ import { LIMITS, type RenewAnswer } from '@ooh/protocol';
 import type { PlatformContext } from '../context.js';
 import { isUniqueViolation, withTransaction } from '../db/pool.js';
 import { ProblemError } from '../http/problem.js';
-import type { DeviceIdentity } from './authenticate.js';
+import { type DeviceIdentity, DeviceRefusal } from './authenticate.js';
 import { issueDeviceCertificate } from './ca.js';
 import type { DeviceCsr } from './keys.js';
 import {
@@ -19,6 +19,7 @@ import {
   useForceGrant,
   replaceCurrent,
 } from './repository.js';
+import { answerMayBeLost } from './state.js';
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
@@ -95,7 +96,8 @@ function answerOf(
  * 3. "The answer carries a new certificate (same device id, validity one year) and old_valid_until; the old
  *    certificate stays accepted until then, 24 hours."
  * A lost answer (DESIGN.md §9): the same CSR again from the old certificate, while the new certificate has never
- * been used, is answered with the certificate already issued.
+ * been used, is answered with the certificate already issued, also after the old certificate's old_valid_until (the
+ * only call such a certificate may make: identity.supersededCertificate).
  */
 export async function renewCertificate(
   ctx: PlatformContext,
@@ -119,11 +121,23 @@ export async function renewCertificate(
         if (
           successor &&
           successor.csr_sha256 === csr.sha256 &&
-          successor.first_used_at === null &&
-          successor.replaced_at === null &&
+          answerMayBeLost(presented, successor) &&
           presented.old_valid_until !== null
         ) {
+          // Nothing is issued or changed: the same certificate, for the key of this very CSR, which is of no use
+          // without that key's private half. Past old_valid_until too (deviceFromClientCertificate, lostAnswerReplay).
           return answerOf(device.id, successor, presented.old_valid_until, ca.chainPem);
+        }
+        if (identity.supersededCertificate) {
+          // Past its old_valid_until the certificate may do nothing else: refused as at authentication.
+          throw new DeviceRefusal(
+            'certificate_superseded',
+            `certificate ${presented.serial} was replaced and is no longer accepted` +
+              (presented.old_valid_until ? ` (since ${presented.old_valid_until.toISOString()})` : '') +
+              '; only the CSR of the renewal that replaced it fetches again the certificate it issued',
+            identity.supersededCertificate,
+            device.id,
+          );
         }
         let why = 'only the newest certificate of the device may renew';
         if (successor && successor.csr_sha256 !== csr.sha256) {

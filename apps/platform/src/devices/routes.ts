@@ -235,7 +235,7 @@ export const devicesFeature: Feature = {
         bodyLimit: RENEW_BODY_LIMIT,
         schema: { body: RenewRequest, response: { 200: RenewAnswer } },
         onRequest: async (request) => {
-          const identity = await deviceFromClientCertificate(ctx, request);
+          const identity = await deviceFromClientCertificate(ctx, request, { lostAnswerReplay: true });
           request.authenticatedDeviceId = identity.deviceId;
           const presented = await certificateBySerial(ctx.db, identity.certificateSerial);
           if (!presented) throw new ProblemError('device_unauthorized', 'the client certificate is unknown');

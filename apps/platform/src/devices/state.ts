@@ -22,3 +22,22 @@ export function certificateState(
   }
   return 'superseded';
 }
+
+/**
+ * Whether the answer of the renewal that replaced `presented` may never have reached the device, so that the same CSR
+ * sent again is answered with `successor`, the certificate that renewal issued (DESIGN.md §9: "A lost renewal answer is
+ * recovered by sending the same CSR again: the platform answers it with the certificate it already issued"): the
+ * successor has never authenticated a request and is still the device's newest (a re-enrolment ends it), and
+ * `presented` was replaced by that renewal.
+ */
+export function answerMayBeLost(
+  presented: Pick<CertificateRow, 'replaced_at' | 'old_valid_until'>,
+  successor: Pick<CertificateRow, 'first_used_at' | 'replaced_at'>,
+): boolean {
+  return (
+    presented.replaced_at !== null &&
+    presented.old_valid_until !== null &&
+    successor.first_used_at === null &&
+    successor.replaced_at === null
+  );
+}

@@ -609,6 +609,106 @@ describe('renewal: a lost answer', () => {
       /^not_newest/,
     );
   });
+
+  test("past the old certificate's old_valid_until, the same CSR still gets the certificate already issued, and nothing else", async () => {
+    // The answer was lost, then the player was offline for three days: its old certificate is past its
+    // old_valid_until, and the new one never reached it.
+    const device = await deviceEnrolled(310);
+    const first = await renewWithNewKey(device);
+    const issued = expectStatus(first.res, 200).json<RenewBody>();
+    p.clock.set(at(3 * DAY_MS));
+    try {
+      const again = expectStatus(
+        await renew(p, { cert: device.certPem, key: device.keyPem, csr: first.csr }),
+        200,
+      ).json<RenewBody>();
+      // The very answer it lost: the same certificate, and the old_valid_until now past.
+      expect(again).toEqual(issued);
+      expect(again.old_valid_until).toBe(at(24 * HOUR_MS).toISOString());
+      // Nothing else from the old certificate: another CSR, telemetry, whoami.
+      expectStatus((await renewWithNewKey(device)).res, 401, 'device_unauthorized');
+      const telemetry = await deviceRequest(p, {
+        path: '/d/v1/telemetry',
+        cert: device.certPem,
+        key: device.keyPem,
+        body: JSON.stringify({ schema: 'service.pop/1', batch_seq: 0, events: [] }),
+      });
+      expectStatus(telemetry, 401, 'device_unauthorized');
+      expectStatus(await whoami(p, device.certPem, device.keyPem), 401, 'device_unauthorized');
+      // The same CSR signed by another key is no replay.
+      const stranger = await renew(p, {
+        cert: device.certPem,
+        key: device.keyPem,
+        csr: first.csr,
+        signWith: generateEs256KeyPair().privateKey,
+      });
+      expectStatus(stranger, 401, 'bad_signature');
+      const view = await consoleDevice(device.id);
+      expect(view.certificates.map((c) => c.state)).toEqual(['current', 'superseded']);
+      expect(view.certificates[0]?.first_used_at).toBeNull();
+      // The new pair works; from then on the replay is over.
+      expectStatus(await whoami(p, issued.certificate_pem, first.keyPem), 200);
+      expectStatus(
+        await renew(p, { cert: device.certPem, key: device.keyPem, csr: first.csr }),
+        401,
+        'device_unauthorized',
+      );
+    } finally {
+      p.clock.set(T0);
+    }
+  });
+
+  test("past old_valid_until the replay ends with a re-enrolment, a revocation, or the old certificate's NotAfter", async () => {
+    const reEnrolled = await deviceEnrolled(310);
+    const lostToReEnrolment = await renewWithNewKey(reEnrolled);
+    expectStatus(lostToReEnrolment.res, 200);
+    const reEnrol = await apiCall(
+      p.servers.api,
+      p.adminKey,
+      'POST',
+      `/api/v1/console/devices/${reEnrolled.id}/re-enrol`,
+      { public_key: exportPublicKeySpki(generateEs256KeyPair().publicKey) },
+    );
+    expect(reEnrol.statusCode, reEnrol.body).toBe(200);
+
+    const revoked = await deviceEnrolled(310);
+    const lostToRevocation = await renewWithNewKey(revoked);
+    expectStatus(lostToRevocation.res, 200);
+    await apiCall(p.servers.api, p.adminKey, 'POST', `/api/v1/console/devices/${revoked.id}/revoke`);
+
+    // 340 days ago: 25 days left, so the old certificate's NotAfter is 25 days on (TLS checks the machine clock,
+    // the platform its own).
+    const expired = await deviceEnrolled(340);
+    const lostToExpiry = await renewWithNewKey(expired);
+    expectStatus(lostToExpiry.res, 200);
+
+    p.clock.set(at(3 * DAY_MS));
+    try {
+      for (const [device, lost] of [
+        [reEnrolled, lostToReEnrolment],
+        [revoked, lostToRevocation],
+      ] as const) {
+        expectStatus(
+          await renew(p, { cert: device.certPem, key: device.keyPem, csr: lost.csr }),
+          401,
+          'device_unauthorized',
+        );
+      }
+      // Before its NotAfter it still gets its answer, past it not.
+      expectStatus(
+        await renew(p, { cert: expired.certPem, key: expired.keyPem, csr: lostToExpiry.csr }),
+        200,
+      );
+      p.clock.set(at(26 * DAY_MS));
+      expectStatus(
+        await renew(p, { cert: expired.certPem, key: expired.keyPem, csr: lostToExpiry.csr }),
+        401,
+        'device_unauthorized',
+      );
+    } finally {
+      p.clock.set(T0);
+    }
+  });
 });
 
 describe('renewal: concurrent requests', () => {
