@@ -113,8 +113,15 @@ export type TimeStampResponse =
   | { ok: true; token: Uint8Array; status: 'granted' | 'grantedWithMods' }
   | { ok: false; reason: string; status: string | null };
 
+/** The one ASN.1 element `der` holds, or null: asn1js reports most faults in its result, but throws on some (a
+ * GeneralizedTime it cannot convert: "GAA="), and a TSA's answer is not ours to trust. */
 function single(der: Uint8Array): asn1js.AsnType | null {
-  const parsed = asn1js.fromBER(der);
+  let parsed: ReturnType<typeof asn1js.fromBER>;
+  try {
+    parsed = asn1js.fromBER(der);
+  } catch {
+    return null;
+  }
   if (parsed.offset === -1 || parsed.offset !== der.byteLength || parsed.result.error) return null;
   return parsed.result;
 }
@@ -125,6 +132,14 @@ function single(der: Uint8Array): asn1js.AsnType | null {
  * Never throws.
  */
 export function parseTimeStampResponse(der: Uint8Array): TimeStampResponse {
+  try {
+    return readTimeStampResponse(der);
+  } catch {
+    return { ok: false, reason: 'not a TimeStampResp', status: null };
+  }
+}
+
+function readTimeStampResponse(der: Uint8Array): TimeStampResponse {
   if (!(der instanceof Uint8Array)) return { ok: false, reason: 'the response is not bytes', status: null };
   const outer = single(der);
   const parts = outer instanceof asn1js.Sequence ? outer.valueBlock.value : [];

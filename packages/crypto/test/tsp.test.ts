@@ -166,6 +166,10 @@ describe('the response', () => {
     });
     expect(parseTimeStampResponse(randomBytes(40))).toMatchObject({ ok: false });
     expect(parseTimeStampResponse(new Uint8Array(0))).toMatchObject({ ok: false });
+    // DER asn1js throws on (a GeneralizedTime it cannot convert), alone and inside a SEQUENCE.
+    for (const b64 of ['GAA=', 'GAEw', 'MAMYATA=']) {
+      expect(parseTimeStampResponse(Buffer.from(b64, 'base64'))).toMatchObject({ ok: false });
+    }
     expect(() => timeStampReply(randomBytes(3))).toThrow();
   });
 });
