@@ -28,7 +28,9 @@ const CREATE: RouteAuth = {
 };
 const READ: RouteAuth = {
   anyOf: [
-    { scope: 'write:submissions' },
+    // Submitters only, as for media and reports: an authority key given write:submissions (which submits nothing)
+    // read every organisation's submissions, since the authority sees them all.
+    { scope: 'write:submissions', kinds: ['operator', 'agency', 'advertiser'] },
     { scope: 'read:submissions' },
     { scope: 'console:admin', kinds: ['authority'] },
     { scope: 'console:read', kinds: ['authority'] },

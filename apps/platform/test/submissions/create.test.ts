@@ -40,6 +40,26 @@ const base = () => ({
 const create = (key: string, body: unknown) =>
   apiCall(p.servers.api, key, 'POST', '/api/v1/submissions', body);
 
+describe('who reads submissions', () => {
+  test('an authority key holding only write:submissions reads none (it submits nothing); console keys read all', async () => {
+    const draft = await create(agency.key, base());
+    expect(draft.statusCode, draft.body).toBe(201);
+    const id = draft.json<{ id: string }>().id;
+    const writeOnly = await createOrganisation(p, 'authority', ['write:submissions']);
+    for (const url of ['/api/v1/submissions', `/api/v1/submissions/${id}`]) {
+      const res = await apiCall(p.servers.api, writeOnly.key, 'GET', url);
+      expect(res.statusCode, `${url}: ${res.body}`).toBe(403);
+      expect(res.json()).toMatchObject({ code: 'forbidden' });
+      const admin = await apiCall(p.servers.api, p.adminKey, 'GET', url);
+      expect(admin.statusCode, url).toBe(200);
+    }
+    // The submitter itself still reads its own.
+    expect((await apiCall(p.servers.api, agency.key, 'GET', `/api/v1/submissions/${id}`)).statusCode).toBe(
+      200,
+    );
+  });
+});
+
 describe('POST /api/v1/submissions', () => {
   test('a Submission answered can be sent back as a request: optional fields nobody gave are left out', async () => {
     const res = await create(operator.key, base());
