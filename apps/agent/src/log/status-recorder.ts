@@ -26,9 +26,9 @@ interface KeptRecord {
 }
 
 /**
- * Writes the status records of events from outside the playback loop (a `tamper` change, reported by the hardware
- * driver), so that none is lost to a storage fault and no error reaches the caller: a driver's callback must never get
- * the play log's SQLITE_FULL. A record the log refuses for lack of space or an I/O fault is kept in memory, in order,
+ * Writes status records that must not be lost: a `tamper` change, reported by the hardware driver, and the reject of a
+ * play whose file changed on screen (scheduler.ts). None is lost to a storage fault and no error reaches the caller:
+ * a driver's callback must never get the play log's SQLITE_FULL. A record the log refuses for lack of space or an I/O fault is kept in memory, in order,
  * and written before the next one and at every {@link flush} (each playback step, each media recheck, a change of the
  * disk's state), as the plays (scheduler.ts, `unlogged`) and the mode changes (mode.ts, at the next update) are. It
  * has no loop of its own: the simulator tells an agent idle by the number of its loops asleep. The disk counts as full

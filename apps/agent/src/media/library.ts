@@ -1,5 +1,13 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import {
+  type BigIntStats,
+  createReadStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+} from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
 import { type ApprovalManifest, almatyDate, type Slot } from '@ooh/protocol';
 import { type FSWatcher, watch } from 'chokidar';
@@ -31,6 +39,11 @@ export interface MediaItem {
   /** Expected length of a video (manifest duration_ms); null for images. */
   durationMs: number | null;
   manifest: ApprovalManifest;
+  /**
+   * The file its verdict was reached on (see {@link fileStat}): the scheduler compares the file with it just before a
+   * play starts and right after it ends ({@link MediaLibrary.unchanged}).
+   */
+  fingerprint: string;
 }
 
 export interface MediaFileState {
@@ -65,12 +78,14 @@ export interface MediaLibraryOptions {
 }
 
 interface Entry {
-  size: number;
-  mtimeMs: number;
-  sha256: string;
+  /** The file `sha256` was read from ({@link fileStat}); null once a change was seen and before it is read again. */
+  fingerprint: string | null;
+  sha256: string | null;
   verdict: EnvelopeVerdict | { status: 'waiting'; reason?: string };
   missingSidecarSince: number | null;
 }
+
+const CHANGED = 'changed since it was verified: judged again once it is unchanged for media_stability_ms';
 
 /**
  * The media library (DESIGN.md §9): watches the media folder, hashes files by streaming, verifies their
@@ -143,6 +158,7 @@ export class MediaLibrary {
     const items: MediaItem[] = [];
     for (const [relativePath, entry] of [...this.entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       if (entry.verdict.status !== 'playable' || !inDates(entry.verdict.manifest, today)) continue;
+      if (entry.sha256 === null || entry.fingerprint === null) continue;
       const kind = mediaKindOf(relativePath)!;
       const manifest = entry.verdict.manifest;
       items.push({
@@ -154,6 +170,7 @@ export class MediaLibrary {
         approvalNumber: manifest.approval_number,
         durationMs: kind === 'video' ? manifest.duration_ms : null,
         manifest,
+        fingerprint: entry.fingerprint,
       });
     }
     return items;
@@ -171,12 +188,42 @@ export class MediaLibrary {
   }
 
   /**
+   * Whether the file at the item's path is still the very file its verdict was reached on: same device, inode, size,
+   * mtime and ctime. The display loads the file by path when it plays it, so the scheduler asks just before a play
+   * starts and right after it ends. A user can restore a file's size and mtime after writing other bytes into it
+   * (`touch -r`, `cp -p`, `rsync -t`, `tar x`), never its ctime, which every write, rename or chmod moves to the
+   * kernel's present time. When the file is not the same (or gone), its verdict is dropped at once and it is judged
+   * again.
+   */
+  unchanged(item: MediaItem): boolean {
+    const now = fileStat(item.path);
+    if (now?.isFile && now.fingerprint === item.fingerprint) return true;
+    const entry = this.entries.get(item.relativePath);
+    if (entry && entry.fingerprint === item.fingerprint && entry.sha256 !== null) {
+      this.drop(item.relativePath, entry);
+      this.notifyIfChanged();
+    }
+    void this.schedule(item.relativePath);
+    return false;
+  }
+
+  /**
    * The Almaty day now. A verdict is reached at the last evaluation, but DESIGN.md §9 wants "today is inside the
    * approval's dates" at every play: without this an approval stayed playable after the Almaty midnight that ended
    * its valid_until until the next recheck (media_recheck_ms, a minute), which also logs its EXPIRED_APPROVAL.
    */
   private today(): string {
     return almatyDate(this.options.clock.now());
+  }
+
+  /** The verdict no longer speaks for the file: not playable (nor refused) until it is read again. */
+  private drop(relativePath: string, entry: Entry): void {
+    this.entries.set(relativePath, {
+      fingerprint: null,
+      sha256: null,
+      verdict: { status: 'waiting', reason: CHANGED },
+      missingSidecarSince: entry.missingSidecarSince,
+    });
   }
 
   files(): MediaFileState[] {
@@ -218,25 +265,33 @@ export class MediaLibrary {
   private async evaluate(relativePath: string): Promise<void> {
     if (this.stopped) return;
     const path = join(this.options.mediaDir, relativePath);
-    const stat = statOrNull(path);
-    if (!stat || !stat.isFile() || !mediaKindOf(relativePath)) {
+    const stat = fileStat(path);
+    if (!stat || !stat.isFile || !mediaKindOf(relativePath)) {
       if (this.entries.delete(relativePath)) this.notifyIfChanged();
       return;
     }
-    // File-system times are wall-clock times of this machine, so stability is measured on that clock.
-    const age = Date.now() - stat.mtimeMs;
+    let known = this.entries.get(relativePath);
+    if (known && known.sha256 !== null && known.fingerprint !== stat.fingerprint) {
+      // Not the file the verdict was reached on: the verdict goes now, not once the new bytes have settled and been
+      // read (seconds for a large video, during which the old verdict would have let them play as approved).
+      this.drop(relativePath, known);
+      known = this.entries.get(relativePath);
+      this.notifyIfChanged();
+    }
+    // File-system times are wall-clock times of this machine, so stability is measured on that clock; the ctime too,
+    // since a copy that restores the mtime at its end (cp -p) has just been written all the same.
+    const age = Date.now() - stat.changedAtMs;
     if (age < this.stabilityMs) {
-      this.retryLater(relativePath, this.stabilityMs - age + 50);
+      this.retryLater(relativePath, Math.min(this.stabilityMs - age, this.stabilityMs) + 50);
       return;
     }
-    const known = this.entries.get(relativePath);
     let sha256: string;
-    if (known && known.size === stat.size && known.mtimeMs === stat.mtimeMs) {
+    if (known && known.sha256 !== null && known.fingerprint === stat.fingerprint) {
       sha256 = known.sha256;
     } else {
       sha256 = await hashFile(path);
-      const after = statOrNull(path);
-      if (!after || after.size !== stat.size || after.mtimeMs !== stat.mtimeMs) {
+      const after = fileStat(path);
+      if (!after || after.fingerprint !== stat.fingerprint) {
         // Written to while it was read: try again once it settles.
         this.retryLater(relativePath, this.stabilityMs);
         return;
@@ -273,8 +328,7 @@ export class MediaLibrary {
     }
     if (this.stopped) return;
     this.entries.set(relativePath, {
-      size: stat.size,
-      mtimeMs: stat.mtimeMs,
+      fingerprint: stat.fingerprint,
       sha256,
       verdict,
       missingSidecarSince,
@@ -368,12 +422,25 @@ function toRelative(root: string, path: string): string {
   return relative(root, path).split(sep).join('/');
 }
 
-function statOrNull(path: string) {
+/**
+ * What identifies the bytes of a file without reading them: device, inode, size, mtime and ctime (nanoseconds). A
+ * cached verdict holds only while all of them are unchanged. Size and mtime alone can be put back by any user after
+ * writing other bytes (`touch -r`, `cp -p`, `rsync -t`, `tar x`); the ctime cannot (the kernel sets it to its present
+ * time at every write, rename, link or chmod; only setting the system clock back, root's doing, could repeat one),
+ * and another file renamed into place is another inode. `changedAtMs`: the later of mtime and ctime.
+ */
+export function fileStat(path: string): { fingerprint: string; isFile: boolean; changedAtMs: number } | null {
+  let stat: BigIntStats;
   try {
-    return statSync(path);
+    stat = statSync(path, { bigint: true });
   } catch {
     return null;
   }
+  return {
+    fingerprint: `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`,
+    isFile: stat.isFile(),
+    changedAtMs: Number((stat.mtimeNs > stat.ctimeNs ? stat.mtimeNs : stat.ctimeNs) / 1_000_000n),
+  };
 }
 
 /** SHA-256 of a file, read as a stream (media files can be large). */

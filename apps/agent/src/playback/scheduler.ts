@@ -209,6 +209,15 @@ export class PlaybackScheduler {
       await this.idle(signal);
       return;
     }
+    // The display loads the file by path: it must be the file the verdict was reached on. If not, the library has
+    // dropped its verdict (it is judged again) and the next step plays something else.
+    if (!this.options.library.unchanged(item)) {
+      this.options.logger.warn(
+        { file: item.relativePath },
+        'media file changed since it was verified: not played; judged again',
+      );
+      return;
+    }
     const report = await this.playOne(item, signal);
     if (report.outcome === 'failed') {
       this.failures++;
@@ -277,6 +286,10 @@ export class PlaybackScheduler {
     if (report.outcome === 'played') {
       const after = { clockMs: clock.now().getTime(), monoMs: monotonic(), offsetMs: offsetMs() };
       const times = playTimes(report, before, after);
+      if (!library.unchanged(item)) {
+        this.rejectChangedPlay(item, playId, times);
+        return report;
+      }
       if (times.clockStepMs !== null) {
         this.options.logger.info(
           { play_id: playId, clock_step_ms: times.clockStepMs, duration_ms: times.durationMs },
@@ -303,6 +316,35 @@ export class PlaybackScheduler {
       if (logged !== null) return { outcome: 'failed', reason: `play not logged: ${logged}` };
     }
     return report;
+  }
+
+  /**
+   * The file changed (or went) while it was shown: what the screen showed is not known to be the bytes the approval
+   * names, so the play is not logged as a play of it (no `play` record with its media_sha256 and approval_number, which
+   * the platform would count and bill). It is logged as a HASH_MISMATCH reject, the code of "these bytes are not the
+   * approved ones", naming the play and the approval; the detail has no media_sha256, the bytes shown being unknown.
+   * The library, told by {@link MediaLibrary.unchanged}, judges the file again and logs its own reject if it is refused.
+   */
+  private rejectChangedPlay(item: MediaItem, playId: string, times: PlayTimes): void {
+    this.options.logger.warn(
+      { file: item.relativePath, play_id: playId },
+      'media file changed while it was shown: logged as a reject, not as a play',
+    );
+    this.records.record({
+      kind: 'reject',
+      at: this.options.clock.now(),
+      code: 'HASH_MISMATCH',
+      detail: {
+        file: item.relativePath,
+        reason: 'the file changed while it was shown: the bytes shown are not known to be the approved ones',
+        ...(item.slot ? { slot: item.slot } : {}),
+        approval_number: item.approvalNumber,
+        verified_sha256: item.sha256,
+        play_id: playId,
+        start: times.start.toISOString(),
+        end: times.end.toISOString(),
+      },
+    });
   }
 
   /**

@@ -1,5 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { type TestPki, signEnvelope } from './pki.js';
 
@@ -49,6 +50,26 @@ export async function writeMedia(
   }
   writeFileSync(path, content);
   return sha256;
+}
+
+/**
+ * Overwrites a file in place with other bytes of the same size and puts its atime and mtime back to the nanosecond,
+ * as `touch -r`, `cp -p`, `rsync -t` or `tar x` do (the real `touch -r`, through a reference file beside it): only
+ * the ctime (and nothing a user can set) tells it changed. Returns the new bytes' hash.
+ */
+export function swapKeepingSizeAndMtime(path: string, content: string): string {
+  const before = statSync(path, { bigint: true });
+  if (BigInt(Buffer.byteLength(content)) !== before.size)
+    throw new Error('the new bytes must be of the same size');
+  const reference = `${path}.times`;
+  execFileSync('touch', ['-r', path, reference]);
+  writeFileSync(path, content);
+  execFileSync('touch', ['-r', reference, path]);
+  const after = statSync(path, { bigint: true });
+  if (after.mtimeNs !== before.mtimeNs || after.size !== before.size || after.ino !== before.ino) {
+    throw new Error('size, mtime and inode were not kept');
+  }
+  return sha256Of(content);
 }
 
 /** Revocation list body signed by the authority. */

@@ -9,7 +9,7 @@ import type { WireStatusRecord } from '../../src/log/records.js';
 import { memoryLogger } from '../../src/logger.js';
 import { EnvelopeVerifier } from '../../src/media/envelope.js';
 import { type MediaItem, MediaLibrary } from '../../src/media/library.js';
-import { manifestFor, sha256Of, writeMedia } from '../helpers/media.js';
+import { manifestFor, sha256Of, swapKeepingSizeAndMtime, writeMedia } from '../helpers/media.js';
 import { createTestPki, signEnvelope, type TestPki } from '../helpers/pki.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -210,6 +210,70 @@ describe('media library', () => {
     expect(rejects().map((r) => r.code)).toEqual(['REVOKED']);
     expect(rejects()[0]!.detail).toMatchObject({ file: 'ad.png', approval_number: 'APP-R' });
   });
+  it('a file overwritten with bytes of the same size and its mtime put back is read again, not played as approved', async () => {
+    const approved = await writeMedia(pki, mediaDir, 'ad.png', 'APPROVED-CONTENT-0123456789');
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const lib = create();
+    await lib.start();
+    const [item] = lib.playable();
+    expect(item?.sha256).toBe(approved);
+    // Same size, same mtime (touch -r): only the ctime moved.
+    const swapped = swapKeepingSizeAndMtime(join(mediaDir, 'ad.png'), 'UNAPPROVED-CONTENT-ABCDEFGH');
+    // What the periodic recheck does: the verdict goes at once, before the new bytes have settled and been read.
+    await lib.reevaluateAll();
+    expect(lib.playable()).toEqual([]);
+    expect(lib.isPlayable('ad.png', approved)).toBe(false);
+    expect(lib.unchanged(item!)).toBe(false);
+    // Once read, they are refused as what they are.
+    for (let i = 0; i < 100 && rejects().length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(rejects().map((r) => [r.code, r.detail])).toEqual([
+      ['HASH_MISMATCH', expect.objectContaining({ file: 'ad.png', media_sha256: swapped })],
+    ]);
+    expect(lib.files()).toEqual([
+      expect.objectContaining({ relativePath: 'ad.png', sha256: swapped, status: 'refused' }),
+    ]);
+  });
+
+  it('an overwritten file stops being playable as soon as the change is seen, not after the stability wait', async () => {
+    const approved = await writeMedia(pki, mediaDir, 'ad.png', 'APPROVED');
+    // A long stability wait: the new bytes are read only 1.5 s after they stop changing.
+    await new Promise((resolve) => setTimeout(resolve, 1600));
+    const lib = create({ stabilityMs: 1500 });
+    await lib.start();
+    expect(lib.playable()).toHaveLength(1);
+    writeFileSync(join(mediaDir, 'ad.png'), 'SOMETHING ELSE ENTIRELY, NOT APPROVED');
+    await lib.reevaluateAll();
+    const seenAt = Date.now();
+    expect(lib.playable()).toEqual([]);
+    expect(lib.isPlayable('ad.png', approved)).toBe(false);
+    expect(lib.files()).toEqual([
+      { relativePath: 'ad.png', sha256: null, status: 'waiting', reason: expect.stringMatching(/^changed/) },
+    ]);
+    // Unrestored mtime: the watcher's change event drops it as well, and it stays dropped until read.
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    expect(Date.now() - seenAt).toBeLessThan(1500);
+    expect(lib.playable()).toEqual([]);
+    expect(rejects()).toEqual([]);
+  });
+
+  it('a file renamed over by a copy of the same bytes is judged again, and plays again as the copy', async () => {
+    const approved = await writeMedia(pki, mediaDir, 'ad.png', 'same approved bytes');
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const lib = create();
+    await lib.start();
+    const [item] = lib.playable();
+    // The same bytes copied in under another inode: not the file the verdict was on, read again, playable again.
+    writeFileSync(join(mediaDir, 'ad.png.part'), 'same approved bytes');
+    renameSync(join(mediaDir, 'ad.png.part'), join(mediaDir, 'ad.png'));
+    expect(lib.unchanged(item!)).toBe(false);
+    expect(lib.playable()).toEqual([]);
+    const back = await nextChange(lib, (items) => items.length === 1);
+    expect(back[0]!.sha256).toBe(approved);
+    expect(back[0]!.fingerprint).not.toBe(item!.fingerprint);
+    expect(lib.unchanged(back[0]!)).toBe(true);
+    expect(rejects()).toEqual([]);
+  });
+
   it('rechecks do not verify a signature again; a changed envelope is verified again', async () => {
     const calls: number[] = [];
     const verifier = new EnvelopeVerifier({

@@ -13,7 +13,7 @@ import { ModeTracker } from '../../src/playback/mode.js';
 import type { Display } from '../../src/playback/display.js';
 import { PlaybackScheduler, playTimes } from '../../src/playback/scheduler.js';
 import { FakeDisplay, ManualHardware } from '../helpers/hardware.js';
-import { writeMedia } from '../helpers/media.js';
+import { sha256Of, swapKeepingSizeAndMtime, writeMedia } from '../helpers/media.js';
 import { createTestPki, type TestPki } from '../helpers/pki.js';
 import { ManualClock, tempDir } from '../helpers/temp.js';
 
@@ -169,6 +169,125 @@ describe('playback scheduler', () => {
       duration_ms: 4000,
       detail: { interrupted: true },
     });
+  });
+
+  function rejects(): WireStatusRecord[] {
+    return log
+      .records()
+      .map((r) => r.record)
+      .filter((r): r is WireStatusRecord => r.kind === 'reject');
+  }
+
+  /** The scheduler on `shown`, which wraps the test's display; its logger is returned. */
+  function schedulerOn(shown: Display): {
+    run: () => Promise<void>;
+    logger: ReturnType<typeof memoryLogger>;
+  } {
+    const logger = memoryLogger();
+    const own = new PlaybackScheduler({
+      library,
+      display: shown,
+      hardware,
+      log,
+      modes,
+      clock,
+      structure: 'ALM-0001',
+      imageDurationMs: 10_000,
+      logger,
+      idleMs: 50,
+    });
+    return { run: () => own.run(controller.signal), logger };
+  }
+
+  it('a file swapped after it was verified (same size, mtime put back) is not played: it is judged again', async () => {
+    let swapped = -1;
+    // While gov/notice.png plays, a.png (next in the rotation) gets other bytes of its size and its mtime back. The
+    // next step follows without a turn of the event loop: the library's watcher has not seen it when a.png is due.
+    const { run, logger } = schedulerOn({
+      async play(request, signal) {
+        const report = await display.play(request, signal);
+        if (swapped < 0 && request.relativePath === 'gov/notice.png') {
+          swapKeepingSizeAndMtime(join(mediaDir, 'a.png'), 'IMAGE Z');
+          swapped = display.requests.length;
+        }
+        return report;
+      },
+    });
+    running = run();
+    await untilRequests(8);
+    controller.abort();
+    await running;
+    expect(display.requests.slice(0, 3).map((r) => r.relativePath)).toEqual([
+      'a.png',
+      'b.webm',
+      'gov/notice.png',
+    ]);
+    expect(swapped).toBe(3);
+    // Never shown again: not the file its verdict was on, and once read, refused for what it is.
+    expect(display.requests.slice(swapped).map((r) => r.relativePath)).not.toContain('a.png');
+    expect(plays().filter((p) => p.approval_number === 'APP-A')).toHaveLength(1);
+    expect(
+      logger.lines.some(
+        (l) => l.message === 'media file changed since it was verified: not played; judged again',
+      ),
+    ).toBe(true);
+    await until(() => rejects().length > 0);
+    expect(rejects()).toEqual([
+      expect.objectContaining({
+        code: 'HASH_MISMATCH',
+        detail: expect.objectContaining({ file: 'a.png', media_sha256: sha256Of('IMAGE Z') }),
+      }),
+    ]);
+  });
+
+  it('a play whose file changed while it was shown is logged as a HASH_MISMATCH reject, never as a play of the approval', async () => {
+    let swappedPlay: string | null = null;
+    // a.png's bytes are swapped (same size, mtime put back) while it is on the screen.
+    const { run, logger } = schedulerOn({
+      async play(request, signal) {
+        const report = await display.play(request, signal);
+        if (swappedPlay === null && request.relativePath === 'a.png') {
+          swapKeepingSizeAndMtime(join(mediaDir, 'a.png'), 'IMAGE Z');
+          swappedPlay = request.playId;
+        }
+        return report;
+      },
+    });
+    running = run();
+    await untilRequests(4);
+    await until(() => rejects().length >= 2);
+    controller.abort();
+    await running;
+    expect(swappedPlay).toBe(display.requests[0]!.playId);
+    // No play record for it: nothing the platform would count or bill as APP-A.
+    expect(plays().map((p) => p.play_id)).not.toContain(swappedPlay);
+    expect(plays().filter((p) => p.approval_number === 'APP-A')).toEqual([]);
+    const [shown, refused] = rejects();
+    expect(shown).toMatchObject({
+      kind: 'reject',
+      code: 'HASH_MISMATCH',
+      detail: {
+        file: 'a.png',
+        reason: 'the file changed while it was shown: the bytes shown are not known to be the approved ones',
+        approval_number: 'APP-A',
+        verified_sha256: sha256Of('image a'),
+        play_id: swappedPlay,
+        start: '2026-11-21T09:00:00.000Z',
+        end: '2026-11-21T09:00:10.000Z',
+      },
+    });
+    expect(shown!.detail).not.toHaveProperty('media_sha256');
+    // The library, told, judged the file again: its own reject names the bytes now there.
+    expect(refused).toMatchObject({
+      code: 'HASH_MISMATCH',
+      detail: { file: 'a.png', media_sha256: sha256Of('IMAGE Z') },
+    });
+    expect(display.requests.slice(1).map((r) => r.relativePath)).not.toContain('a.png');
+    expect(
+      logger.lines.some(
+        (l) => l.message === 'media file changed while it was shown: logged as a reject, not as a play',
+      ),
+    ).toBe(true);
   });
 
   it('switches to emergency content only, with mode_change records both ways', async () => {
