@@ -59,7 +59,9 @@ export class RendererDisplay implements Display {
       this.pending.set(request.playId, { request, start: null, resolve, timer });
       const command: PlayCommand = {
         playId: request.playId,
-        url: pathToFileURL(request.path).href,
+        // The hash in the URL: Chromium keeps what it loaded by URL, so a file replaced by another approved one at
+        // the same path would otherwise show the old bytes under the new hash. A file URL's query names no file.
+        url: `${pathToFileURL(request.path).href}?sha256=${request.sha256}`,
         kind: request.kind,
         durationMs:
           request.kind === 'image' && request.durationMs !== null

@@ -27,7 +27,7 @@ describe('RendererDisplay (main-process side of the bridge)', () => {
         CHANNEL_PLAY,
         {
           playId: 'play-1',
-          url: 'file:///srv/media/a%20b.png',
+          url: `file:///srv/media/a%20b.png?sha256=${SHA_A}`,
           kind: 'image',
           // Held a margin longer, so that stamps taken as the reports arrive span the whole length.
           durationMs: 10_000 + IMAGE_HOLD_MARGIN_MS,
