@@ -285,6 +285,7 @@ export class AgentCore {
       checkEveryMs: config.renewalCheckMs,
       sleep: this.sleep,
       ...(options.random ? { random: options.random } : {}),
+      onRenewed: () => this.resumeShippingAfterRenewal(),
     });
     // The display reads each play's start and end on the agent's corrected clock, not on the board's.
     options.display?.useClock?.(this.clock);
@@ -391,6 +392,27 @@ export class AgentCore {
       const scheduler = this.scheduler;
       task('playback', () => scheduler.run(signal));
     }
+  }
+
+  /**
+   * Shipping stopped by `device_unauthorized` (its certificate refused: past its grace after a renewal whose answer
+   * was lost, say) starts again once a renewal stored a new certificate, which may be what it lacked; it no longer
+   * waits for a restart. Any other terminal answer would be the same with the new certificate: it stays stopped.
+   */
+  private resumeShippingAfterRenewal(): void {
+    const controller = this.controller;
+    const shipping = this.shipper.status();
+    if (!controller || shipping.state !== 'stopped' || shipping.alert?.code !== 'device_unauthorized') return;
+    this.logger.info(
+      { alert: shipping.alert },
+      'certificate renewed: shipping, stopped by a refused certificate, starts again',
+    );
+    const signal = controller.signal;
+    this.tasks.push(
+      this.shipper
+        .run(signal)
+        .catch((error: unknown) => this.logger.error({ err: error, task: 'shipping' }, 'agent task stopped')),
+    );
   }
 
   async stop(): Promise<void> {

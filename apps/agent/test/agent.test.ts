@@ -4,6 +4,11 @@ import { verifySignedDocument } from '@ooh/verify';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CHANNEL_PLAY, type PlayCommand } from '../electron/bridge.js';
 import { RendererDisplay } from '../electron/renderer-display.js';
+import { FileCredentials } from '../src/identity/file-credentials.js';
+import { AgentState } from '../src/log/agent-state.js';
+import { openAgentDatabase } from '../src/log/database.js';
+import { createHttpClient } from '../src/net/http-client.js';
+import { RenewalManager } from '../src/renewal/renewal.js';
 import type { AgentConfig } from '../src/config/config.js';
 import { type AgentCore, createAgent, EnvelopeVerifier, readStatus } from '../src/index.js';
 import { memoryLogger } from '../src/logger.js';
@@ -13,6 +18,7 @@ import { writeMedia } from './helpers/media.js';
 import { createTestPki, type TestPki } from './helpers/pki.js';
 import {
   type AgentTestPlatform,
+  FaultyHttp,
   issuedForDaysLeft,
   startAgentTestPlatform,
   startProxy,
@@ -335,6 +341,79 @@ describe('the agent core, end to end against the platform', () => {
       ).toBe(0);
     } finally {
       for (const timer of timers) clearTimeout(timer);
+    }
+  });
+
+  it('shipping stopped by a refused certificate starts again once a renewal recovers a lost answer, without a restart', async () => {
+    // A renewal whose answer was lost, then three days away: the old certificate is past its old_valid_until, so its
+    // batches are refused device_unauthorized (terminal: shipping stops), and only the same CSR sent again recovers
+    // the new certificate. Shipping used to wait for a restart after that.
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: { issuedAt: issuedForDaysLeft(10) },
+      overrides: {
+        renewal_check_ms: 1000,
+        shipping: { min_interval_ms: 200, idle_interval_ms: 100, backoff_base_ms: 50, backoff_cap_ms: 500 },
+      },
+    });
+    const credentialsOf = () =>
+      FileCredentials.load({
+        keyFile: setup.config.keyFile,
+        certificateFile: setup.config.certificateFile,
+        caChainFile: setup.config.caChainFile,
+        dataDir: setup.config.dataDir,
+      });
+    const db = openAgentDatabase(join(setup.config.dataDir, 'agent.sqlite'));
+    const http = new FaultyHttp(createHttpClient({ serverCaPem: platform.serverCaPem }));
+    try {
+      const renewal = new RenewalManager({
+        credentials: credentialsOf(),
+        http,
+        devicesUrl: setup.config.devicesUrl,
+        deviceId: setup.deviceId,
+        clock: { now: () => new Date() },
+        state: new AgentState(db),
+        logger: memoryLogger(),
+        random: () => 0,
+      });
+      http.loseAnswerNext(1);
+      expect((await renewal.check()).result).toBe('failed');
+      expect(await platform.certificates(setup.deviceId)).toHaveLength(2);
+      // The renewal's next try comes a few seconds after the agent starts: its batches are refused first.
+      const later = 3 * 86_400_000;
+      const serial = credentialsOf().certificate!.serialHex;
+      new AgentState(db).set('renewal.plan', {
+        serial,
+        at: new Date(Date.now() + later + 6000).toISOString(),
+      });
+    } finally {
+      db.close();
+      await http.close();
+    }
+    platform.setClockOffset(3 * 86_400_000);
+    try {
+      await writeMedia(pki, setup.config.mediaDir, 'a.png', 'image a');
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      const board = { now: () => new Date(Date.now() + 3 * 86_400_000) };
+      let core: AgentCore | null = null;
+      agent = core = await createAgent({
+        config: setup.config,
+        hardware: new ManualHardware(board, () => performance.now()),
+        display: new TimerDisplay({ now: () => core!.clock.now() }),
+        logger: memoryLogger(),
+      });
+      await agent.start();
+      await until(() => agent!.status().shipping.alert?.code === 'device_unauthorized', 20_000);
+      expect(agent.status().shipping.state).toBe('stopped');
+      expect(await platform.plays(setup.deviceId)).toBe(0);
+      // The renewal recovers the certificate already issued; shipping starts again by itself.
+      await until(async () => (await platform.plays(setup.deviceId)) >= 1, 30_000);
+      expect(agent.status().shipping.alert).toBeNull();
+      expect(await platform.certificates(setup.deviceId)).toHaveLength(2);
+    } finally {
+      platform.setClockOffset(0);
     }
   });
 

@@ -44,6 +44,8 @@ export interface RenewalOptions {
   sleep?: Sleep;
   /** How often to look (at most an hour: Node caps timers at 2^31-1 ms, and the wall clock may jump). */
   checkEveryMs?: number;
+  /** A new certificate was stored and is used from now on. */
+  onRenewed?: () => void;
 }
 
 /**
@@ -214,6 +216,7 @@ export class RenewalManager {
       return { result: 'failed', reason: (error as Error).message };
     }
     logger.info({ not_after: answer.not_after }, 'certificate renewed; the new pair is used from now on');
+    this.options.onRenewed?.();
     return { result: 'renewed', notAfter: answer.not_after };
   }
 }
