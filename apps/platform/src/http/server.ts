@@ -49,6 +49,17 @@ declare module 'fastify' {
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
 /**
+ * Whether the route needs a JSON body: its own say (`jsonBody`), or a body schema. A schema by media type
+ * (`{content: {'application/json': ...}}`) makes the body optional, as Fastify has it: such a route takes a request
+ * without one (approve: the requested terms).
+ */
+function readsJsonBody(request: FastifyRequest): boolean {
+  if (request.routeOptions.config?.jsonBody === true) return true;
+  const schema = request.routeOptions.schema?.body;
+  return typeof schema === 'object' && schema !== null && !Object.hasOwn(schema, 'content');
+}
+
+/**
  * The answer to a request that is not well-formed HTTP, written on the socket (no request object exists): 400
  * `invalid_json`, the code of a body that is not what it claims to be (also Fastify's own code for a Content-Length
  * that does not match the body), and the connection closes. A connection already reset gets nothing.
@@ -259,11 +270,7 @@ export function createHostServer(options: HostServerOptions): FastifyInstance {
     const body = request.body;
     // spec: "400 invalid_json: body is not JSON". No body at all, sent without a Content-Type, is not JSON either:
     // it was a 422 at the body's root, where the same empty body labelled application/json was 400.
-    if (
-      body === undefined &&
-      BODY_METHODS.has(request.method) &&
-      (request.routeOptions.schema?.body !== undefined || request.routeOptions.config?.jsonBody === true)
-    ) {
+    if (body === undefined && BODY_METHODS.has(request.method) && readsJsonBody(request)) {
       done(new ProblemError('invalid_json', 'the body is empty: send a JSON document (application/json)'));
       return;
     }
