@@ -44,6 +44,8 @@ import { type ShippingAlert, Shipper, type ShippingStatus, shippingTrouble } fro
 const CLOCK_OFFSET_KEY = 'clock.offset_ms';
 /** CorrectedClock.heldOffset of the running agent, for `agent status`; absent when none is held. */
 const CLOCK_HELD_KEY = 'clock.held_offset_ms';
+/** CorrectedClock.refusedOffset, kept until a Date header is taken again (a later run's too). */
+const CLOCK_REFUSED_KEY = 'clock.refused_offset_ms';
 
 export interface AgentOptions {
   config: AgentConfig;
@@ -93,9 +95,16 @@ export interface AgentStatus {
    * offset_ms: platform minus board clock. state: see ClockTrust; `unknown` when read from disk (`agent status`
    * without the running agent), `implausible` there too when the clock is before what a correct one can show.
    * held_offset_ms: an offset a Date header showed while synced, held until a later request confirms it
-   * (CorrectedClock.heldOffset); null when none is.
+   * (CorrectedClock.heldOffset); null when none is. refused_offset_ms: the offset the platform's Date header showed
+   * when it was beyond max_clock_correction_ms and not taken (CorrectedClock.refusedOffset), until one is taken; null
+   * when none was.
    */
-  clock: { offset_ms: number; state: ClockTrust | 'unknown'; held_offset_ms: number | null };
+  clock: {
+    offset_ms: number;
+    state: ClockTrust | 'unknown';
+    held_offset_ms: number | null;
+    refused_offset_ms: number | null;
+  };
   mode: DisplayMode;
   media: { playable: number; refused: number; waiting: number } | null;
   revocation_list_version: number | null;
@@ -180,6 +189,18 @@ export class AgentCore {
         notBefore: () => this.credentials.certificate?.notBefore ?? null,
         onHeldChange: (held) =>
           held === null ? this.state.delete(CLOCK_HELD_KEY) : this.state.set(CLOCK_HELD_KEY, held),
+        onRefusedChange: (refused) => {
+          if (refused === null) {
+            this.state.delete(CLOCK_REFUSED_KEY);
+            return;
+          }
+          this.state.set(CLOCK_REFUSED_KEY, refused);
+          this.logger.error(
+            { platform_minus_board_ms: refused, max_clock_correction_ms: config.maxClockCorrectionMs },
+            `the platform's clock is ${formatOffset(refused)} this board's, beyond max_clock_correction_ms: not taken. ` +
+              'Set the board clock (NTP): until then approvals are judged, and plays stamped, by its day',
+          );
+        },
       },
     );
     this.clockTrust = this.clock.trust();
@@ -332,6 +353,8 @@ export class AgentCore {
       // A Date header set the clock: records logged meanwhile get their true times, and what was waiting for
       // a plausible clock goes on at once.
       this.clock.onSync(() => {
+        // A Date header was taken: one refused in an earlier run no longer speaks for the clock.
+        this.state.delete(CLOCK_REFUSED_KEY);
         this.settleRecordTimes();
         void this.checkClock();
       }),
@@ -446,6 +469,7 @@ export class AgentCore {
       clockOffsetMs: this.clock.offset,
       clockState: this.clock.trust(),
       clockHeldOffsetMs: this.clock.heldOffset,
+      clockRefusedOffsetMs: this.clock.refusedOffset ?? this.state.get<number>(CLOCK_REFUSED_KEY) ?? null,
       now: this.clock.now(),
       mode: this.modes.current,
       library: this.library,
@@ -558,6 +582,7 @@ export function buildStatus(args: {
   clockOffsetMs: number;
   clockState: ClockTrust | 'unknown';
   clockHeldOffsetMs: number | null;
+  clockRefusedOffsetMs: number | null;
   now: Date;
   mode: DisplayMode;
   library: MediaLibrary | null;
@@ -592,7 +617,12 @@ export function buildStatus(args: {
       unsettled: stats.unsettled,
     },
     shipping: args.shipping,
-    clock: { offset_ms: args.clockOffsetMs, state: args.clockState, held_offset_ms: args.clockHeldOffsetMs },
+    clock: {
+      offset_ms: args.clockOffsetMs,
+      state: args.clockState,
+      held_offset_ms: args.clockHeldOffsetMs,
+      refused_offset_ms: args.clockRefusedOffsetMs,
+    },
     mode: args.mode,
     media: files
       ? {
@@ -665,6 +695,7 @@ export async function readStatus(
       },
       clockOffsetMs: offset,
       clockHeldOffsetMs: state.get<number>(CLOCK_HELD_KEY) ?? null,
+      clockRefusedOffsetMs: state.get<number>(CLOCK_REFUSED_KEY) ?? null,
       // Without the running agent nothing says whether the clock was synced; an impossible one still shows.
       clockState:
         now.getTime() <
@@ -707,4 +738,11 @@ function readAuthorityRoot(path: string): string {
       { cause },
     );
   }
+}
+
+/** An offset as a person reads it: "31 d 2 h ahead of", "26 h behind" (platform minus board), before "this board's". */
+export function formatOffset(offsetMs: number): string {
+  const hours = Math.round(Math.abs(offsetMs) / 3_600_000);
+  const text = hours >= 48 ? `${Math.floor(hours / 24)} d ${hours % 24} h` : `${hours} h`;
+  return `${text} ${offsetMs >= 0 ? 'ahead of' : 'behind'}`;
 }

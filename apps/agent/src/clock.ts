@@ -80,6 +80,9 @@ export class CorrectedClock implements Clock {
   private readonly syncListeners = new Set<() => void>();
   private readonly notBefore: () => Date | null;
   private readonly onHeldChange: (heldOffsetMs: number | null) => void;
+  private readonly onRefusedChange: (refusedOffsetMs: number | null) => void;
+  /** The offset the last refused Date header showed, until a header is taken; null if none. */
+  private refusedOffsetMs: number | null = null;
 
   constructor(
     private readonly base: Clock,
@@ -92,12 +95,18 @@ export class CorrectedClock implements Clock {
       notBefore?: () => Date | null;
       /** Called when a jump is held (its offset) and when it is taken or dropped (null): `agent status` shows it. */
       onHeldChange?: (heldOffsetMs: number | null) => void;
+      /**
+       * Called when a Date header beyond the bound is refused (the offset it showed, when it differs by more than a
+       * minute from the one last reported) and when a header is taken again (null): `agent status` shows it.
+       */
+      onRefusedChange?: (refusedOffsetMs: number | null) => void;
     } = {},
   ) {
     this.offsetMs = Math.abs(initialOffsetMs) <= maxOffsetMs ? initialOffsetMs : 0;
     this.monotonic = options.monotonic ?? systemMonotonic;
     this.notBefore = options.notBefore ?? (() => null);
     this.onHeldChange = options.onHeldChange ?? (() => {});
+    this.onRefusedChange = options.onRefusedChange ?? (() => {});
   }
 
   /** The steady clock beside this one (the board's, or `performance.now()`). */
@@ -128,6 +137,16 @@ export class CorrectedClock implements Clock {
   /** Steady time (ms) of the last Date header refused as beyond the bound; null if none. */
   get lastRefusedAt(): number | null {
     return this.refusedAtMs;
+  }
+
+  /**
+   * The offset (platform minus board clock) the last Date header refused as beyond the bound showed, until a header
+   * is taken; null if none. A board clock a month off is no clock the agent may correct on its own (the bound keeps
+   * a broken server from moving it far): it plays, judges approval dates and stamps records by that wrong day, so
+   * someone must set it.
+   */
+  get refusedOffset(): number | null {
+    return this.refusedOffsetMs;
   }
 
   /** The earliest instant this clock may plausibly show. */
@@ -179,7 +198,15 @@ export class CorrectedClock implements Clock {
     const observed = serverMs + 500 - localMid;
     if (Math.abs(observed) > this.maxOffsetMs) {
       this.refusedAtMs = this.monotonic();
+      if (this.refusedOffsetMs === null || Math.abs(observed - this.refusedOffsetMs) > 60_000) {
+        this.refusedOffsetMs = Math.round(observed);
+        this.onRefusedChange(this.refusedOffsetMs);
+      }
       return false;
+    }
+    if (this.refusedOffsetMs !== null) {
+      this.refusedOffsetMs = null;
+      this.onRefusedChange(null);
     }
     const roundTripMs = Math.max(0, receivedAt.getTime() - sentAt.getTime());
     const wasSynced = this.synced;

@@ -4,6 +4,7 @@ import { verifySignedDocument } from '@ooh/verify';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CHANNEL_PLAY, type PlayCommand } from '../electron/bridge.js';
 import { RendererDisplay } from '../electron/renderer-display.js';
+import { formatStatus } from '../src/cli/main.js';
 import { FileCredentials } from '../src/identity/file-credentials.js';
 import { AgentState } from '../src/log/agent-state.js';
 import { openAgentDatabase } from '../src/log/database.js';
@@ -415,6 +416,44 @@ describe('the agent core, end to end against the platform', () => {
     } finally {
       platform.setClockOffset(0);
     }
+  });
+
+  it('a board clock a month off, beyond what a Date header may correct, is reported until it is set', async () => {
+    // The revocation list fetched every second: a Date header each time.
+    const setup = await setUpAgent({
+      dir: dir.path,
+      platform,
+      pki,
+      certificate: null,
+      overrides: { revocation_refresh_ms: 1000 },
+    });
+    const offset = { ms: 30 * 86_400_000 };
+    const board = { now: () => new Date(Date.now() + offset.ms) };
+    const logger = memoryLogger();
+    agent = await createAgent({
+      config: setup.config,
+      hardware: new ManualHardware(board, () => performance.now()),
+      logger,
+    });
+    await agent.start();
+    // The platform's time is a month behind the board's: refused (max_clock_correction_ms, 24 h), and said.
+    await until(() => agent!.status().clock.refused_offset_ms !== null);
+    expect(Math.abs(agent.status().clock.refused_offset_ms! + 30 * 86_400_000)).toBeLessThan(5000);
+    expect(agent.status().clock.offset_ms).toBe(0);
+    expect(logger.lines.some((l) => l.level === 'error' && /30 d 0 h behind/.test(l.message))).toBe(true);
+    // `agent status` from the disk says it too, and exits 1.
+    const fromDisk = await readStatus(setup.config);
+    expect(Math.abs(fromDisk.clock.refused_offset_ms! + 30 * 86_400_000)).toBeLessThan(5000);
+    expect(formatStatus(fromDisk)).toMatch(
+      /clock refused: +the platform's clock is 30 d 0 h behind this board's, beyond max_clock_correction_ms/,
+    );
+    // Someone sets the board clock: the next Date header is taken, and the report goes.
+    offset.ms = 0;
+    await until(
+      () => agent!.status().clock.state === 'synced' && agent!.status().clock.refused_offset_ms === null,
+    );
+    await agent.stop();
+    expect((await readStatus(setup.config)).clock.refused_offset_ms).toBeNull();
   });
 
   it('refuses to start without a device_id', async () => {

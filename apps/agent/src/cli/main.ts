@@ -2,7 +2,7 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { type AgentStatus, createAgent, readStatus } from '../agent.js';
+import { type AgentStatus, createAgent, formatOffset, readStatus } from '../agent.js';
 import { type AgentConfig, configTemplate, loadConfig } from '../config/config.js';
 import { AgentError } from '../errors.js';
 import { prepareEnrolment } from '../identity/enrolment.js';
@@ -201,6 +201,7 @@ export async function main(
         status.shipping.alert ||
         status.shipping.stuck ||
         status.network.tls_refused.length > 0 ||
+        status.clock.refused_offset_ms !== null ||
         status.storage.disk.state === 'full'
         ? 1
         : 0;
@@ -334,6 +335,7 @@ export function formatStatus(status: AgentStatus): string {
           : `; ${status.clock.state}`
     }`,
     ...heldClockLines(status),
+    ...refusedClockLines(status),
     `mode:            ${status.mode}`,
     `revocations:     ${status.revocation_list_version === null ? 'no list yet' : `version ${status.revocation_list_version}`}`,
     ...storageLines(status),
@@ -352,6 +354,18 @@ function heldClockLines(status: AgentStatus): string[] {
   const jump = (held - status.clock.offset_ms) / 1000;
   return [
     `clock held:      a jump of ${jump >= 0 ? '+' : ''}${jump.toFixed(1)} s (to ${held} ms) seen once, held until a later request confirms it`,
+  ];
+}
+
+/**
+ * The platform's time refused as beyond max_clock_correction_ms: the board clock is that far off, and only someone
+ * setting it can help (CorrectedClock.refusedOffset).
+ */
+function refusedClockLines(status: AgentStatus): string[] {
+  const refused = status.clock.refused_offset_ms;
+  if (refused === null) return [];
+  return [
+    `clock refused:   the platform's clock is ${formatOffset(refused)} this board's, beyond max_clock_correction_ms: not taken; set the board clock (NTP)`,
   ];
 }
 

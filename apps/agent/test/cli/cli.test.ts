@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createAgent } from '../../src/agent.js';
 import { formatLocalTime, main } from '../../src/cli/main.js';
 import BetterSqlite3 from 'better-sqlite3';
+import { AgentState } from '../../src/log/agent-state.js';
 import { openAgentDatabase } from '../../src/log/database.js';
 import { LATEST_SCHEMA_VERSION } from '../../src/log/migrations.js';
 import { memoryLogger } from '../../src/logger.js';
@@ -200,6 +201,29 @@ describe('agent CLI', () => {
     }
     const after = await run(['status', '--json', '--config', setup.configPath]);
     expect(JSON.parse(after.output).clock).toMatchObject({ held_offset_ms: null });
+  });
+
+  it("status exits 1 while the platform's time was refused as beyond max_clock_correction_ms, and says so", async () => {
+    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
+    const db = openAgentDatabase(join(setup.config.dataDir, 'agent.sqlite'));
+    const state = new AgentState(db);
+    state.set('clock.refused_offset_ms', 26 * 3_600_000);
+    db.close();
+    const refused = await run(['status', '--config', setup.configPath]);
+    expect(refused.code).toBe(1);
+    expect(refused.output).toContain(
+      "\nclock refused:   the platform's clock is 26 h ahead of this board's, beyond max_clock_correction_ms: not taken; set the board clock (NTP)\n",
+    );
+    const json = await run(['status', '--json', '--config', setup.configPath]);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.output).clock).toMatchObject({ refused_offset_ms: 26 * 3_600_000 });
+    // Once a header is taken the running agent removes it: status is clean again.
+    const again = openAgentDatabase(join(setup.config.dataDir, 'agent.sqlite'));
+    new AgentState(again).delete('clock.refused_offset_ms');
+    again.close();
+    const clean = await run(['status', '--config', setup.configPath]);
+    expect(clean.code).toBe(0);
+    expect(clean.output).not.toContain('clock refused');
   });
 
   it('status shows a stuck batch (exit code 1) and the records set aside (exit code 0 once shipping moves)', async () => {
