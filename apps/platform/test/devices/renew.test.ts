@@ -184,16 +184,16 @@ describe('renewal: the happy path', () => {
   });
 });
 
+/** Revokes a device through the console, as an administrator does. */
+async function revoke(deviceId: string): Promise<void> {
+  const res = await apiCall(p.servers.api, p.adminKey, 'POST', `/api/v1/console/devices/${deviceId}/revoke`);
+  expect(res.statusCode, res.body).toBe(200);
+}
+
 describe('renewal: refusals', () => {
   test('a revoked device: 401 device_unauthorized', async () => {
     const device = await deviceEnrolled(310);
-    const revoked = await apiCall(
-      p.servers.api,
-      p.adminKey,
-      'POST',
-      `/api/v1/console/devices/${device.id}/revoke`,
-    );
-    expect(revoked.statusCode).toBe(200);
+    await revoke(device.id);
     expectStatus((await renewWithNewKey(device)).res, 401, 'device_unauthorized');
   });
 
@@ -446,13 +446,7 @@ describe('renewal: the credential before the body', () => {
 
   test('a revoked device: 401 device_unauthorized whatever the body, signed or not', async () => {
     const device = await deviceEnrolled(310);
-    const revoked = await apiCall(
-      p.servers.api,
-      p.adminKey,
-      'POST',
-      `/api/v1/console/devices/${device.id}/revoke`,
-    );
-    expect(revoked.statusCode).toBe(200);
+    await revoke(device.id);
     for (const { body, headers, judgedAs } of hostileBodies) {
       for (const signed of [true, false]) {
         const res = await post(device, body, { signed, ...(headers ? { headers } : {}) });
@@ -465,7 +459,7 @@ describe('renewal: the credential before the body', () => {
 
   test('a revoked device is answered before its body is sent, and the connection closes', async () => {
     const device = await deviceEnrolled(310);
-    await apiCall(p.servers.api, p.adminKey, 'POST', `/api/v1/console/devices/${device.id}/revoke`);
+    await revoke(device.id);
     // A megabyte announced, only the headers sent: the answer comes without a byte of the body.
     const answer = await new Promise<{ status: number; connection: unknown; body: string }>(
       (resolve, reject) => {
@@ -674,7 +668,7 @@ describe('renewal: a lost answer', () => {
     const revoked = await deviceEnrolled(310);
     const lostToRevocation = await renewWithNewKey(revoked);
     expectStatus(lostToRevocation.res, 200);
-    await apiCall(p.servers.api, p.adminKey, 'POST', `/api/v1/console/devices/${revoked.id}/revoke`);
+    await revoke(revoked.id);
 
     // 340 days ago: 25 days left, so the old certificate's NotAfter is 25 days on (TLS checks the machine clock,
     // the platform its own).
