@@ -18,6 +18,7 @@ import { bootstrap, ensureDemoUser } from '../apps/platform/src/bootstrap.js';
 import { holdStopSignals } from '../apps/platform/src/cluster.js';
 import { loadConfig, type PlatformConfig } from '../apps/platform/src/config.js';
 import { startPlatform } from '../apps/platform/src/platform.js';
+import { featureSettingProblems } from '../apps/platform/src/settings-check.js';
 import { checkListeners, startFailure } from '../apps/platform/src/start-errors.js';
 import { Fleet } from '../hardware-sim/src/index.js';
 
@@ -78,6 +79,7 @@ let config: PlatformConfig;
 try {
   config = loadConfig({
     env: { DATA_DIR: '.data', LOG_LEVEL: 'warn', ...process.env },
+    alsoCheck: featureSettingProblems,
   });
 } catch (error) {
   fail(error, null);

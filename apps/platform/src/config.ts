@@ -111,6 +111,12 @@ export interface LoadConfigOptions {
   file?: string | undefined;
   testClock?: boolean;
   overrides?: Partial<PlatformConfig>;
+  /**
+   * Further checks of the configuration, whose problems are named with loadConfig's own (settings-check.ts
+   * featureSettingProblems: every feature's settings), so that a start names every bad value at once. They run on
+   * the configuration as read, with the defaults standing in for the values found bad.
+   */
+  alsoCheck?: (config: PlatformConfig) => string[];
 }
 
 export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
@@ -277,8 +283,7 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
   }
   Object.assign(settings, env);
 
-  if (problems.length > 0) throw new ConfigError(problems);
-  return {
+  const config: PlatformConfig = {
     host,
     apiPort,
     agentsPort,
@@ -298,6 +303,9 @@ export function loadConfig(options: LoadConfigOptions = {}): PlatformConfig {
     settings,
     ...options.overrides,
   };
+  if (options.alsoCheck) problems.push(...options.alsoCheck(config));
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
 }
 
 /** Whether a listen address reaches this machine only (loopback addresses and localhost). */

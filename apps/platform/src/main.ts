@@ -5,7 +5,7 @@ import { holdForTest, takeBackup } from './backup/take.js';
 import { markStart, restoreBackup, restoreUnderWay, restoreUnderWayError } from './backup/restore.js';
 import { bootstrap } from './bootstrap.js';
 import { loadConfig, type PlatformConfig } from './config.js';
-import { checkFeatureSettings } from './settings-check.js';
+import { featureSettingProblems } from './settings-check.js';
 import { checkListeners, StartError, startFailure } from './start-errors.js';
 import { createLogger, openDatabase, startPlatform } from './platform.js';
 import { systemClock } from './clock.js';
@@ -94,8 +94,12 @@ async function main(argv: string[]): Promise<number> {
       2,
     );
   }
-  config = loadConfig({ file: values.config, testClock: values['test-clock'] === true });
-  checkFeatureSettings(config);
+  // Every bad value at once: the core settings' and every feature's (README: "a line per bad value").
+  config = loadConfig({
+    file: values.config,
+    testClock: values['test-clock'] === true,
+    alsoCheck: featureSettingProblems,
+  });
   const settings = config;
   // A restore's claim on DATA_DIR: nothing else may initialise, write or copy it meanwhile. This command's own mark
   // goes in first and the claim is looked for after it, so that a restore claiming the folder at the same moment

@@ -14,6 +14,12 @@ import { sessionSettings } from './sessions/settings.js';
  * needs it. Throws ConfigError.
  */
 export function checkFeatureSettings(config: PlatformConfig): void {
+  const problems = featureSettingProblems(config);
+  if (problems.length > 0) throw new ConfigError(problems);
+}
+
+/** Every bad value of every feature's settings (loadConfig's alsoCheck), none thrown. */
+export function featureSettingProblems(config: PlatformConfig): string[] {
   const problems: string[] = [];
   const check = (read: () => unknown) => {
     try {
@@ -37,5 +43,5 @@ export function checkFeatureSettings(config: PlatformConfig): void {
       config.settings,
     ),
   );
-  if (problems.length > 0) throw new ConfigError(problems);
+  return problems;
 }

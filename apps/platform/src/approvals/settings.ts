@@ -1,3 +1,5 @@
+import { ConfigError } from '../config.js';
+
 /**
  * Settings of the approvals feature, read from the platform configuration's settings (the config file's keys
  * upper-cased, then the environment; see PlatformConfig.settings and docs/approvals.md).
@@ -19,17 +21,24 @@ export const DEFAULT_SETTINGS: ApprovalSettings = {
   fastTrackReviewHours: 4,
 };
 
+/** Throws ConfigError naming every bad value at once. */
 export function approvalSettings(env: NodeJS.ProcessEnv = process.env): ApprovalSettings {
+  const problems: string[] = [];
   const read = (key: keyof ApprovalSettings, valid: (n: number) => boolean): number => {
     const name = SETTINGS_ENV[key];
     const raw = env[name];
     if (raw === undefined || raw.trim() === '') return DEFAULT_SETTINGS[key];
     const value = Number(raw.trim());
-    if (!valid(value)) throw new Error(`${name}: "${raw}" is not allowed`);
+    if (!valid(value)) {
+      problems.push(`${name}: "${raw}" is not allowed`);
+      return DEFAULT_SETTINGS[key];
+    }
     return value;
   };
-  return {
+  const settings = {
     mediaMaxBytes: read('mediaMaxBytes', (n) => Number.isSafeInteger(n) && n > 0),
     fastTrackReviewHours: read('fastTrackReviewHours', (n) => Number.isFinite(n) && n > 0 && n <= 24 * 30),
   };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return settings;
 }

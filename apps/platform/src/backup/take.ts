@@ -506,13 +506,23 @@ export async function holdForTest(file: string): Promise<void> {
 }
 
 /**
- * The feature settings that name a file or folder outside DATA_DIR (a key or certificate mounted from elsewhere:
+ * The platform's settings that name a key, a certificate or a file of settings: the authority's files and folder
+ * (authority/pki.ts AUTHORITY_ENV, AUTHORITY_LEDGER_KEY), the device CA's, the devices host's TLS pair, the TSA's
+ * certificate, the config file. Only these: the environment holds many other paths (HOME, SHELL, npm's own), which
+ * are no part of the platform's state, and naming them hid the few that are.
+ */
+const FILE_SETTINGS =
+  /^(AUTHORITY_(DIR|CHAIN_CERTS|[A-Z]+_CERT|[A-Z]+_KEY)|DEVICE_CA_(CERT|CHAIN|KEY)|DEVICES_TLS_(CERT|KEY)|LEDGER_TSA_CERT|CONFIG_FILE)$/;
+
+/**
+ * The platform's settings that name a file or folder outside DATA_DIR (a key or certificate mounted from elsewhere:
  * AUTHORITY_DIR, AUTHORITY_*, DEVICE_CA_*, DEVICES_TLS_*, AUTHORITY_LEDGER_KEY, ...): the backup holds DATA_DIR only,
  * so each is named, for the operator to keep with the backup.
  */
 export function settingsOutside(settings: NodeJS.ProcessEnv, dataDir: string): [string, string][] {
   const outside: [string, string][] = [];
   for (const [name, value] of Object.entries(settings)) {
+    if (!FILE_SETTINGS.test(name)) continue;
     if (!value || !value.includes('/') || value.includes('://')) continue;
     const where = path.resolve(value);
     if (isInside(where, dataDir) || !existsSync(where)) continue;

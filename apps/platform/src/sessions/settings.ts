@@ -1,3 +1,5 @@
+import { ConfigError } from '../config.js';
+
 /**
  * Settings of console sessions, read from the platform configuration's settings (the config file's keys
  * upper-cased, then the environment; see PlatformConfig.settings and apps/platform/console/README.md).
@@ -51,29 +53,35 @@ export const DEFAULT_SESSION_SETTINGS: SessionSettings = {
   failureWindowMs: 15 * MINUTE_MS,
 };
 
+/** Throws ConfigError naming every bad value at once. */
 export function sessionSettings(env: NodeJS.ProcessEnv = process.env): SessionSettings {
+  const problems: string[] = [];
   const number = (key: keyof typeof SESSION_SETTINGS_ENV, unitMs: number, max: number): number => {
     const name = SESSION_SETTINGS_ENV[key];
     const raw = env[name];
-    if (raw === undefined || raw.trim() === '') return DEFAULT_SESSION_SETTINGS[key] as number;
+    const fallback = DEFAULT_SESSION_SETTINGS[key] as number;
+    if (raw === undefined || raw.trim() === '') return fallback;
     const value = Number(raw.trim());
     if (!Number.isInteger(value) || value < 1 || value > max) {
-      throw new Error(`${name}: "${raw}" is not a whole number from 1 to ${max}`);
+      problems.push(`${name}: "${raw}" is not a whole number from 1 to ${max}`);
+      return fallback;
     }
     return value * unitMs;
   };
   const secure = env[SESSION_SETTINGS_ENV.cookieSecure]?.trim() || DEFAULT_SESSION_SETTINGS.cookieSecure;
   if (secure !== 'auto' && secure !== 'always' && secure !== 'never') {
-    throw new Error(`${SESSION_SETTINGS_ENV.cookieSecure}: "${secure}" is not auto, always or never`);
+    problems.push(`${SESSION_SETTINGS_ENV.cookieSecure}: "${secure}" is not auto, always or never`);
   }
-  return {
+  const settings: SessionSettings = {
     idleTimeoutMs: number('idleTimeoutMs', MINUTE_MS, 24 * 60),
     maxLifetimeMs: number('maxLifetimeMs', 60 * MINUTE_MS, 24 * 30),
-    cookieSecure: secure,
+    cookieSecure: secure === 'always' || secure === 'never' ? secure : 'auto',
     maxFailuresPerEmail: number('maxFailuresPerEmail', 1, 1000),
     maxFailuresPerAccount: number('maxFailuresPerAccount', 1, 100_000),
     maxFailuresPerAddress: number('maxFailuresPerAddress', 1, 100_000),
     slowDownStepMs: number('slowDownStepMs', 1, 2000),
     failureWindowMs: number('failureWindowMs', MINUTE_MS, 24 * 60),
   };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return settings;
 }

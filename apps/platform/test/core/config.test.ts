@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { checkFeatureSettings } from '../../src/settings-check.js';
+import { checkFeatureSettings, featureSettingProblems } from '../../src/settings-check.js';
 
 describe('platform configuration', () => {
   test('defaults, then the file, then the environment', async () => {
@@ -104,6 +104,39 @@ describe('platform configuration', () => {
     expect(() => loadConfig({ file, env: {} })).toThrow(
       /"fast_track_review_hours": must be a string, a number/,
     );
+  });
+
+  test("a bad core setting does not hide the features' bad ones, nor one of a feature its others", () => {
+    let error: unknown;
+    try {
+      loadConfig({
+        env: {
+          API_PORT: 'abc',
+          MEDIA_MAX_BYTES: '-5',
+          FAST_TRACK_REVIEW_HOURS: 'x',
+          ALERT_INTERVAL_SECONDS: 'x',
+          CONSOLE_IDLE_TIMEOUT_MINUTES: '0',
+          CONSOLE_COOKIE_SECURE: 'sometimes',
+        },
+        alsoCheck: featureSettingProblems,
+      });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const named = (error as ConfigError).problems.map((line) => line.split(':')[0]);
+    expect(named).toEqual(
+      expect.arrayContaining([
+        'API_PORT',
+        'MEDIA_MAX_BYTES',
+        'FAST_TRACK_REVIEW_HOURS',
+        'ALERT_INTERVAL_SECONDS',
+        'CONSOLE_IDLE_TIMEOUT_MINUTES',
+        'CONSOLE_COOKIE_SECURE',
+      ]),
+    );
+    // Good values pass the same way.
+    expect(() => loadConfig({ env: {}, alsoCheck: featureSettingProblems })).not.toThrow();
   });
 
   test('every bad feature setting is named at start, all of them in one message', () => {
