@@ -304,6 +304,64 @@ async function closedPort(): Promise<number> {
 }
 
 describe('hardware-sim player, without a platform that answers', () => {
+  test('a --dir that is not empty, or not a folder: exit 2, named, before any call to the platform; nothing written', async () => {
+    let requests = 0;
+    const server = http.createServer((_req, res) => {
+      requests += 1;
+      res.end('{}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const root = mkdtempSync(join(os.tmpdir(), 'sim-technician-dir-'));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const platformArg = `api=${url},agents=${url},devices=${url},verify=${url}`;
+      const run = (dir: string) =>
+        cli([
+          'player',
+          '--platform',
+          platformArg,
+          '--admin-key',
+          'k',
+          '--structure',
+          'ALM-0001',
+          '--dir',
+          dir,
+        ]);
+      // A commissioned (or real) player's folder.
+      const playerDir = join(root, 'player');
+      mkdirSync(join(playerDir, 'data'), { recursive: true });
+      writeFileSync(
+        join(playerDir, 'agent.json'),
+        JSON.stringify({ structure: 'ALM-0001', device_id: 'dev-1' }),
+      );
+      writeFileSync(join(playerDir, 'data', 'device-key.pem'), 'key');
+      // Some other folder with files in it; a file.
+      const other = join(root, 'other');
+      mkdirSync(other);
+      writeFileSync(join(other, 'notes.txt'), 'keep me');
+      writeFileSync(join(root, 'a-file'), 'not a folder');
+      const before = contents(root);
+      const player = await run(playerDir);
+      expect(player.code).toBe(2);
+      expect(oneLine(player.stderr)).toMatch(
+        /^hardware-sim: player: --dir \S+player already holds a player \(device dev-1\): choose another folder .*leave --dir out/,
+      );
+      const nonEmpty = await run(other);
+      expect(nonEmpty.code).toBe(2);
+      expect(oneLine(nonEmpty.stderr)).toMatch(
+        /^hardware-sim: player: --dir \S+other is not empty \(notes\.txt\): /,
+      );
+      const file = await run(join(root, 'a-file'));
+      expect(file.code).toBe(2);
+      expect(oneLine(file.stderr)).toMatch(/^hardware-sim: player: --dir \S+a-file is not a folder: /);
+      expect(requests).toBe(0);
+      expect(contents(root)).toEqual(before);
+    } finally {
+      server.close();
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
   test('nothing listening: the structure step, connection refused, check the URL', async () => {
     const port = await closedPort();
     const result = await cli([

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadConfig } from '@ooh/agent';
@@ -18,7 +18,7 @@ import { type AgentLogSummary, readAgentLog } from '../truth/agent-log.js';
  * left behind. Nothing is left enrolled silently: a device enrolled before a failure or a Ctrl-C is revoked with the
  * admin key (and if that fails too, its id is named so it can be revoked in the console); the API key issued to the
  * structure's operator for the run is revoked at the end whatever happened. Exit 0 commissioned, 1 a step failed,
- * 130 interrupted.
+ * 2 a --dir it may not use (checked before any call to the platform), 130 interrupted.
  */
 
 export type CommissioningStep = 'structure' | 'approve' | 'enrol' | 'play' | 'send' | 'count';
@@ -166,6 +166,39 @@ export function describeFailure(step: CommissioningStep, host: string, error: un
   });
 }
 
+/**
+ * Why `--dir` may not be used, or null: a folder that is not empty (it may be a real player's, or the last
+ * commissioning's) would have its agent.json, certificates and device key overwritten by the enrolment.
+ */
+export function refuseDir(dir: string): string | null {
+  const action =
+    'choose another folder (new or empty) or leave --dir out (a temporary folder is made); remove this one only if nothing in it is needed';
+  let entries: string[];
+  try {
+    if (!statSync(dir).isDirectory()) {
+      return `--dir ${dir} is not a folder: ${action}; nothing was done`;
+    }
+    entries = readdirSync(dir).sort();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return null;
+    return `--dir ${dir} cannot be read (${code ?? 'error'}): ${action}; nothing was done`;
+  }
+  if (entries.length === 0) return null;
+  let device = '';
+  try {
+    const raw = JSON.parse(readFileSync(join(dir, 'agent.json'), 'utf8')) as { device_id?: unknown };
+    if (typeof raw.device_id === 'string') device = ` (device ${raw.device_id})`;
+  } catch {
+    // no agent.json, or not one: the folder's contents are named instead
+  }
+  const shown = entries.length > 3 ? `${entries.slice(0, 3).join(', ')}, …` : entries.join(', ');
+  const holds = entries.includes('agent.json')
+    ? `already holds a player${device}`
+    : `is not empty (${shown})`;
+  return `--dir ${dir} ${holds}: ${action}; nothing was done, nothing in it was changed`;
+}
+
 interface StructureRow {
   id: string;
   code: string;
@@ -182,6 +215,13 @@ export async function commissionCommand(
   io: CommissionIo,
   progress: Progress,
 ): Promise<number> {
+  if (args.dir !== undefined) {
+    const refused = refuseDir(resolve(args.dir));
+    if (refused) {
+      io.err(`hardware-sim: player: ${refused}\n`);
+      return 2;
+    }
+  }
   const controller = new AbortController();
   let interrupts = 0;
   const onSigint = () => {

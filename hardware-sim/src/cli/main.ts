@@ -33,6 +33,7 @@ const USAGE = `usage: hardware-sim <command> ...
         commissioning at a real site: enrol one simulated player for the structure, play an approved test
         creative, send the play, and show the platform's answer and count. Real time; takes about a minute.
         Exit 1 names the step that failed and what to do; a device it enrolled is revoked. Ctrl-C: exit 130.
+        --dir must be new or empty (exit 2 otherwise, before anything is done).
 
   check <player-folder | agent.json | data-folder> [--json]
         inspect a real player's queue: identity, certificate, queue depth, unsent batches, the platform's
