@@ -24,6 +24,7 @@ import { createTlsAuthority } from '../../apps/agent/test/helpers/hostile.js';
 import { type AgentTestPlatform, startAgentTestPlatform } from '../../apps/agent/test/helpers/platform.js';
 import { openAgentDatabase } from '../../apps/agent/src/log/database.js';
 import { PlayLog } from '../../apps/agent/src/log/play-log.js';
+import { LogSnapshotError, snapshotAgentLog } from '../src/truth/log-snapshot.js';
 
 /*
  * The technician's commands where things are broken: `hardware-sim check` on folders that are not a player's, broken
@@ -255,6 +256,36 @@ describe('hardware-sim check, where the folder is not what it should be', () => 
     db.pragma('user_version = 99');
     db.close();
     await expectProblem(playerDir, 2, 'log_newer', /version 99 is newer.*older than the agent/);
+  });
+
+  test('no room or no folder for the temporary copy of the play log: exit 2, log_copy_failed, set TMPDIR', async () => {
+    const before = contents(root);
+    // tsx keeps its cache in the temporary folder (and would make it): not here.
+    const env = { TMPDIR: join(root, 'no-such-tmp'), TSX_DISABLE_CACHE: '1' };
+    const text = await cli(['check', playerDir], { env });
+    expect(text.code).toBe(2);
+    expect(oneLine(text.stderr)).toMatch(
+      /^hardware-sim: check: log_copy_failed: no copy of the play log could be made in \S+no-such-tmp \(ENOENT\): free space there, or set TMPDIR/,
+    );
+    expect(text.stdout).toBe('');
+    const json = await cli(['check', playerDir, '--json'], { env });
+    expect(json.code).toBe(2);
+    oneLine(json.stderr);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      target: playerDir,
+      problem: { code: 'log_copy_failed', action: expect.stringContaining('TMPDIR') },
+    });
+    expect(contents(root)).toEqual(before);
+    // The copy's write failing on a full disk (/dev/full answers every write ENOSPC): a coded refusal, not an
+    // ENOSPC thrown through to the CLI's last resort.
+    let thrown: unknown;
+    try {
+      snapshotAgentLog(database(), '/dev/full');
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(LogSnapshotError);
+    expect(thrown).toMatchObject({ code: 'log_copy_failed', message: expect.stringMatching(/\(ENOSPC\)$/) });
   });
 
   test('a play log the agent is writing (its write transaction open): read at once, without waiting for it', async () => {

@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import {
@@ -38,6 +38,7 @@ export type CheckProblemCode =
   | 'log_empty'
   | 'log_corrupt'
   | 'log_newer'
+  | 'log_copy_failed'
   | AgentError['code'];
 
 /** Why a target could not be inspected: a stable code, what is wrong, what to do, and the exit code. */
@@ -55,6 +56,24 @@ export class CheckProblem extends Error {
 }
 
 const RUN_AS_OWNER = "run check as the player's user (or with sudo)";
+const COPY_ROOM =
+  'free space there, or set TMPDIR to a folder with room for a copy of the play log (on another volume); the player was not inspected';
+/** Errors of a write that failed for want of room or rights where the copy is made, not because of the log. */
+const COPY_WRITE_ERROR =
+  /^(ENOSPC|EDQUOT|EROFS|EACCES|EPERM|ENOENT|ENOTDIR|EIO|SQLITE_FULL|SQLITE_READONLY|SQLITE_CANTOPEN|SQLITE_IOERR)/;
+
+/** The temporary copy could not be made: check answers that, not a stack trace (exit 2: not inspected). */
+function copyProblem(where: string, cause: unknown): CheckProblem {
+  const code = errnoOf(cause) ?? 'error';
+  return new CheckProblem(
+    'log_copy_failed',
+    `no copy of the play log could be made in ${where} (${code})`,
+    COPY_ROOM,
+    2,
+    { cause },
+  );
+}
+
 const GIVE_PLAYER =
   "give the player's folder (the one holding agent.json, e.g. /var/lib/ooh-player), its agent.json or its data folder";
 
@@ -146,6 +165,8 @@ function logProblem(error: LogSnapshotError): CheckProblem {
         1,
         { cause: error },
       );
+    case 'log_copy_failed':
+      return new CheckProblem(error.code, error.message, COPY_ROOM, 2, { cause: error });
     case 'log_corrupt':
       return new CheckProblem(
         error.code,
@@ -200,7 +221,12 @@ async function inspect(target: string): Promise<Inspection> {
     );
   }
   const databaseFile = join(dataDir, 'agent.sqlite');
-  const copyDir = mkdtempSync(join(os.tmpdir(), 'hardware-sim-check-'));
+  let copyDir: string;
+  try {
+    copyDir = mkdtempSync(join(os.tmpdir(), 'hardware-sim-check-'));
+  } catch (cause) {
+    throw copyProblem(os.tmpdir(), cause);
+  }
   try {
     try {
       snapshotAgentLog(databaseFile, join(copyDir, 'agent.sqlite'));
@@ -214,6 +240,8 @@ async function inspect(target: string): Promise<Inspection> {
       openAgentDatabase(join(copyDir, 'agent.sqlite')).close();
     } catch (error) {
       if (error instanceof AgentError) throw agentProblem(error, configFile);
+      // Migrating the copy writes to it: a full temporary folder fails here too.
+      if (COPY_WRITE_ERROR.test(errnoOf(error) ?? '')) throw copyProblem(copyDir, error);
       throw error;
     }
     copyIfThere(join(dataDir, 'revocations.json'), join(copyDir, 'revocations.json'));
@@ -243,8 +271,15 @@ async function inspect(target: string): Promise<Inspection> {
   }
 }
 
+/** A file of the player's copied into the temporary folder; a failure to write there is a `log_copy_failed`. */
 function copyIfThere(from: string, to: string): void {
-  if (existsSync(from)) copyFileSync(from, to);
+  if (!existsSync(from)) return;
+  const bytes = readFileSync(from);
+  try {
+    writeFileSync(to, bytes, { mode: 0o600 });
+  } catch (cause) {
+    throw copyProblem(dirname(to), cause);
+  }
 }
 
 function sizeOf(path: string): number {

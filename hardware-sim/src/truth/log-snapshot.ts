@@ -1,4 +1,5 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync, statSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 
 /**
@@ -20,7 +21,12 @@ import BetterSqlite3 from 'better-sqlite3';
  * not met as a SQLite error half way through reading it.
  */
 
-export type LogProblemCode = 'log_missing' | 'log_unreadable' | 'log_empty' | 'log_corrupt';
+export type LogProblemCode =
+  | 'log_missing'
+  | 'log_unreadable'
+  | 'log_empty'
+  | 'log_corrupt'
+  | 'log_copy_failed';
 
 export class LogSnapshotError extends Error {
   constructor(
@@ -86,7 +92,17 @@ export function snapshotAgentLog(databaseFile: string, copyFile: string): void {
       db?.close();
     }
   }
-  writeFileSync(copyFile, image, { mode: 0o600 });
+  try {
+    writeFileSync(copyFile, image, { mode: 0o600 });
+  } catch (cause) {
+    // The copy's folder (the temporary folder) full or not writable: nothing wrong with the log itself.
+    const code = (cause as NodeJS.ErrnoException).code ?? 'error';
+    throw new LogSnapshotError(
+      'log_copy_failed',
+      `no copy of the play log (${(image.length / 1024 / 1024).toFixed(1)} MiB) could be written in ${dirname(copyFile)} (${code})`,
+      { cause },
+    );
+  }
   let copy: BetterSqlite3.Database | null = null;
   try {
     copy = new BetterSqlite3(copyFile, { fileMustExist: true });
