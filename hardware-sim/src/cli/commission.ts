@@ -8,6 +8,7 @@ import { LocalHost } from '../fleet/host.js';
 import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '../fleet/provision.js';
 import { ConsoleClient, PlatformCallError, type PlatformUrls } from '../platform/console-client.js';
 import { type AgentLogSummary, readAgentLog } from '../truth/agent-log.js';
+import { AnswerTimeout, withDeadline } from '../util/deadline.js';
 
 /**
  * `hardware-sim player`: commissioning at a real site. Steps, each named when it fails: `structure` (find it),
@@ -50,6 +51,8 @@ class Interrupted extends Error {
 }
 
 const ANSWER_WAIT_MS = 90_000;
+/** One call to the platform: no answer within it is "did not answer in time". */
+const CALL_TIMEOUT_MS = 60_000;
 const CLEANUP_TIMEOUT_MS = 5_000;
 
 const TLS_TRUST =
@@ -117,15 +120,20 @@ export function describeFailure(step: CommissioningStep, host: string, error: un
       { cause: error },
     );
   }
-  if (error instanceof Error && error.name === 'TimeoutError') {
+  const code = networkCode(error);
+  if (
+    (error instanceof Error && error.name === 'TimeoutError') ||
+    code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    code === 'UND_ERR_BODY_TIMEOUT'
+  ) {
+    const within = error instanceof AnswerTimeout ? ` within ${error.ms / 1000} s` : ' in time';
     return new CommissioningFailure(
       step,
-      `${origin} did not answer in time`,
-      'check the network between this machine and the platform, and that the platform runs',
+      `the platform did not answer in time: no answer from ${origin}${within}`,
+      'check that the platform runs and is not overloaded, and the network between this machine and it (a proxy or firewall holding connections)',
       { cause: error },
     );
   }
-  const code = networkCode(error);
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
     return new CommissioningFailure(
       step,
@@ -275,7 +283,7 @@ class Commissioning {
     private readonly progress: Progress,
     private readonly signal: AbortSignal,
   ) {
-    this.admin = new ConsoleClient(args.urls.api, args.adminKey, 60_000, signal);
+    this.admin = new ConsoleClient(args.urls.api, args.adminKey, CALL_TIMEOUT_MS, signal);
   }
 
   hostOf(step: CommissioningStep): string {
@@ -348,18 +356,13 @@ class Commissioning {
     this.io.out('2. enrolling a player (device key, client certificate) ...\n');
     this.progress.phase('enrolling the player');
     const authorityRootPem = await this.inStep('enrol', urls.verify, async () => {
-      const response = await fetch(`${urls.verify}/v1/authority-root.pem`, {
-        signal: AbortSignal.any([AbortSignal.timeout(60_000), this.signal]),
+      const url = `${urls.verify}/v1/authority-root.pem`;
+      const { status, text } = await withDeadline(url, CALL_TIMEOUT_MS, this.signal, async (signal) => {
+        const response = await fetch(url, { signal });
+        return { status: response.status, text: await response.text() };
       });
-      const text = await response.text();
-      if (response.status !== 200) {
-        throw new PlatformCallError(
-          'GET',
-          `${urls.verify}/v1/authority-root.pem`,
-          response.status,
-          null,
-          text,
-        );
+      if (status !== 200) {
+        throw new PlatformCallError('GET', `${urls.verify}/v1/authority-root.pem`, status, null, text);
       }
       return text;
     });

@@ -16,6 +16,7 @@ import type {
   Submission,
   SubmissionCreateRequest,
 } from '@ooh/protocol';
+import { withDeadline } from '../util/deadline.js';
 
 export type { DeviceEvent, DeviceView, EnrolAnswer, OrganisationKind, PlayCountItem };
 
@@ -61,11 +62,6 @@ export class ConsoleClient {
     return new ConsoleClient(this.apiUrl, key, this.timeoutMs, this.signal);
   }
 
-  private callSignal(): AbortSignal {
-    const timeout = AbortSignal.timeout(this.timeoutMs);
-    return this.signal ? AbortSignal.any([timeout, this.signal]) : timeout;
-  }
-
   async call<T>(
     method: 'GET' | 'POST' | 'PUT' | 'DELETE',
     path: string,
@@ -82,13 +78,16 @@ export class ConsoleClient {
       headers['content-type'] = 'application/json';
       payload = JSON.stringify(body);
     }
-    const response = await fetch(url, {
-      method,
-      headers,
-      ...(payload !== undefined ? { body: payload } : {}),
-      signal: this.callSignal(),
+    // The limit covers the answer's body too: a platform may send its headers and then stall.
+    const { response, text } = await withDeadline(url, this.timeoutMs, this.signal, async (signal) => {
+      const answer = await fetch(url, {
+        method,
+        headers,
+        ...(payload !== undefined ? { body: payload } : {}),
+        signal,
+      });
+      return { response: answer, text: await answer.text() };
     });
-    const text = await response.text();
     const expected = options.expect ?? [200, 201];
     if (!expected.includes(response.status)) {
       throw new PlatformCallError(
@@ -246,8 +245,11 @@ export async function fetchPublic(
   verifyUrl: string,
   path: string,
 ): Promise<{ status: number; text: string }> {
-  const response = await fetch(`${trim(verifyUrl)}${path}`, { signal: AbortSignal.timeout(60_000) });
-  return { status: response.status, text: await response.text() };
+  const url = `${trim(verifyUrl)}${path}`;
+  return withDeadline(url, 60_000, undefined, async (signal) => {
+    const response = await fetch(url, { signal });
+    return { status: response.status, text: await response.text() };
+  });
 }
 
 function problemCode(text: string): string | null {
