@@ -187,11 +187,10 @@ export class ConsoleClient {
   /** The signed envelope document, as text (its bytes are what a player receives as the sidecar). */
   async envelope(approvalNumber: string): Promise<string> {
     const url = `${this.apiUrl}/api/v1/approvals/${approvalNumber}/envelope`;
-    const response = await fetch(url, {
-      headers: { authorization: `Bearer ${this.key}` },
-      signal: this.callSignal(),
+    const { response, text } = await withDeadline(url, this.timeoutMs, this.signal, async (signal) => {
+      const answer = await fetch(url, { headers: { authorization: `Bearer ${this.key}` }, signal });
+      return { response: answer, text: await answer.text() };
     });
-    const text = await response.text();
     if (response.status !== 200)
       throw new PlatformCallError(
         'GET',
