@@ -1,10 +1,11 @@
 import { spawnSync } from 'node:child_process';
+import { getEventListeners } from 'node:events';
 import net from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { describeFailure } from '../src/cli/commission.js';
 import { ConsoleClient } from '../src/platform/console-client.js';
-import { AnswerTimeout } from '../src/util/deadline.js';
+import { AnswerTimeout, pause } from '../src/util/deadline.js';
 
 /*
  * A platform that takes the connection and never answers (a stalled proxy, a hung platform): each call gives up at
@@ -81,5 +82,33 @@ describe('a platform that accepts connections and never answers', () => {
     const started = Date.now();
     expect(await call).toBe(interrupted);
     expect(Date.now() - started).toBeLessThan(2_000);
+  });
+});
+
+describe('pause: the wait of player’s play loop', () => {
+  test('fifteen waits on one run’s signal leave no listener on it and raise no warning', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const run = new AbortController();
+      for (let turn = 0; turn < 15; turn++) {
+        await pause(5, run.signal);
+        expect(getEventListeners(run.signal, 'abort')).toHaveLength(0);
+      }
+      // Warnings are emitted on the next tick.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.map((w) => w.name)).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  test('Ctrl-C ends a wait at once', async () => {
+    const run = new AbortController();
+    const started = Date.now();
+    setTimeout(() => run.abort(), 20);
+    await pause(60_000, run.signal);
+    expect(Date.now() - started).toBeLessThan(1_000);
   });
 });

@@ -8,7 +8,7 @@ import { LocalHost } from '../fleet/host.js';
 import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '../fleet/provision.js';
 import { ConsoleClient, PlatformCallError, type PlatformUrls } from '../platform/console-client.js';
 import { type AgentLogSummary, readAgentLog } from '../truth/agent-log.js';
-import { AnswerTimeout, withDeadline } from '../util/deadline.js';
+import { AnswerTimeout, pause, withDeadline } from '../util/deadline.js';
 
 /**
  * `hardware-sim player`: commissioning at a real site. Steps, each named when it fails: `structure` (find it),
@@ -436,17 +436,7 @@ class Commissioning {
       await host.add({ id: structureCode, configFile, seed: 1 });
       await host.start(structureCode);
       while (Date.now() < deadline) {
-        await new Promise<void>((resolveWait) => {
-          const timer = setTimeout(resolveWait, 1000);
-          this.signal.addEventListener(
-            'abort',
-            () => {
-              clearTimeout(timer);
-              resolveWait();
-            },
-            { once: true },
-          );
-        });
+        await pause(1000, this.signal);
         this.signal.throwIfAborted();
         last = readAgentLog(databaseFile);
         if (last.plays.length > 0) this.step = 'send';

@@ -38,3 +38,26 @@ export async function withDeadline<T>(
     outer?.removeEventListener('abort', onOuterAbort);
   }
 }
+
+/**
+ * Waits `ms`, or less if `signal` aborts (then resolves; the caller checks the signal). The listener on `signal` is
+ * removed when the time is up: a loop of waits on one run's signal would otherwise add one per turn (Node's
+ * MaxListenersExceededWarning from the 11th).
+ */
+export function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal.aborted) {
+      resolve();
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
