@@ -3,6 +3,7 @@ import type { DisplayedPlay } from '../src/hardware/sim-display.js';
 import type { PlayCountItem } from '../src/platform/console-client.js';
 import type { AgentLogSummary, LoggedPlay } from '../src/truth/agent-log.js';
 import { GroundTruth } from '../src/truth/ground-truth.js';
+import { withRunProblems } from '../src/scenario/run.js';
 import { formatReconciliation, reconcile } from '../src/truth/reconcile.js';
 
 const DEVICE = '6f1c0e2a-1111-4222-8333-444455556666';
@@ -146,5 +147,45 @@ describe('reconcile', () => {
     });
     expect(result.totals).toMatchObject({ unlogged: 1, queued: 1, missing: 0 });
     expect(result.problems).toEqual(['P1: 1 logged play(s) never acknowledged (queue not drained)']);
+  });
+});
+
+describe("a run's verdict: the last line agrees with the exit code", () => {
+  const lastLine = (text: string) =>
+    text
+      .trimEnd()
+      .split('\n')
+      .findLast((line) => !line.startsWith('  '));
+
+  test('every play counted but the queues not drained: NOT RECONCILED, naming what is still queued', () => {
+    const counted = reconcile({
+      players,
+      groundTruth: shown(['p1', 'p2']),
+      logs: new Map([['P1', log([logged('p1'), logged('p2')])]]),
+      counts: counts(2),
+    });
+    expect(counted.ok).toBe(true);
+    const verdict = withRunProblems(counted, { drained: false, stillQueued: 3 });
+    expect(verdict.ok).toBe(false);
+    const text = formatReconciliation(verdict);
+    expect(lastLine(text)).toBe('NOT RECONCILED (1 problem(s)):');
+    expect(text).toContain('  - queues not drained: 3 record(s) still queued');
+    expect(text).not.toContain('RECONCILED: no play lost');
+    // Drained and counted: unchanged.
+    expect(withRunProblems(counted, { drained: true, stillQueued: 0 })).toBe(counted);
+  });
+
+  test('a run in which nothing was shown is not reconciled', () => {
+    const nothing = reconcile({
+      players,
+      groundTruth: shown([]),
+      logs: new Map([['P1', log([])]]),
+      counts: [],
+    });
+    expect(nothing.ok).toBe(true);
+    const verdict = withRunProblems(nothing, { drained: true, stillQueued: 0 });
+    expect(verdict.ok).toBe(false);
+    expect(verdict.problems).toEqual([expect.stringMatching(/^no play was shown: nothing to reconcile/)]);
+    expect(lastLine(formatReconciliation(verdict))).toBe('NOT RECONCILED (1 problem(s)):');
   });
 });

@@ -234,14 +234,20 @@ export async function runScenario(
     await until(startMs + duration);
     if (sampleEvery !== null) await sampleNow();
     const drained = virtual ? await fleet.drain() : true;
+    const stillQueued = drained
+      ? 0
+      : Object.values(await fleet.queues()).reduce((sum, depth) => sum + depth, 0);
     archiveNow();
     database.archivedPlays = ids.reduce((sum, id) => sum + archive.count(id), 0);
     const reconciliation = await fleet.reconcile({
       allowedRefusals: scenario.expect?.refused ?? 0,
       completeLog: (id, log) => archive.merged(id, log),
     });
+    // The verdict printed last is the exit code's: a run whose queues did not drain, or that showed nothing, is not
+    // reconciled, even when every play it logged was counted.
+    const verdict = withRunProblems(reconciliation, { drained, stillQueued });
     return {
-      reconciliation,
+      reconciliation: verdict,
       database,
       groundTruth: fleet.groundTruth,
       drained,
@@ -251,11 +257,32 @@ export async function runScenario(
       network: fleet.segment
         ? { refused: fleet.segment.stats.refused, dropped: fleet.segment.stats.dropped }
         : null,
-      ok: drained && reconciliation.ok,
+      ok: verdict.ok,
     };
   } finally {
     await fleet.close();
   }
+}
+
+/** The reconciliation with the run's own problems added: queues left undrained, no play shown at all. */
+export function withRunProblems(
+  reconciliation: Reconciliation,
+  run: { drained: boolean; stillQueued: number },
+): Reconciliation {
+  const problems: string[] = [];
+  if (!run.drained) {
+    problems.push(
+      `queues not drained: ${run.stillQueued} record(s) still queued when the run ended (a platform that did not take them, or a run too short for its last batches)`,
+    );
+  }
+  if (reconciliation.totals.played === 0) {
+    problems.push(
+      "no play was shown: nothing to reconcile (check the scenario's duration, its players' schedules and creatives)",
+    );
+  }
+  if (problems.length === 0) return reconciliation;
+  const all = [...problems, ...reconciliation.problems];
+  return { ...reconciliation, problems: all, ok: false };
 }
 
 const MB = 1024 * 1024;
