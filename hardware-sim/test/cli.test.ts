@@ -1,5 +1,13 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { loadConfig, prepareEnrolment } from '@ooh/agent';
@@ -8,6 +16,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { openAgentDatabase } from '../../apps/agent/src/log/database.js';
 import { PlayLog } from '../../apps/agent/src/log/play-log.js';
 import { BatchStore } from '../../apps/agent/src/shipping/batch-store.js';
+import { platformAvailable } from '../src/platform/spawn.js';
 import { type CliIo, main, parsePlatform } from '../src/cli/main.js';
 
 const SIM_ROOT = join(import.meta.dirname, '..');
@@ -127,6 +136,84 @@ test('as a program: a platform it cannot reach is named with the cause, exit 1, 
   );
   expect(result.stderr).not.toMatch(/\n\s+at /);
 });
+
+/** The processes whose parent is `pid` (Linux /proc). */
+function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      // "pid (comm) state ppid ...": comm may hold spaces, so read after its closing parenthesis.
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) children.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return children;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+test.skipIf(!platformAvailable() || process.platform !== 'linux')(
+  'as a program: SIGTERM to run (a CI cancel, kill) stops the platform it started and its PostgreSQL, exit 143',
+  async () => {
+    const dir = mkdtempSync(join(os.tmpdir(), 'sim-run-sigterm-'));
+    // The embedded PostgreSQL started by root runs as another user, who must reach the folder.
+    chmodSync(dir, 0o755);
+    let child: ReturnType<typeof spawn> | null = null;
+    try {
+      child = spawn(
+        process.execPath,
+        [
+          '--conditions=source',
+          '--import',
+          'tsx',
+          'src/cli/main.ts',
+          'run',
+          join(SIM_ROOT, 'scenarios', 'normal-day.json'),
+          '--dir',
+          dir,
+        ],
+        { cwd: SIM_ROOT, env: { ...process.env, HARDWARE_SIM_STACK: '' } },
+      );
+      let stderr = '';
+      child.stderr!.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const exited = new Promise<number | null>((resolve) => child!.on('close', (code) => resolve(code)));
+      // Until the platform's PostgreSQL runs (its postmaster.pid: the PostgreSQL's pid on its first line).
+      const postmaster = join(dir, 'platform', 'pgdata', 'postmaster.pid');
+      const deadline = Date.now() + 120_000;
+      while (!existsSync(postmaster) && child.exitCode === null && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(stderr).toBe('');
+      const postgresPid = Number(readFileSync(postmaster, 'utf8').split('\n')[0]);
+      const platformPids = childrenOf(child.pid!);
+      expect(platformPids.length).toBeGreaterThan(0);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(143);
+      expect(stderr).toMatch(
+        /^hardware-sim: run: stopped by SIGTERM; the platform it started was stopped; files in \S+\n$/,
+      );
+      expect(platformPids.filter(alive)).toEqual([]);
+      expect(alive(postgresPid)).toBe(false);
+    } finally {
+      // A failed test leaves no run of its own behind.
+      if (child?.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+  180_000,
+);
 
 describe('hardware-sim check', () => {
   let dir: string;

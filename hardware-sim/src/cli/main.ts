@@ -228,6 +228,25 @@ async function runCommand(
   const terminate = scenario.fleet.network === 'terminate';
   let access: PlatformAccess;
   let spawned: Awaited<ReturnType<typeof spawnPlatform>> | null = null;
+  // Ctrl-C, a CI cancel or `kill` (SIGTERM), a closed terminal (SIGHUP): the platform this run started, and its
+  // PostgreSQL, are stopped before exiting (128 + the signal's number). A second signal exits at once.
+  let spawning = false;
+  let stopping: NodeJS.Signals | null = null;
+  const exitCode = (signal: NodeJS.Signals) => 128 + (os.constants.signals[signal] ?? 0);
+  const stopAndExit = async (signal: NodeJS.Signals): Promise<never> => {
+    progress.done();
+    const platform = spawned ? 'the platform it started was stopped' : 'no platform of its own was running';
+    await spawned?.stop().catch(() => {});
+    io.err(`hardware-sim: run: stopped by ${signal}; ${platform}; files in ${dir}\n`);
+    process.exit(exitCode(signal));
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) process.exit(exitCode(signal));
+    stopping = signal;
+    // While the platform starts there is nothing to stop yet: it is stopped as soon as it has started.
+    if (!spawning) void stopAndExit(signal);
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   try {
     if (values.urls && values.adminKey) {
       access = {
@@ -239,6 +258,7 @@ async function runCommand(
     } else {
       say('starting a platform (test clock, embedded PostgreSQL unless DATABASE_URL is set) ...\n');
       progress.phase('starting a platform');
+      spawning = true;
       spawned = await spawnPlatform({
         dataDir: join(dir, 'platform'),
         testClock: scenario.time.virtual !== false,
@@ -251,7 +271,16 @@ async function runCommand(
               },
             }
           : {}),
-      });
+      })
+        .catch(async (error: unknown) => {
+          // A signal during the start (Ctrl-C reaches the platform too): the signal is the story, not its failure.
+          if (stopping) await stopAndExit(stopping);
+          throw error;
+        })
+        .finally(() => {
+          spawning = false;
+        });
+      if (stopping) await stopAndExit(stopping);
       access = {
         urls: spawned.urls,
         adminKey: spawned.adminKey,
@@ -307,9 +336,12 @@ async function runCommand(
   } finally {
     // A failure's reason is written after this: the line is off the terminal by then.
     progress.done();
-    await spawned?.stop();
+    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+    if (!stopping) await spawned?.stop();
   }
 }
+
+const STOP_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /** An error's message followed by those of its causes: "fetch failed: connect ECONNREFUSED 127.0.0.1:1". */
 export function reasonOf(error: unknown): string {
