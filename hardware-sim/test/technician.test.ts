@@ -174,7 +174,19 @@ describe('hardware-sim check, where the folder is not what it should be', () => 
       /no agent\.json in .*empty.*: give the player's folder/,
     );
     writeFileSync(join(root, 'notes.txt'), 'not a config\n');
-    await expectProblem(join(root, 'notes.txt'), 2, 'config_invalid', /is not JSON: fix /);
+    await expectProblem(
+      join(root, 'notes.txt'),
+      2,
+      'not_a_player',
+      /notes\.txt is not JSON, not a player's agent\.json: give the player's folder/,
+    );
+    // The play log itself is the wrong file, not a config to "fix".
+    await expectProblem(
+      database(),
+      2,
+      'not_a_player',
+      /agent\.sqlite is a SQLite database \(the play log\?\), not a player's agent\.json: give /,
+    );
     await expectProblem(join(root, 'nowhere'), 2, 'target_missing', /nowhere does not exist: check the path/);
   });
 

@@ -1,4 +1,14 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import {
@@ -98,7 +108,16 @@ export function findConfig(target: string): string {
       cause,
     });
   }
-  if (stat.isFile()) return path;
+  if (stat.isFile()) {
+    // A config is a JSON object: a file that does not start as one (the play log, an image) is not a broken config
+    // to "fix" but the wrong file; the play log above all must not be touched.
+    const start = firstBytes(path);
+    if (start !== null && !/^\s*\{/.test(start.replace(/^\uFEFF/, ''))) {
+      const what = start.startsWith('SQLite format 3\0') ? 'a SQLite database (the play log?)' : 'not JSON';
+      throw new CheckProblem('not_a_player', `${path} is ${what}, not a player's agent.json`, GIVE_PLAYER, 2);
+    }
+    return path;
+  }
   if (!stat.isDirectory()) {
     throw new CheckProblem('not_a_player', `${path} is neither a folder nor a file`, GIVE_PLAYER, 2);
   }
@@ -119,6 +138,21 @@ export function findConfig(target: string): string {
     }
   }
   throw new CheckProblem('not_a_player', `no agent.json in ${path} or beside it`, GIVE_PLAYER, 2);
+}
+
+/** The first bytes of a file (as latin1), or null if it cannot be read (loadConfig then says why). */
+function firstBytes(path: string): string | null {
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      const buffer = Buffer.alloc(64);
+      return buffer.subarray(0, readSync(fd, buffer, 0, buffer.length, 0)).toString('latin1');
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
 }
 
 /** What to do about each error the agent core raises while its files are read. */
