@@ -424,6 +424,34 @@ describe('hardware-sim player, without a platform that answers', () => {
     );
   });
 
+  test("an api URL answering 200 with a page that is not the API's (a captive portal): named, check api=", async () => {
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<html><body>Welcome to the guest Wi-Fi</body></html>');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const result = await cli([
+        'player',
+        '--platform',
+        UNREACHABLE.replace('api=http://127.0.0.1:1', `api=http://127.0.0.1:${port}`),
+        '--admin-key',
+        'k',
+        '--structure',
+        'ALM-0001',
+      ]);
+      expect(result.code).toBe(1);
+      expect(oneLine(result.stderr)).toMatch(
+        new RegExp(
+          `^hardware-sim: player: structure failed: http://127\\.0\\.0\\.1:${port}/api/v1/console/structures did not answer as the platform's api host \\(HTTP 200 text/html\\): check that --platform api=http://127\\.0\\.0\\.1:${port} is the platform's api host .*; no device was enrolled\n$`,
+        ),
+      );
+    } finally {
+      server.close();
+    }
+  });
+
   test('a name that does not resolve: the structure step, the name, check DNS', async () => {
     const result = await cli([
       'player',
@@ -586,6 +614,20 @@ describe('hardware-sim player against a real platform', () => {
       /^hardware-sim: player: structure failed: structure ALM-0777 was retired/,
     );
     expect(await devices()).toEqual(devicesBefore);
+  });
+
+  test('a verify URL that is another host (404): the enrol step names verify=, and no folder that was never made', async () => {
+    const result = await player(
+      hosts({ ...urls, verify: urls.agents }),
+      platform.adminKey,
+      platform.structure.code,
+    );
+    expect(result.code).toBe(1);
+    const line = oneLine(result.stderr);
+    expect(line).toMatch(
+      /^hardware-sim: player: enrol failed: \S+\/v1\/authority-root\.pem was not found \(HTTP 404[^)]*\): check that --platform verify=\S+ is the platform's verify host; no device was enrolled\n$/,
+    );
+    expect(line).not.toContain('files in');
   });
 
   /** The api host behind a proxy that answers `status` to the requests `matches` picks, and passes the rest on. */

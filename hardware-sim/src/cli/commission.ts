@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadConfig } from '@ooh/agent';
@@ -6,7 +6,12 @@ import type { Progress } from '@ooh/progress';
 import { formatAlmaty } from '@ooh/protocol';
 import { LocalHost } from '../fleet/host.js';
 import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '../fleet/provision.js';
-import { ConsoleClient, PlatformCallError, type PlatformUrls } from '../platform/console-client.js';
+import {
+  ConsoleClient,
+  PlatformCallError,
+  type PlatformUrls,
+  UnexpectedAnswer,
+} from '../platform/console-client.js';
 import { type AgentLogSummary, readAgentLog } from '../truth/agent-log.js';
 import { AnswerTimeout, pause, withDeadline } from '../util/deadline.js';
 
@@ -69,8 +74,22 @@ function networkCode(error: unknown): string | null {
 }
 
 /** What went wrong in a step, said for a technician: the host, the platform's answer, what to check. */
-export function describeFailure(step: CommissioningStep, host: string, error: unknown): CommissioningFailure {
+export function describeFailure(
+  step: CommissioningStep,
+  host: string,
+  error: unknown,
+  /** The --platform name of `host`: the one to check. */
+  option: keyof PlatformUrls = 'api',
+): CommissioningFailure {
   const origin = URL.canParse(host) ? new URL(host).origin : host;
+  if (error instanceof UnexpectedAnswer) {
+    return new CommissioningFailure(
+      step,
+      `${error.url} did not answer as the platform's ${option} host (HTTP ${error.status} ${error.contentType || 'without a content type'})`,
+      `check that --platform ${option}=${origin} is the platform's ${option} host (a proxy or a captive portal may answer in its place)`,
+      { cause: error },
+    );
+  }
   if (error instanceof PlatformCallError) {
     const answer = `HTTP ${error.status}${error.code ? ` ${error.code}` : ''}`;
     if (error.status === 401) {
@@ -109,7 +128,7 @@ export function describeFailure(step: CommissioningStep, host: string, error: un
       return new CommissioningFailure(
         step,
         `${error.url} was not found (${answer})`,
-        `check that --platform api=${origin} is the platform's api host`,
+        `check that --platform ${option}=${origin} is the platform's ${option} host`,
         { cause: error },
       );
     }
@@ -250,7 +269,7 @@ export async function commissionCommand(
       ? null
       : error instanceof CommissioningFailure
         ? error
-        : describeFailure(run.step, run.hostOf(run.step), error);
+        : describeFailure(run.step, args.urls[run.optionOf(run.step)], error, run.optionOf(run.step));
     const leftBehind = await run.cleanUp();
     io.err(
       interrupted
@@ -286,25 +305,30 @@ class Commissioning {
     this.admin = new ConsoleClient(args.urls.api, args.adminKey, CALL_TIMEOUT_MS, signal);
   }
 
-  hostOf(step: CommissioningStep): string {
-    return step === 'play' || step === 'send' ? this.args.urls.devices : this.args.urls.api;
+  /** The --platform host a step talks to (the one to check when it fails). */
+  optionOf(step: CommissioningStep): keyof PlatformUrls {
+    return step === 'play' || step === 'send' ? 'devices' : 'api';
   }
 
-  private async inStep<T>(step: CommissioningStep, host: string, work: () => Promise<T>): Promise<T> {
+  private async inStep<T>(
+    step: CommissioningStep,
+    option: keyof PlatformUrls,
+    work: () => Promise<T>,
+  ): Promise<T> {
     this.step = step;
     this.signal.throwIfAborted();
     try {
       return await work();
     } catch (error) {
       if (this.signal.aborted || error instanceof CommissioningFailure) throw error;
-      throw describeFailure(step, host, error);
+      throw describeFailure(step, this.args.urls[option], error, option);
     }
   }
 
   async all(): Promise<void> {
     const { urls, structureCode } = this.args;
     this.progress.phase('reading the structures');
-    const structure = await this.inStep('structure', urls.api, async () => {
+    const structure = await this.inStep('structure', 'api', async () => {
       const { items } = await this.admin.call<{ items: StructureRow[] }>('GET', '/api/v1/console/structures');
       const found = items.find((s) => s.code === structureCode);
       if (!found) {
@@ -331,7 +355,7 @@ class Commissioning {
     const info: StructureInfo = { id: structure.id, code: structure.code };
     this.io.out('1. approving a test creative for the structure ...\n');
     this.progress.phase('approving a test creative');
-    const creative = await this.inStep('approve', urls.api, async () => {
+    const creative = await this.inStep('approve', 'api', async () => {
       // The structure's operator, with a key for this run (revoked at its end).
       const key = await this.admin.createApiKey(structure.organisation_id, `commissioning ${structureCode}`, [
         'write:submissions',
@@ -355,7 +379,7 @@ class Commissioning {
     this.io.out(`   approval ${creative.approvalNumber}, media sha256 ${creative.sha256}\n`);
     this.io.out('2. enrolling a player (device key, client certificate) ...\n');
     this.progress.phase('enrolling the player');
-    const authorityRootPem = await this.inStep('enrol', urls.verify, async () => {
+    const authorityRootPem = await this.inStep('enrol', 'verify', async () => {
       const url = `${urls.verify}/v1/authority-root.pem`;
       const { status, text } = await withDeadline(url, CALL_TIMEOUT_MS, this.signal, async (signal) => {
         const response = await fetch(url, { signal });
@@ -366,7 +390,7 @@ class Commissioning {
       }
       return text;
     });
-    const files = await this.inStep('enrol', urls.api, () =>
+    const files = await this.inStep('enrol', 'api', () =>
       enrolPlayer({
         operator: this.operator!,
         dir,
@@ -409,7 +433,7 @@ class Commissioning {
         "check the player's clock and the approval for this structure, then run again",
       );
     }
-    const counted = await this.inStep('count', urls.api, async () => {
+    const counted = await this.inStep('count', 'api', async () => {
       const counts = await this.admin.playCounts({ player: `device:${files.deviceId}` });
       return counts.items.reduce((sum, row) => sum + row.plays, 0);
     });
@@ -479,7 +503,8 @@ class Commissioning {
     }
     await this.revokeKey(admin);
     if (this.key && !this.keyRevoked) parts.push(`API key ${this.key.id} is left: revoke it in the console`);
-    if (this.dir) parts.push(`files in ${this.dir}`);
+    // A folder the run never got to make is not named.
+    if (this.dir && existsSync(this.dir)) parts.push(`files in ${this.dir}`);
     return parts.join('; ');
   }
 

@@ -44,6 +44,23 @@ export interface PlatformUrls {
 
 const trim = (url: string) => url.replace(/\/+$/, '');
 
+/** An answer that is not the platform API's: not JSON where JSON is its only form. */
+export class UnexpectedAnswer extends Error {
+  constructor(
+    readonly method: string,
+    readonly url: string,
+    readonly status: number,
+    readonly contentType: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `${method} ${url}: HTTP ${status} ${contentType || 'without a content type'} is not an answer of the platform's API`,
+      options,
+    );
+    this.name = 'UnexpectedAnswer';
+  }
+}
+
 export class ConsoleClient {
   readonly apiUrl: string;
 
@@ -66,7 +83,7 @@ export class ConsoleClient {
     method: 'GET' | 'POST' | 'PUT' | 'DELETE',
     path: string,
     body?: unknown,
-    options: { expect?: number[]; raw?: { bytes: Uint8Array; type: string } } = {},
+    options: { expect?: number[]; raw?: { bytes: Uint8Array; type: string }; answer?: 'json' | 'text' } = {},
   ): Promise<T> {
     const url = `${this.apiUrl}${path}`;
     const headers: Record<string, string> = { authorization: `Bearer ${this.key}` };
@@ -101,7 +118,17 @@ export class ConsoleClient {
     }
     if (text === '') return undefined as T;
     const type = (response.headers.get('content-type') ?? '').split(';')[0]!.trim();
-    return type === 'application/json' || type.endsWith('+json') ? (JSON.parse(text) as T) : (text as T);
+    if (options.answer === 'text') return text as T;
+    // Parse, don't trust: a page that is not the API's (a captive portal, a proxy's default page) answering 200 would
+    // otherwise reach the caller as its typed answer.
+    if (type !== 'application/json' && !type.endsWith('+json')) {
+      throw new UnexpectedAnswer(method, url, response.status, type);
+    }
+    try {
+      return JSON.parse(text) as T;
+    } catch (cause) {
+      throw new UnexpectedAnswer(method, url, response.status, type, { cause });
+    }
   }
 
   // --- organisations, keys, structures (authority administrator) ---
@@ -227,7 +254,7 @@ export class ConsoleClient {
   }
 
   sealBatches(day: string): Promise<string> {
-    return this.call('GET', `/api/v1/console/seals/${day}/batches`);
+    return this.call('GET', `/api/v1/console/seals/${day}/batches`, undefined, { answer: 'text' });
   }
 
   setClock(now: Date, frozen = true): Promise<{ now: string; frozen: boolean }> {
