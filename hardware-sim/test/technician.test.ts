@@ -709,43 +709,52 @@ describe('hardware-sim player against a real platform', () => {
     }
   }, 150_000);
 
-  test('Ctrl-C while playing: stops within seconds, exit 130, says what it left (the device revoked)', async () => {
-    const before = new Set((await devices()).map((d) => d.id));
-    const child = startCli([
-      'player',
-      '--platform',
-      hosts(urls),
-      '--admin-key',
-      platform.adminKey,
-      '--structure',
-      platform.structure.code,
-      '--dir',
-      join(dirs, 'interrupted'),
-    ]);
-    const done = finished(child);
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('the player never reached the play step')), 120_000);
-      let seen = '';
-      child.stdout!.on('data', (chunk: Buffer) => {
-        seen += chunk.toString();
-        if (seen.includes('3. playing')) {
-          clearTimeout(timer);
-          resolve();
-        }
+  test.each([
+    ['Ctrl-C', 'SIGINT', 130, ''],
+    ['SIGTERM (a CI cancel, kill)', 'SIGTERM', 143, ' \\(SIGTERM\\)'],
+  ] as const)(
+    '%s while playing: stops within seconds, exit 128 + the signal, says what it left (the device revoked)',
+    async (_name, signal, code, named) => {
+      const before = new Set((await devices()).map((d) => d.id));
+      const child = startCli([
+        'player',
+        '--platform',
+        hosts(urls),
+        '--admin-key',
+        platform.adminKey,
+        '--structure',
+        platform.structure.code,
+        '--dir',
+        join(dirs, `interrupted-${signal}`),
+      ]);
+      const done = finished(child);
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('the player never reached the play step')), 120_000);
+        let seen = '';
+        child.stdout!.on('data', (chunk: Buffer) => {
+          seen += chunk.toString();
+          if (seen.includes('3. playing')) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
       });
-    });
-    const interruptedAt = Date.now();
-    child.kill('SIGINT');
-    const result = await done;
-    expect(Date.now() - interruptedAt).toBeLessThan(5_000);
-    expect(result.code).toBe(130);
-    const line = oneLine(result.stderr);
-    expect(line).toMatch(
-      /^hardware-sim: player: interrupted during (play|send); device \S+ was enrolled and is now revoked/,
-    );
-    const enrolled = (await devices()).filter((d) => !before.has(d.id));
-    expect(enrolled).toHaveLength(1);
-    expect(enrolled[0]!.revoked_at).not.toBeNull();
-    expect((await commissioningKeys()).every((k) => k.revoked)).toBe(true);
-  }, 150_000);
+      const interruptedAt = Date.now();
+      child.kill(signal);
+      const result = await done;
+      expect(Date.now() - interruptedAt).toBeLessThan(5_000);
+      expect(result.code).toBe(code);
+      const line = oneLine(result.stderr);
+      expect(line).toMatch(
+        new RegExp(
+          `^hardware-sim: player: interrupted${named} during (play|send); device \\S+ was enrolled and is now revoked`,
+        ),
+      );
+      const enrolled = (await devices()).filter((d) => !before.has(d.id));
+      expect(enrolled).toHaveLength(1);
+      expect(enrolled[0]!.revoked_at).not.toBeNull();
+      expect((await commissioningKeys()).every((k) => k.revoked)).toBe(true);
+    },
+    150_000,
+  );
 });

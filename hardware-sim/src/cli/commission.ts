@@ -24,7 +24,8 @@ import { AnswerTimeout, pause, withDeadline } from '../util/deadline.js';
  * left behind. Nothing is left enrolled silently: a device enrolled before a failure or a Ctrl-C is revoked with the
  * admin key (and if that fails too, its id is named so it can be revoked in the console); the API key issued to the
  * structure's operator for the run is revoked at the end whatever happened. Exit 0 commissioned, 1 a step failed,
- * 2 a --dir it may not use (checked before any call to the platform), 130 interrupted.
+ * 2 a --dir it may not use (checked before any call to the platform), 128 + the signal's number when stopped by one
+ * (130 Ctrl-C, 143 SIGTERM: a CI cancel, `kill`, docker stop).
  */
 
 export type CommissioningStep = 'structure' | 'approve' | 'enrol' | 'play' | 'send' | 'count';
@@ -234,8 +235,8 @@ interface StructureRow {
 }
 
 /**
- * Runs the commissioning; Ctrl-C (SIGINT) stops it within seconds. Only one run per process listens to SIGINT; a
- * second Ctrl-C exits at once.
+ * Runs the commissioning; Ctrl-C (SIGINT), SIGTERM or SIGHUP stops it within seconds, the device it enrolled revoked.
+ * Only one run per process listens to them; a second signal exits at once.
  */
 export async function commissionCommand(
   args: { urls: PlatformUrls; adminKey: string; structureCode: string; dir: string | undefined },
@@ -250,13 +251,14 @@ export async function commissionCommand(
     }
   }
   const controller = new AbortController();
-  let interrupts = 0;
-  const onSigint = () => {
-    interrupts += 1;
-    if (interrupts > 1) process.exit(130);
+  let stoppedBy: NodeJS.Signals | null = null;
+  const exitCode = (signal: NodeJS.Signals) => 128 + (os.constants.signals[signal] ?? 0);
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stoppedBy) process.exit(exitCode(signal));
+    stoppedBy = signal;
     controller.abort(new Interrupted());
   };
-  process.on('SIGINT', onSigint);
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   const run = new Commissioning(args, io, progress, controller.signal);
   try {
     await run.all();
@@ -273,14 +275,17 @@ export async function commissionCommand(
     const leftBehind = await run.cleanUp();
     io.err(
       interrupted
-        ? `hardware-sim: player: interrupted during ${run.step}; ${leftBehind}\n`
+        ? `hardware-sim: player: interrupted${stoppedBy === 'SIGINT' ? '' : ` (${stoppedBy})`} during ${run.step}; ${leftBehind}\n`
         : `hardware-sim: player: ${failure!.step} failed: ${failure!.what}: ${failure!.action}; ${leftBehind}\n`,
     );
-    return interrupted ? 130 : 1;
+    return interrupted ? exitCode(stoppedBy ?? 'SIGINT') : 1;
   } finally {
-    process.off('SIGINT', onSigint);
+    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
   }
 }
+
+/** Ctrl-C, a CI cancel or `kill` (SIGTERM), a closed terminal (SIGHUP). */
+const STOP_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 class Commissioning {
   step: CommissioningStep = 'structure';
