@@ -134,6 +134,25 @@ export const MIGRATIONS: readonly Migration[] = [
       PRAGMA auto_vacuum = INCREMENTAL;
     `,
   },
+  {
+    version: 6,
+    name: 'earlier signings of a re-signed batch',
+    sql: `
+      -- The bytes a pending batch carried before it was re-signed after 401 stale_request (BatchStore.refreshTs). A send
+      -- of them may still be committing at the platform when the answer to a later one says stale_request (a request
+      -- whose answer was lost): the re-signed bytes then get 409 batch_conflict, and the platform's stored answer is
+      -- read by sending these again (idempotency is judged before freshness). Removed when the batch is answered or
+      -- given up; at most a few per batch.
+      CREATE TABLE batch_versions (
+        batch_seq   INTEGER NOT NULL,
+        replaced_at TEXT NOT NULL,
+        ts          TEXT NOT NULL,
+        body        BLOB NOT NULL,
+        body_sha256 TEXT NOT NULL,
+        PRIMARY KEY (batch_seq, body_sha256)
+      ) STRICT;
+    `,
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;

@@ -57,6 +57,12 @@ interface BatchRow {
   last_failure: string | null;
 }
 
+/**
+ * Earlier signings kept per batch (refreshTs). Only a send whose answer was lost can still be committing, and each
+ * re-sign follows an answered send, so the newest few are the ones that matter.
+ */
+const MAX_EARLIER_SIGNINGS = 8;
+
 /** A batch of records still to be answered: neither answered nor given up, nor a probe. */
 const PENDING = "answer IS NULL AND abandoned_at IS NULL AND kind = 'records'";
 
@@ -116,6 +122,17 @@ export class BatchStore {
         'batch_seq = ?',
         batchSeq,
       );
+      // The bytes replaced are kept: a send of them may still be committing at the platform (earlierSignings).
+      prepared(
+        this.db,
+        `INSERT INTO batch_versions (batch_seq, replaced_at, ts, body, body_sha256) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (batch_seq, body_sha256) DO NOTHING`,
+      ).run(batchSeq, rfc3339(ts), row.ts, row.body, row.body_sha256);
+      prepared(
+        this.db,
+        `DELETE FROM batch_versions WHERE batch_seq = ? AND rowid NOT IN
+           (SELECT rowid FROM batch_versions WHERE batch_seq = ? ORDER BY rowid DESC LIMIT ?)`,
+      ).run(batchSeq, batchSeq, MAX_EARLIER_SIGNINGS);
       prepared(this.db, 'UPDATE batches SET body = ?, body_sha256 = ?, ts = ? WHERE batch_seq = ?').run(
         body,
         sha256Hex(body),
@@ -124,6 +141,51 @@ export class BatchStore {
       );
       return toBatch(
         prepared<[number], BatchRow>(this.db, 'SELECT * FROM batches WHERE batch_seq = ?').get(batchSeq)!,
+      );
+    });
+  }
+
+  /**
+   * The bytes a pending batch carried before it was re-signed (refreshTs), newest first: the batch as each earlier
+   * signing sent it. A send of one of them whose answer was lost may have been stored by the platform after a later
+   * send was answered stale_request; the re-signed bytes then get 409 batch_conflict, and sending the stored ones
+   * again reads the platform's answer (DESIGN.md §5: idempotency is judged before freshness).
+   */
+  earlierSignings(batchSeq: number): StoredBatch[] {
+    const batch = this.get(batchSeq);
+    if (!batch) return [];
+    return prepared<[number], { ts: string; body: Buffer; body_sha256: string }>(
+      this.db,
+      'SELECT ts, body, body_sha256 FROM batch_versions WHERE batch_seq = ? ORDER BY rowid DESC',
+    )
+      .all(batchSeq)
+      .filter((row) => row.body_sha256 !== batch.bodySha256)
+      .map((row) => ({ ...batch, ts: row.ts, body: row.body, bodySha256: row.body_sha256 }));
+  }
+
+  /**
+   * The platform holds this earlier signing of a pending batch (it answered it 200): its bytes become the batch's
+   * again, so that the answer stored next is the answer to them and the next batch's prev_sha256 names the body the
+   * platform took. The bytes replaced are kept among the earlier signings.
+   */
+  restoreSigning(batchSeq: number, signing: Pick<StoredBatch, 'ts' | 'body' | 'bodySha256'>, at: Date): void {
+    inTransaction(this.db, () => {
+      const row = prepared<[number], BatchRow>(
+        this.db,
+        `SELECT * FROM batches WHERE batch_seq = ? AND ${PENDING}`,
+      ).get(batchSeq);
+      if (!row) throw new AgentError('batch_invalid', `batch ${batchSeq} is not pending`);
+      if (row.body_sha256 === signing.bodySha256) return;
+      prepared(
+        this.db,
+        `INSERT INTO batch_versions (batch_seq, replaced_at, ts, body, body_sha256) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (batch_seq, body_sha256) DO NOTHING`,
+      ).run(batchSeq, rfc3339(at), row.ts, row.body, row.body_sha256);
+      prepared(this.db, 'UPDATE batches SET body = ?, body_sha256 = ?, ts = ? WHERE batch_seq = ?').run(
+        signing.body,
+        signing.bodySha256,
+        signing.ts,
+        batchSeq,
       );
     });
   }
@@ -146,6 +208,12 @@ export class BatchStore {
           WHERE batch_seq = ? AND answer IS NULL AND abandoned_at IS NULL`,
     ).run(answerJson, rfc3339(at), batchSeq);
     if (result.changes !== 1) throw new AgentError('batch_invalid', `batch ${batchSeq} is not pending`);
+    this.forgetEarlierSignings(batchSeq);
+  }
+
+  /** Answered or given up: no earlier signing of the batch is ever sent again. */
+  private forgetEarlierSignings(batchSeq: number): void {
+    prepared(this.db, 'DELETE FROM batch_versions WHERE batch_seq = ?').run(batchSeq);
   }
 
   markTerminal(batchSeq: number, code: string): void {
@@ -248,6 +316,7 @@ export class BatchStore {
       'UPDATE batches SET abandoned_at = ?, abandon_reason = ? WHERE batch_seq = ? AND answer IS NULL AND abandoned_at IS NULL',
     ).run(rfc3339(at), reason, batchSeq);
     if (result.changes !== 1) throw new AgentError('batch_invalid', `batch ${batchSeq} is not pending`);
+    this.forgetEarlierSignings(batchSeq);
   }
 
   lastAnswered(): { batchSeq: number; answeredAt: string; answer: string } | null {

@@ -389,6 +389,7 @@ export class Shipper {
     identity: TlsIdentity | null,
     response: HttpResponse,
     afterProbe = false,
+    earlierSigning = false,
   ): Promise<SendOutcome> {
     const { batches, state, clock, logger } = this.options;
     if (response.status === 200) {
@@ -401,6 +402,8 @@ export class Shipper {
       }
       // Records count as sent only now, after the answer is stored; what the answer moves is stored with it.
       batches.inTransaction(() => {
+        // An earlier signing answered: its bytes are what the platform holds, and what the next prev_sha256 names.
+        if (earlierSigning) batches.restoreSigning(batch.batchSeq, batch, clock.now());
         batches.storeAnswer(batch.batchSeq, response.body.toString('utf8'), clock.now());
         state.set(SEND_STATE_KEY, { at: rfc3339(clock.now()), batch_seq: batch.batchSeq });
         state.delete(ALERT_STATE_KEY);
@@ -460,6 +463,10 @@ export class Shipper {
       }
       return this.retryLater(batch, 'stale_request');
     }
+    if (response.status === 409 && code === 'batch_conflict' && !earlierSigning) {
+      const held = await this.sendEarlierSignings(batch, channel, identity);
+      if (held) return held;
+    }
     if (code !== undefined && TERMINAL_CODES.has(code)) {
       const alert: ShippingAlert = {
         code,
@@ -473,6 +480,41 @@ export class Shipper {
       return { kind: 'terminal', batchSeq: batch.batchSeq, code, status: response.status };
     }
     return this.retryLater(batch, what);
+  }
+
+  /**
+   * 409 batch_conflict for a batch re-signed after stale_request: the platform may hold one of its earlier signings,
+   * a send whose answer was lost and which committed only after a later send was answered stale_request (a platform
+   * slower than the 300 s window). Each is sent again, newest first; the platform answers the one it holds with its
+   * stored answer (duplicate: true; idempotency is judged before freshness, DESIGN.md §5), which is taken as the
+   * batch's answer. Null when it holds none of them: the conflict stands, and stops shipping as before.
+   */
+  private async sendEarlierSignings(
+    batch: StoredBatch,
+    channel: Channel,
+    identity: TlsIdentity | null,
+  ): Promise<SendOutcome | null> {
+    const { batches, logger } = this.options;
+    for (const signing of batches.earlierSignings(batch.batchSeq)) {
+      const response = await this.send(signing, channel, identity);
+      if (response instanceof Error) return this.retryLater(batch, `network: ${response.message}`);
+      const code = problemCode(response);
+      // Not what it holds. (stale_request: it holds no batch under this number at all, so none of these.)
+      if ((response.status === 409 && code === 'batch_conflict') || code === 'stale_request') continue;
+      if (response.status === 200) {
+        logger.warn(
+          {
+            batch_seq: batch.batchSeq,
+            body_sha256: signing.bodySha256,
+            replaced_body_sha256: batch.bodySha256,
+          },
+          'batch_conflict: the platform holds an earlier signing of this batch (sent before a stale_request); ' +
+            'its answer is taken',
+        );
+      }
+      return this.handleResponse(signing, channel, identity, response, false, true);
+    }
+    return null;
   }
 
   /**

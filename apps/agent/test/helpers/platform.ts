@@ -249,8 +249,8 @@ export interface Exchange {
   method: 'GET' | 'POST';
   path: string;
   /** The HTTP status; 'lost' when the platform answered but the answer never reached the agent; 'refused' when no
-   * request reached the platform (an outage). */
-  status: number | 'lost' | 'refused';
+   * request reached the platform (an outage); 'held' when it reaches it only later (FaultyHttp.holdNext). */
+  status: number | 'lost' | 'refused' | 'held';
   code?: string;
   bodySha256: string;
   bodyBytes: number;
@@ -273,6 +273,8 @@ export class FaultyHttp implements HttpClient {
   down = false;
   private failures: { status: number; code: string | null; retryAfter?: number }[] = [];
   private losses = 0;
+  private holds = 0;
+  private readonly held: (() => Promise<HttpResponse>)[] = [];
 
   constructor(private readonly inner: HttpClient) {}
 
@@ -284,6 +286,23 @@ export class FaultyHttp implements HttpClient {
   /** The next `count` requests reach the platform, which processes them; their answers are lost. */
   loseAnswerNext(count: number): void {
     this.losses += count;
+  }
+
+  /**
+   * The next `count` requests do not reach the platform yet: the agent sees them fail as a timed-out request would,
+   * and {@link deliverHeld} sends them later, as a platform that took its time to commit would store them after
+   * answering the requests that came behind them.
+   */
+  holdNext(count: number): void {
+    this.holds += count;
+  }
+
+  /** Sends the held requests to the platform now, in the order they were made; their answers. */
+  async deliverHeld(): Promise<HttpResponse[]> {
+    const held = this.held.splice(0);
+    const answers: HttpResponse[] = [];
+    for (const send of held) answers.push(await send());
+    return answers;
   }
 
   get(url: string, tls?: TlsIdentity): Promise<HttpResponse> {
@@ -320,6 +339,12 @@ export class FaultyHttp implements HttpClient {
     this.exchanges.push(record);
     if (this.down) {
       throw Object.assign(new Error(`connect ECONNREFUSED ${new URL(url).host}`), { code: 'ECONNREFUSED' });
+    }
+    if (this.holds > 0) {
+      this.holds--;
+      record.status = 'held';
+      this.held.push(send);
+      throw Object.assign(new Error('Headers Timeout Error'), { code: 'UND_ERR_HEADERS_TIMEOUT' });
     }
     const failure = this.failures.shift();
     if (failure) {

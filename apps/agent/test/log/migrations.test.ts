@@ -151,9 +151,15 @@ describe('schema migrations', () => {
     const log = new PlayLog(old);
     const batches = new BatchStore(old);
     const yearAgo = new Date(Date.now() - 365 * 86_400_000);
+    // (The answer written as that agent wrote it: today's BatchStore.storeAnswer also clears a later version's table.)
+    const answer = old.prepare('UPDATE batches SET answer = ?, answered_at = ? WHERE batch_seq = ?');
     for (let i = 0; i < 20; i++) {
       logPlays(log, 500, yearAgo);
-      batches.storeAnswer(batches.pendingOrCut({ deviceId: DEVICE, now: yearAgo })!.batchSeq, '{}', yearAgo);
+      answer.run(
+        '{}',
+        yearAgo.toISOString(),
+        batches.pendingOrCut({ deviceId: DEVICE, now: yearAgo })!.batchSeq,
+      );
     }
     logPlays(log, 300, yearAgo);
     const pending = batches.pendingOrCut({ deviceId: DEVICE, now: yearAgo })!;
@@ -250,6 +256,30 @@ describe('schema migrations', () => {
     await storage.checkDisk();
     expect(storage.maybeVacuumOnce()).toBe('incremental');
     expect(new PlayLog(db).stats()).toMatchObject({ lastSeq: 100, unbatched: 100 });
+    db.close();
+  });
+
+  it('migration 6: a batch pending in a version-5 file keeps its bytes; a re-sign keeps them as its earlier signing', () => {
+    const v5 = openAgentDatabase(dbPath, { targetVersion: 5 });
+    logPlays(new PlayLog(v5), 2);
+    const pending = new BatchStore(v5).pendingOrCut({
+      deviceId: DEVICE,
+      now: new Date(Date.now() - 600_000),
+    })!;
+    v5.close();
+
+    const db = openAgentDatabase(dbPath);
+    expect(db.pragma('user_version', { simple: true })).toBe(LATEST_SCHEMA_VERSION);
+    const batches = new BatchStore(db);
+    expect(batches.pending()).toMatchObject({ batchSeq: pending.batchSeq, bodySha256: pending.bodySha256 });
+    expect(batches.earlierSignings(pending.batchSeq)).toEqual([]);
+    const resigned = batches.refreshTs(pending.batchSeq, DEVICE, new Date());
+    expect(resigned.bodySha256).not.toBe(pending.bodySha256);
+    expect(batches.earlierSignings(pending.batchSeq).map((b) => [b.bodySha256, b.ts])).toEqual([
+      [pending.bodySha256, pending.ts],
+    ]);
+    batches.storeAnswer(pending.batchSeq, '{}', new Date());
+    expect(db.prepare('SELECT count(*) AS n FROM batch_versions').get()).toEqual({ n: 0 });
     db.close();
   });
 

@@ -233,6 +233,73 @@ describe('shipping to the signed channel', () => {
     expect(await platform.plays(fx.deviceId)).toBe(2);
   });
 
+  it('a first signing the platform stored after answering its resend stale_request is taken, not a batch_conflict', async () => {
+    logPlays(fx.log, 2);
+    // The first send reaches a platform that takes its time: the agent's request times out, the platform has not
+    // committed yet.
+    fx.http.holdNext(1);
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', batchSeq: 1 });
+    // The resend of the same bytes comes when the platform sees their ts as stale (nothing stored yet): re-sign.
+    platform.setClockOffset(600_000);
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'stale_request' });
+    // Then the first request commits after all.
+    platform.setClockOffset(0);
+    const [late] = await fx.http.deliverHeld();
+    expect(late!.status).toBe(200);
+    platform.setClockOffset(600_000);
+    // The re-signed bytes conflict with those; the agent sends its earlier signing and reads the stored answer.
+    const outcome = await fx.shipper.sendOnce();
+    expect(outcome).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    if (outcome.kind === 'answered') expect(outcome.answer).toMatchObject({ duplicate: true, accepted: 2 });
+    const [held, stale, conflict, again] = fx.http.exchanges;
+    expect(held).toMatchObject({ status: 'held', batchSeq: 1 });
+    expect(stale).toMatchObject({ status: 401, code: 'stale_request', bodySha256: held!.bodySha256 });
+    expect(conflict).toMatchObject({ status: 409, code: 'batch_conflict', batchSeq: 1 });
+    expect(conflict!.bodySha256).not.toBe(held!.bodySha256);
+    expect(again).toMatchObject({ status: 200, batchSeq: 1, bodySha256: held!.bodySha256 });
+    expect(fx.shipper.status().alert).toBeNull();
+    // The batch now holds the bytes the platform took, and the next batch chains to them.
+    expect(fx.batches.get(1)!.bodySha256).toBe(held!.bodySha256);
+    expect(fx.batches.earlierSignings(1)).toEqual([]);
+    logPlays(fx.log, 1);
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 2 });
+    const next = JSON.parse((await platform.batch(fx.deviceId, 2))!.body.toString());
+    expect(next.prev_sha256).toBe(held!.bodySha256);
+    expect(await platform.plays(fx.deviceId)).toBe(3);
+  });
+
+  it('a batch_conflict that none of the earlier signings explains still stops shipping', async () => {
+    // Batch 1 of this device is held by the platform with other bytes (an agent whose database was replaced by an
+    // older copy).
+    const earlier = createShippingFixture({
+      dir: sub('earlier'),
+      agentsUrl: platform.agentsUrl,
+      deviceId: fx.deviceId,
+      keys: fx.keys,
+    });
+    try {
+      earlier.log.appendStatus({ kind: 'tamper', at: new Date() });
+      expect(await earlier.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    } finally {
+      await earlier.close();
+    }
+    logPlays(fx.log, 1);
+    // This agent's batch 1 was signed twice (a stale_request from an injected answer, here): both are sent.
+    fx.http.failNext(1, 401, 'stale_request');
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'retry', reason: 'stale_request' });
+    expect(await fx.shipper.sendOnce()).toMatchObject({ kind: 'terminal', code: 'batch_conflict' });
+    expect(fx.http.exchanges.map((r) => [r.status, r.code])).toEqual([
+      [401, 'stale_request'],
+      [409, 'batch_conflict'],
+      [409, 'batch_conflict'],
+    ]);
+    // The re-signed bytes, then the first signing again: neither is what the platform holds.
+    expect(fx.http.exchanges[1]!.bodySha256).not.toBe(fx.http.exchanges[0]!.bodySha256);
+    expect(fx.http.exchanges[2]!.bodySha256).toBe(fx.http.exchanges[0]!.bodySha256);
+    expect(fx.shipper.status().alert).toMatchObject({ code: 'batch_conflict', batch_seq: 1 });
+    expect(await platform.plays(fx.deviceId)).toBe(0);
+  });
+
   it('a stale_request answered before a restart is re-signed by the next agent at its first send', async () => {
     logPlays(fx.log, 1);
     platform.setClockOffset(600_000);
