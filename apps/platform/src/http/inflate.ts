@@ -83,13 +83,15 @@ export function readWire(
  */
 export async function inflateBounded(
   wire: Buffer,
+  /** Who sent it (an organisation's id): its share of the inflation slots (Slots). */
+  caller: string,
   limits: { maxBytes: number; maxRatio: number } = {
     maxBytes: LIMITS.cmsInflatedMaxBytes,
     maxRatio: LIMITS.cmsInflateRatioMax,
   },
 ): Promise<Buffer> {
   const bound = Math.min(limits.maxBytes, limits.maxRatio * wire.length);
-  const release = await inflations.acquire();
+  const release = await inflations.acquire(caller);
   try {
     return await gunzipAsync(wire, { maxOutputLength: Math.max(bound, 1) });
   } catch (error) {
@@ -115,20 +117,53 @@ export async function inflateBounded(
  * Bounds how many bodies this process inflates at once (issue "Trust under attack", item 3): each may take 16 MB and
  * a core's worth of libuv's pool, and one event loop serves all four hosts. Beyond the slots a few wait their turn;
  * beyond those, 503 service_unavailable with Retry-After (the sender resends the same bytes: nothing was stored).
+ *
+ * The places are shared fairly between callers (an organisation): one caller holds at most `perCaller` of them,
+ * inflating and waiting together, and the one over its share is answered 429 rate_limited with Retry-After (spec
+ * Errors: "rate limit exceeded; Retry-After gives seconds to wait"), so one operator's flood of gzip batches
+ * cannot turn every other operator away. A freed slot goes to the waiting caller that inflates the fewest bodies
+ * at that moment (the oldest among equals), so a caller alone may use every slot, and a newcomer does not wait
+ * behind another caller's queue.
  */
 export class Slots {
   private used = 0;
-  private readonly waiting: (() => void)[] = [];
+  private readonly waiting: { caller: string; start: () => void }[] = [];
+  /** Per caller: the slots it inflates in and the places it holds (inflating + waiting). */
+  private readonly callers = new Map<string, { inflating: number; places: number }>();
 
   constructor(
     readonly size: number,
     readonly maxWaiting: number,
-  ) {}
+    readonly perCaller: number,
+  ) {
+    if (!(perCaller >= 1 && perCaller <= size + maxWaiting)) {
+      throw new RangeError(`perCaller must be from 1 to ${size + maxWaiting}, not ${perCaller}`);
+    }
+  }
 
-  acquire(): Promise<() => void> {
+  /** Places `caller` holds now (inflating and waiting). */
+  placesOf(caller: string): number {
+    return this.callers.get(caller)?.places ?? 0;
+  }
+
+  acquire(caller: string): Promise<() => void> {
+    const mine = this.callers.get(caller) ?? { inflating: 0, places: 0 };
+    if (mine.places >= this.perCaller) {
+      return Promise.reject(
+        new ProblemError(
+          'rate_limited',
+          `${mine.places} compressed bodies of this organisation are being inflated or waiting, its share of ` +
+            'this server; send it again once one is answered',
+          { headers: { 'retry-after': '1' } },
+        ),
+      );
+    }
     if (this.used < this.size) {
       this.used += 1;
-      return Promise.resolve(this.releaser());
+      mine.inflating += 1;
+      mine.places += 1;
+      this.callers.set(caller, mine);
+      return Promise.resolve(this.releaser(caller));
     }
     if (this.waiting.length >= this.maxWaiting) {
       return Promise.reject(
@@ -141,23 +176,54 @@ export class Slots {
         ),
       );
     }
-    return new Promise((resolve) => this.waiting.push(() => resolve(this.releaser())));
+    mine.places += 1;
+    this.callers.set(caller, mine);
+    return new Promise((resolve) =>
+      this.waiting.push({ caller, start: () => resolve(this.releaser(caller)) }),
+    );
   }
 
-  private releaser(): () => void {
+  private releaser(caller: string): () => void {
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.used -= 1;
+      const mine = this.callers.get(caller)!;
+      mine.inflating -= 1;
+      mine.places -= 1;
+      if (mine.places === 0) this.callers.delete(caller);
+      const next = this.fairestWaiting();
+      if (next === null) {
+        this.used -= 1;
+        return;
+      }
+      const [entry] = this.waiting.splice(next, 1);
+      // Its place is already counted; the slot passes to it.
+      this.callers.get(entry!.caller)!.inflating += 1;
+      entry!.start();
     };
+  }
+
+  /** The index of the waiting entry whose caller inflates the fewest bodies now, the oldest among equals. */
+  private fairestWaiting(): number | null {
+    let best: number | null = null;
+    let bestInflating = Number.POSITIVE_INFINITY;
+    for (const [index, entry] of this.waiting.entries()) {
+      const inflating = this.callers.get(entry.caller)!.inflating;
+      if (inflating < bestInflating) {
+        best = index;
+        bestInflating = inflating;
+      }
+    }
+    return best;
   }
 }
 
-/** Two at once per process (a worker per core: PLATFORM_WORKERS), eight waiting. */
-export const inflations = new Slots(2, 8);
+/**
+ * Two at once per process (a worker per core: PLATFORM_WORKERS), eight waiting; one organisation holds at most four
+ * of the ten places (both slots and two waiting), so six stay open to the others.
+ */
+export const inflations = new Slots(2, 8, 4);
 
 /**
  * The exact bytes of a stored batch body (migration 062): a body kept as the gzip bytes it came in is restored

@@ -232,7 +232,10 @@ const cmsBodyParser =
         request.headers['content-length'],
         LIMITS.cmsWireMaxBytes,
       );
-      const bytes = encoding === 'gzip' ? await inflateBounded(wire) : wire;
+      // Each operator's share of the inflation slots (http/inflate.ts Slots): its API key passed before the body was
+      // read, so the organisation is known; 'anonymous' only if that order ever changed.
+      const caller = request.principal?.organisation.id ?? 'anonymous';
+      const bytes = encoding === 'gzip' ? await inflateBounded(wire, caller) : wire;
       request.rawBody = bytes;
       if (bytes.length === 0) throw new ProblemError('invalid_json', 'the body is empty');
       const checks = early(request, bytes);

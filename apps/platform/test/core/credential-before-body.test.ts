@@ -159,16 +159,18 @@ describe('no body is read for a caller without a credential', () => {
 
 describe('inflation slots', () => {
   test('two at once, eight waiting, then 503 service_unavailable with Retry-After; a release lets the next in', async () => {
-    const slots = new Slots(2, 8);
-    const held = [await slots.acquire(), await slots.acquire()];
+    // Ten places among three callers, none over its share of four.
+    const slots = new Slots(2, 8, 4);
+    const callers = ['a', 'a', 'b', 'b', 'c', 'c', 'c', 'c'];
+    const held = [await slots.acquire('a'), await slots.acquire('b')];
     let started = 0;
-    const waiting = Array.from({ length: 8 }, () =>
-      slots.acquire().then((release) => {
+    const waiting = callers.map((caller) =>
+      slots.acquire(caller).then((release) => {
         started += 1;
         return release;
       }),
     );
-    await expect(slots.acquire()).rejects.toMatchObject({
+    await expect(slots.acquire('d')).rejects.toMatchObject({
       code: 'service_unavailable',
       headers: { 'retry-after': '1' },
     });
@@ -181,8 +183,50 @@ describe('inflation slots', () => {
     held[1]!();
     for (const next of waiting.slice(1)) (await next)();
     expect(started).toBe(8);
-    // All free again: two at once without waiting.
-    const again = [await slots.acquire(), await slots.acquire()];
+    // All free again: two at once without waiting, for one caller alone too.
+    const again = [await slots.acquire('a'), await slots.acquire('a')];
     for (const release of again) release();
+    expect(slots.placesOf('a')).toBe(0);
+  });
+
+  test('one caller holds at most its share of the places: beyond it 429 rate_limited, the others still get in', async () => {
+    const slots = new Slots(2, 8, 4);
+    const flood = [await slots.acquire('flooder'), await slots.acquire('flooder')];
+    const queued = [slots.acquire('flooder'), slots.acquire('flooder')];
+    await expect(slots.acquire('flooder')).rejects.toMatchObject({
+      code: 'rate_limited',
+      headers: { 'retry-after': '1' },
+    });
+    // Six places are left to the others, not to the flooder.
+    const others = Array.from({ length: 6 }, (_, i) => slots.acquire(`other-${i % 2}`));
+    await expect(slots.acquire('third')).rejects.toMatchObject({ code: 'service_unavailable' });
+    expect(slots.placesOf('flooder')).toBe(4);
+    // Freed slots go to whoever inflates the fewest, not to the flooder's older entries.
+    const order: string[] = [];
+    const track = (name: string, p: Promise<() => void>) =>
+      p.then((release) => {
+        order.push(name);
+        return release;
+      });
+    const tracked = [
+      ...queued.map((p, i) => track(`flooder-${i}`, p)),
+      ...others.map((p, i) => track(`other-${i % 2}`, p)),
+    ];
+    flood[0]!();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(order).toEqual(['other-0']);
+    flood[1]!();
+    await new Promise((resolve) => setImmediate(resolve));
+    // Now the flooder inflates none, as other-1: the older of their entries, the flooder's, goes.
+    expect(order).toEqual(['other-0', 'flooder-0']);
+    // Everyone is served in the end.
+    for (const next of tracked) (await next)();
+    expect(order).toHaveLength(8);
+    expect(slots.placesOf('flooder')).toBe(0);
+  });
+
+  test('a share outside 1 to the number of places is refused', () => {
+    expect(() => new Slots(2, 8, 0)).toThrow(RangeError);
+    expect(() => new Slots(2, 8, 11)).toThrow(RangeError);
   });
 });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { generateEs256KeyPair } from '@ooh/crypto';
 import { gzipSync } from 'node:zlib';
-import { describe, expect } from 'vitest';
+import { describe, expect, vi } from 'vitest';
 import { inflations } from '../../src/http/inflate.js';
 import { type ExportLine, exportDayBatches } from '../../src/seals/index.js';
 import { apiCall, createOrganisation } from '../support/platform.js';
@@ -580,10 +580,11 @@ describe('sizes, encodings and counts', () => {
     source,
   }) => {
     // Issue "Trust under attack", item 3: "bound how many inflations run at once". The route must go through the
-    // process's slots: take them all (2 inflating, 8 waiting) and the next gzip body is turned away at once.
+    // process's slots: take them all (2 inflating, 8 waiting, by three other callers within their shares) and the
+    // next gzip body is turned away at once.
     const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
-    const held = [await inflations.acquire(), await inflations.acquire()];
-    const queued = Array.from({ length: 8 }, () => inflations.acquire());
+    const held = [await inflations.acquire('caller-a'), await inflations.acquire('caller-b')];
+    const queued = ['a', 'a', 'a', 'b', 'b', 'b', 'c', 'c'].map((c) => inflations.acquire(`caller-${c}`));
     try {
       const refused = await postCms(servers, source, body, { gzip: true });
       problemOf(refused, 503, 'service_unavailable');
@@ -600,6 +601,63 @@ describe('sizes, encodings and counts', () => {
     // The sender resends the same bytes once a slot is free: taken, nothing lost.
     expect(answerOf(await postCms(servers, source, body, { gzip: true })).accepted).toBe(1);
     expect(await batchCount(db, sourceOwner(source))).toBe(2);
+  });
+
+  test("one operator's flood of gzip batches takes its share of the inflation slots only: 429 beyond it, the other operator is served", async ({
+    db,
+    servers,
+    platform,
+    setNow,
+  }) => {
+    // Fresh keys and a time of their own: the per-key token buckets of the other tests are not drawn on.
+    setNow(new Date(T0.getTime() + 34 * 24 * 3600_000));
+    const flooder = await createOperator(platform, 1);
+    const flooderSource = await registerSource(platform, flooder);
+    const other = await createOperator(platform, 1);
+    const otherSource = await registerSource(platform, other);
+    // Two of the flooder's batches inflating (held here so that they stay in the slots), then ten more at once
+    // through the route: the total bound (2 inflating, 8 waiting) would take eight of them.
+    const inflating = [await inflations.acquire(flooder.id), await inflations.acquire(flooder.id)];
+    const settled: { seq: number; statusCode: number; body: string; retryAfter: unknown }[] = [];
+    const flood = Array.from({ length: 10 }, (_, seq) =>
+      postCms(servers, flooderSource, cmsBody(flooderSource, seq, []), { gzip: true }).then((res) => {
+        settled.push({
+          seq,
+          statusCode: res.statusCode,
+          body: res.body,
+          retryAfter: res.headers['retry-after'],
+        });
+        return res;
+      }),
+    );
+    let otherAnswer: Promise<Awaited<ReturnType<typeof postCms>>> | null = null;
+    try {
+      // Its share is four places (its two inflating and two waiting): the other eight are refused at once.
+      await vi.waitFor(() => expect(settled).toHaveLength(8), { timeout: 10_000, interval: 20 });
+      for (const refused of settled) {
+        expect(refused.statusCode, refused.body).toBe(429);
+        expect(JSON.parse(refused.body)).toMatchObject({ code: 'rate_limited' });
+        expect(refused.retryAfter).toBe('1');
+      }
+      // The other operator's gzip batch still finds a place, and the next free slot is its own (it inflates none,
+      // the flooder one), ahead of the flooder's waiting batches.
+      otherAnswer = postCms(servers, otherSource, cmsBody(otherSource, 0, []), { gzip: true });
+      await vi.waitFor(() => expect(inflations.placesOf(other.id)).toBe(1), {
+        timeout: 10_000,
+        interval: 20,
+      });
+      inflating[0]!();
+      expect(answerOf(await otherAnswer)).toMatchObject({ batch_seq: 0, duplicate: false });
+    } finally {
+      for (const release of inflating) release();
+      await Promise.all([...flood, ...(otherAnswer ? [otherAnswer] : [])]);
+    }
+    // The flooder's two waiting batches were taken once a slot was free; the refused ones stored nothing.
+    const served = (await Promise.all(flood)).filter((res) => res.statusCode === 200);
+    expect(served).toHaveLength(2);
+    expect(await batchCount(db, `source:${flooderSource.id}`)).toBe(2);
+    expect(await batchCount(db, `source:${otherSource.id}`)).toBe(1);
+    expect(inflations.placesOf(flooder.id)).toBe(0);
   });
 });
 
