@@ -312,20 +312,66 @@ export interface DateObserver {
 }
 
 /**
+ * Whether an answer may be a copy a cache on the way stored earlier and handed back now: its `Date` then says when
+ * the platform made it, not the time now (RFC 9110 §6.6.1: the origin's clock when it generated the message), and a
+ * clock set by it is set back by the copy's age. The platform serves the revocation list `public, max-age=60`, so a
+ * proxy or CDN in front of the verify host may answer with a copy up to a minute old (more, with `stale-if-error`).
+ *
+ * - An `Age` above 0: a cache says it held the answer that long (RFC 9111 §5.1: "the response was not generated or
+ *   validated by the origin server for this request"). Date + Age is no better: a cache counts `Age` from the
+ *   `Date` by its own clock (RFC 9111 §4.2.3, `apparent_age`), so a cache whose clock is ahead adds its error, and
+ *   `Age` has whole seconds.
+ * - A POST's answer: never a stored copy (RFC 9111 §4: a stored answer is reused only for a request whose method
+ *   allows it; RFC 9110 §9.3.3: a POST's answer may serve a later GET, never a POST). Batches, the shipper's clock
+ *   probe and renewal are POSTs.
+ * - A GET's answer: a copy unless it says no shared cache may store it (`Cache-Control: no-store`, RFC 9111
+ *   §5.2.2.5; unqualified `private`, §5.2.2.7). Without either, a cache may store it, by its `max-age` or by heuristic
+ *   (§4.2.2: a 404 too), and not every cache says so: nginx's `proxy_cache` sends no `Age`, nor does an HTTP/1.0 one.
+ */
+export function mayBeCachedCopy(method: 'GET' | 'POST', headers: HttpResponse['headers']): boolean {
+  const age = headers['age'];
+  // RFC 9111 §5.1: Age is delta-seconds; a value that is not one is a cache saying something all the same.
+  if (age !== undefined && age.trim() !== '0') return true;
+  if (method === 'POST') return false;
+  const directives = cacheControlDirectives(headers['cache-control']);
+  // A qualified `private="field"` only keeps those fields from a shared cache: the answer may still be stored.
+  return !(directives.has('no-store') || directives.get('private') === null);
+}
+
+/** The directives of a Cache-Control field (RFC 9111 §5.2), lower-cased, each with its argument (null: none). */
+function cacheControlDirectives(field: string | undefined): Map<string, string | null> {
+  const directives = new Map<string, string | null>();
+  if (!field) return directives;
+  const directive = /\s*([^\s=,]+)\s*(?:=\s*("(?:[^"\\]|\\.)*"|[^,]*))?\s*(?:,|$)/gy;
+  for (let match = directive.exec(field); match; match = directive.exec(field)) {
+    const name = (match[1] ?? '').toLowerCase();
+    if (!directives.has(name)) directives.set(name, match[2]?.trim() ?? null);
+    if (directive.lastIndex >= field.length) break;
+  }
+  return directives;
+}
+
+/**
  * Every answer of the platform carries a `Date` header (DESIGN.md §5: "the agent may use [it] to correct its
- * clock"): this client hands each one to the clock, so the first call of a run (the revocation list, a
- * renewal, a batch) sets the clock, not only a batch's answer.
+ * clock"): this client hands the clock each one that the platform made for this very request, so the first call
+ * of a run that POSTs (a batch, the shipper's clock probe, a renewal) sets the clock, not only a batch's answer.
+ * An answer a cache may have kept ({@link mayBeCachedCopy}: the revocation list) is not the time now.
  */
 export function observeServerDates(http: HttpClient, clock: DateObserver): HttpClient {
-  const observed = async (call: () => Promise<HttpResponse>): Promise<HttpResponse> => {
+  const observed = async (
+    method: 'GET' | 'POST',
+    call: () => Promise<HttpResponse>,
+  ): Promise<HttpResponse> => {
     const sentAt = clock.baseNow();
     const response = await call();
-    clock.observeServerDate(response.headers['date'], sentAt, clock.baseNow());
+    if (!mayBeCachedCopy(method, response.headers)) {
+      clock.observeServerDate(response.headers['date'], sentAt, clock.baseNow());
+    }
     return response;
   };
   return {
-    post: (url, body, headers, tls) => observed(() => http.post(url, body, headers, tls)),
-    get: (url, tls) => observed(() => http.get(url, tls)),
+    post: (url, body, headers, tls) => observed('POST', () => http.post(url, body, headers, tls)),
+    get: (url, tls) => observed('GET', () => http.get(url, tls)),
     close: () => http.close(),
   };
 }

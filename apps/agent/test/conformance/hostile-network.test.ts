@@ -26,6 +26,7 @@ import {
   startHostileServer,
   type TlsAuthority,
 } from '../helpers/hostile.js';
+import { signedRevocations } from '../helpers/media.js';
 import { createTestPki, type TestPki } from '../helpers/pki.js';
 import { createShippingFixture, logPlays, type ShippingFixture } from '../helpers/shipping-fixture.js';
 import { tempDir } from '../helpers/temp.js';
@@ -528,10 +529,12 @@ describe('a Date header far off, or one jump, on the answers', () => {
       daysLeft: 30.5,
     });
     const { agent } = player;
+    // Batch answers (POSTs: never a cache's copy, see mayBeCachedCopy), each a 503 with its Date.
+    logPlays(new PlayLog(agent.db), 1);
     dates = [() => new Date(), () => new Date(Date.now() + 20 * HOUR_MS), () => new Date()];
-    await agent.revocations.refresh();
+    await agent.shipper.sendOnce();
     expect(agent.clock.synced).toBe(true);
-    await agent.revocations.refresh();
+    await agent.shipper.sendOnce();
     expect(agent.clock.heldOffset).toBeGreaterThan(19 * HOUR_MS);
     expect(Math.abs(agent.clock.offset)).toBeLessThan(2000);
     const record = agent.log.appendStatus({
@@ -542,7 +545,7 @@ describe('a Date header far off, or one jump, on the answers', () => {
     expect(Math.abs(Date.parse((record.record as { at: string }).at) - Date.now())).toBeLessThan(5000);
     expect(await agent.renewal.check()).toMatchObject({ result: 'not_due' });
     // The next answer agrees with the clock as it is: the jump is dropped.
-    await agent.revocations.refresh();
+    await agent.shipper.sendOnce();
     expect(agent.clock.heldOffset).toBeNull();
     expect(server.requests.some((r) => r.path === '/d/v1/renew')).toBe(false);
   });
@@ -557,6 +560,115 @@ describe('a Date header far off, or one jump, on the answers', () => {
     await http.close();
     expect(clock.synced).toBe(false);
     expect(clock.offset).toBe(0);
+  });
+});
+
+describe('an answer a cache on the way kept', () => {
+  // The verify host serves the revocation list `public, max-age=60`: a proxy or CDN in front of it may hand back a
+  // copy made a minute ago, with the platform's Date of then. Its age is the copy's, not the clock's error.
+  const MINUTE_MS = 60_000;
+  let dir: ReturnType<typeof tempDir>;
+  let server: HostileServer;
+  let player: HostilePlayer | null = null;
+  let list: string;
+  /** The copy's Age header (RFC 9111 §5.1); nginx's proxy_cache sends none. */
+  let age: string | undefined;
+
+  beforeEach(async () => {
+    dir = tempDir();
+    age = '60';
+    list = JSON.stringify(await signedRevocations(pki, 1, []));
+    server = await startHostileServer(platformIdentity, (socket, request) => {
+      const now = Date.now();
+      if (request.path === '/v1/revocations.json') {
+        const copy = {
+          date: new Date(now - MINUTE_MS).toUTCString(),
+          'cache-control': 'public, max-age=60',
+          'content-type': 'application/json',
+        };
+        answer(socket, 200, age === undefined ? copy : { ...copy, age }, list);
+      } else {
+        answer(socket, 503, { date: new Date(now).toUTCString() }, '{"code":"service_unavailable"}');
+      }
+    });
+  });
+  afterEach(async () => {
+    await player?.agent.close();
+    await server.close();
+    player = null;
+    dir.cleanup();
+  });
+
+  it('sets no clock by a revocation list a minute old; the first batch answer sets it, and a copy then holds no jump', async () => {
+    player = await hostilePlayer({
+      dir: dir.path,
+      pki,
+      serverCaPem: authority.rootPem,
+      url: server.url,
+      daysLeft: 45,
+    });
+    const { agent } = player;
+    // The first answer of the run, from the cache: the list is as good as ever, its Date is a minute old.
+    expect(await agent.revocations.refresh()).toBe('updated');
+    expect(agent.clock.synced).toBe(false);
+    expect(agent.clock.offset).toBe(0);
+    // The same copy from a cache that does not say its age.
+    age = undefined;
+    expect(await agent.revocations.refresh()).toBe('unchanged');
+    expect(agent.clock.synced).toBe(false);
+    expect(agent.clock.offset).toBe(0);
+    expect(Math.abs(agent.clock.now().getTime() - Date.now())).toBeLessThan(2000);
+
+    // A batch's answer (a POST: no cache answers it) is the platform's time now.
+    logPlays(new PlayLog(agent.db), 1);
+    await agent.shipper.sendOnce();
+    expect(agent.clock.synced).toBe(true);
+    expect(Math.abs(agent.clock.offset)).toBeLessThan(2000);
+
+    // Synced, a copy a minute old is not even a jump to hold for confirmation.
+    age = '60';
+    expect(await agent.revocations.refresh()).toBe('unchanged');
+    expect(agent.clock.heldOffset).toBeNull();
+    expect(Math.abs(agent.clock.offset)).toBeLessThan(2000);
+  });
+
+  it('takes no Date from a GET a cache may have stored, with or without Age; a POST’s answer or a no-store GET it takes', async () => {
+    const stamps: { offset: number }[] = [];
+    const clock = {
+      baseNow: () => new Date(),
+      observeServerDate: (date: string | undefined) => {
+        stamps.push({ offset: Date.parse(date ?? '') - Date.now() });
+        return true;
+      },
+    };
+    const answers: Record<string, string>[] = [];
+    server.respond = (socket) =>
+      answer(socket, 200, { date: new Date(Date.now() - MINUTE_MS).toUTCString(), ...answers.shift() }, '{}');
+    const http = observeServerDates(createHttpClient({ serverCaPem: authority.rootPem }), clock);
+    const get = async (headers: Record<string, string>) => {
+      answers.push(headers);
+      await http.get(`${server.url}/v1/revocations.json`);
+    };
+    const post = async (headers: Record<string, string>) => {
+      answers.push(headers);
+      await http.post(`${server.url}/d/v1/telemetry`, new Uint8Array(0), {}, undefined);
+    };
+    try {
+      await get({ age: '60', 'cache-control': 'public, max-age=60' });
+      await get({ 'cache-control': 'public, max-age=60' }); // nginx proxy_cache: no Age
+      await get({}); // heuristically cacheable (RFC 9111 §4.2.2)
+      await get({ 'cache-control': 'private="set-cookie", max-age=60' }); // only a field is private
+      await get({ 'cache-control': 'no-store', age: '5' }); // a cache said it held it all the same
+      await post({ age: '60' });
+      expect(stamps).toEqual([]);
+      await get({ 'cache-control': 'No-Store' });
+      await get({ 'cache-control': 'max-age=0, private' });
+      await post({});
+      await post({ age: '0', 'cache-control': 'public, max-age=60' });
+      expect(stamps).toHaveLength(4);
+    } finally {
+      await http.close();
+    }
   });
 });
 
