@@ -227,6 +227,8 @@ export class AgentCore {
       disk: this.disk,
       settings: config,
       clock: this.clock,
+      clockSynced: () => this.clock.synced,
+      monotonic: () => this.clock.monotonicMs(),
       logger: this.logger,
       sleep: this.sleep,
     });

@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs';
 import type { Database } from 'better-sqlite3';
-import { type Clock, realSleep, type Sleep } from '../clock.js';
+import { type Clock, type MonotonicClock, realSleep, type Sleep, systemMonotonic } from '../clock.js';
 import type { AgentConfig } from '../config/config.js';
 import type { AgentState } from '../log/agent-state.js';
 import { rfc3339 } from '../log/records.js';
@@ -72,6 +72,13 @@ export interface StorageMaintenanceOptions {
   disk: DiskWatch;
   settings: Pick<AgentConfig, 'retention' | 'disk'>;
   clock: Clock;
+  /**
+   * Whether `clock` agrees with the platform's now (CorrectedClock.synced): only then are stamps beyond it moved back
+   * to it (Retention.settleFutureStamps). Without it they wait for the clock to reach them.
+   */
+  clockSynced?: () => boolean;
+  /** The steady clock (default `performance.now()`): `prune_interval_ms` is measured on it, never on `clock`. */
+  monotonic?: MonotonicClock;
   logger: Logger;
   sleep?: Sleep;
 }
@@ -84,13 +91,16 @@ export interface StorageMaintenanceOptions {
  */
 export class StorageMaintenance {
   readonly retention: Retention;
-  private lastPruneMs: number | null = null;
+  /** Steady time of the last pass: a clock set back a year must not hold the next pass back a year. */
+  private lastPruneSteadyMs: number | null = null;
+  private readonly monotonic: MonotonicClock;
   private vacuumPostponedLogged = false;
   private readonly sleep: Sleep;
 
   constructor(private readonly options: StorageMaintenanceOptions) {
     this.retention = new Retention(options.db);
     this.sleep = options.sleep ?? realSleep;
+    this.monotonic = options.monotonic ?? systemMonotonic;
   }
 
   /** Reads the free space now (DiskWatch listeners hear of a change of state). */
@@ -99,19 +109,19 @@ export class StorageMaintenance {
   }
 
   async run(signal: AbortSignal): Promise<void> {
-    const { disk, settings, clock, logger } = this.options;
+    const { disk, settings, logger } = this.options;
     while (!signal.aborted) {
       try {
         await disk.check();
-        const now = clock.now().getTime();
+        const steadyMs = this.monotonic();
         const pressure = disk.state !== 'ok';
         if (
           pressure ||
-          this.lastPruneMs === null ||
-          now - this.lastPruneMs >= settings.retention.pruneIntervalMs
+          this.lastPruneSteadyMs === null ||
+          steadyMs - this.lastPruneSteadyMs >= settings.retention.pruneIntervalMs
         ) {
           const pass = await this.prunePass(signal);
-          this.lastPruneMs = now;
+          this.lastPruneSteadyMs = steadyMs;
           // Space given back under pressure: look again at once, so the screen resumes without waiting a round.
           if (pressure && pass.bytes_freed > 0) await disk.check();
         }
@@ -140,6 +150,7 @@ export class StorageMaintenance {
       acknowledgedBefore: new Date(now.getTime() - keepMs),
       setAsideBefore: new Date(now.getTime() - settings.retention.keepSetAsideMs),
     };
+    await this.settleFutureStamps(now, signal);
     let batches = 0;
     let records = 0;
     for (;;) {
@@ -172,6 +183,31 @@ export class StorageMaintenance {
       logger.info({ ...result }, 'retention: acknowledged batches and their records removed');
     }
     return result;
+  }
+
+  /**
+   * Stamps of answered and given-up batches beyond the clock, written while it ran ahead, count from now once the clock
+   * is synced (see Retention.settleFutureStamps): else a batch answered while the board clock ran a year ahead would be
+   * kept a year more after the clock was set back, and a small disk fill meanwhile.
+   */
+  private async settleFutureStamps(now: Date, signal?: AbortSignal): Promise<void> {
+    if (!this.options.clockSynced?.()) return;
+    let moved = 0;
+    let latest: string | null = null;
+    for (;;) {
+      if (signal?.aborted) break;
+      const chunk = this.retention.settleFutureStamps(now);
+      moved += chunk.batches;
+      if (chunk.latest !== null && (latest === null || chunk.latest > latest)) latest = chunk.latest;
+      if (!chunk.more) break;
+      await this.yieldNow(signal);
+    }
+    if (moved > 0) {
+      this.options.logger.warn(
+        { batches: moved, latest_stamp: latest, now: rfc3339(now) },
+        'retention: batches stamped after the clock (answered or given up while it ran ahead) are kept from now',
+      );
+    }
   }
 
   /**

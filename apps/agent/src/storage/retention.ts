@@ -21,6 +21,12 @@ import { inTransaction, prepared } from '../log/statements.js';
  *   end of its play, so a removed record's play_id is never logged again (UNIQUE on records.play_id only guards the
  *   rows kept). The platform's own horizon (plays more than 90 days old are too_old) needs nothing from the player.
  *
+ * - Age is judged by the stamps the shipper wrote (`answered_at`, `abandoned_at`) on the agent's clock, which can be
+ *   wrong and set back: a batch answered while the clock ran a year ahead would otherwise wait that year before its
+ *   keep even began, and a small disk fill meanwhile. Once the clock is synced (it agrees with the platform's), a
+ *   stamp beyond it is known wrong and is moved back to the time it is seen ({@link Retention.settleFutureStamps}):
+ *   the answer came before that, so it is kept its whole time and never longer than that time from now.
+ *
  * Work is done in small transactions ({@link PRUNE_CHUNK_RECORDS}), each a few milliseconds, so the scheduler logs
  * plays between them; freed pages go back to the file system a few at a time (incremental vacuum).
  */
@@ -122,6 +128,46 @@ export class Retention {
         batches: chosen.length,
         records: removed,
         more: leftOver || candidates.length > chosen.length,
+      };
+    });
+  }
+
+  /**
+   * Moves back to `now` up to `maxBatches` stamps beyond it of batches answered or given up, in one transaction: the
+   * time they were written the clock ran ahead (the board's, or the platform's it followed), and it has been set back
+   * since. Call it only with a clock that agrees with the platform's (CorrectedClock.synced): a clock running behind
+   * would make correct stamps look ahead, and moving them back to it would shorten their keep, a record set aside's
+   * too. Only the stamps change: no row goes, whatever its state; a batch still to be answered has neither stamp.
+   * Returns how many stamps moved, the latest of them as it was, and whether more are due.
+   */
+  settleFutureStamps(
+    now: Date,
+    maxBatches = PRUNE_CHUNK_RECORDS,
+  ): { batches: number; latest: string | null; more: boolean } {
+    return inTransaction(this.db, () => {
+      const at = rfc3339(now);
+      const latest = prepared<[string, string], { latest: string | null }>(
+        this.db,
+        `SELECT max(stamp) AS latest FROM (
+           SELECT max(answered_at) AS stamp FROM batches WHERE answer IS NOT NULL AND answered_at > ?
+           UNION ALL
+           SELECT max(abandoned_at) FROM batches WHERE abandoned_at IS NOT NULL AND abandoned_at > ?)`,
+      ).get(at, at)?.latest;
+      if (!latest) return { batches: 0, latest: null, more: false };
+      const answered = prepared<[string, string, number]>(
+        this.db,
+        `UPDATE batches SET answered_at = ? WHERE batch_seq IN (
+           SELECT batch_seq FROM batches WHERE answer IS NOT NULL AND answered_at > ? LIMIT ?)`,
+      ).run(at, at, maxBatches).changes;
+      const abandoned = prepared<[string, string, number]>(
+        this.db,
+        `UPDATE batches SET abandoned_at = ? WHERE batch_seq IN (
+           SELECT batch_seq FROM batches WHERE abandoned_at IS NOT NULL AND abandoned_at > ? LIMIT ?)`,
+      ).run(at, at, maxBatches).changes;
+      return {
+        batches: answered + abandoned,
+        latest,
+        more: answered === maxBatches || abandoned === maxBatches,
       };
     });
   }

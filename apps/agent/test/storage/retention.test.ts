@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { CorrectedClock } from '../../src/clock.js';
 import { parseConfig } from '../../src/config/config.js';
 import { AgentState } from '../../src/log/agent-state.js';
 import { type Database, openAgentDatabase, WAL_SIZE_LIMIT_BYTES } from '../../src/log/database.js';
@@ -8,7 +9,12 @@ import { PlayLog } from '../../src/log/play-log.js';
 import { memoryLogger } from '../../src/logger.js';
 import { BatchStore, CHAIN_HEAD_KEY } from '../../src/shipping/batch-store.js';
 import { DiskWatch } from '../../src/storage/disk.js';
-import { StorageMaintenance } from '../../src/storage/maintenance.js';
+import {
+  LAST_PRUNE_KEY,
+  type LastPrune,
+  StorageMaintenance,
+  type StorageMaintenanceOptions,
+} from '../../src/storage/maintenance.js';
 import { Retention } from '../../src/storage/retention.js';
 import { logPlays } from '../helpers/shipping-fixture.js';
 import { ManualClock, tempDir } from '../helpers/temp.js';
@@ -52,7 +58,7 @@ describe('retention of the play log', () => {
     dir.cleanup();
   });
 
-  function maintenance(): StorageMaintenance {
+  function maintenance(overrides: Partial<StorageMaintenanceOptions> = {}): StorageMaintenance {
     const disk = new DiskWatch({
       volumes: [{ name: 'data', path: dir.path }],
       freeSpace: async () => ({ freeBytes, totalBytes: 16 * 1024 ** 3 }),
@@ -68,6 +74,7 @@ describe('retention of the play log', () => {
       settings,
       clock,
       logger: memoryLogger(),
+      ...overrides,
     });
   }
 
@@ -222,6 +229,121 @@ describe('retention of the play log', () => {
     expect(status.retention.kept).toEqual({ records: 10, batches: 0 });
     expect(status.retention.last_prune).toMatchObject({ records: 30_000, batches: 30 });
     expect(status.oldest_unacknowledged).toMatchObject({ seq: 30_001, age_seconds: 60 * 86_400 });
+  });
+
+  describe('after a clock that ran a year ahead is set back', () => {
+    const YEAR = 365 * DAY;
+    /** The true time, the board clock (a year ahead until set) and the steady clock beside it. */
+    let truth: ManualClock;
+    let board: ManualClock;
+    let steadyMs: number;
+    let agentClock: CorrectedClock;
+    const pass = (ms: number) => {
+      truth.advance(ms);
+      board.advance(ms);
+      steadyMs += ms;
+    };
+    const stamps = () =>
+      db.prepare('SELECT batch_seq, answered_at, abandoned_at FROM batches ORDER BY batch_seq').all();
+
+    beforeEach(() => {
+      truth = new ManualClock(T0);
+      board = new ManualClock(new Date(T0.getTime() + YEAR));
+      steadyMs = 0;
+      agentClock = new CorrectedClock(board, DAY, 0, undefined, { monotonic: () => steadyMs });
+    });
+
+    it('frees what was answered then a keep after the clock is synced, never what waits, nor a record set aside before its time', async () => {
+      // A year ahead the platform's Date is refused (beyond 24 h): the agent stamps by the board clock.
+      expect(agentClock.observeServerDate(truth.now().toUTCString(), board.now(), board.now())).toBe(false);
+      const at = () => agentClock.now();
+      const status = () =>
+        log.appendStatus({ kind: 'tamper', at: at(), detail: { state: 'open' } }, at()).seq;
+      const cutNow = () => batches.pendingOrCut({ deviceId: DEVICE, now: at() })!;
+      // 1-3 in batch 1, answered; 4 in batch 2, set aside; 5-6 in batch 3, sent and never answered; 7 not cut.
+      status();
+      status();
+      status();
+      batches.storeAnswer(cutNow().batchSeq, '{}', at());
+      status();
+      batches.setAside(cutNow().batchSeq, at(), 'http 500 internal_error');
+      status();
+      status();
+      const pending = cutNow();
+      batches.noteFailure(pending.batchSeq, { at: at(), serverError: true, what: 'http 500' });
+      status();
+      const aheadStamps = stamps();
+      const logger = memoryLogger();
+      const storage = maintenance({
+        clock: agentClock,
+        clockSynced: () => agentClock.synced,
+        monotonic: () => steadyMs,
+        logger,
+      });
+
+      // A technician sets the board clock right. Before the platform's time is taken, a stamp ahead of the clock may
+      // as well be right and the clock behind: nothing moves.
+      pass(DAY);
+      board.set(truth.now());
+      await storage.prunePass();
+      expect(stamps()).toEqual(aheadStamps);
+
+      // The next Date header is taken: the clock is synced, the stamps a year ahead count from now.
+      expect(agentClock.observeServerDate(truth.now().toUTCString(), board.now(), board.now())).toBe(true);
+      expect(await storage.prunePass()).toMatchObject({ batches: 0, records: 0 });
+      const now = truth.now().toISOString();
+      expect(stamps()).toEqual([
+        { batch_seq: 1, answered_at: now, abandoned_at: null },
+        { batch_seq: 2, answered_at: null, abandoned_at: now },
+        { batch_seq: 3, answered_at: null, abandoned_at: null },
+      ]);
+      expect(logger.lines.some((l) => /kept from now/.test(l.message))).toBe(true);
+
+      // Kept its 28 days from then, not a year and 28 days.
+      pass(27 * DAY);
+      await storage.prunePass();
+      expect(seqs()).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      pass(2 * DAY);
+      expect(await storage.prunePass()).toMatchObject({ batches: 1, records: 3 });
+      expect(seqs()).toEqual([4, 5, 6, 7]);
+      expect(batches.setAsideRecords().count).toBe(1);
+
+      // The record set aside goes 180 days after, never what the platform has not answered.
+      pass(150 * DAY);
+      await storage.prunePass();
+      expect(seqs()).toEqual([4, 5, 6, 7]);
+      pass(2 * DAY);
+      await storage.prunePass();
+      expect(seqs()).toEqual([5, 6, 7]);
+      expect(batchSeqs()).toEqual([pending.batchSeq]);
+      expect(batches.pending()!.batchSeq).toBe(pending.batchSeq);
+      expect(log.stats()).toMatchObject({ lastSeq: 7, unbatched: 1 });
+    });
+
+    it('runs its pass every prune_interval of steady time, not a year after the clock was set back', async () => {
+      let rounds = 0;
+      let controller = new AbortController();
+      const storage = maintenance({
+        clock: board,
+        monotonic: () => steadyMs,
+        sleep: async (ms) => {
+          pass(ms);
+          if (--rounds <= 0) controller.abort();
+        },
+      });
+      rounds = 1;
+      await storage.run(controller.signal);
+      expect(state.get<LastPrune>(LAST_PRUNE_KEY)?.at).toBe(new Date(T0.getTime() + YEAR).toISOString());
+
+      board.set(truth.now());
+      controller = new AbortController();
+      // An hour of disk checks, one a minute.
+      rounds = Math.ceil(settings.retention.pruneIntervalMs / settings.disk.checkIntervalMs) + 1;
+      await storage.run(controller.signal);
+      expect(state.get<LastPrune>(LAST_PRUNE_KEY)?.at).toBe(
+        new Date(T0.getTime() + settings.retention.pruneIntervalMs).toISOString(),
+      );
+    });
   });
 
   it('removes in small transactions: one chunk never takes more than a couple of thousand records', () => {
