@@ -2,7 +2,8 @@
  * `npm start`: the live demo. The platform on an embedded PostgreSQL in ./.data, bootstrapped, its four host URLs
  * and an admin key printed; then a demo fleet of simulated players (the real agent core on simulated screens) is
  * enrolled through the console API with a few demo creatives, and keeps playing and shipping in real time, with a
- * live line of totals. Ctrl-C stops everything cleanly. A second start takes the same demo fleet up again.
+ * live line of totals. Ctrl-C stops everything cleanly; a second Ctrl-C stops at once, its PostgreSQL too (an
+ * immediate shutdown). A second start takes the same demo fleet up again.
  *
  *   npm start                    platform + demo fleet of 20 players
  *   npm start -- --players 50    a bigger fleet
@@ -153,7 +154,11 @@ let stopping = false;
 
 const stop = async () => {
   if (stopping) {
-    // A second Ctrl-C: do not wait any longer.
+    // A second Ctrl-C: do not wait any longer, but leave nothing running. The embedded PostgreSQL is in a process
+    // group of its own (no Ctrl-C reaches it) and would outlive this process until the next start stopped it: an
+    // immediate shutdown instead, waited for here (the next start recovers from its WAL).
+    console.log('stopping at once ...');
+    platform.stopDatabaseNow();
     process.exit(130);
   }
   stopping = true;

@@ -272,6 +272,13 @@ export interface RunningPostgres {
   recentLines(): string[];
   /** Fast shutdown (its sessions are ended), then immediate if it takes too long; resolves once it exited. */
   stop(): Promise<void>;
+  /**
+   * Immediate shutdown, for a process about to exit without waiting for stop() (a second Ctrl-C): SIGQUIT to the
+   * postmaster, which ends its backends at once (the next start recovers from the WAL, as after a crash), waited for
+   * synchronously, at most `waitMs`, so that it is gone when this process is. It runs in a process group of its own
+   * and would otherwise outlive this process.
+   */
+  stopNow(waitMs?: number): void;
 }
 
 /** `unix_socket_directories` is a list: a folder with a comma, a space or a quote is written in double quotes. */
@@ -386,6 +393,21 @@ export async function startPostgres(args: {
         clearTimeout(immediate);
       })();
       return stopping;
+    },
+    stopNow: (waitMs = 10_000) => {
+      const pid = child.pid;
+      if (exit || pid === undefined) return;
+      try {
+        child.kill('SIGQUIT');
+      } catch {
+        return;
+      }
+      // The event loop may never turn again (process.exit follows): poll /proc, where the exited postmaster is a
+      // zombie nobody reaps and processAlive says so. Without /proc a zombie cannot be told from a live process.
+      if (!existsSync('/proc/self')) return;
+      const pause = new Int32Array(new SharedArrayBuffer(4));
+      const deadline = Date.now() + waitMs;
+      while (processAlive(pid) && Date.now() < deadline) Atomics.wait(pause, 0, 0, 20);
     },
   };
 }

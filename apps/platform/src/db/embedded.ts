@@ -112,6 +112,11 @@ export interface EmbeddedCluster {
   stoppedOrphan: number | null;
   /** Stops the cluster when this process started it; otherwise nothing. */
   stop(): Promise<void>;
+  /**
+   * Stops the cluster at once when this process started it (immediate shutdown, waited for synchronously:
+   * RunningPostgres.stopNow); otherwise nothing. For a process that exits without waiting for stop().
+   */
+  stopNow(): void;
 }
 
 const DEFAULT_PORT = 5432;
@@ -262,6 +267,8 @@ export async function openEmbeddedCluster(options: EmbeddedClusterOptions): Prom
         await supervised.stop();
         await owned.release();
       },
+      // owner.sock goes with this process; the next start finds nobody answering on it, as after a kill.
+      stopNow: () => supervised.stopNow(),
     };
   } catch (error) {
     await running?.stop().catch(() => {});
@@ -275,13 +282,13 @@ export async function openEmbeddedCluster(options: EmbeddedClusterOptions): Prom
  * same folder, socket and port) after RESTART_FIRST_MS, then after twice as long at each failure, at most
  * RESTART_MAX_MS apart. PostgreSQL recovers from its WAL as after any crash; a server whose killed postmaster left
  * backends holding its shared memory refuses until they are gone, which the next attempt outlives. stop() stops
- * the server that runs, or the attempts.
+ * the server that runs, or the attempts; stopNow() the same at once (RunningPostgres.stopNow).
  */
 export function superviseServer(
   first: RunningPostgres,
   start: () => Promise<RunningPostgres>,
   onEvent: (event: ServerEvent) => void,
-): { stop(): Promise<void> } {
+): { stop(): Promise<void>; stopNow(): void } {
   let current: RunningPostgres | null = first;
   let stopping = false;
   let timer: NodeJS.Timeout | null = null;
@@ -331,6 +338,12 @@ export function superviseServer(
       await attempt;
       await current?.stop();
     },
+    // A start under way (a restart) is not reached: its server is not known until it is ready.
+    stopNow: () => {
+      stopping = true;
+      if (timer) clearTimeout(timer);
+      current?.stopNow();
+    },
   };
 }
 
@@ -348,6 +361,7 @@ async function useRunning(dir: string, owner: OwnerAnswer): Promise<EmbeddedClus
     setUp: null,
     stoppedOrphan: null,
     stop: async () => {},
+    stopNow: () => {},
   };
 }
 

@@ -32,6 +32,10 @@ function fakeServer(
       server.stopped = true;
       child.emit('exit', 0, null);
     },
+    stopNow: () => {
+      server.stopped = true;
+      child.emit('exit', null, 'SIGQUIT');
+    },
     exit: (signal: string) => child.emit('exit', null, signal),
   };
   return server;
