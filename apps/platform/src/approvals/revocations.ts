@@ -18,25 +18,35 @@ export async function publishRevocationList(
   now: Date,
 ): Promise<SignedDocument<RevocationListBody>> {
   await client.query('SELECT pg_advisory_xact_lock($1)', [REVOCATION_LIST_LOCK]);
-  const { rows: last } = await client.query<{ version: number | null }>(
-    'SELECT max(version) AS version FROM revocation_lists',
+  const { rows: last } = await client.query<{ version: number | null; issued_at: Date | null }>(
+    'SELECT version, issued_at FROM revocation_lists ORDER BY version DESC LIMIT 1',
   );
   const version = (last[0]?.version ?? 0) + 1;
   const { rows: revoked } = await client.query<{ number: string; revoked_at: Date }>(
     'SELECT number, revoked_at FROM approvals WHERE revoked_at IS NOT NULL ORDER BY revoked_at, number',
   );
+  // `now` was read when the caller's request began, before this lock: a revocation that read the clock later may
+  // have taken the lock first. A list is never issued before the list it follows nor before a revocation it holds,
+  // so issued_at runs forward with the versions.
+  const issuedAt = new Date(
+    Math.max(
+      now.getTime(),
+      last[0]?.issued_at?.getTime() ?? 0,
+      ...revoked.slice(-1).map((r) => r.revoked_at.getTime()),
+    ),
+  );
   const body: RevocationListBody = {
     version,
-    issued_at: formatAlmaty(now, { milliseconds: true }),
+    issued_at: formatAlmaty(issuedAt, { milliseconds: true }),
     revoked: revoked.map((r) => ({
       approval_number: r.number,
       revoked_at: formatAlmaty(r.revoked_at, { milliseconds: true }),
     })),
   };
-  const document = await signDocument(body, authority, now);
+  const document = await signDocument(body, authority, issuedAt);
   await client.query(
     'INSERT INTO revocation_lists (version, issued_at, body, signature) VALUES ($1, $2, $3, $4)',
-    [version, now, JSON.stringify(body), document.signature],
+    [version, issuedAt, JSON.stringify(body), document.signature],
   );
   return document;
 }

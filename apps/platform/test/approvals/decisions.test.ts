@@ -6,6 +6,7 @@ import { bytesEqual, parsePem, verifyCms } from '@ooh/verify';
 import { ApprovalEnvelope, RevocationList } from '@ooh/protocol';
 import { Value } from '@sinclair/typebox/value';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { revokeApproval } from '../../src/approvals/decisions.js';
 import { loadAuthority } from '../../src/authority/index.js';
 import { ledgerLeafObject, ledgerLeavesOfDay } from '../../src/ledger/leaves.js';
 import { apiCall, type TestPlatform, startTestPlatform } from '../support/platform.js';
@@ -314,4 +315,71 @@ describe('POST /api/v1/console/approvals/{number}/revoke and the revocation list
     expect(revoked).toEqual({ ...issued, kind: 'revocation', revoked_at: '2026-11-20T12:00:00.000+05:00' });
     p.clock.set(NOW);
   });
+
+  test('a list is never issued before the list it follows, nor before a revocation it holds', async () => {
+    const [a, b] = [
+      (await approve(p, (await submitted()).id)).json().approval_number as string,
+      (await approve(p, (await submitted()).id)).json().approval_number as string,
+    ];
+    const authority = await loadAuthority(p.ctx);
+    const principal = { type: 'api_key', id: 'test' } as never;
+    // Revocation A reads the clock first but reaches the list's lock second: B, 40 ms later by the clock, takes it
+    // while A waits (the lock held here until both wait on it).
+    const early = new Date('2026-11-21T06:00:00.000Z');
+    const later = new Date('2026-11-21T06:00:00.040Z');
+    const holder = await p.database.db.connect();
+    let revokedA: ReturnType<typeof revokeApproval> | undefined;
+    let revokedB: ReturnType<typeof revokeApproval> | undefined;
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT pg_advisory_xact_lock($1)', [0x00_0f_f0_0d_30]);
+      revokedB = revokeApproval({
+        db: p.ctx.db,
+        authority,
+        principal,
+        approvalNumber: b,
+        reason: 'b',
+        now: later,
+      });
+      await waitForLockWaiters(1);
+      revokedA = revokeApproval({
+        db: p.ctx.db,
+        authority,
+        principal,
+        approvalNumber: a,
+        reason: 'a',
+        now: early,
+      });
+      await waitForLockWaiters(2);
+      await holder.query('COMMIT');
+    } finally {
+      holder.release();
+    }
+    const [listB, listA] = await Promise.all([revokedB!, revokedA!]);
+    expect(listA.revocationListVersion).toBe(listB.revocationListVersion + 1);
+    const { rows } = await p.database.db.query<{
+      version: number;
+      issued_at: Date;
+      body: { issued_at: string; revoked: { approval_number: string; revoked_at: string }[] };
+    }>('SELECT version, issued_at, body FROM revocation_lists ORDER BY version');
+    for (const [index, row] of rows.entries()) {
+      const issued = Date.parse(row.body.issued_at);
+      expect(row.issued_at.getTime()).toBe(issued);
+      if (index > 0) expect(issued).toBeGreaterThanOrEqual(Date.parse(rows[index - 1]!.body.issued_at));
+      for (const entry of row.body.revoked) expect(Date.parse(entry.revoked_at)).toBeLessThanOrEqual(issued);
+    }
+    expect(rows.at(-1)!.body.issued_at).toBe('2026-11-21T11:00:00.040+05:00');
+  });
 });
+
+/** Waits until `count` sessions wait for an advisory lock. */
+async function waitForLockWaiters(count: number): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    const { rows } = await p.database.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+    );
+    if (rows[0]!.n >= count) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`fewer than ${count} sessions wait for the lock`);
+}
