@@ -419,24 +419,16 @@ describe('the agent core, end to end against the platform', () => {
   });
 
   it('a board clock a month off, beyond what a Date header may correct, is reported until it is set', async () => {
-    // The revocation list fetched every second: a Date header each time.
-    const setup = await setUpAgent({
-      dir: dir.path,
-      platform,
-      pki,
-      certificate: null,
-      overrides: { revocation_refresh_ms: 1000 },
-    });
+    const setup = await setUpAgent({ dir: dir.path, platform, pki, certificate: null });
     const offset = { ms: 30 * 86_400_000 };
     const board = { now: () => new Date(Date.now() + offset.ms) };
+    const hardware = new ManualHardware(board, () => performance.now());
     const logger = memoryLogger();
-    agent = await createAgent({
-      config: setup.config,
-      hardware: new ManualHardware(board, () => performance.now()),
-      logger,
-    });
+    agent = await createAgent({ config: setup.config, hardware, logger });
     await agent.start();
-    // The platform's time is a month behind the board's: refused (max_clock_correction_ms, 24 h), and said.
+    // A record to ship: the shipper asks the platform's time first (a POST: the revocation list, which a cache may
+    // hand back, tells no time). It is a month behind the board's: refused (max_clock_correction_ms, 24 h), and said.
+    hardware.setTamper('open');
     await until(() => agent!.status().clock.refused_offset_ms !== null);
     expect(Math.abs(agent.status().clock.refused_offset_ms! + 30 * 86_400_000)).toBeLessThan(5000);
     expect(agent.status().clock.offset_ms).toBe(0);
@@ -447,8 +439,9 @@ describe('the agent core, end to end against the platform', () => {
     expect(formatStatus(fromDisk)).toMatch(
       /clock refused: +the platform's clock is 30 d 0 h behind this board's, beyond max_clock_correction_ms/,
     );
-    // Someone sets the board clock: the next Date header is taken, and the report goes.
+    // Someone sets the board clock: the next Date header (the next record's) is taken, and the report goes.
     offset.ms = 0;
+    hardware.setTamper('closed');
     await until(
       () => agent!.status().clock.state === 'synced' && agent!.status().clock.refused_offset_ms === null,
     );
