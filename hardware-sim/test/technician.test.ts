@@ -405,6 +405,65 @@ describe('hardware-sim player, without a platform that answers', () => {
     }
   });
 
+  test('two runs started at the same instant on one new empty folder: one claims it, the other is refused (exit 2)', async () => {
+    // The platform holds every structures request until both runs have asked, or one has ended: a run that got past
+    // the check is still running when the other makes it. Both then hear of no structure ALM-0001 (exit 1).
+    let requests = 0;
+    let answerAll: () => void = () => {};
+    const bothAsked = new Promise<void>((resolve) => {
+      answerAll = resolve;
+    });
+    const server = http.createServer((_req, res) => {
+      requests += 1;
+      if (requests >= 2) answerAll();
+      void bothAsked.then(() => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ items: [] }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const root = mkdtempSync(join(os.tmpdir(), 'sim-technician-race-'));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const dir = join(root, 'site');
+      mkdirSync(dir);
+      const args = [
+        'player',
+        '--platform',
+        `api=${url},agents=${url},devices=${url},verify=${url}`,
+        '--admin-key',
+        'k',
+        '--structure',
+        'ALM-0001',
+        '--dir',
+        dir,
+      ];
+      const runs = [finished(startCli(args)), finished(startCli(args))].map((run) =>
+        run.then((result) => {
+          answerAll();
+          return result;
+        }),
+      );
+      const results = await Promise.all(runs);
+      const refused = results.filter((r) => r.code === 2);
+      const ran = results.filter((r) => r.code === 1);
+      expect(refused).toHaveLength(1);
+      expect(ran).toHaveLength(1);
+      expect(oneLine(refused[0]!.stderr)).toMatch(
+        /^hardware-sim: player: --dir \S+site is in use by another run, hardware-sim player \(pid \d+\): wait for it to end, .*nothing was done/,
+      );
+      expect(oneLine(ran[0]!.stderr)).toMatch(
+        /^hardware-sim: player: structure failed: the platform has no structure/,
+      );
+      expect(requests).toBe(1);
+      // The lock goes with the run that held it; the folder is left as it was given, empty.
+      expect(readdirSync(dir)).toEqual([]);
+    } finally {
+      server.close();
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
   test('nothing listening: the structure step, connection refused, check the URL', async () => {
     const port = await closedPort();
     const result = await cli([

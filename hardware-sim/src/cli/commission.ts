@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadConfig } from '@ooh/agent';
@@ -6,14 +6,18 @@ import type { Progress } from '@ooh/progress';
 import { formatAlmaty } from '@ooh/protocol';
 import { LocalHost } from '../fleet/host.js';
 import { enrolPlayer, issueCreatives, placeCreative, type StructureInfo } from '../fleet/provision.js';
-import {
-  ConsoleClient,
-  PlatformCallError,
-  type PlatformUrls,
-  UnexpectedAnswer,
-} from '../platform/console-client.js';
+import { explainCallFailure } from '../platform/call-failure.js';
+import { ConsoleClient, PlatformCallError, type PlatformUrls } from '../platform/console-client.js';
 import { type AgentLogSummary, readAgentLog } from '../truth/agent-log.js';
-import { AnswerTimeout, pause, withDeadline } from '../util/deadline.js';
+import { pause, withDeadline } from '../util/deadline.js';
+import {
+  claimFolder,
+  type FolderClaim,
+  FolderInUse,
+  LOCK_FILE,
+  type LockHolder,
+  liveHolder,
+} from '../util/folder-lock.js';
 
 /**
  * `hardware-sim player`: commissioning at a real site. Steps, each named when it fails: `structure` (find it),
@@ -61,19 +65,6 @@ const ANSWER_WAIT_MS = 90_000;
 const CALL_TIMEOUT_MS = 60_000;
 const CLEANUP_TIMEOUT_MS = 5_000;
 
-const TLS_TRUST =
-  /^(UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|CERT_HAS_EXPIRED|CERT_NOT_YET_VALID|CERT_UNTRUSTED|ERR_TLS_CERT_ALTNAME_INVALID)$/;
-
-/** The network error behind undici's "fetch failed" (its cause, or the cause's cause). */
-function networkCode(error: unknown): string | null {
-  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 4; depth++) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (typeof code === 'string' && code !== 'UND_ERR_SOCKET' && e !== error) return code;
-    e = e.cause;
-  }
-  return null;
-}
-
 /** What went wrong in a step, said for a technician: the host, the platform's answer, what to check. */
 export function describeFailure(
   step: CommissioningStep,
@@ -82,121 +73,14 @@ export function describeFailure(
   /** The --platform name of `host`: the one to check. */
   option: keyof PlatformUrls = 'api',
 ): CommissioningFailure {
-  const origin = URL.canParse(host) ? new URL(host).origin : host;
-  if (error instanceof UnexpectedAnswer) {
-    return new CommissioningFailure(
-      step,
-      `${error.url} did not answer as the platform's ${option} host (HTTP ${error.status} ${error.contentType || 'without a content type'})`,
-      `check that --platform ${option}=${origin} is the platform's ${option} host (a proxy or a captive portal may answer in its place)`,
-      { cause: error },
-    );
-  }
-  if (error instanceof PlatformCallError) {
-    const answer = `HTTP ${error.status}${error.code ? ` ${error.code}` : ''}`;
-    if (error.status === 401) {
-      return new CommissioningFailure(
-        step,
-        `the platform refused the admin key (${answer})`,
-        'check --admin-key: an authority administrator API key, not revoked or expired',
-        { cause: error },
-      );
-    }
-    if (error.status === 403) {
-      return new CommissioningFailure(
-        step,
-        `the key may not do this (${answer})`,
-        "use an authority administrator's API key (Organisations → the authority → API keys)",
-        { cause: error },
-      );
-    }
-    if (error.status === 429) {
-      return new CommissioningFailure(
-        step,
-        `the platform is limiting requests (${answer}${error.retryAfter ? `, retry after ${error.retryAfter} s` : ''})`,
-        'wait a minute and run the command again',
-        { cause: error },
-      );
-    }
-    if (error.status >= 500) {
-      return new CommissioningFailure(
-        step,
-        `the platform failed (${answer})`,
-        "try again in a few minutes; if it persists, tell the platform's operators the time and this structure",
-        { cause: error },
-      );
-    }
-    if (error.status === 404) {
-      return new CommissioningFailure(
-        step,
-        `${error.url} was not found (${answer})`,
-        `check that --platform ${option}=${origin} is the platform's ${option} host`,
-        { cause: error },
-      );
-    }
-    return new CommissioningFailure(
-      step,
-      `the platform refused the request (${answer}: ${error.body.slice(0, 200)})`,
-      "read the platform's answer above; check the structure and the platform",
-      { cause: error },
-    );
-  }
-  const code = networkCode(error);
-  if (
-    (error instanceof Error && error.name === 'TimeoutError') ||
-    code === 'UND_ERR_HEADERS_TIMEOUT' ||
-    code === 'UND_ERR_BODY_TIMEOUT'
-  ) {
-    const within = error instanceof AnswerTimeout ? ` within ${error.ms / 1000} s` : ' in time';
-    return new CommissioningFailure(
-      step,
-      `the platform did not answer in time: no answer from ${origin}${within}`,
-      'check that the platform runs and is not overloaded, and the network between this machine and it (a proxy or firewall holding connections)',
-      { cause: error },
-    );
-  }
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
-    return new CommissioningFailure(
-      step,
-      `the name ${URL.canParse(host) ? new URL(host).hostname : host} does not resolve (${code})`,
-      "check the --platform URL and this machine's DNS",
-      { cause: error },
-    );
-  }
-  if (code && TLS_TRUST.test(code)) {
-    return new CommissioningFailure(
-      step,
-      `this machine does not trust the TLS certificate of ${origin} (${code})`,
-      "check the --platform URL; if it is right, give this machine the platform's CA (NODE_EXTRA_CA_CERTS=ca.pem)",
-      { cause: error },
-    );
-  }
-  if (code) {
-    return new CommissioningFailure(
-      step,
-      `cannot reach ${origin} (${code})`,
-      'check the --platform URL, that the platform runs, and the network (firewall, proxy)',
-      { cause: error },
-    );
-  }
-  const message = error instanceof Error ? error.message : String(error);
-  if (message === 'fetch failed') {
-    // undici's refusals of its own (a port it will not use, say) carry a message and no code.
-    const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : 'no answer';
-    return new CommissioningFailure(
-      step,
-      `cannot reach ${origin} (${cause})`,
-      'check the --platform URL, that the platform runs, and the network (firewall, proxy)',
-      { cause: error },
-    );
-  }
-  return new CommissioningFailure(step, message, 'run again with HARDWARE_SIM_STACK=1 and report it', {
-    cause: error,
-  });
+  const { what, action } = explainCallFailure(host, error, option);
+  return new CommissioningFailure(step, what, action, { cause: error });
 }
 
 /**
  * Why `--dir` may not be used, or null: a folder that is not empty (it may be a real player's, or the last
- * commissioning's) would have its agent.json, certificates and device key overwritten by the enrolment.
+ * commissioning's) would have its agent.json, certificates and device key overwritten by the enrolment; a folder
+ * another run has claimed (its lock, util/folder-lock.ts) is that run's. Read only: a refused folder is not written.
  */
 export function refuseDir(dir: string): string | null {
   const action =
@@ -212,6 +96,13 @@ export function refuseDir(dir: string): string | null {
     if (code === 'ENOENT') return null;
     return `--dir ${dir} cannot be read (${code ?? 'error'}): ${action}; nothing was done`;
   }
+  const holder = entries.includes(LOCK_FILE) ? liveHolder(dir) : null;
+  // This run's own lock (looked at again once claimed) is not another's.
+  if (holder !== null && (holder === 'unknown' || holder.pid !== process.pid)) {
+    return inUse(dir, holder === 'unknown' ? null : holder);
+  }
+  // A lock left by a run that was killed is taken over (claimFolder): it alone does not make the folder used.
+  entries = entries.filter((name) => !name.startsWith(LOCK_FILE));
   if (entries.length === 0) return null;
   let device = '';
   try {
@@ -225,6 +116,62 @@ export function refuseDir(dir: string): string | null {
     ? `already holds a player${device}`
     : `is not empty (${shown})`;
   return `--dir ${dir} ${holds}: ${action}; nothing was done, nothing in it was changed`;
+}
+
+function inUse(dir: string, holder: LockHolder | null): string {
+  const who = holder ? `${holder.command} (pid ${holder.pid})` : 'another hardware-sim command';
+  return `--dir ${dir} is in use by another run, ${who}: wait for it to end, or choose another folder (new or empty) or leave --dir out; nothing was done, nothing in it was changed`;
+}
+
+/**
+ * Claims `--dir` for this run before anything else (util/folder-lock.ts): of two runs started at the same instant on
+ * one empty folder, both find it empty, and only one gets the lock. Made if it does not exist (and removed again by
+ * {@link releaseDir} if nothing was put in it). A refusal as for {@link refuseDir}.
+ */
+function claimDir(dir: string): { claim: FolderClaim; made: boolean } | { refused: string } {
+  const refused = refuseDir(dir);
+  if (refused) return { refused };
+  const made = !existsSync(dir);
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'error';
+    return {
+      refused: `--dir ${dir} cannot be made (${code}): choose another folder or leave --dir out; nothing was done`,
+    };
+  }
+  let claim: FolderClaim;
+  try {
+    claim = claimFolder(dir, 'hardware-sim player');
+  } catch (error) {
+    if (error instanceof FolderInUse) return { refused: inUse(dir, error.holder) };
+    const code = (error as NodeJS.ErrnoException).code ?? 'error';
+    return {
+      refused: `--dir ${dir} cannot be written (${code}): choose another folder or leave --dir out; nothing was done`,
+    };
+  }
+  // Looked at again now that it is ours: another run may have filled it and left between the look and the claim.
+  const filled = refuseDir(dir);
+  if (filled) {
+    claim.release();
+    return { refused: filled };
+  }
+  return { claim, made };
+}
+
+/** The files a run put in `dir` (its lock aside). */
+function holdsFiles(dir: string): boolean {
+  try {
+    return readdirSync(dir).some((name) => !name.startsWith(LOCK_FILE));
+  } catch {
+    return false;
+  }
+}
+
+/** Gives up the claim; a folder this run made and put nothing in is removed. */
+function releaseDir(dir: string, claimed: { claim: FolderClaim; made: boolean }): void {
+  claimed.claim.release();
+  if (claimed.made && !holdsFiles(dir)) rmSync(dir, { recursive: true, force: true });
 }
 
 interface StructureRow {
@@ -243,12 +190,14 @@ export async function commissionCommand(
   io: CommissionIo,
   progress: Progress,
 ): Promise<number> {
+  let claimed: { claim: FolderClaim; made: boolean } | null = null;
   if (args.dir !== undefined) {
-    const refused = refuseDir(resolve(args.dir));
-    if (refused) {
-      io.err(`hardware-sim: player: ${refused}\n`);
+    const result = claimDir(resolve(args.dir));
+    if ('refused' in result) {
+      io.err(`hardware-sim: player: ${result.refused}\n`);
       return 2;
     }
+    claimed = result;
   }
   const controller = new AbortController();
   let stoppedBy: NodeJS.Signals | null = null;
@@ -281,6 +230,7 @@ export async function commissionCommand(
     return interrupted ? exitCode(stoppedBy ?? 'SIGINT') : 1;
   } finally {
     for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+    if (claimed) releaseDir(resolve(args.dir!), claimed);
   }
 }
 
@@ -508,8 +458,8 @@ class Commissioning {
     }
     await this.revokeKey(admin);
     if (this.key && !this.keyRevoked) parts.push(`API key ${this.key.id} is left: revoke it in the console`);
-    // A folder the run never got to make is not named.
-    if (this.dir && existsSync(this.dir)) parts.push(`files in ${this.dir}`);
+    // A folder the run never got to make, or put nothing in (a --dir holding only this run's lock), is not named.
+    if (this.dir && holdsFiles(this.dir)) parts.push(`files in ${this.dir}`);
     return parts.join('; ');
   }
 
