@@ -768,6 +768,43 @@ describe('hardware-sim player against a real platform', () => {
     }
   }, 150_000);
 
+  test("a devices host presenting another CA's certificate (a TLS-intercepting proxy): stops at the agent's first refused send, names the host", async () => {
+    const authority = await createTlsAuthority('Intercepting Proxy CA');
+    const identity = await authority.issue();
+    let connections = 0;
+    const proxy = https.createServer({ cert: identity.certificatePem, key: identity.keyPem }, (_req, res) =>
+      res.end('{}'),
+    );
+    proxy.on('connection', () => {
+      connections += 1;
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const devicesUrl = `https://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+      const before = new Set((await devices()).map((d) => d.id));
+      const result = await player(
+        hosts({ ...urls, devices: devicesUrl }),
+        platform.adminKey,
+        platform.structure.code,
+      );
+      expect(result.code).toBe(1);
+      const line = oneLine(result.stderr);
+      expect(line).toMatch(
+        new RegExp(
+          `^hardware-sim: player: send failed: the devices host ${devicesUrl.replace(/\./g, '\\.')} presents a TLS certificate that is not the platform's \\(tls_untrusted: [^;]+\\): this site's network may intercept TLS .*check --platform devices=; nothing was sent to it; device \\S+ was enrolled and is now revoked`,
+        ),
+      );
+      expect(connections).toBeGreaterThan(0);
+      // At the first refused send (a play of 5 s, then its batch), not after the 90 s for an answer.
+      expect(result.ms).toBeLessThan(45_000);
+      const enrolled = (await devices()).filter((d) => !before.has(d.id));
+      expect(enrolled).toHaveLength(1);
+      expect(enrolled[0]!.revoked_at).not.toBeNull();
+    } finally {
+      proxy.close();
+    }
+  }, 150_000);
+
   test.each([
     ['Ctrl-C', 'SIGINT', 130, ''],
     ['SIGTERM (a CI cancel, kill)', 'SIGTERM', 143, ' \\(SIGTERM\\)'],

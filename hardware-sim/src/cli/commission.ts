@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
-import { loadConfig } from '@ooh/agent';
+import { type AgentStatus, loadConfig } from '@ooh/agent';
 import type { Progress } from '@ooh/progress';
 import { formatAlmaty } from '@ooh/protocol';
 import { LocalHost } from '../fleet/host.js';
@@ -420,6 +420,7 @@ class Commissioning {
         last = readAgentLog(databaseFile);
         if (last.plays.length > 0) this.step = 'send';
         if (last.plays.some((p) => p.acknowledged)) return last;
+        this.stopOnRefusedCertificate(await host.status(structureCode));
       }
     } finally {
       await host.close();
@@ -436,6 +437,25 @@ class Commissioning {
       'send',
       `the platform did not answer the play within ${ANSWER_WAIT_MS / 1000} s (${last.batches.attempts} send(s))`,
       `check that this site reaches ${this.args.urls.devices}; agent.log in ${this.dir} names each failed send`,
+    );
+  }
+
+  /**
+   * The agent refuses the devices host's TLS certificate (its status: `network.tls_refused`, kept from the first
+   * refused call): no play can reach the platform, and retrying until the 90 s are up would only hide why. At a site
+   * this is most often a TLS-intercepting proxy presenting its own CA's certificate.
+   */
+  private stopOnRefusedCertificate(status: AgentStatus | null): void {
+    const devices = this.args.urls.devices;
+    const origin = URL.canParse(devices) ? new URL(devices).origin : devices;
+    const refusal = status?.network.tls_refused.find((r) => r.origin === origin);
+    if (!refusal) return;
+    // Sending is what it stops, whether or not the play has ended yet (status records go the same way).
+    this.step = 'send';
+    throw new CommissioningFailure(
+      'send',
+      `the devices host ${origin} presents a TLS certificate that is not the platform's (${refusal.detail})`,
+      "this site's network may intercept TLS (a proxy or firewall inspecting HTTPS): let the devices host through untouched, or check --platform devices=; nothing was sent to it",
     );
   }
 
