@@ -15,7 +15,7 @@ import { type CellStatus, type DisclosureRules, STATUSES } from './disclosure.js
  */
 
 /** spec: "version ... Dictionary version". Bumped whenever a text, table, column, status or code rule changes. */
-export const DICTIONARY_VERSION = '2';
+export const DICTIONARY_VERSION = '3';
 
 /** spec licence: "status (string, draft until the city decides)". */
 export const LICENCE_STATUS = 'draft';
@@ -61,18 +61,27 @@ const BASIS: DictionaryEntry = {
   code: 'pop_counted_billable',
   description: text(
     'Counted plays of approved advertising reported by the display players and the operators’ systems (proof ' +
-      'of play): every play the service accepted and counted, flagged plays included; refused and repeated records ' +
-      'are left out, and so are plays naming an approval number the service does not know. A play belongs to the ' +
-      'Almaty day and daypart of its start. Plays in the city’s reserved slots are counted apart (table slot_cells).',
+      'of play): every play the service accepted and counted under an approval it issued, flagged plays included, ' +
+      'except plays the approval did not cover: played outside the approval’s dates, on a structure it does not ' +
+      'name, after it was revoked, or of other media (flags approval_not_valid_on_day, approval_not_for_structure, ' +
+      'approval_revoked, media_mismatch). Refused and repeated records are left out, and so are plays naming an ' +
+      'approval number the service does not know. A play belongs to the Almaty day and daypart of its start. Plays ' +
+      'in the city’s reserved slots are counted apart (table slot_cells).',
     'Засчитанные показы одобренной рекламы по данным плееров и систем операторов (подтверждение показов): каждый ' +
-      'показ, принятый и засчитанный сервисом, включая помеченные; отклонённые и повторные записи не учитываются, ' +
-      'как и показы с номером разрешения, неизвестным сервису. Показ относится к дню и части суток по времени ' +
-      'Алматы, когда он начался. Показы в зарезервированных слотах города считаются отдельно (таблица slot_cells).',
+      'показ, принятый и засчитанный сервисом по выданному им разрешению, включая помеченные, кроме показов, не ' +
+      'покрытых разрешением: вне срока разрешения, на конструкции, которой нет в разрешении, после его отзыва или ' +
+      'другого материала (пометки approval_not_valid_on_day, approval_not_for_structure, approval_revoked, ' +
+      'media_mismatch). Отклонённые и повторные записи не учитываются, как и показы с номером разрешения, ' +
+      'неизвестным сервису. Показ относится к дню и части суток по времени Алматы, когда он начался. Показы в ' +
+      'зарезервированных слотах города считаются отдельно (таблица slot_cells).',
     'Дисплей плеерлері мен операторлар жүйелері хабарлаған мақұлданған жарнаманың есепке алынған көрсетілімдері ' +
-      '(көрсетілім дәлелі): сервис қабылдап, есепке алған әрбір көрсетілім, белгіленгендері де кіреді; қабылданбаған ' +
-      'және қайталанған жазбалар, сондай-ақ сервиске белгісіз рұқсат нөмірі бар көрсетілімдер есептелмейді. ' +
-      'Көрсетілім Алматы уақыты бойынша басталған күні мен тәулік бөлігіне жатады. Қаланың резервтелген ' +
-      'слоттарындағы көрсетілімдер бөлек есептеледі (slot_cells кестесі).',
+      '(көрсетілім дәлелі): сервис өзі берген рұқсат бойынша қабылдап, есепке алған әрбір көрсетілім, ' +
+      'белгіленгендері де кіреді, рұқсат қамтымаған көрсетілімдерден басқа: рұқсат мерзімінен тыс, рұқсатта жоқ ' +
+      'құрылымда, рұқсат кері қайтарылғаннан кейін немесе басқа материал көрсетілген (approval_not_valid_on_day, ' +
+      'approval_not_for_structure, approval_revoked, media_mismatch белгілері). Қабылданбаған және қайталанған ' +
+      'жазбалар, сондай-ақ сервиске белгісіз рұқсат нөмірі бар көрсетілімдер есептелмейді. Көрсетілім Алматы ' +
+      'уақыты бойынша басталған күні мен тәулік бөлігіне жатады. Қаланың резервтелген слоттарындағы ' +
+      'көрсетілімдер бөлек есептеледі (slot_cells кестесі).',
   ),
 };
 

@@ -1,4 +1,4 @@
-import { LIMITS } from '@ooh/protocol';
+import { LIMITS, type RecordFlag } from '@ooh/protocol';
 import type { Db, DbClient } from '../db/pool.js';
 import type { DisclosureRules } from './disclosure.js';
 
@@ -117,9 +117,25 @@ export interface MonthPlaysRow {
 }
 
 /**
+ * Flags that say the play was not covered by the approval it names: outside the approval's dates, on a structure the
+ * approval does not name, after the approval was revoked, or of other media. DESIGN.md section 7: "Only counted,
+ * billable plays enter"; such a play is counted (section 5: flags are "accepted and counted") but no approval made it
+ * billable, so open data leaves it out (the dictionary's basis says so). The other flags (structure_mismatch,
+ * screen_off, timing_mismatch, timing_missing) are about the report, not the approval: those plays stay in.
+ * The flags are the ones ingestion stored with the play (src/pop/judge.ts), judged once, on the approval as it was
+ * when the play came in.
+ */
+export const NOT_BILLABLE_FLAGS: readonly RecordFlag[] = [
+  'approval_not_valid_on_day',
+  'approval_not_for_structure',
+  'approval_revoked',
+  'media_mismatch',
+];
+
+/**
  * Counted plays (pop_records of kind play: plays taken from accepted batches, flagged ones included) whose Almaty day
- * lies in [firstDay, endDay), billable ones (an approval number the platform issued; its submission's organisation
- * is the advertiser) and slot ones apart. The daypart comes from the hour of the play's start: `hours` maps the
+ * lies in [firstDay, endDay), billable ones (an approval number the platform issued, and no flag of
+ * NOT_BILLABLE_FLAGS; its submission's organisation is the advertiser) and slot ones apart. The daypart comes from the hour of the play's start: `hours` maps the
  * epoch hour (floor(epoch seconds / 3600)) of every hour of the month to its daypart, computed with the Almaty
  * calendar of @ooh/protocol (DESIGN.md section 8), so no time zone rule is applied in SQL. A play without a start
  * has the daypart `unknownDaypart`.
@@ -152,8 +168,16 @@ export async function monthPlays(
         -- of it (DESIGN.md section 5)
         AND r.receive_day >= $1::date - 1 AND r.receive_day < $2::date + 92
         AND (r.slot IS NOT NULL OR sub.id IS NOT NULL)
+        AND NOT (r.flags && $6::text[])
       GROUP BY 1, 2, 3, 4, 5, 6`,
-    [range.firstDay, range.endDay, hours.epochHours, hours.dayparts, hours.unknownDaypart],
+    [
+      range.firstDay,
+      range.endDay,
+      hours.epochHours,
+      hours.dayparts,
+      hours.unknownDaypart,
+      NOT_BILLABLE_FLAGS,
+    ],
   );
   return rows.map((r) => ({
     district: r.district,

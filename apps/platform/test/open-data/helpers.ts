@@ -39,7 +39,11 @@ export interface SeededApproval {
   number: string;
 }
 
-/** An approved submission of `organisationId` with one approval row (not revoked) on the structures. */
+/**
+ * An approved submission of `organisationId` with one approval row (not revoked) on the structures. The submission
+ * names the advertiser `advertiserName` (default: the organisation's own name, an advertiser submitting for itself)
+ * and `advertiserBin` (default none).
+ */
 export async function seedApproval(
   db: Db,
   organisationId: string,
@@ -49,14 +53,18 @@ export async function seedApproval(
     validUntil?: string;
     declared?: Record<string, number> | null;
     revokedAt?: Date | null;
+    advertiserName?: string;
+    advertiserBin?: string | null;
   } = {},
 ): Promise<SeededApproval> {
   const n = nextSerial();
   const submissionNumber = `SUB-2026-${n}`;
   const { rows: sub } = await db.query<{ id: string }>(
-    `INSERT INTO submissions (number, organisation_id, state, advertiser_name, period_from, period_to,
-                              declared_daily_plays, created_at, updated_at)
-     VALUES ($1, $2, 'approved', 'Advertiser', $3, $4, $5, $6, $6) RETURNING id`,
+    `INSERT INTO submissions (number, organisation_id, state, advertiser_name, advertiser_bin, period_from,
+                              period_to, declared_daily_plays, created_at, updated_at)
+     VALUES ($1, $2, 'approved', coalesce($7, (SELECT name FROM organisations WHERE id = $2)), $8, $3, $4, $5, $6,
+             $6)
+     RETURNING id`,
     [
       submissionNumber,
       organisationId,
@@ -64,6 +72,8 @@ export async function seedApproval(
       options.validUntil ?? '2026-12-31',
       options.declared ? JSON.stringify(options.declared) : null,
       NOW,
+      options.advertiserName ?? null,
+      options.advertiserBin ?? null,
     ],
   );
   const submissionId = sub[0]!.id;
@@ -113,6 +123,8 @@ export async function seedPlays(
     approvalNumber?: string | null;
     slot?: 'gov' | 'emergency' | null;
     day?: string;
+    /** Flags as ingestion would have stored them (src/pop/judge.ts). */
+    flags?: string[];
   },
 ): Promise<void> {
   const day = play.startAt ? almatyDate(play.startAt) : play.day;
@@ -124,13 +136,30 @@ export async function seedPlays(
   await db.query('SELECT pop_records_partition($1::date)', [day]);
   await db.query(
     `INSERT INTO pop_records (receive_day, batch_id, record_index, player_key, structure_id, kind, seq, day,
-                              approval_number, slot, start_at, end_at, duration_ms, attested)
+                              approval_number, slot, start_at, end_at, duration_ms, attested, flags)
      SELECT $1::date, $2, g, $3, $4, 'play', g, $1::date, $5, $6, $7::timestamptz,
-            $7::timestamptz + interval '10 seconds', 10000, false
+            $7::timestamptz + interval '10 seconds', 10000, false, $9::text[]
        FROM generate_series(1, $8::int) AS g`,
-    [day, batchId, playerKey, play.structureId, approvalNumber, slot, play.startAt, play.count],
+    [
+      day,
+      batchId,
+      playerKey,
+      play.structureId,
+      approvalNumber,
+      slot,
+      play.startAt,
+      play.count,
+      play.flags ?? [],
+    ],
   );
-  await seedPlayCounts(db, { ...play, day, playerKey, approvalNumber, slot });
+  await seedPlayCounts(db, {
+    ...play,
+    day,
+    playerKey,
+    approvalNumber,
+    slot,
+    flagged: play.flags?.length ? play.count : 0,
+  });
 }
 
 /** A play_counts row only (what declared_vs_actual reads). */
@@ -144,11 +173,12 @@ export async function seedPlayCounts(
     slot?: 'gov' | 'emergency' | null;
     playerKey?: string;
     attested?: boolean;
+    flagged?: number;
   },
 ): Promise<void> {
   await db.query(
     `INSERT INTO play_counts (player_key, structure_id, day, approval_number, slot, attested, plays, flagged)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 0)`,
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
     [
       row.playerKey ?? `device:${randomUUID()}`,
       row.structureId,
@@ -157,6 +187,7 @@ export async function seedPlayCounts(
       row.slot ?? null,
       row.attested ?? false,
       row.count,
+      row.flagged ?? 0,
     ],
   );
 }
