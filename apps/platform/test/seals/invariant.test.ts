@@ -321,6 +321,49 @@ describe('two instances whose clocks are apart', () => {
   });
 });
 
+describe('an instance whose clock runs days behind the first seal', () => {
+  test('stores its batches under the day after the newest seal, which will be sealed, never under a day that will not', async () => {
+    const [a, b] = w.cluster.instances as [PopInstance, PopInstance];
+    w.cluster.setNow(at(-10_000));
+    accepted(await sendAgent(a));
+    a.clock.set(at(40_000));
+    expect((await runSealScheduler(a.ctx)).seals.map((s) => s.day)).toEqual([DAY]);
+    // b's clock stands three days before the first seal (a dead RTC, NTP not yet synced): a day never sealed.
+    const behind = addDays(DAY, -3);
+    b.clock.set(new Date(almatyDayStart(behind).getTime() + 12 * 3_600_000));
+    accepted(await sendAgent(b));
+    accepted(await sendCms(b));
+    const { rows } = await w.cluster.db.query<{ receive_day: string; received_at: Date }>(
+      `SELECT to_char(receive_day, 'YYYY-MM-DD') AS receive_day, received_at FROM pop_batches ORDER BY id`,
+    );
+    expect(rows).toEqual([
+      { receive_day: DAY, received_at: at(-10_000) },
+      { receive_day: NEXT, received_at: almatyDayStart(NEXT) },
+      { receive_day: NEXT, received_at: almatyDayStart(NEXT) },
+    ]);
+    // No path stores a batch under a day before the newest seal.
+    await expect(
+      w.cluster.db.query(
+        `INSERT INTO pop_batches (owner, batch_seq, channel, body, body_sha256, received_at, receive_day,
+                                  record_count, answer)
+         VALUES ($1, 99, 'agent', '\\x7b7d', $2, $3, $4, 0, '{}')`,
+        [deviceOwner(), 'f'.repeat(64), almatyDayStart(behind), behind],
+      ),
+    ).rejects.toMatchObject({ code: 'PSEAL' });
+    // The next day's seal covers both.
+    w.cluster.setNow(at(24 * 3_600_000 + 40_000));
+    expect((await runSealScheduler(a.ctx)).seals.map((s) => s.day)).toEqual([NEXT]);
+    expect(await verifiedDay(a, NEXT)).toEqual([
+      { owner: deviceOwner(), seq: 2 },
+      { owner: sourceOwner(), seq: 0 },
+    ]);
+    const { rows: unsealed } = await w.cluster.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pop_batches b WHERE NOT EXISTS (SELECT 1 FROM stats_seals s WHERE s.day = b.receive_day)`,
+    );
+    expect(unsealed[0]!.n).toBe(0);
+  });
+});
+
 describe('migration 064 on a database that already holds a sealed day', () => {
   test('the rows of a sealed day can no longer be added to, changed or removed; other days can', async () => {
     const t = await createTestDatabase({ upTo: 63 });
