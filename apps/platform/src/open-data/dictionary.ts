@@ -346,13 +346,20 @@ function disclosureText(rules: DisclosureRules): LocalizedText {
     `A published value needs plays of at least min_operators (${o}) operators and min_advertisers (${a}) ` +
       `advertisers; one operator or one advertiser may hold at most max_party_share_pct (${s}) percent of its ` +
       `plays; a month is released lag_months (${l}) full months after its end, once, and never changed. Totals ` +
-      'are judged like cells. Where a row or column of a daypart’s table (its district totals, format totals and ' +
+      'are judged like cells. An advertiser is the one a submission names: submissions giving the same BIN, or the ' +
+      'same name compared without case, spaces, punctuation and legal form (LLP, JSC and the like), name one ' +
+      'advertiser, whoever submitted them; the organisation that submitted (an advertiser, an agency or an ' +
+      'operator) must meet the advertiser rules as well. Where a row or column of a daypart’s table (its district totals, format totals and ' +
       'daypart total included) would have a single withheld value, more values are withheld ' +
       '(withheld_complementary) until no withheld value can be worked out from the published values and totals.',
     `Публикуемое значение должно включать показы не менее min_operators (${o}) операторов и не менее ` +
       `min_advertisers (${a}) рекламодателей; на одного оператора или одного рекламодателя может приходиться не ` +
       `более max_party_share_pct (${s}) процентов его показов; месяц публикуется один раз через lag_months (${l}) ` +
-      'полных месяцев после его окончания и больше не меняется. Итоги проверяются так же, как ячейки. Если в ' +
+      'полных месяцев после его окончания и больше не меняется. Итоги проверяются так же, как ячейки. ' +
+      'Рекламодатель — тот, кого называет заявка: заявки с одинаковым БИН или с одинаковым названием (без учёта ' +
+      'регистра, пробелов, знаков препинания и организационно-правовой формы: ТОО, LLP и т. п.) называют одного ' +
+      'рекламодателя, кто бы их ни подал; организация, подавшая заявку (рекламодатель, агентство или оператор), ' +
+      'тоже должна удовлетворять правилам для рекламодателей. Если в ' +
       'строке или столбце таблицы части суток (включая итоги по районам, форматам и части суток) скрыто только ' +
       'одно значение, скрываются и другие (withheld_complementary), пока ни одно скрытое значение нельзя ' +
       'вычислить из опубликованных значений и итогов.',
@@ -360,7 +367,10 @@ function disclosureText(rules: DisclosureRules): LocalizedText {
       `берушінің көрсетілімдері болуы тиіс; бір операторға немесе бір жарнама берушіге оның көрсетілімдерінің ` +
       `max_party_share_pct (${s}) пайызынан аспайтын үлесі тиесілі бола алады; ай аяқталғаннан кейін ` +
       `lag_months (${l}) толық ай өткен соң бір рет жарияланады және кейін өзгертілмейді. Қорытындылар ұяшықтар ` +
-      'сияқты тексеріледі. Тәулік бөлігі кестесінің жолында немесе бағанында (аудандар, форматтар және тәулік ' +
+      'сияқты тексеріледі. Жарнама беруші — өтінім атаған тарап: БСН-і бірдей немесе атауы бірдей (әріп ' +
+      'регистрі, бос орындар, тыныс белгілері және ұйымдық-құқықтық нысаны ескерілмей: ЖШС, ТОО, LLP т.б.) ' +
+      'өтінімдер, оларды кім берсе де, бір жарнама берушіні атайды; өтінімді берген ұйым (жарнама беруші, ' +
+      'агенттік немесе оператор) да жарнама берушілерге арналған ережелерге сай болуы тиіс. Тәулік бөлігі кестесінің жолында немесе бағанында (аудандар, форматтар және тәулік ' +
       'бөлігі бойынша қорытындыларды қоса) тек бір мән жасырылатын болса, жарияланған мәндер мен қорытындылардан ' +
       'ешбір жасырылған мәнді есептеп шығаруға болмайтындай етіп басқа мәндер де жасырылады (withheld_complementary).',
   );

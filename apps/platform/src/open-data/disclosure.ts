@@ -21,33 +21,54 @@ export interface DisclosureRules {
   lagMonths: number;
 }
 
+/**
+ * The advertiser parties of billable plays. The spec's "advertiser" is judged twice, and a value must pass both:
+ *  - `named`: the advertiser the submission names (advertisers.ts: the same BIN or the same normalised name is one
+ *    advertiser, whoever submitted), so one advertiser reaching a cell through three operators or agencies is one
+ *    party (audit I finding 1);
+ *  - `submitter`: the organisation that submitted (an advertiser, an agency, an operator), so an agency's share of a
+ *    cell is protected as well, as it was before: an agency's clients count once here.
+ */
+export interface AdvertiserParties {
+  named: string;
+  submitter: string;
+}
+
+function addTo(parties: Map<string, number>, id: string, plays: number): void {
+  parties.set(id, (parties.get(id) ?? 0) + plays);
+}
+
 /** Plays of one value (a cell or a total), by the parties that hold them. */
 export class PartyPlays {
   total = 0;
   readonly byOperator = new Map<string, number>();
-  /** null for slot plays: they have no advertiser. */
+  /** By named advertiser; null for slot plays: they have no advertiser. */
   readonly byAdvertiser: Map<string, number> | null;
+  /** By submitting organisation; null for slot plays. */
+  readonly bySubmitter: Map<string, number> | null;
 
   constructor(withAdvertisers: boolean) {
     this.byAdvertiser = withAdvertisers ? new Map() : null;
+    this.bySubmitter = withAdvertisers ? new Map() : null;
   }
 
-  add(operatorId: string, advertiserId: string | null, plays: number): void {
+  add(operatorId: string, advertiser: AdvertiserParties | null, plays: number): void {
     this.total += plays;
-    this.byOperator.set(operatorId, (this.byOperator.get(operatorId) ?? 0) + plays);
-    if (this.byAdvertiser && advertiserId !== null) {
-      this.byAdvertiser.set(advertiserId, (this.byAdvertiser.get(advertiserId) ?? 0) + plays);
+    addTo(this.byOperator, operatorId, plays);
+    if (advertiser !== null) {
+      if (this.byAdvertiser) addTo(this.byAdvertiser, advertiser.named, plays);
+      if (this.bySubmitter) addTo(this.bySubmitter, advertiser.submitter, plays);
     }
   }
 
   addAll(other: PartyPlays): void {
     this.total += other.total;
-    for (const [id, plays] of other.byOperator)
-      this.byOperator.set(id, (this.byOperator.get(id) ?? 0) + plays);
-    if (this.byAdvertiser && other.byAdvertiser) {
-      for (const [id, plays] of other.byAdvertiser) {
-        this.byAdvertiser.set(id, (this.byAdvertiser.get(id) ?? 0) + plays);
-      }
+    for (const [id, plays] of other.byOperator) addTo(this.byOperator, id, plays);
+    for (const [mine, theirs] of [
+      [this.byAdvertiser, other.byAdvertiser],
+      [this.bySubmitter, other.bySubmitter],
+    ] as const) {
+      if (mine && theirs) for (const [id, plays] of theirs) addTo(mine, id, plays);
     }
   }
 }
@@ -61,15 +82,16 @@ function aboveShare(parties: ReadonlyMap<string, number>, total: number, maxPct:
 /**
  * The status of a value by the disclosure rules alone (before complementary suppression). A value without plays is
  * published as 0: it discloses nothing about any party. When several rules fail, the first in this order names the
- * status: too few operators, too few advertisers, one party above the share limit.
+ * status: too few operators, too few advertisers, one party above the share limit. The advertiser rules hold for
+ * the named advertisers and for the submitting organisations alike (AdvertiserParties).
  */
 export function primaryStatus(plays: PartyPlays, rules: DisclosureRules): CellStatus {
   if (plays.total === 0) return 'no_plays';
   if (plays.byOperator.size < rules.minOperators) return 'withheld_operators';
-  if (plays.byAdvertiser && plays.byAdvertiser.size < rules.minAdvertisers) return 'withheld_advertisers';
-  if (aboveShare(plays.byOperator, plays.total, rules.maxPartySharePct)) return 'withheld_share';
-  if (plays.byAdvertiser && aboveShare(plays.byAdvertiser, plays.total, rules.maxPartySharePct)) {
-    return 'withheld_share';
+  const advertiserSides = [plays.byAdvertiser, plays.bySubmitter].filter((side) => side !== null);
+  if (advertiserSides.some((side) => side.size < rules.minAdvertisers)) return 'withheld_advertisers';
+  for (const parties of [plays.byOperator, ...advertiserSides]) {
+    if (aboveShare(parties, plays.total, rules.maxPartySharePct)) return 'withheld_share';
   }
   return 'published';
 }

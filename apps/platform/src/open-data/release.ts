@@ -11,6 +11,7 @@ import {
 } from '@ooh/protocol';
 import type { PlatformContext } from '../context.js';
 import { withTransaction } from '../db/pool.js';
+import { type NamedAdvertiser, namedAdvertiserGroups } from './advertisers.js';
 import { csvRecord } from './csv.js';
 import { buildDictionary, type CellStatus, COLUMNS, DAYPART_CODES, UNKNOWN_DAYPART } from './dictionary.js';
 import {
@@ -53,6 +54,22 @@ export function monthHourDayparts(month: string): { epochHours: number[]; daypar
     dayparts.push(daypartOf(new Date(hour * HOUR_MS), DAYPARTS));
   }
   return { epochHours, dayparts };
+}
+
+/** A billable play's submitter and named advertiser; a billable row without them is a bug of the query. */
+function billableParties(row: MonthPlaysRow, month: string): [string, NamedAdvertiser] {
+  if (row.submitterId === null || row.advertiserName === null) {
+    throw new Error(`release ${month}: billable plays without a submission (${row.district}/${row.format})`);
+  }
+  return [row.submitterId, { advertiserName: row.advertiserName, advertiserBin: row.advertiserBin }];
+}
+
+function* billable(rows: readonly MonthPlaysRow[]): Iterable<NamedAdvertiser> {
+  for (const row of rows) {
+    if (row.slot === null && row.advertiserName !== null) {
+      yield { advertiserName: row.advertiserName, advertiserBin: row.advertiserBin };
+    }
+  }
 }
 
 /** The month's counted plays as the release's inputs. */
@@ -105,6 +122,7 @@ export function buildReleaseFiles(input: ReleaseInput): ReleaseFiles {
     ]),
   );
 
+  const named = namedAdvertiserGroups(billable(input.plays));
   for (const row of input.plays) {
     const d = districtIndex.get(row.district);
     const f = formatIndex.get(row.format);
@@ -117,7 +135,8 @@ export function buildReleaseFiles(input: ReleaseInput): ReleaseFiles {
     if (row.slot !== null) {
       slotCells.get(row.slot)![p]![d]![f]!.add(row.operatorId, null, row.plays);
     } else {
-      cells[p]![d]![f]!.add(row.operatorId, row.advertiserId, row.plays);
+      const [submitter, advertiser] = billableParties(row, month);
+      cells[p]![d]![f]!.add(row.operatorId, { named: named(advertiser), submitter }, row.plays);
     }
   }
 

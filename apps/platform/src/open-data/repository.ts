@@ -111,8 +111,11 @@ export interface MonthPlaysRow {
   daypart: string;
   slot: 'gov' | 'emergency' | null;
   operatorId: string;
-  /** null for slot plays. */
-  advertiserId: string | null;
+  /** The organisation that submitted the approval's submission; null for slot plays. */
+  submitterId: string | null;
+  /** What the submission names: advertiser_name and advertiser_bin; null for slot plays. */
+  advertiserName: string | null;
+  advertiserBin: string | null;
   plays: number;
 }
 
@@ -135,7 +138,8 @@ export const NOT_BILLABLE_FLAGS: readonly RecordFlag[] = [
 /**
  * Counted plays (pop_records of kind play: plays taken from accepted batches, flagged ones included) whose Almaty day
  * lies in [firstDay, endDay), billable ones (an approval number the platform issued, and no flag of
- * NOT_BILLABLE_FLAGS; its submission's organisation is the advertiser) and slot ones apart. The daypart comes from the hour of the play's start: `hours` maps the
+ * NOT_BILLABLE_FLAGS; with the advertiser its submission names and the organisation that submitted it) and slot ones
+ * apart. The daypart comes from the hour of the play's start: `hours` maps the
  * epoch hour (floor(epoch seconds / 3600)) of every hour of the month to its daypart, computed with the Almaty
  * calendar of @ooh/protocol (DESIGN.md section 8), so no time zone rule is applied in SQL. A play without a start
  * has the daypart `unknownDaypart`.
@@ -151,11 +155,14 @@ export async function monthPlays(
     daypart: string;
     slot: 'gov' | 'emergency' | null;
     operator_id: string;
-    advertiser_id: string | null;
+    submitter_id: string | null;
+    advertiser_name: string | null;
+    advertiser_bin: string | null;
     plays: number;
   }>(
     `SELECT st.district, st.format, coalesce(h.daypart, $5) AS daypart, r.slot,
-            st.organisation_id AS operator_id, sub.organisation_id AS advertiser_id, count(*)::bigint AS plays
+            st.organisation_id AS operator_id, sub.organisation_id AS submitter_id, sub.advertiser_name,
+            sub.advertiser_bin, count(*)::bigint AS plays
        FROM pop_records r
        JOIN structures st ON st.id = r.structure_id
        LEFT JOIN approvals a ON r.slot IS NULL AND a.number = r.approval_number
@@ -169,7 +176,7 @@ export async function monthPlays(
         AND r.receive_day >= $1::date - 1 AND r.receive_day < $2::date + 92
         AND (r.slot IS NOT NULL OR sub.id IS NOT NULL)
         AND NOT (r.flags && $6::text[])
-      GROUP BY 1, 2, 3, 4, 5, 6`,
+      GROUP BY 1, 2, 3, 4, 5, 6, 7, 8`,
     [
       range.firstDay,
       range.endDay,
@@ -185,7 +192,9 @@ export async function monthPlays(
     daypart: r.daypart,
     slot: r.slot,
     operatorId: r.operator_id,
-    advertiserId: r.slot === null ? r.advertiser_id : null,
+    submitterId: r.slot === null ? r.submitter_id : null,
+    advertiserName: r.slot === null ? r.advertiser_name : null,
+    advertiserBin: r.slot === null ? r.advertiser_bin : null,
     plays: Number(r.plays),
   }));
 }

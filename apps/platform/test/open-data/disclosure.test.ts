@@ -13,9 +13,19 @@ import { recoverableWithheld } from './helpers.js';
 
 const RULES: DisclosureRules = { minOperators: 3, minAdvertisers: 3, maxPartySharePct: 70, lagMonths: 1 };
 
-function cell(plays: [operator: string, advertiser: string | null, count: number][], withAdvertisers = true) {
+/** A value from its plays; the submitter is the named advertiser unless given (an advertiser submitting itself). */
+function cell(
+  plays: [operator: string, advertiser: string | null, count: number, submitter?: string][],
+  withAdvertisers = true,
+) {
   const value = new PartyPlays(withAdvertisers);
-  for (const [operator, advertiser, count] of plays) value.add(operator, advertiser, count);
+  for (const [operator, advertiser, count, submitter] of plays) {
+    value.add(
+      operator,
+      advertiser === null ? null : { named: advertiser, submitter: submitter ?? advertiser },
+      count,
+    );
+  }
   return value;
 }
 
@@ -143,6 +153,44 @@ describe('disclosure of one value (spec: min_operators, min_advertisers, max_par
         RULES,
       ),
     ).toBe('withheld_operators');
+  });
+
+  test('one named advertiser reaching a cell through three submitters is one advertiser (audit I finding 1)', () => {
+    // Three operators each submitted the same advertiser's creative for their own structures.
+    const oneAdvertiser = cell([
+      ['o1', 'coca-cola', 10, 'o1'],
+      ['o2', 'coca-cola', 10, 'o2'],
+      ['o3', 'coca-cola', 10, 'o3'],
+    ]);
+    expect(oneAdvertiser.bySubmitter!.size).toBe(3);
+    expect(primaryStatus(oneAdvertiser, RULES)).toBe('withheld_advertisers');
+    // With a minimum of one advertiser, its 100 % share still withholds.
+    expect(primaryStatus(oneAdvertiser, { ...RULES, minAdvertisers: 1 })).toBe('withheld_share');
+  });
+
+  test('the submitting organisation is judged too: one agency with three clients holds the whole cell', () => {
+    const oneAgency = cell([
+      ['o1', 'a1', 10, 'agency'],
+      ['o2', 'a2', 10, 'agency'],
+      ['o3', 'a3', 10, 'agency'],
+    ]);
+    expect(oneAgency.byAdvertiser!.size).toBe(3);
+    expect(primaryStatus(oneAgency, RULES)).toBe('withheld_advertisers');
+    // An agency at 70 % passes, at 71 % it does not, although no named advertiser is above the limit.
+    const at70 = cell([
+      ['o1', 'a1', 35, 'agency'],
+      ['o2', 'a2', 35, 'agency'],
+      ['o3', 'a3', 15],
+      ['o3', 'a4', 15],
+    ]);
+    expect(primaryStatus(at70, RULES)).toBe('published');
+    const at71 = cell([
+      ['o1', 'a1', 36, 'agency'],
+      ['o2', 'a2', 35, 'agency'],
+      ['o3', 'a3', 15],
+      ['o3', 'a4', 14],
+    ]);
+    expect(primaryStatus(at71, RULES)).toBe('withheld_share');
   });
 
   test('the first failing rule names the status: operators, then advertisers, then share', () => {

@@ -92,3 +92,66 @@ describe('only counted, billable plays enter the cells (DESIGN.md section 7)', (
     }
   });
 });
+
+describe('the advertiser of a cell is the one its submissions name, and the submitter is judged too', () => {
+  test('one advertiser through three operators or three agencies is withheld; one agency holding three clients too; three advertisers publish', async () => {
+    const db = p.ctx.db;
+    const operators: string[] = [];
+    for (let i = 1; i <= 3; i += 1)
+      operators.push(await seedOrganisation(db, 'operator', `Party Operator ${i}`));
+    const structures = await Promise.all(operators.map((op) => seedStructure(db, op, 'almaly', 'billboard')));
+    const plays = async (structure: string, approval: string, startAt: string) =>
+      seedPlays(db, { structureId: structure, approvalNumber: approval, startAt: at(startAt), count: 10 });
+
+    // night: each operator submits the creative for its own structure, for the same advertiser (same BIN).
+    for (const [i, op] of operators.entries()) {
+      const approval = await seedApproval(db, op, [structures[i]!], {
+        advertiserName: ['Coca-Cola Almaty LLP', 'COCA COLA ALMATY', 'Кока-Кола Алматы'][i]!,
+        advertiserBin: '123456789012',
+      });
+      await plays(structures[i]!, approval.number, '2026-11-05T02:30:00+05:00');
+    }
+    // morning: three agencies for the same advertiser, named alike, no BIN.
+    for (const [i, name] of [
+      'Magnum Cash & Carry',
+      'MAGNUM CASH&CARRY',
+      'ТОО «Magnum Cash&Carry»',
+    ].entries()) {
+      const agency = await seedOrganisation(db, 'agency', `Agency ${i + 1}`);
+      const approval = await seedApproval(db, agency, [structures[i]!], { advertiserName: name });
+      await plays(structures[i]!, approval.number, '2026-11-06T08:30:00+05:00');
+    }
+    // day: one agency submitting for three different advertisers.
+    const bigAgency = await seedOrganisation(db, 'agency', 'Big Agency');
+    for (const [i, name] of ['Tea House', 'Shoe Palace', 'Bank of Steppe'].entries()) {
+      const approval = await seedApproval(db, bigAgency, [structures[i]!], { advertiserName: name });
+      await plays(structures[i]!, approval.number, '2026-11-07T12:30:00+05:00');
+    }
+    // evening: three advertisers, each submitting for itself.
+    for (let i = 0; i < 3; i += 1) {
+      const advertiser = await seedOrganisation(db, 'advertiser', `Evening Advertiser ${i + 1}`);
+      const approval = await seedApproval(db, advertiser, [structures[i]!]);
+      await plays(structures[i]!, approval.number, '2026-11-08T18:30:00+05:00');
+    }
+
+    p.clock.set(at('2027-01-01T00:00:00+05:00'));
+    expect(await buildDueReleases(p.ctx)).toEqual(['2026-11']);
+    const rows = await releaseRows('2026-11');
+    // Spec: "a published cell needs at least ... min_advertisers advertisers; one ... advertiser may hold at most
+    // max_party_share_pct percent". Before, the first two were published with 30 plays: three submitters.
+    expect(cellOf(rows, 'almaly', 'billboard', 'night')).toEqual({
+      plays: '',
+      status: 'withheld_advertisers',
+    });
+    expect(cellOf(rows, 'almaly', 'billboard', 'morning')).toEqual({
+      plays: '',
+      status: 'withheld_advertisers',
+    });
+    expect(cellOf(rows, 'almaly', 'billboard', 'day')).toEqual({ plays: '', status: 'withheld_advertisers' });
+    expect(cellOf(rows, 'almaly', 'billboard', 'evening')).toEqual({ plays: '30', status: 'published' });
+    const dictionary = (await verify('/v1/open/releases/2026-11/dictionary.json')).json();
+    expect(dictionary.disclosure.description.en).toContain('same BIN');
+    expect(dictionary.disclosure.description.ru).toContain('БИН');
+    expect(dictionary.disclosure.description.kk).toContain('БСН');
+  });
+});
