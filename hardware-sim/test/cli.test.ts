@@ -8,6 +8,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { loadConfig, prepareEnrolment } from '@ooh/agent';
@@ -16,6 +17,12 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { openAgentDatabase } from '../../apps/agent/src/log/database.js';
 import { PlayLog } from '../../apps/agent/src/log/play-log.js';
 import { BatchStore } from '../../apps/agent/src/shipping/batch-store.js';
+import pino from 'pino';
+import { bootstrap } from '../../apps/platform/src/bootstrap.js';
+import { systemClock } from '../../apps/platform/src/clock.js';
+import { loadConfig as loadPlatformConfig } from '../../apps/platform/src/config.js';
+import { type Platform, startPlatform } from '../../apps/platform/src/platform.js';
+import { createTestDatabase } from '../../apps/platform/test/support/database.js';
 import { platformAvailable } from '../src/platform/spawn.js';
 import { type CliIo, main, parsePlatform } from '../src/cli/main.js';
 
@@ -214,6 +221,116 @@ test.skipIf(!platformAvailable() || process.platform !== 'linux')(
   },
   180_000,
 );
+
+/** The CLI as a program (tsx), to its end: exit code and output. */
+async function program(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
+  const started = Date.now();
+  const child = spawn(
+    process.execPath,
+    ['--conditions=source', '--import', 'tsx', 'src/cli/main.ts', ...args],
+    {
+      cwd: SIM_ROOT,
+      env: { ...process.env, HARDWARE_SIM_STACK: '', ...env },
+    },
+  );
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { code, stdout, stderr, ms: Date.now() - started };
+}
+
+describe('run --platform with a platform it cannot use: the host, what to do, no folder left', () => {
+  let tmp: string;
+  beforeEach(() => {
+    tmp = mkdtempSync(join(os.tmpdir(), 'sim-run-given-'));
+  });
+  afterEach(() => rmSync(tmp, { recursive: true, force: true }));
+
+  /** `run smoke.json --platform <api=api,...>` with its temporary folder in `tmp`, which must stay empty. */
+  async function runAgainst(api: string, adminKey = 'k') {
+    const platform = URLS.replace('api=http://127.0.0.1:1', `api=${api}`);
+    // tsx keeps its cache in the temporary folder (and would make it): not here.
+    const result = await program(['run', SMOKE, '--platform', platform, '--admin-key', adminKey], {
+      TMPDIR: tmp,
+      TSX_DISABLE_CACHE: '1',
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^hardware-sim: run: [^\n]+\n$/);
+    expect(result.stdout).toBe('');
+    expect(readdirSync(tmp)).toEqual([]);
+    return result.stderr;
+  }
+
+  test('nothing listening, or a port that takes the connection and never answers', async () => {
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const closedPort = (closed.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    expect(await runAgainst(`http://127.0.0.1:${closedPort}`)).toMatch(
+      new RegExp(
+        `^hardware-sim: run: the platform at --platform api=http://127\\.0\\.0\\.1:${closedPort}: cannot reach http://127\\.0\\.0\\.1:${closedPort} \\(ECONNREFUSED\\): check the --platform URL, that the platform runs.*, or leave --platform out \\(run then starts a platform of its own\\); nothing was run\n$`,
+      ),
+    );
+    const sockets: net.Socket[] = [];
+    const silent = net.createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (silent.address() as net.AddressInfo).port;
+      expect(await runAgainst(`http://127.0.0.1:${port}`)).toMatch(
+        new RegExp(
+          `^hardware-sim: run: the platform at --platform api=http://127\\.0\\.0\\.1:${port}: the platform did not answer in time: no answer from http://127\\.0\\.0\\.1:${port} within 15 s: check that the platform runs`,
+        ),
+      );
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
+  }, 90_000);
+
+  test('a platform started without --test-clock: named, start it with `platform run --test-clock`', async () => {
+    const database = await createTestDatabase();
+    const config = loadPlatformConfig({
+      env: {},
+      overrides: {
+        env: 'test',
+        testClock: false,
+        logLevel: 'silent',
+        databaseUrl: database.url,
+        dataDir: mkdtempSync(join(os.tmpdir(), 'sim-run-no-test-clock-')),
+        host: '127.0.0.1',
+        apiPort: 0,
+        agentsPort: 0,
+        devicesPort: 0,
+        verifyPort: 0,
+        metrics: null,
+      },
+    });
+    let platform: Platform | null = null;
+    try {
+      platform = await startPlatform({ config, log: pino({ level: 'silent' }), schedulers: false });
+      const { key } = await bootstrap(database.db, systemClock);
+      const api = platform.urls.api;
+      expect(await runAgainst(api, key)).toMatch(
+        new RegExp(
+          `^hardware-sim: run: the platform at --platform api=${api.replace(/\./g, '\\.')} does not run with --test-clock \\(GET /api/v1/console/clock: HTTP 404 not_found\\): start it with \`platform run --test-clock\``,
+        ),
+      );
+    } finally {
+      await platform?.close();
+      await database.drop();
+      rmSync(config.dataDir, { recursive: true, force: true });
+    }
+  }, 90_000);
+});
 
 describe('hardware-sim check', () => {
   let dir: string;

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { chmodSync, mkdtempSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -12,7 +12,8 @@ import {
   progressMode,
 } from '@ooh/progress';
 import { formatAlmaty } from '@ooh/protocol';
-import type { PlatformUrls } from '../platform/console-client.js';
+import { explainCallFailure } from '../platform/call-failure.js';
+import { ConsoleClient, PlatformCallError, type PlatformUrls } from '../platform/console-client.js';
 import { spawnPlatform } from '../platform/spawn.js';
 import { loadScenario, ScenarioError } from '../scenario/load.js';
 import { formatDatabaseReport, type PlatformAccess, runScenario } from '../scenario/run.js';
@@ -219,9 +220,18 @@ async function runCommand(
   }
   // Every line of output goes through the progress line, which is taken off the terminal first.
   const say = (text: string) => progress.print(text, io.out);
+  // A given platform is asked first, before any folder is made: its host and what to do, not a bare "fetch failed".
+  if (values.urls && values.adminKey) {
+    const problem = await checkGivenPlatform(values.urls, values.adminKey, scenario.time.virtual !== false);
+    if (problem) {
+      io.err(`hardware-sim: run: ${problem}; nothing was run\n`);
+      return 1;
+    }
+  }
   const dir = resolve(values.dir ?? mkdtempSync(join(os.tmpdir(), `hardware-sim-${scenario.name}-`)));
   // An embedded PostgreSQL started by root runs as another user: it must be able to reach its folder.
   if (!values.dir) chmodSync(dir, 0o755);
+  let finished = false;
   say(
     `scenario ${scenario.name}: ${scenario.fleet.players} players for ${scenario.time.duration}; files in ${dir}\n`,
   );
@@ -332,12 +342,61 @@ async function runCommand(
     const database = formatDatabaseReport(result.database);
     if (database) io.out(`${database}\n`);
     io.out(formatReconciliation(result.reconciliation));
+    finished = true;
     return result.ok ? 0 : 1;
   } finally {
     // A failure's reason is written after this: the line is off the terminal by then.
     progress.done();
     for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
     if (!stopping) await spawned?.stop();
+    // A temporary folder a failed run put no file in (its empty fleet/ folder) tells nothing: not left behind.
+    if (!values.dir && !finished && !holdsAnyFile(dir)) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Whether a file (not only folders) is anywhere under `dir`. */
+function holdsAnyFile(dir: string): boolean {
+  try {
+    return readdirSync(dir, { withFileTypes: true }).some(
+      (entry) => !entry.isDirectory() || holdsAnyFile(join(dir, entry.name)),
+    );
+  } catch {
+    return true;
+  }
+}
+
+/** How long `run` waits for a given platform's first answer. */
+const GIVEN_PLATFORM_TIMEOUT_MS = 15_000;
+
+/**
+ * Asks a given platform (`run --platform`) whether it can be used: reachable, the admin key taken, and, for virtual
+ * time, started with --test-clock (its clock route exists only then: apps/platform/src/clock/routes.ts). Null when it
+ * can; otherwise what is wrong, naming api=, and what to do.
+ */
+async function checkGivenPlatform(
+  urls: PlatformUrls,
+  adminKey: string,
+  testClock: boolean,
+): Promise<string | null> {
+  const client = new ConsoleClient(urls.api, adminKey, GIVEN_PLATFORM_TIMEOUT_MS);
+  try {
+    if (testClock) await client.clock();
+    else await client.listOrganisations();
+    return null;
+  } catch (error) {
+    if (
+      testClock &&
+      error instanceof PlatformCallError &&
+      error.status === 404 &&
+      error.code === 'not_found'
+    ) {
+      return (
+        `the platform at --platform api=${urls.api} does not run with --test-clock (GET /api/v1/console/clock: HTTP 404 not_found): ` +
+        'start it with `platform run --test-clock` (virtual time moves its clock), give a scenario with "time": {"virtual": false}, or leave --platform out (run then starts a platform of its own)'
+      );
+    }
+    const { what, action } = explainCallFailure(urls.api, error, 'api');
+    return `the platform at --platform api=${urls.api}: ${what}: ${action}, or leave --platform out (run then starts a platform of its own)`;
   }
 }
 
