@@ -23,7 +23,7 @@ import { systemClock } from '../../apps/platform/src/clock.js';
 import { loadConfig as loadPlatformConfig } from '../../apps/platform/src/config.js';
 import { type Platform, startPlatform } from '../../apps/platform/src/platform.js';
 import { createTestDatabase } from '../../apps/platform/test/support/database.js';
-import { platformAvailable } from '../src/platform/spawn.js';
+import { PlatformStartError, platformAvailable, spawnPlatform } from '../src/platform/spawn.js';
 import { type CliIo, main, parsePlatform } from '../src/cli/main.js';
 
 const SIM_ROOT = join(import.meta.dirname, '..');
@@ -331,6 +331,79 @@ describe('run --platform with a platform it cannot use: the host, what to do, no
     }
   }, 90_000);
 });
+
+test.skipIf(!platformAvailable() || process.platform !== 'linux')(
+  'a second run on a --dir another run uses: refused at once, naming that run; a platform on its PostgreSQL says why it exited',
+  async () => {
+    const dir = mkdtempSync(join(os.tmpdir(), 'sim-run-twice-'));
+    // The embedded PostgreSQL started by root runs as another user, who must reach the folder.
+    chmodSync(dir, 0o755);
+    let first: ReturnType<typeof spawn> | null = null;
+    try {
+      first = spawn(
+        process.execPath,
+        [
+          '--conditions=source',
+          '--import',
+          'tsx',
+          'src/cli/main.ts',
+          'run',
+          join(SIM_ROOT, 'scenarios', 'normal-day.json'),
+          '--dir',
+          dir,
+        ],
+        { cwd: SIM_ROOT, env: { ...process.env, HARDWARE_SIM_STACK: '' } },
+      );
+      first.stdout!.resume();
+      first.stderr!.resume();
+      const exited = new Promise<number | null>((resolve) => first!.on('close', (code) => resolve(code)));
+      // Until the first run's platform serves (its line on stderr goes to platform.log).
+      const log = join(dir, 'platform', 'platform.log');
+      const deadline = Date.now() + 120_000;
+      const serving = () => existsSync(log) && readFileSync(log, 'utf8').includes('platform running');
+      while (!serving() && first.exitCode === null && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(serving()).toBe(true);
+
+      const second = await program(['run', SMOKE, '--dir', dir]);
+      expect(second.code).toBe(1);
+      expect(second.stderr).toBe(
+        `hardware-sim: run: another run uses this --dir ${dir}: hardware-sim run (pid ${first.pid}): wait for it to end, or give another --dir; nothing was started\n`,
+      );
+      expect(second.ms).toBeLessThan(30_000);
+
+      // A platform started on that folder without the run's lock (by hand, or by a run whose own process was killed):
+      // its own last line, not only "see platform.log".
+      const started = spawnPlatform({
+        dataDir: join(dir, 'platform'),
+        testClock: true,
+        logFile: join(dir, 'second-platform.log'),
+      });
+      await expect(started).rejects.toBeInstanceOf(PlatformStartError);
+      const error = (await started.catch((e: unknown) => e)) as PlatformStartError;
+      expect(error.reason).toMatch(/the embedded PostgreSQL in \S+pgdata is in use by .*\(pid \d+\)/);
+      expect(error.message).toBe(
+        `the platform exited with 1: ${error.reason}; see ${join(dir, 'second-platform.log')}`,
+      );
+
+      first.kill('SIGTERM');
+      expect(await exited).toBe(143);
+    } finally {
+      // A failed test leaves no run of its own behind, nor its platform: SIGTERM (run stops its platform), then
+      // SIGKILL if it does not end.
+      if (first?.exitCode === null && first.signalCode === null) {
+        const ended = new Promise((resolve) => first!.once('close', resolve));
+        first.kill('SIGTERM');
+        const timer = setTimeout(() => first!.kill('SIGKILL'), 30_000);
+        await ended;
+        clearTimeout(timer);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+  240_000,
+);
 
 describe('hardware-sim check', () => {
   let dir: string;

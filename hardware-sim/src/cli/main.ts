@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -19,6 +19,7 @@ import { loadScenario, ScenarioError } from '../scenario/load.js';
 import { formatDatabaseReport, type PlatformAccess, runScenario } from '../scenario/run.js';
 import { Scenario } from '../scenario/schema.js';
 import { formatReconciliation } from '../truth/reconcile.js';
+import { claimFolder, type FolderClaim, FolderInUse } from '../util/folder-lock.js';
 import { checkCommand } from './check.js';
 import { commissionCommand } from './commission.js';
 
@@ -228,6 +229,25 @@ async function runCommand(
       return 1;
     }
   }
+  // A --dir is this run's alone while it runs (util/folder-lock.ts): a second run there would start a platform on the
+  // first one's PostgreSQL and add players to its fleet.
+  let claim: FolderClaim | null = null;
+  if (values.dir) {
+    const given = resolve(values.dir);
+    mkdirSync(given, { recursive: true });
+    try {
+      claim = claimFolder(given, 'hardware-sim run');
+    } catch (error) {
+      if (!(error instanceof FolderInUse)) throw error;
+      const who = error.holder
+        ? `${error.holder.command} (pid ${error.holder.pid})`
+        : 'another hardware-sim command';
+      io.err(
+        `hardware-sim: run: another run uses this --dir ${given}: ${who}: wait for it to end, or give another --dir; nothing was started\n`,
+      );
+      return 1;
+    }
+  }
   const dir = resolve(values.dir ?? mkdtempSync(join(os.tmpdir(), `hardware-sim-${scenario.name}-`)));
   // An embedded PostgreSQL started by root runs as another user: it must be able to reach its folder.
   if (!values.dir) chmodSync(dir, 0o755);
@@ -247,6 +267,7 @@ async function runCommand(
     progress.done();
     const platform = spawned ? 'the platform it started was stopped' : 'no platform of its own was running';
     await spawned?.stop().catch(() => {});
+    claim?.release();
     io.err(`hardware-sim: run: stopped by ${signal}; ${platform}; files in ${dir}\n`);
     process.exit(exitCode(signal));
   };
@@ -349,6 +370,7 @@ async function runCommand(
     progress.done();
     for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
     if (!stopping) await spawned?.stop();
+    claim?.release();
     // A temporary folder a failed run put no file in (its empty fleet/ folder) tells nothing: not left behind.
     if (!values.dir && !finished && !holdsAnyFile(dir)) rmSync(dir, { recursive: true, force: true });
   }

@@ -74,6 +74,33 @@ function platformProcess(
   return child;
 }
 
+/** The platform started by {@link spawnPlatform} exited before it was ready. */
+export class PlatformStartError extends Error {
+  constructor(
+    readonly exitCode: number,
+    /** The platform's own last line on stderr: why it did not start (empty if it said nothing). */
+    readonly reason: string,
+    readonly logFile: string,
+  ) {
+    super(`the platform exited with ${exitCode}${reason ? `: ${reason}` : ''}; see ${logFile}`);
+    this.name = 'PlatformStartError';
+  }
+}
+
+/** The last non-empty line a stream has carried so far (read as it goes; at most the last 64 KiB kept). */
+function lastLineOf(stream: NodeJS.ReadableStream): () => string {
+  let tail = '';
+  stream.on('data', (chunk: Buffer) => {
+    tail = (tail + chunk.toString()).slice(-65_536);
+  });
+  return () =>
+    tail
+      .split('\n')
+      .map((line) => line.trim())
+      .filter(Boolean)
+      .pop() ?? '';
+}
+
 export async function spawnPlatform(options: SpawnOptions): Promise<SpawnedPlatform> {
   if (!platformAvailable()) throw new Error(`no platform sources at ${PLATFORM_MAIN}`);
   mkdirSync(options.dataDir, { recursive: true });
@@ -120,10 +147,19 @@ export async function spawnPlatform(options: SpawnOptions): Promise<SpawnedPlatf
   let child: ChildProcess;
   const start = async () => {
     child = platformProcess(['run', ...(options.testClock ? ['--test-clock'] : [])], env, log);
+    // A platform that cannot start says why in its last line on stderr (its start-errors.ts): the end of a log that
+    // may hold thousands of lines before it.
+    const lastLine = lastLineOf(child.stderr!);
     const deadline = Date.now() + 120_000;
     for (;;) {
-      if (child.exitCode !== null)
-        throw new Error(`the platform exited with ${child.exitCode}; see ${log.path}`);
+      if (child.exitCode !== null) {
+        // The pipe may still hold the last line when the exit is seen.
+        await new Promise((resolve) =>
+          child.stderr!.closed ? resolve(null) : child.stderr!.once('close', resolve),
+        );
+        const reason = lastLine();
+        throw new PlatformStartError(child.exitCode, reason, String(log.path));
+      }
       if (Date.now() > deadline) {
         child.kill('SIGKILL');
         throw new Error(`the platform did not become ready; see ${log.path}`);
