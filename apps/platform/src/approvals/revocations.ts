@@ -4,13 +4,15 @@ import type { Db, DbClient } from '../db/pool.js';
 import { documentText, type SignedDocument, signDocument } from './envelope.js';
 
 // One publisher at a time across instances: versions are consecutive and each holds every revocation
-// committed before it.
-const REVOCATION_LIST_LOCK = 0x00_0f_f0_0d_30;
+// committed before it. A restore's advance (src/backup/advance.ts) takes it too.
+export const REVOCATION_LIST_LOCK = 0x00_0f_f0_0d_30;
 
 /**
  * Publishes the next revocation list (DESIGN.md section 4) in the caller's transaction: version n+1
  * (1 for the first), every revoked approval ordered by revocation time then number, signed like an
- * envelope. Timestamps are Almaty RFC 3339 with milliseconds, as in the ledger.
+ * envelope. Timestamps are Almaty RFC 3339 with milliseconds, as in the ledger. After a restore, n is at least
+ * the restore's floor (restore_advances): the versions the lost interval published are in players' hands, and
+ * pop-ingestion.md's "Versions never repeat, so equal versions mean equal facts" must hold for them too.
  */
 export async function publishRevocationList(
   client: DbClient,
@@ -21,7 +23,11 @@ export async function publishRevocationList(
   const { rows: last } = await client.query<{ version: number | null; issued_at: Date | null }>(
     'SELECT version, issued_at FROM revocation_lists ORDER BY version DESC LIMIT 1',
   );
-  const version = (last[0]?.version ?? 0) + 1;
+  // Without a restore the table is empty and this is the newest version + 1, as before.
+  const { rows: floor } = await client.query<{ floor: number | null }>(
+    'SELECT max(revocation_list_version_floor) AS floor FROM restore_advances',
+  );
+  const version = Math.max(last[0]?.version ?? 0, floor[0]?.floor ?? 0) + 1;
   const { rows: revoked } = await client.query<{ number: string; revoked_at: Date }>(
     'SELECT number, revoked_at FROM approvals WHERE revoked_at IS NOT NULL ORDER BY revoked_at, number',
   );

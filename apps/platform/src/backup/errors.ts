@@ -19,7 +19,9 @@ export class BackupError extends StartError {
       | 'backup_newer'
       | 'data_dir_not_empty'
       | 'restore_under_way'
-      | 'database_mismatch',
+      | 'database_mismatch'
+      | 'database_unreachable'
+      | 'advance_failed',
     message: string,
     options?: { exitCode?: 1 | 2; cause?: unknown },
   ) {

@@ -46,6 +46,11 @@ export type ManifestDatabase =
       server_version: string;
       /** schema_migrations' newest row at the stop ("083_submission_media_sha256"), null for a database never migrated. */
       latest_migration: string | null;
+      /**
+       * When pg_backup_stop returned (the database's clock): the restored database holds what was committed before
+       * it and nothing after. Absent from backups made before it was recorded: the backup_label's START TIME is used.
+       */
+      stopped_at?: string;
     }
   | { kind: 'external' };
 
@@ -66,6 +71,8 @@ function safeRelative(value: unknown): value is string {
   if (typeof value !== 'string' || value === '' || value.includes('\0') || value.includes('\\')) return false;
   return value.split('/').every((part) => part !== '' && part !== '.' && part !== '..');
 }
+
+const isInstant = (v: unknown): v is string => typeof v === 'string' && !Number.isNaN(Date.parse(v));
 
 const isMode = (v: unknown): v is number =>
   Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 0o7777;
@@ -100,7 +107,7 @@ export async function readManifest(dir: string): Promise<Manifest> {
   const m = value as Partial<Manifest> | null;
   if (!m || typeof m !== 'object' || m.format !== MANIFEST_FORMAT)
     throw bad(`format is not ${MANIFEST_FORMAT}`);
-  if (typeof m.created_at !== 'string') throw bad('created_at');
+  if (!isInstant(m.created_at)) throw bad('created_at');
   const migration = (v: unknown): v is string | null =>
     v === null || (typeof v === 'string' && MIGRATION.test(v));
   if (!m.platform || typeof m.platform.version !== 'string' || !migration(m.platform.latest_migration))
@@ -116,7 +123,8 @@ export async function readManifest(dir: string): Promise<Manifest> {
       !Array.isArray(d.wal_segments) ||
       !d.wal_segments.every((s) => typeof s === 'string' && /^[0-9A-F]{24}$/.test(s)) ||
       typeof d.server_version !== 'string' ||
-      !migration(d.latest_migration)
+      !migration(d.latest_migration) ||
+      (d.stopped_at !== undefined && !isInstant(d.stopped_at))
     ) {
       throw bad('database');
     }

@@ -3,7 +3,15 @@ import { chmod, chown, mkdir, readdir, rename, rm, rmdir, writeFile } from 'node
 import path from 'node:path';
 import type { PlatformConfig } from '../config.js';
 import { postgresUser } from '../db/embedded-process.js';
+import { createLogger } from '../logging.js';
+import { openDatabase, type PlatformDatabase } from '../platform.js';
 import { StartError } from '../start-errors.js';
+import {
+  advancePastLostInterval,
+  describeAdvance,
+  newestRecordedActivity,
+  type RestoreAdvance,
+} from './advance.js';
 import { BackupError } from './errors.js';
 import { copyFileHashed, hashFile, listTree, syncDirectory } from './files.js';
 import { DATA_FOLDER, type Manifest, readManifest } from './manifest.js';
@@ -30,6 +38,12 @@ import { holdForTest, latestCodeMigration, STARTING_MARK } from './take.js';
  * Each side makes its mark, then looks for the other's: whichever looks second finds the first one's, so at least
  * one of them stops, and a restore never moves files into a folder a platform is initialising. The mark is left out
  * of backups.
+ *
+ * Then the restored database's numbers are skipped past the interval after the backup (src/backup/advance.ts): the
+ * embedded PostgreSQL is started on the restored files (replaying the WAL), migrated, advanced and stopped while
+ * `.restoring` still holds DATA_DIR, so no platform ever serves the database before its numbers are advanced. With
+ * DATABASE_URL the database must have been restored with the server's tools before this command, which advances it
+ * there (and refuses before copying anything when it cannot reach it).
  */
 
 export interface RestoreOptions {
@@ -38,11 +52,14 @@ export interface RestoreOptions {
   say: (line: string) => void;
   /** Tests only (PLATFORM_BACKUP_TEST_HOLD): once half of the files are copied, waits until this file is removed. */
   holdFile?: string | undefined;
+  /** The restore's time (the end of the interval whose numbers are skipped); the system clock by default. */
+  now?: () => Date;
 }
 
 export interface RestoreSummary {
   dataDir: string;
   manifest: Manifest;
+  advance: RestoreAdvance;
 }
 
 const STAGING = '.restoring';
@@ -150,14 +167,46 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreSum
       { exitCode: 2 },
     );
   }
+  if (manifest.database.kind === 'external' && !config.databaseUrl) {
+    throw new BackupError(
+      'database_mismatch',
+      "platform restore: the backup's database is a PostgreSQL server's (DATABASE_URL), but DATABASE_URL is not " +
+        "set: restore that database with the server's own tools, set DATABASE_URL to it and run the restore again",
+      { exitCode: 2 },
+    );
+  }
   if (existsSync(dataDir)) refuseUnlessEmpty(dataDir, await readdir(dataDir));
 
   const data = path.join(source, DATA_FOLDER);
   await checkBackup(data, manifest);
   say(`backup checked: ${manifest.files.length} files, every SHA-256 as in its manifest`);
+  // The server's database, restored by its operator first: reached before anything is copied.
+  const createdDataDir = !existsSync(dataDir);
+  const external =
+    manifest.database.kind === 'external'
+      ? await openExternalDatabase(config).catch(async (error: unknown) => {
+          if (createdDataDir) await rmdir(dataDir).catch(() => {});
+          throw error;
+        })
+      : null;
+  try {
+    return await restoreInto(options, manifest, data, { dataDir, createdDataDir }, external);
+  } finally {
+    await external?.close();
+  }
+}
+
+async function restoreInto(
+  options: RestoreOptions,
+  manifest: Manifest,
+  data: string,
+  { dataDir, createdDataDir }: { dataDir: string; createdDataDir: boolean },
+  external: PlatformDatabase | null,
+): Promise<RestoreSummary> {
+  const { config, say } = options;
+  const now = options.now ?? (() => new Date());
 
   // The claim: from here every platform command refuses this DATA_DIR (and a second restore finds it taken).
-  const createdDataDir = !existsSync(dataDir);
   await mkdir(dataDir, { recursive: true });
   const staging = path.join(dataDir, STAGING);
   try {
@@ -180,9 +229,81 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreSum
   }
 
   for (const name of await readdir(staging)) await rename(path.join(staging, name), path.join(dataDir, name));
+  await syncDirectory(dataDir);
+  // The claim (now empty) stays until the numbers are advanced: a platform started meanwhile refuses DATA_DIR.
+  let advance: RestoreAdvance;
+  try {
+    advance = external
+      ? await advanceRestored(external, manifest, now())
+      : await withRestoredDatabase(config, (database) => advanceRestored(database, manifest, now()));
+  } catch (error) {
+    throw new BackupError(
+      'advance_failed',
+      `platform restore: the files are in DATA_DIR ${dataDir}, but the database's numbers could not be advanced ` +
+        `past the backup (${(error as Error).message}); ${staging} is left, so no platform starts on a database that ` +
+        'would issue numbers again that players and integrators already hold: empty DATA_DIR and run the restore again',
+      { cause: error },
+    );
+  }
   await rmdir(staging);
   await syncDirectory(dataDir);
-  return { dataDir, manifest };
+  for (const line of describeAdvance(advance)) say(line);
+  return { dataDir, manifest, advance };
+}
+
+/** When the restored database's backup was taken: pg_backup_stop's time, else the earliest it can have been. */
+async function backupTakenAt(database: PlatformDatabase, manifest: Manifest): Promise<Date> {
+  if (manifest.database.kind === 'embedded' && manifest.database.stopped_at !== undefined) {
+    return new Date(manifest.database.stopped_at);
+  }
+  const created = new Date(manifest.created_at);
+  const newest = await newestRecordedActivity(database.db);
+  return newest !== null && newest < created ? newest : created;
+}
+
+async function advanceRestored(
+  database: PlatformDatabase,
+  manifest: Manifest,
+  now: Date,
+): Promise<RestoreAdvance> {
+  return advancePastLostInterval(database.db, await backupTakenAt(database, manifest), now);
+}
+
+const quietLogger = (config: PlatformConfig) =>
+  createLogger({ ...config, logLevel: config.logLevel === 'info' ? 'warn' : config.logLevel });
+
+/**
+ * The restored embedded PostgreSQL, started (replaying the backup's WAL), migrated as `platform run` would, used,
+ * then stopped.
+ */
+async function withRestoredDatabase<T>(
+  config: PlatformConfig,
+  use: (database: PlatformDatabase) => Promise<T>,
+): Promise<T> {
+  const database = await openDatabase(config, quietLogger(config), {
+    use: 'command',
+    what: 'platform restore',
+  });
+  try {
+    return await use(database);
+  } finally {
+    await database.close();
+  }
+}
+
+/** DATABASE_URL's database (openDatabase makes DATA_DIR, which is empty, when absent: nothing is written in it). */
+async function openExternalDatabase(config: PlatformConfig): Promise<PlatformDatabase> {
+  try {
+    return await openDatabase(config, quietLogger(config), { use: 'command', what: 'platform restore' });
+  } catch (error) {
+    throw new BackupError(
+      'database_unreachable',
+      `platform restore: the database of DATABASE_URL cannot be used (${(error as Error).message}): restore it ` +
+        "with the server's own tools first, then run this command, which skips its approval, submission and " +
+        'revocation list numbers past the backup; nothing was restored',
+      { exitCode: 2, cause: error },
+    );
+  }
 }
 
 /**

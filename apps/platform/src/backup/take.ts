@@ -432,8 +432,15 @@ async function copyEmbeddedCluster(
       }
       await duringBackup();
 
-      const stopped = await client.query<{ lsn: string; labelfile: string; spcmapfile: string | null }>(
-        'SELECT lsn::text AS lsn, labelfile, spcmapfile FROM pg_backup_stop(wait_for_archive => false)',
+      // stopped_at: what was committed after it is not in the backup (a restore names it, src/backup/advance.ts).
+      const stopped = await client.query<{
+        lsn: string;
+        labelfile: string;
+        spcmapfile: string | null;
+        stopped_at: Date;
+      }>(
+        `SELECT lsn::text AS lsn, labelfile, spcmapfile, clock_timestamp() AS stopped_at
+           FROM pg_backup_stop(wait_for_archive => false)`,
       );
       const stop = stopped.rows[0]!;
       const stopFile = (
@@ -483,6 +490,7 @@ async function copyEmbeddedCluster(
         wal_segments: segments,
         server_version: s.version,
         latest_migration: migration,
+        stopped_at: stop.stopped_at.toISOString(),
       };
     } finally {
       await client.end().catch(() => {});
