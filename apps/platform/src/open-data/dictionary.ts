@@ -7,6 +7,7 @@ import {
   OpenDataDictionary,
 } from '@ooh/protocol';
 import { type CellStatus, type DisclosureRules, STATUSES } from './disclosure.js';
+import { PROTECTION } from './protection.js';
 
 /*
  * The open data dictionary (spec "Open data dictionary (OpenDataDictionary)"; DESIGN.md section 7). The spec's
@@ -233,12 +234,13 @@ const STATUS_TEXTS: Record<CellStatus, LocalizedText> = {
       'жарнама берушіге тиесілі.',
   ),
   withheld_complementary: text(
-    'Withheld although it passes the rules above (complementary suppression), so that another withheld value ' +
-      'cannot be worked out by subtracting published values from a published total.',
-    'Скрыто, хотя проходит правила выше (дополнительное скрытие), чтобы другое скрытое значение нельзя было ' +
-      'вычислить, вычитая опубликованные значения из опубликованного итога.',
-    'Жоғарыдағы ережелерден өтсе де жасырылған (қосымша жасыру): басқа жасырылған мәнді жарияланған ' +
-      'қорытындыдан жарияланған мәндерді шегеру арқылы есептеп шығаруға болмауы үшін.',
+    'Withheld although it passes the rules above (complementary suppression), so that no value withheld by the ' +
+      'rules can be worked out, exactly or nearly, from the published values and totals (see disclosure).',
+    'Скрыто, хотя проходит правила выше (дополнительное скрытие), чтобы ни одно значение, скрытое по правилам, ' +
+      'нельзя было вычислить точно или приблизительно из опубликованных значений и итогов (см. disclosure).',
+    'Жоғарыдағы ережелерден өтсе де жасырылған (қосымша жасыру): ережелер бойынша жасырылған ешбір мәнді ' +
+      'жарияланған мәндер мен қорытындылардан дәл немесе шамамен есептеп шығаруға болмауы үшін (disclosure ' +
+      'бөлімін қараңыз).',
   ),
 };
 
@@ -342,6 +344,7 @@ export function daypartCodes(): DictionaryCode[] {
 
 function disclosureText(rules: DisclosureRules): LocalizedText {
   const { minOperators: o, minAdvertisers: a, maxPartySharePct: s, lagMonths: l } = rules;
+  const { pct: p, minPlays: m } = PROTECTION;
   return text(
     `A published value needs plays of at least min_operators (${o}) operators and min_advertisers (${a}) ` +
       `advertisers; one operator or one advertiser may hold at most max_party_share_pct (${s}) percent of its ` +
@@ -349,9 +352,11 @@ function disclosureText(rules: DisclosureRules): LocalizedText {
       'are judged like cells. An advertiser is the one a submission names: submissions giving the same BIN, or the ' +
       'same name compared without case, spaces, punctuation and legal form (LLP, JSC and the like), name one ' +
       'advertiser, whoever submitted them; the organisation that submitted (an advertiser, an agency or an ' +
-      'operator) must meet the advertiser rules as well. Where a row or column of a daypart’s table (its district totals, format totals and ' +
-      'daypart total included) would have a single withheld value, more values are withheld ' +
-      '(withheld_complementary) until no withheld value can be worked out from the published values and totals.',
+      'operator) must meet the advertiser rules as well. Where the published values and totals of a daypart’s ' +
+      'table (cells, district totals, format totals and the daypart total), with play counts never below 0, would ' +
+      'let a value withheld by these rules be worked out, or narrowed to less than ' +
+      `${p} percent of it, or less than ${m} plays, above or below its true value (down to 0), more values are ` +
+      'withheld (withheld_complementary), never a value of 0.',
     `Публикуемое значение должно включать показы не менее min_operators (${o}) операторов и не менее ` +
       `min_advertisers (${a}) рекламодателей; на одного оператора или одного рекламодателя может приходиться не ` +
       `более max_party_share_pct (${s}) процентов его показов; месяц публикуется один раз через lag_months (${l}) ` +
@@ -359,10 +364,11 @@ function disclosureText(rules: DisclosureRules): LocalizedText {
       'Рекламодатель — тот, кого называет заявка: заявки с одинаковым БИН или с одинаковым названием (без учёта ' +
       'регистра, пробелов, знаков препинания и организационно-правовой формы: ТОО, LLP и т. п.) называют одного ' +
       'рекламодателя, кто бы их ни подал; организация, подавшая заявку (рекламодатель, агентство или оператор), ' +
-      'тоже должна удовлетворять правилам для рекламодателей. Если в ' +
-      'строке или столбце таблицы части суток (включая итоги по районам, форматам и части суток) скрыто только ' +
-      'одно значение, скрываются и другие (withheld_complementary), пока ни одно скрытое значение нельзя ' +
-      'вычислить из опубликованных значений и итогов.',
+      'тоже должна удовлетворять правилам для рекламодателей. Если по опубликованным значениям и итогам таблицы ' +
+      'части суток (ячейки, итоги по районам, форматам и части суток), с учётом того, что число показов не ' +
+      'бывает меньше 0, значение, скрытое по этим правилам, можно было бы вычислить или сузить до интервала ' +
+      `менее ${p} процентов от него или менее ${m} показов выше или ниже истинного значения (но не ниже 0), ` +
+      'скрываются и другие значения (withheld_complementary), но никогда не значение 0.',
     `Жарияланатын мәнде кемінде min_operators (${o}) оператордың және кемінде min_advertisers (${a}) жарнама ` +
       `берушінің көрсетілімдері болуы тиіс; бір операторға немесе бір жарнама берушіге оның көрсетілімдерінің ` +
       `max_party_share_pct (${s}) пайызынан аспайтын үлесі тиесілі бола алады; ай аяқталғаннан кейін ` +
@@ -370,9 +376,12 @@ function disclosureText(rules: DisclosureRules): LocalizedText {
       'сияқты тексеріледі. Жарнама беруші — өтінім атаған тарап: БСН-і бірдей немесе атауы бірдей (әріп ' +
       'регистрі, бос орындар, тыныс белгілері және ұйымдық-құқықтық нысаны ескерілмей: ЖШС, ТОО, LLP т.б.) ' +
       'өтінімдер, оларды кім берсе де, бір жарнама берушіні атайды; өтінімді берген ұйым (жарнама беруші, ' +
-      'агенттік немесе оператор) да жарнама берушілерге арналған ережелерге сай болуы тиіс. Тәулік бөлігі кестесінің жолында немесе бағанында (аудандар, форматтар және тәулік ' +
-      'бөлігі бойынша қорытындыларды қоса) тек бір мән жасырылатын болса, жарияланған мәндер мен қорытындылардан ' +
-      'ешбір жасырылған мәнді есептеп шығаруға болмайтындай етіп басқа мәндер де жасырылады (withheld_complementary).',
+      'агенттік немесе оператор) да жарнама берушілерге арналған ережелерге сай болуы тиіс. Тәулік бөлігі ' +
+      'кестесінің жарияланған мәндері мен қорытындылары (ұяшықтар, аудандар, форматтар және тәулік бөлігі ' +
+      'бойынша қорытындылар) бойынша, көрсетілімдер саны 0-ден кем болмайтынын ескергенде, осы ережелер ' +
+      'бойынша жасырылған мәнді есептеп шығаруға немесе оны нақты мәнінен жоғары не төмен ' +
+      `${p} пайыздан немесе ${m} көрсетілімнен аз аралыққа (0-ден төмен емес) тарылтуға болатын болса, басқа ` +
+      'мәндер де жасырылады (withheld_complementary), бірақ 0 мәні ешқашан жасырылмайды.',
   );
 }
 

@@ -1,3 +1,5 @@
+import { arcSign, isProtected, PROTECTION, type Protection, requiredProtection } from './protection.js';
+
 /** Statuses a value can have; only `published` and `no_plays` carry a number. */
 export const STATUSES = [
   'published',
@@ -115,16 +117,17 @@ export interface MarginTable {
 }
 
 /*
- * Complementary suppression. Read the table as a bipartite graph: one node per row (districts and the total row)
- * and per column (formats and the total column); every entry is the edge between its row and its column. Every
- * published relation is "the entries at one node sum to zero" once the totals are taken with a minus sign, so the
- * withheld values are fixed by the published ones exactly when a withheld edge is a bridge of the graph of withheld
- * edges: no cycle of withheld edges passes through it. Two steps, repeated until nothing changes:
- *  1. the rule of the issue: a row or column (a node) with exactly one withheld entry gets a second one;
- *  2. a withheld edge that is still a bridge (withheld entries in two groups joined by it alone) gets a cycle: an
- *     entry joining the two groups is withheld too.
- * After step 1 every node has zero or at least two withheld entries; after step 2 no withheld value can be
- * recovered by any sum or difference of published values.
+ * Complementary suppression with protection intervals (protection.ts computes the interval a reader can work out).
+ * Each value the rules withheld (a primary value), largest first, is checked; while its interval is too narrow a
+ * rectangle of entries through it is withheld: its row and another row, its column and another column (totals
+ * included), so that the four corners can move together, two up and two down, without changing any published
+ * value or total. A rectangle protects on its own when the corners that go down while the primary value goes up,
+ * and those that go down with it, hold at least the protection needed; such rectangles come first (a smaller
+ * complement pins the value near itself: audit I finding 2), then the one that protects most, then the one hiding
+ * the fewest plays, the fewest new entries, cells before totals, then position. Withholding more never narrows
+ * another value's interval, so one pass suffices. Complements are never values of 0 (a reader may know a district
+ * has no screens of a format). Every withheld value then lies on a cycle of withheld entries, so none can be worked
+ * out exactly either: every row and column holds none or at least two withheld values.
  */
 
 interface Choice {
@@ -133,91 +136,77 @@ interface Choice {
 }
 
 /** Applies complementary suppression in place; returns how many entries it withheld. */
-export function suppressComplementary(table: MarginTable): number {
+export function suppressComplementary(table: MarginTable, protection: Protection = PROTECTION): number {
   const { rows, cols, plays, status } = table;
   const withheld = (r: number, c: number) => isWithheld(status[r]![c]!);
+  const primaries: Choice[] = [];
+  for (let r = 0; r <= rows; r += 1)
+    for (let c = 0; c <= cols; c += 1) if (withheld(r, c)) primaries.push({ r, c });
+  primaries.sort((a, b) => plays[b.r]![b.c]! - plays[a.r]![a.c]! || a.r - b.r || a.c - b.c);
   let added = 0;
-  const withhold = (choice: Choice) => {
-    status[choice.r]![choice.c] = 'withheld_complementary';
-    added += 1;
-  };
-  const withheldInRow = (r: number) => {
-    let n = 0;
-    for (let c = 0; c <= cols; c += 1) if (withheld(r, c)) n += 1;
-    return n;
-  };
-  const withheldInCol = (c: number) => {
-    let n = 0;
-    for (let r = 0; r <= rows; r += 1) if (withheld(r, c)) n += 1;
-    return n;
-  };
-  // Smaller is better: an entry with plays before a zero (withholding a known zero hides nothing), then an entry
-  // whose other line already has exactly one withheld value (one step mends two lines), then one whose other line
-  // has two or more (mends one, harms none), then the smallest value, then a cell before a total, then position.
-  const rank = (choice: Choice, crossWithheld: number): number[] => {
-    const value = plays[choice.r]![choice.c]!;
-    const isTotal = choice.r === rows || choice.c === cols ? 1 : 0;
-    const cross = crossWithheld === 1 ? 0 : crossWithheld >= 2 ? 1 : 2;
-    return [value > 0 ? 0 : 1, cross, value, isTotal, choice.r, choice.c];
-  };
-  const best = (candidates: { choice: Choice; cross: number }[]): Choice | null => {
-    let chosen: { choice: Choice; key: number[] } | null = null;
-    for (const candidate of candidates) {
-      const key = rank(candidate.choice, candidate.cross);
-      if (chosen === null || compareKeys(key, chosen.key) < 0) chosen = { choice: candidate.choice, key };
-    }
-    return chosen?.choice ?? null;
-  };
-
-  for (;;) {
-    let changed = false;
-    // Step 1: lines with a single withheld entry.
-    for (let r = 0; r <= rows; r += 1) {
-      if (withheldInRow(r) !== 1) continue;
-      const candidates = [];
-      for (let c = 0; c <= cols; c += 1)
-        if (!withheld(r, c)) candidates.push({ choice: { r, c }, cross: withheldInCol(c) });
-      const choice = best(candidates);
-      if (choice) {
-        withhold(choice);
-        changed = true;
+  for (const primary of primaries) {
+    const need = requiredProtection(plays[primary.r]![primary.c]!, protection);
+    while (!isProtected(table, withheld, primary, need)) {
+      const rectangle = bestRectangle(table, withheld, primary, need);
+      if (rectangle === null) break;
+      for (const corner of rectangle) {
+        status[corner.r]![corner.c] = 'withheld_complementary';
+        added += 1;
       }
     }
-    for (let c = 0; c <= cols; c += 1) {
-      if (withheldInCol(c) !== 1) continue;
-      const candidates = [];
-      for (let r = 0; r <= rows; r += 1)
-        if (!withheld(r, c)) candidates.push({ choice: { r, c }, cross: withheldInRow(r) });
-      const choice = best(candidates);
-      if (choice) {
-        withhold(choice);
-        changed = true;
-      }
-    }
-    if (changed) continue;
-    // Step 2: withheld entries that are still bridges.
-    const bridge = firstBridge(table);
-    if (bridge === null) break;
-    const [sideOfRow, sideOfCol] = sidesOfBridge(table, bridge);
-    const candidates = [];
-    for (let r = 0; r <= rows; r += 1) {
-      for (let c = 0; c <= cols; c += 1) {
-        if (withheld(r, c)) continue;
-        const rowNode = r;
-        const colNode = rows + 1 + c;
-        const joins =
-          (sideOfRow.has(rowNode) && sideOfCol.has(colNode)) ||
-          (sideOfCol.has(rowNode) && sideOfRow.has(colNode));
-        if (joins) candidates.push({ choice: { r, c }, cross: 2 });
-      }
-    }
-    const choice = best(candidates);
-    // A grid always has an entry joining the two sides (each side holds a row and a column node); none left means
-    // every entry is withheld already.
-    if (!choice) break;
-    withhold(choice);
   }
   return added;
+}
+
+/** The rectangle to withhold next for `primary` (its new corners), or null when every rectangle is withheld. */
+function bestRectangle(
+  table: MarginTable,
+  withheld: (r: number, c: number) => boolean,
+  primary: Choice,
+  need: { up: number; down: number },
+): Choice[] | null {
+  const { rows, cols, plays } = table;
+  const value = plays[primary.r]![primary.c]!;
+  const primarySign = arcSign(table, primary.r, primary.c);
+  let best: { corners: Choice[]; key: number[] } | null = null;
+  for (let r = 0; r <= rows; r += 1) {
+    if (r === primary.r) continue;
+    for (let c = 0; c <= cols; c += 1) {
+      if (c === primary.c) continue;
+      const corners = [
+        { r: primary.r, c, opposite: false },
+        { r, c: primary.c, opposite: false },
+        { r, c, opposite: true },
+      ];
+      if (corners.some((corner) => plays[corner.r]![corner.c] === 0)) continue;
+      const fresh = corners.filter((corner) => !withheld(corner.r, corner.c));
+      if (fresh.length === 0) continue;
+      // When the primary value goes up by t, a corner moves by sign * t.
+      let up = Number.POSITIVE_INFINITY;
+      let down = value;
+      for (const corner of corners) {
+        const sign = arcSign(table, corner.r, corner.c) * primarySign * (corner.opposite ? 1 : -1);
+        const cornerValue = plays[corner.r]![corner.c]!;
+        if (sign < 0) up = Math.min(up, cornerValue);
+        else down = Math.min(down, cornerValue);
+      }
+      const alone = up >= need.up && down >= need.down;
+      const reach = Math.min(up / need.up, need.down === 0 ? 1 : down / need.down);
+      const key = [
+        alone ? 0 : 1,
+        alone ? 0 : -reach,
+        fresh.reduce((sum, corner) => sum + plays[corner.r]![corner.c]!, 0),
+        fresh.length,
+        fresh.filter((corner) => corner.r === rows || corner.c === cols).length,
+        r,
+        c,
+      ];
+      if (best === null || compareKeys(key, best.key) < 0) {
+        best = { corners: fresh.map(({ r: cr, c: cc }) => ({ r: cr, c: cc })), key };
+      }
+    }
+  }
+  return best?.corners ?? null;
 }
 
 function compareKeys(a: number[], b: number[]): number {
@@ -226,84 +215,4 @@ function compareKeys(a: number[], b: number[]): number {
     if (d !== 0) return d;
   }
   return 0;
-}
-
-/** Adjacency of the graph of withheld entries: nodes 0..rows are rows, rows+1..rows+1+cols columns. */
-function withheldGraph(table: MarginTable): { adjacency: Choice[][]; nodes: number } {
-  const { rows, cols, status } = table;
-  const nodes = rows + 1 + cols + 1;
-  const adjacency: Choice[][] = Array.from({ length: nodes }, () => []);
-  for (let r = 0; r <= rows; r += 1) {
-    for (let c = 0; c <= cols; c += 1) {
-      if (!isWithheld(status[r]![c]!)) continue;
-      adjacency[r]!.push({ r, c });
-      adjacency[rows + 1 + c]!.push({ r, c });
-    }
-  }
-  return { adjacency, nodes };
-}
-
-/** The first withheld entry (in row-major order of discovery) that is a bridge, or null (Tarjan, iterative). */
-function firstBridge(table: MarginTable): Choice | null {
-  const { rows } = table;
-  const { adjacency, nodes } = withheldGraph(table);
-  const order = new Array<number>(nodes).fill(-1);
-  const low = new Array<number>(nodes).fill(0);
-  let counter = 0;
-  const bridges: Choice[] = [];
-  const other = (node: number, edge: Choice) => (node === edge.r ? rows + 1 + edge.c : edge.r);
-  for (let root = 0; root < nodes; root += 1) {
-    if (order[root] !== -1) continue;
-    // Stack frames: node, the edge it was entered by, the next neighbour index.
-    const stack: { node: number; via: Choice | null; next: number }[] = [{ node: root, via: null, next: 0 }];
-    order[root] = low[root] = counter++;
-    while (stack.length > 0) {
-      const frame = stack[stack.length - 1]!;
-      const edges = adjacency[frame.node]!;
-      if (frame.next < edges.length) {
-        const edge = edges[frame.next++]!;
-        if (frame.via && edge.r === frame.via.r && edge.c === frame.via.c) continue;
-        const to = other(frame.node, edge);
-        if (order[to] === -1) {
-          order[to] = low[to] = counter++;
-          stack.push({ node: to, via: edge, next: 0 });
-        } else {
-          low[frame.node] = Math.min(low[frame.node]!, order[to]!);
-        }
-      } else {
-        stack.pop();
-        const parent = stack[stack.length - 1];
-        if (parent) {
-          low[parent.node] = Math.min(low[parent.node]!, low[frame.node]!);
-          if (low[frame.node]! > order[parent.node]!) bridges.push(frame.via!);
-        }
-      }
-    }
-  }
-  if (bridges.length === 0) return null;
-  bridges.sort((a, b) => a.r - b.r || a.c - b.c);
-  return bridges[0]!;
-}
-
-/** The node sets on either side of a bridge: [the side of its row node, the side of its column node]. */
-function sidesOfBridge(table: MarginTable, bridge: Choice): [Set<number>, Set<number>] {
-  const { rows } = table;
-  const { adjacency } = withheldGraph(table);
-  const reach = (start: number): Set<number> => {
-    const seen = new Set<number>([start]);
-    const queue = [start];
-    while (queue.length > 0) {
-      const node = queue.pop()!;
-      for (const edge of adjacency[node]!) {
-        if (edge.r === bridge.r && edge.c === bridge.c) continue;
-        const to = node === edge.r ? rows + 1 + edge.c : edge.r;
-        if (!seen.has(to)) {
-          seen.add(to);
-          queue.push(to);
-        }
-      }
-    }
-    return seen;
-  };
-  return [reach(bridge.r), reach(rows + 1 + bridge.c)];
 }

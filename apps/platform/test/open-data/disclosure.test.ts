@@ -9,7 +9,8 @@ import {
   primaryStatus,
   suppressComplementary,
 } from '../../src/open-data/disclosure.js';
-import { recoverableWithheld } from './helpers.js';
+import { couldBe, PROTECTION, requiredProtection } from '../../src/open-data/protection.js';
+import { recoverableWithheld, withheldBounds } from './helpers.js';
 
 const RULES: DisclosureRules = { minOperators: 3, minAdvertisers: 3, maxPartySharePct: 70, lagMonths: 1 };
 
@@ -389,6 +390,120 @@ describe('complementary suppression', () => {
         },
       ),
       { numRuns: 300 },
+    );
+  });
+
+  test('audit I finding 2: a withheld value is not pinned to a few percent by the totals and non-negativity', () => {
+    // Districts a, b x formats x, y, z. (a, x) = 100 is withheld (one operator at 80 %). Complements chosen as the
+    // smallest values (3, 60, 3) let a reader work out 97 <= (a, x) <= 103 from the published totals.
+    const X: CellStatus = 'withheld_share';
+    const t = table(
+      [
+        [100, 60, 3],
+        [60, 60, 3],
+      ],
+      [
+        [X, P, P],
+        [P, P, P],
+      ],
+    );
+    suppressComplementary(t);
+    const bounds = withheldBounds(t).get('0,0')!;
+    const need = requiredProtection(100, PROTECTION);
+    expect(need).toEqual({ up: 10, down: 10 });
+    expect(bounds.lower).toBeLessThanOrEqual(90);
+    expect(bounds.upper).toBeGreaterThanOrEqual(110);
+    expect(recoverableWithheld(t)).toEqual([]);
+  });
+
+  test('the required protection: 10 % of the value rounded up, at least 5 plays, never below 0', () => {
+    expect(requiredProtection(1000, PROTECTION)).toEqual({ up: 100, down: 100 });
+    expect(requiredProtection(101, PROTECTION)).toEqual({ up: 11, down: 11 });
+    expect(requiredProtection(20, PROTECTION)).toEqual({ up: 5, down: 5 });
+    expect(requiredProtection(3, PROTECTION)).toEqual({ up: 5, down: 3 });
+  });
+
+  /** Tables of 1 to 4 districts and formats, values 1 to 500 (some 0), a mix of statuses. */
+  const tables = fc
+    .tuple(
+      fc.integer({ min: 1, max: 4 }),
+      fc.integer({ min: 1, max: 4 }),
+      fc.array(
+        fc.tuple(
+          fc.integer({ min: 1, max: 500 }),
+          fc.constantFrom<CellStatus>(
+            'published',
+            'published',
+            'published',
+            'withheld_operators',
+            'withheld_share',
+            'no_plays',
+          ),
+        ),
+        { minLength: 16, maxLength: 16 },
+      ),
+    )
+    .map(([rows, cols, seeds]) => {
+      const cells: number[][] = [];
+      const statuses: CellStatus[][] = [];
+      for (let r = 0; r < rows; r += 1) {
+        cells.push([]);
+        statuses.push([]);
+        for (let c = 0; c < cols; c += 1) {
+          const [value, status] = seeds[r * 4 + c]!;
+          cells[r]!.push(status === 'no_plays' ? 0 : value);
+          statuses[r]!.push(status);
+        }
+      }
+      return table(cells, statuses);
+    });
+
+  test('property: every value the rules withheld can, by linear programming over the published table, move its protection both ways', () => {
+    fc.assert(
+      fc.property(tables, (t) => {
+        const primaries: [number, number][] = [];
+        for (let r = 0; r <= t.rows; r += 1) {
+          for (let c = 0; c <= t.cols; c += 1) if (isWithheld(t.status[r]![c]!)) primaries.push([r, c]);
+        }
+        suppressComplementary(t);
+        const bounds = withheldBounds(t);
+        for (const [r, c] of primaries) {
+          const value = t.plays[r]![c]!;
+          const need = requiredProtection(value, PROTECTION);
+          const interval = bounds.get(`${r},${c}`)!;
+          expect(interval.lower, `${r},${c} = ${value}`).toBeLessThanOrEqual(value - need.down);
+          expect(interval.upper, `${r},${c} = ${value}`).toBeGreaterThanOrEqual(value + need.up);
+        }
+        // Complements are never zeros, and nothing is recoverable exactly.
+        for (let r = 0; r <= t.rows; r += 1) {
+          for (let c = 0; c <= t.cols; c += 1) {
+            if (t.status[r]![c] === 'withheld_complementary') expect(t.plays[r]![c]).toBeGreaterThan(0);
+          }
+        }
+        expect(recoverableWithheld(t)).toEqual([]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  test('property: the flow check of the builder agrees with linear programming at both ends of every interval', () => {
+    fc.assert(
+      fc.property(tables, (t) => {
+        suppressComplementary(t);
+        const withheld = (r: number, c: number) => isWithheld(t.status[r]![c]!);
+        for (const [key, { lower, upper }] of withheldBounds(t)) {
+          const [r, c] = key.split(',').map(Number) as [number, number];
+          expect(couldBe(t, withheld, { r, c }, lower)).toBe(true);
+          expect(couldBe(t, withheld, { r, c }, lower - 1)).toBe(false);
+          if (upper === Number.POSITIVE_INFINITY) {
+            expect(couldBe(t, withheld, { r, c }, t.plays[t.rows]![t.cols]! * 10 + 1000)).toBe(true);
+          } else {
+            expect(couldBe(t, withheld, { r, c }, upper)).toBe(true);
+            expect(couldBe(t, withheld, { r, c }, upper + 1)).toBe(false);
+          }
+        }
+      }),
+      { numRuns: 200 },
     );
   });
 });

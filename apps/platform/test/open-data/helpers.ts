@@ -330,3 +330,134 @@ export function recoverableWithheld(table: MarginTable): [number, number][] {
     return rankModP([...equations, unit]) === base;
   });
 }
+
+/*
+ * An independent audit of protection intervals, by linear programming (not by the maximum flow the platform uses):
+ * the bounds a reader can work out for each withheld value from the published values and totals and non-negativity
+ * alone. Dense two-phase simplex with Bland's rule, in floating point: the relations form a totally unimodular
+ * system with integer right-hand sides, so every vertex is integral and the optima are rounded to integers.
+ */
+const EPS = 1e-9;
+
+/** max objective·x subject to A x = b, x >= 0; Infinity when unbounded, null when infeasible. */
+function simplexMax(a: number[][], b: number[], objective: number[]): number | null {
+  const m = a.length;
+  const n = objective.length;
+  // Rows with a negative right-hand side are negated; an artificial variable per row starts the basis.
+  const t = a.map((row, i) => {
+    const sign = b[i]! < 0 ? -1 : 1;
+    const artificial = Array.from({ length: m }, (_, k) => (k === i ? 1 : 0));
+    return [...row.map((v) => v * sign), ...artificial, b[i]! * sign];
+  });
+  const width = n + m;
+  const basis = Array.from({ length: m }, (_, i) => n + i);
+  const pivot = (row: number, col: number) => {
+    const p = t[row]![col]!;
+    t[row] = t[row]!.map((v) => v / p);
+    for (let i = 0; i < m; i += 1) {
+      if (i === row || Math.abs(t[i]![col]!) < EPS) continue;
+      const f = t[i]![col]!;
+      t[i] = t[i]!.map((v, k) => v - f * t[row]![k]!);
+    }
+    basis[row] = col;
+  };
+  // Maximises cost·x over the columns allowed to enter; returns false when unbounded.
+  const run = (cost: number[], allowed: (col: number) => boolean): boolean => {
+    for (;;) {
+      let entering = -1;
+      for (let col = 0; col < width && entering === -1; col += 1) {
+        if (!allowed(col) || basis.includes(col)) continue;
+        let reduced = cost[col]!;
+        for (let i = 0; i < m; i += 1) reduced -= cost[basis[i]!]! * t[i]![col]!;
+        if (reduced > EPS) entering = col;
+      }
+      if (entering === -1) return true;
+      let leaving = -1;
+      let best = Number.POSITIVE_INFINITY;
+      for (let i = 0; i < m; i += 1) {
+        const coeff = t[i]![entering]!;
+        if (coeff <= EPS) continue;
+        const ratio = t[i]![width]! / coeff;
+        if (ratio < best - EPS || (Math.abs(ratio - best) <= EPS && basis[i]! < basis[leaving]!)) {
+          best = ratio;
+          leaving = i;
+        }
+      }
+      if (leaving === -1) return false;
+      pivot(leaving, entering);
+    }
+  };
+  // Phase 1: drive the artificial variables to zero.
+  const phase1 = Array.from({ length: width }, (_, col) => (col >= n ? -1 : 0));
+  run(phase1, () => true);
+  const artificialSum = basis.reduce((sum, col, i) => sum + (col >= n ? t[i]![width]! : 0), 0);
+  if (artificialSum > 1e-6) return null;
+  // Artificial variables still in the basis (at zero) leave it, or their row is redundant.
+  for (let i = 0; i < m; i += 1) {
+    if (basis[i]! < n) continue;
+    const col = t[i]!.findIndex((v, k) => k < n && Math.abs(v) > EPS && !basis.includes(k));
+    if (col !== -1) pivot(i, col);
+    else t[i] = t[i]!.map(() => 0);
+  }
+  const phase2 = Array.from({ length: width }, (_, col) => (col < n ? objective[col]! : 0));
+  if (!run(phase2, (col) => col < n)) return Number.POSITIVE_INFINITY;
+  return basis.reduce((sum, col, i) => sum + (col < n ? objective[col]! * t[i]![width]! : 0), 0);
+}
+
+/** For every withheld entry "r,c": the least and the greatest value the published table allows it. */
+export function withheldBounds(table: MarginTable): Map<string, { lower: number; upper: number }> {
+  const { rows, cols, plays, status } = table;
+  const unknowns: [number, number][] = [];
+  for (let r = 0; r <= rows; r += 1) {
+    for (let c = 0; c <= cols; c += 1) if (isWithheld(status[r]![c]!)) unknowns.push([r, c]);
+  }
+  const index = new Map(unknowns.map(([r, c], i) => [`${r},${c}`, i]));
+  const a: number[][] = [];
+  const b: number[] = [];
+  // One equation per row and per column: its entries minus its total are 0.
+  const lines: [number, number, number][][] = [];
+  for (let r = 0; r <= rows; r += 1) {
+    lines.push(
+      Array.from({ length: cols + 1 }, (_, c) => [r, c, c === cols ? -1 : 1] as [number, number, number]),
+    );
+  }
+  for (let c = 0; c <= cols; c += 1) {
+    lines.push(
+      Array.from({ length: rows + 1 }, (_, r) => [r, c, r === rows ? -1 : 1] as [number, number, number]),
+    );
+  }
+  for (const line of lines) {
+    const eq = new Array<number>(unknowns.length).fill(0);
+    let rhs = 0;
+    let any = false;
+    for (const [r, c, coeff] of line) {
+      const i = index.get(`${r},${c}`);
+      if (i === undefined) rhs -= coeff * plays[r]![c]!;
+      else {
+        eq[i] = coeff;
+        any = true;
+      }
+    }
+    if (any) {
+      a.push(eq);
+      b.push(rhs);
+    }
+  }
+  const bounds = new Map<string, { lower: number; upper: number }>();
+  unknowns.forEach(([r, c], i) => {
+    const objective = unknowns.map((_, k) => (k === i ? 1 : 0));
+    const upper = simplexMax(a, b, objective);
+    const negLower = simplexMax(
+      a,
+      b,
+      objective.map((v) => -v),
+    );
+    if (upper === null || negLower === null)
+      throw new Error('withheldBounds: the true values are not feasible');
+    bounds.set(`${r},${c}`, {
+      lower: Math.round(-negLower),
+      upper: upper === Number.POSITIVE_INFINITY ? upper : Math.round(upper),
+    });
+  });
+  return bounds;
+}

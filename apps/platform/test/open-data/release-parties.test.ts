@@ -153,5 +153,9 @@ describe('the advertiser of a cell is the one its submissions name, and the subm
     expect(dictionary.disclosure.description.en).toContain('same BIN');
     expect(dictionary.disclosure.description.ru).toContain('БИН');
     expect(dictionary.disclosure.description.kk).toContain('БСН');
+    // The protection every withheld value keeps (src/open-data/protection.ts), stated with its numbers.
+    expect(dictionary.disclosure.description.en).toContain(
+      'less than 10 percent of it, or less than 5 plays',
+    );
   });
 });
