@@ -121,6 +121,7 @@ async function sealOne(
 ): Promise<SealOutcome> {
   const client = await ctx.db.connect();
   let locked = false;
+  let firstLocked = false;
   let dayLocked = false;
   try {
     // A session lock taken before the transaction begins, so the REPEATABLE READ snapshot is taken after it and
@@ -140,6 +141,12 @@ async function sealOne(
     // this attempt give up rather than hang: nothing is sealed, and the next attempt waits again.
     await client.query(`SELECT set_config('lock_timeout', $1, false)`, [`${DAY_LOCK_TIMEOUT_MS}ms`]);
     try {
+      // The first seal also waits for every writer that looked before any seal existed, whatever day it stores
+      // under (migration 086): one storing under a day before `day` would otherwise be in no seal.
+      if (isFirst) {
+        await client.query('SELECT pop_first_seal_lock()');
+        firstLocked = true;
+      }
       await client.query('SELECT pop_seal_day_lock($1::date)', [day]);
     } catch (error) {
       if ((error as { code?: string }).code === LOCK_NOT_AVAILABLE) return 'writers_busy';
@@ -168,6 +175,12 @@ async function sealOne(
         () => false,
       );
     }
+    if (firstLocked && unlocked) {
+      unlocked = await client.query('SELECT pop_first_seal_unlock()').then(
+        () => true,
+        () => false,
+      );
+    }
     if (locked && unlocked) {
       unlocked = await client.query('SELECT pg_advisory_unlock($1)', [SEAL_LOCK]).then(
         () => true,
@@ -176,6 +189,14 @@ async function sealOne(
     }
     client.release(!unlocked);
   }
+}
+
+/** Whether a batch is stored under a day before `day`. */
+async function storedBefore(client: DbClient, day: string): Promise<boolean> {
+  const { rows } = await client.query('SELECT 1 FROM pop_batches WHERE receive_day < $1::date LIMIT 1', [
+    day,
+  ]);
+  return rows.length > 0;
 }
 
 async function sealInTransaction(
@@ -189,6 +210,9 @@ async function sealInTransaction(
   if (existing) return { seal: existing, created: false };
   const previous = await lastSeal(client);
   if (previous ? previous.day !== addDays(day, -1) : !isFirst) return 'out_of_order';
+  // The chain starts at the earliest day anything was stored under: a batch of an earlier day, committed while this
+  // seal waited for its writer (migration 086), moves the start back (sealUpTo looks again).
+  if (!previous && (await storedBefore(client, day))) return 'out_of_order';
   const leaves = await computeDayLeaves(client, day);
   const body = sealBody({
     // A day sealed under a settable clock is a test seal whatever PLATFORM_ENV says (loadConfig refuses prod with

@@ -364,6 +364,44 @@ describe('an instance whose clock runs days behind the first seal', () => {
   });
 });
 
+describe('an instance whose clock runs days behind while the first seal is made', () => {
+  test('the first seal waits for its batch, and the chain starts early enough to cover it', async () => {
+    const [a, b] = w.cluster.instances as [PopInstance, PopInstance];
+    a.clock.set(at(-1000));
+    accepted(await sendAgent(a));
+    // No seal exists yet. b's clock stands three days back; its batch waits inside its store transaction (on
+    // play_counts) when the first seal is asked for.
+    const behind = addDays(DAY, -3);
+    b.clock.set(new Date(almatyDayStart(behind).getTime() + 12 * 3_600_000));
+    const lock = await holdLock(w.cluster.db, 'LOCK TABLE play_counts IN EXCLUSIVE MODE');
+    const held = sendCms(b);
+    let sealing: Promise<LightMyRequestResponse>;
+    try {
+      await waitersAtLeast(w.cluster.db, 1);
+      a.clock.set(at(5_000));
+      sealing = sealThrough(a, DAY);
+      // The first seal waits for it (before: it sealed DAY at once, its chain starting there, and the batch stored
+      // under three days before was in no seal).
+      await waitersAtLeast(w.cluster.db, 2);
+    } finally {
+      await lock.release();
+    }
+    accepted(await held);
+    const sealed = await sealing;
+    expect(sealed.statusCode, sealed.body).toBe(201);
+    const { rows: seals } = await w.cluster.db.query<{ day: string }>(
+      `SELECT to_char(day, 'YYYY-MM-DD') AS day FROM stats_seals ORDER BY day`,
+    );
+    expect(seals.map((r) => r.day)).toEqual([behind, addDays(DAY, -2), addDays(DAY, -1), DAY]);
+    expect(await verifiedDay(a, behind)).toEqual([{ owner: sourceOwner(), seq: 0 }]);
+    expect(await verifiedDay(a, DAY)).toEqual([{ owner: deviceOwner(), seq: 1 }]);
+    const { rows: unsealed } = await w.cluster.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pop_batches b WHERE NOT EXISTS (SELECT 1 FROM stats_seals s WHERE s.day = b.receive_day)`,
+    );
+    expect(unsealed[0]!.n).toBe(0);
+  });
+});
+
 describe('migration 064 on a database that already holds a sealed day', () => {
   test('the rows of a sealed day can no longer be added to, changed or removed; other days can', async () => {
     const t = await createTestDatabase({ upTo: 63 });
