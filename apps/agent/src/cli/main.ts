@@ -1,13 +1,15 @@
 #!/usr/bin/env node
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { splitPemChain } from '@ooh/crypto';
 import { type AgentStatus, createAgent, formatOffset, readStatus } from '../agent.js';
 import { type AgentConfig, configTemplate, loadConfig } from '../config/config.js';
 import { AgentError } from '../errors.js';
 import { prepareEnrolment } from '../identity/enrolment.js';
 import { findInstallFiles, installEnrolment } from '../identity/install.js';
 import { jsonLogger } from '../logger.js';
+import { heldRevocationConflict, type RevocationConflict } from '../media/revocations.js';
 
 const USAGE = `usage: agent <command> [--config <file>]
 
@@ -25,7 +27,8 @@ commands:
   status   show identity, certificate expiry, queue depth, last successful send, clock offset, a stuck batch,
            records set aside, database size, free space and retention, times in local time  [--json: UTC];
            exit 1 when the player cannot work as it is (certificate, shipping stopped or stuck, a platform host
-           whose TLS certificate is refused, disk below its hard threshold), exit 3 when it is not enrolled (no device_id)
+           whose TLS certificate is refused, disk below its hard threshold, two different revocation lists of the
+           version held), exit 3 when it is not enrolled (no device_id)
   run      run the agent until interrupted; logs one start-up summary line once started
 
 The config file defaults to $AGENT_CONFIG, else agent.json. It and relative paths given on the command line are
@@ -191,7 +194,17 @@ export async function main(
         return EXIT_NOT_ENROLLED;
       }
       const status = await readStatus(config);
-      out(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
+      // Two different lists signed with the version held (a platform restored from a backup): readStatus cannot tell.
+      const revocationConflict = await heldRevocationConflict({
+        cachePath: join(config.dataDir, 'revocations.json'),
+        trustedRootsPem: splitPemChain(readFileSync(config.authorityRootFile, 'utf8')),
+        now: new Date(Date.now() + status.clock.offset_ms),
+      });
+      out(
+        values.json
+          ? `${JSON.stringify(revocationConflict ? { ...status, revocation_conflict: revocationConflict } : status, null, 2)}\n`
+          : formatStatus(status, revocationConflict),
+      );
       // Non-zero whenever the player cannot work as it is: a technician's script checks the exit status. A stuck
       // batch is such a case (the records behind it wait); records set aside alone are not (shipping goes on). A disk
       // below its hard threshold is (billable content stops); below the warning threshold only is not.
@@ -202,7 +215,8 @@ export async function main(
         status.shipping.stuck ||
         status.network.tls_refused.length > 0 ||
         status.clock.refused_offset_ms !== null ||
-        status.storage.disk.state === 'full'
+        status.storage.disk.state === 'full' ||
+        revocationConflict !== null
         ? 1
         : 0;
     }
@@ -274,7 +288,10 @@ const TLS_REFUSAL_WORDS: Record<string, string> = {
   tls_refused: "does not set up TLS with the platform's certificate",
 };
 
-export function formatStatus(status: AgentStatus): string {
+export function formatStatus(
+  status: AgentStatus,
+  revocationConflict: RevocationConflict | null = null,
+): string {
   const t = formatLocalTime;
   const certificate = status.identity.certificate;
   const lines = [
@@ -338,6 +355,13 @@ export function formatStatus(status: AgentStatus): string {
     ...refusedClockLines(status),
     `mode:            ${status.mode}`,
     `revocations:     ${status.revocation_list_version === null ? 'no list yet' : `version ${status.revocation_list_version}`}`,
+    ...(revocationConflict
+      ? [
+          `REVOCATION LIST CONFLICT: two different lists signed as version ${revocationConflict.version} ` +
+            `(differing: ${revocationConflict.differing.join(', ') || 'revoked_at or issued_at only'}); ` +
+            'every approval either names stays revoked. The platform was restored from a backup: tell its operator',
+        ]
+      : []),
     ...storageLines(status),
     '',
   );

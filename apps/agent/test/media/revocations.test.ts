@@ -88,8 +88,10 @@ describe('revocation list', () => {
     await platform.serveRevocationList({ ...genuine, body: { ...(genuine.body as object), version: 60 } });
     expect(await revocations.refresh()).toBe('invalid');
     expect(revocations.version).toBe(5);
+    // Refused as the list; what it names stays revoked all the same (a revocation is never undone).
+    expect(revocations.isRevoked('X')).toBe(true);
     expect(logger.lines.filter((line) => line.level === 'warn').map((line) => line.fields)).toEqual([
-      { offered: 4, held: 5 },
+      { offered: 4, held: 5, kept_revoked: ['X'] },
       { code: 'chain_no_issuer' },
       { code: 'document_content_differs' },
     ]);
