@@ -12,6 +12,7 @@ import {
   timeValue,
 } from './der.js';
 import { VerificationError, type VerificationErrorCode } from './errors.js';
+import { SIGNER_ROLE_NAMES, type SignerRole, signerRoleOf } from './signer-role.js';
 import {
   type Certificate,
   KEY_USAGE,
@@ -130,10 +131,16 @@ function findSigner(sid: Tlv, certificates: Certificate[]): Certificate | undefi
   return undefined;
 }
 
-async function check(
-  der: Uint8Array,
-  options: { roots: readonly Certificate[]; intermediates?: readonly Certificate[]; at?: Date | null },
-): Promise<CmsResult> {
+/** What verifyCms is asked to check the signature against. */
+export interface CmsOptions {
+  roots: readonly Certificate[];
+  intermediates?: readonly Certificate[];
+  at?: Date | null;
+  /** The role the signer must have (signer-role.ts); any signer of the authority when absent. */
+  role?: SignerRole;
+}
+
+async function check(der: Uint8Array, options: CmsOptions): Promise<CmsResult> {
   const { eContent, certificates, infos } = parseSignedData(der);
   if (!eContent) refuse('cms_not_attached', 'the signed content is not attached');
   if (infos.length !== 1) refuse('cms_signer_count', `expected one signer, found ${infos.length}`);
@@ -175,6 +182,13 @@ async function check(
     at: options.at ?? null,
   });
   if (!chain.ok) return chain;
+  // Checked once the signer is known to be the authority's: which of its signers it is.
+  if (options.role !== undefined && signerRoleOf(signer) !== options.role) {
+    refuse(
+      'signer_role',
+      `the signer "${signer.subjectCommonName ?? '?'}" is not the ${SIGNER_ROLE_NAMES[options.role].toLowerCase()}`,
+    );
+  }
   return { ok: true, content: eContent, signingTime, signer, chain: chain.chain, window: chain.window };
 }
 
@@ -183,13 +197,11 @@ async function check(
  * SHA-256, signed attributes contentType, signingTime, messageDigest, signer certificate included): the message
  * digest, the signature over the signed attributes, and the chain from the signer through `intermediates` and the
  * included certificates to one of `roots`, every certificate valid at `at` (dates not judged when `at` is null or
- * absent: the result's `window` then says when the chain is valid). The checks `openssl cms -verify -CAfile` makes.
- * Never throws on bad input: `{ ok: false, error }` with the error's code.
+ * absent: the result's `window` then says when the chain is valid). The checks `openssl cms -verify -CAfile` makes;
+ * with `role`, the signer must also be the authority's signer of that role (signer_role: signer-role.ts). Never
+ * throws on bad input: `{ ok: false, error }` with the error's code.
  */
-export async function verifyCms(
-  signature: Uint8Array | string,
-  options: { roots: readonly Certificate[]; intermediates?: readonly Certificate[]; at?: Date | null },
-): Promise<CmsResult> {
+export async function verifyCms(signature: Uint8Array | string, options: CmsOptions): Promise<CmsResult> {
   const der = typeof signature === 'string' ? base64Decode(signature) : signature;
   if (!der) return { ok: false, error: new VerificationError('malformed', 'the signature is not base64') };
   try {

@@ -50,6 +50,11 @@ export type VerificationErrorCode =
   | 'cms_message_digest'
   /** The signature over the signed attributes does not verify with the signer's key. */
   | 'cms_bad_signature'
+  /**
+   * The signer is the authority's, but not its signer of the role asked (signer-role.ts): a seal signed with the
+   * envelope signer's certificate, or an envelope or revocation list with the seal signer's.
+   */
+  | 'signer_role'
   // Signed documents {body, signature} (envelopes, revocation lists; DESIGN.md §4).
   /** Not a JSON object with a `body` and a base64 `signature`. */
   | 'document_malformed'

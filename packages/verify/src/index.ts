@@ -40,7 +40,7 @@ export {
   toArrayBuffer,
   utf8,
 } from './bytes.js';
-export { type CmsResult, verifyCms } from './cms.js';
+export { type CmsOptions, type CmsResult, verifyCms } from './cms.js';
 export {
   ANCHOR_REASONS,
   BATCH_CHECK_REASONS,
@@ -108,11 +108,13 @@ export {
   parseBatchExportLine,
   type SealCheckName,
   type SealDocument,
+  type SealExpectations,
   verdictOf,
   verifySeal,
   verifySealBatches,
 } from './seal.js';
 export { type BodyValidator, type SignedDocumentResult, verifySignedDocument } from './signed-document.js';
+export { SIGNER_ROLE_NAMES, type SignerRole, signerRoleOf } from './signer-role.js';
 export { type TimestampRefusal, type TimestampResult, verifyBlockTimestamp } from './timestamp.js';
 export {
   type Certificate,

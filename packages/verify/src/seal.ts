@@ -1,4 +1,4 @@
-import { addDays, almatyDate } from '@ooh/protocol';
+import { addDays, almatyDate, almatyDayEnd, isCalendarDate } from '@ooh/protocol';
 import { base64Decode, bytesEqual, hexEncode, sha256, sha256Hex } from './bytes.js';
 import { type LedgerInfo, verifyLedgerInfo } from './block.js';
 import { verifyCms } from './cms.js';
@@ -51,32 +51,49 @@ export interface Check<Name extends CheckName = SealCheckName> {
   facts?: Record<string, string | number>;
 }
 
-/** The day before a calendar day. */
 const ZERO = '0'.repeat(64);
 
+/** What the caller knows of the seal it asked for. */
+export interface SealExpectations {
+  /**
+   * The Asia/Almaty day the caller asked for (the day a page shows, the day in the URL it fetched): the seal must be
+   * of that day, signed (body.day), not only labelled (day).
+   */
+  day?: string;
+}
+
 /**
- * Verifies a daily seal:
- * - signature: the CMS signature and its certificate chain up to one of `roots`, every certificate valid at signed_at;
- *   the signingTime attribute, when there is one, is signed_at (reasons: a VerificationError code, signed_at_differs);
- * - content: the signed content is exactly the canonical JSON of body;
- * - chain: prev_seal_sha256 is the SHA-256 of the previous day's seal body, of the same env (when that seal is given;
- *   `previous` null: it could not be read, 'none': there is none to read);
+ * Verifies a daily seal. Every field outside `body` is unsigned, so each is held to its signed twin:
+ * - signature: the CMS signature and its certificate chain up to one of `roots`, every certificate valid at signed_at,
+ *   signed by the authority's seal signer (signer-role.ts: not the envelope signer); the signingTime attribute
+ *   (DESIGN.md section 4 signs one) is signed_at; and signed_at is after the Almaty day body.day ended (DESIGN.md
+ *   section 6: a seal is "made once, after D ends"). Reasons: a VerificationError code, signed_at_differs,
+ *   signed_before_day_end;
+ * - content: the signed content is exactly the canonical JSON of body, and body.day (signed) is the document's day
+ *   and the day `expected` names (another_day: a genuine seal shown under another day);
+ * - chain: prev_seal_sha256 is the SHA-256 of the previous seal's body, whose signed day is the day before body.day,
+ *   of the same env (when that seal is given; `previous` null: it could not be read, 'none': there is none to read);
  * - ledger: the seal's stats_seal leaf names this body and signed_at, its hash recomputed is in the block's Merkle
- *   root, and the block digest recomputes from its fields (pending while the day is not digested).
+ *   root, the block digest recomputes from its fields, and the block is of a day after body.day (the leaf is recorded
+ *   when the seal is made; leaf_before_day_end). Pending while the block is not digested: whether a null ledger is
+ *   still pending or withheld depends on the ledger head, which the caller reads (the CLI does).
  */
 export async function verifySeal(
   seal: SealDocument,
   roots: readonly Certificate[],
   previous: SealDocument | null | 'none',
+  expected: SealExpectations = {},
 ): Promise<Check[]> {
   const checks: Check[] = [];
   const bodyBytes = canonicalBytes(seal.body);
   const bodySha = await sha256Hex(bodyBytes);
   const signedAt = new Date(seal.signed_at);
+  const signedDay = isCalendarDate(seal.body.day) ? seal.body.day : null;
 
   const cms = await verifyCms(seal.signature, {
     roots,
     at: Number.isNaN(signedAt.getTime()) ? null : signedAt,
+    role: 'seal',
   });
   if (!cms.ok) {
     checks.push({
@@ -85,23 +102,39 @@ export async function verifySeal(
       reason: cms.error.code,
       facts: { detail: cms.error.message },
     });
-  } else if (cms.signingTime && cms.signingTime.getTime() !== signedAt.getTime()) {
+  } else if (!cms.signingTime || cms.signingTime.getTime() !== signedAt.getTime()) {
+    // signed_at is outside the signature: its twin is the signed signingTime attribute.
     checks.push({
       name: 'signature',
       state: 'failed',
       reason: 'signed_at_differs',
-      facts: { signing_time: cms.signingTime.toISOString() },
+      facts: { signing_time: cms.signingTime ? cms.signingTime.toISOString() : 'none' },
+    });
+  } else if (signedDay !== null && signedAt.getTime() < almatyDayEnd(signedDay).getTime()) {
+    checks.push({
+      name: 'signature',
+      state: 'failed',
+      reason: 'signed_before_day_end',
+      facts: { signed_at: seal.signed_at, day_end: almatyDayEnd(signedDay).toISOString() },
     });
   } else {
     const signer = cms.chain.map((c) => c.subjectCommonName ?? '?').join(' → ');
     checks.push({ name: 'signature', state: 'ok', reason: 'verified', facts: { signer } });
   }
+  const dayShown = expected.day ?? seal.day;
   checks.push(
     !cms.ok
       ? { name: 'content', state: 'unknown', reason: 'signature_failed' }
-      : bytesEqual(cms.content, bodyBytes)
-        ? { name: 'content', state: 'ok', reason: 'matches', facts: { body_sha256: bodySha } }
-        : { name: 'content', state: 'failed', reason: 'content_differs' },
+      : !bytesEqual(cms.content, bodyBytes)
+        ? { name: 'content', state: 'failed', reason: 'content_differs' }
+        : signedDay === null || seal.body.day !== seal.day || seal.body.day !== dayShown
+          ? {
+              name: 'content',
+              state: 'failed',
+              reason: 'another_day',
+              facts: { day: dayShown, body_day: String(seal.body.day), document_day: String(seal.day) },
+            }
+          : { name: 'content', state: 'ok', reason: 'matches', facts: { body_sha256: bodySha } },
   );
   checks.push(await chainCheck(seal, previous));
   checks.push(await ledgerCheck(seal, bodySha));
@@ -112,8 +145,18 @@ async function chainCheck(seal: SealDocument, previous: SealDocument | null | 'n
   if (seal.body.prev_seal_sha256 === ZERO) return { name: 'chain', state: 'ok', reason: 'first_seal' };
   if (previous === null || previous === 'none')
     return { name: 'chain', state: 'unknown', reason: 'previous_unavailable' };
-  if (previous.day !== addDays(seal.day, -1))
-    return { name: 'chain', state: 'failed', reason: 'previous_not_day_before' };
+  // The signed days: the previous body's day (covered by prev_seal_sha256) is the day before this body's.
+  if (
+    !isCalendarDate(seal.body.day) ||
+    previous.body.day !== addDays(seal.body.day, -1) ||
+    previous.day !== previous.body.day
+  )
+    return {
+      name: 'chain',
+      state: 'failed',
+      reason: 'previous_not_day_before',
+      facts: { previous_day: String(previous.body.day) },
+    };
   const previousSha = await sha256Hex(canonicalBytes(previous.body));
   if (previousSha !== seal.body.prev_seal_sha256)
     return {
@@ -123,7 +166,12 @@ async function chainCheck(seal: SealDocument, previous: SealDocument | null | 'n
       facts: { previous_sha256: previousSha },
     };
   if (previous.body.env !== seal.body.env) return { name: 'chain', state: 'failed', reason: 'env_differs' };
-  return { name: 'chain', state: 'ok', reason: 'links_previous', facts: { previous_day: previous.day } };
+  return {
+    name: 'chain',
+    state: 'ok',
+    reason: 'links_previous',
+    facts: { previous_day: previous.body.day },
+  };
 }
 
 async function ledgerCheck(seal: SealDocument, bodySha: string): Promise<Check> {
@@ -143,6 +191,14 @@ async function ledgerCheck(seal: SealDocument, bodySha: string): Promise<Check> 
     return fail('leaf_signed_at_differs');
   const reason = await verifyLedgerInfo(ledger, { kind: 'stats_seal', manifest_sha256: bodySha });
   if (reason) return fail(reason === 'leaf_not_this_manifest' ? 'leaf_not_this_seal' : reason);
+  // The leaf is recorded when the seal is made, after its day ended: in the block of a later day.
+  if (!isCalendarDate(seal.body.day) || !(ledger.proof.day > seal.body.day))
+    return {
+      name: 'ledger',
+      state: 'failed',
+      reason: 'leaf_before_day_end',
+      facts: { block_day: ledger.proof.day, day: String(seal.body.day) },
+    };
   return {
     name: 'ledger',
     state: 'ok',
@@ -194,27 +250,49 @@ export function parseBatchExportLine(value: unknown): BatchExportLine | null {
   return v as unknown as BatchExportLine;
 }
 
-/** DESIGN.md section 6: "record_count counts the elements of kind play in the sealed bodies". */
-function playsInBody(owner: string, body: Uint8Array): number | null {
+/** A stored batch body as JSON, or null when it is not a JSON object. */
+function parseBody(body: Uint8Array): Record<string, unknown> | null {
   let parsed: unknown;
   try {
     parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
   } catch {
     return null;
   }
-  if (typeof parsed !== 'object' || parsed === null) return null;
+  return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
+    ? (parsed as Record<string, unknown>)
+    : null;
+}
+
+/** DESIGN.md section 6: "record_count counts the elements of kind play in the sealed bodies". */
+function playsInBody(owner: string, parsed: Record<string, unknown>): number | null {
   // Agent channels send `events`, the CMS channel `records`.
-  const list = (parsed as Record<string, unknown>)[owner.startsWith('device:') ? 'events' : 'records'];
+  const list = parsed[owner.startsWith('device:') ? 'events' : 'records'];
   if (!Array.isArray(list)) return null;
   return list.filter((r) => typeof r === 'object' && r !== null && (r as { kind?: unknown }).kind === 'play')
     .length;
 }
 
 /**
+ * Which field of the body disagrees with the leaf it is sealed under, or null. The spec's batch bodies carry their own
+ * number (batch_seq, "taken once") and their sender (device_id on the signed device channel, source_id in the CMS
+ * body), so the leaf's seq and owner are the body's own.
+ */
+function bodyDiffersFromLeaf(line: BatchExportLine, parsed: Record<string, unknown>): string | null {
+  if (parsed['batch_seq'] !== line.seq) return 'batch_seq';
+  const [kind, id] = line.owner.split(':') as [string, string];
+  const field = kind === 'device' ? 'device_id' : 'source_id';
+  // device_id is in the body on the signed channel; a body without it names no other sender.
+  if (field in parsed && parsed[field] !== id) return field;
+  return null;
+}
+
+/**
  * Recomputes a seal's body from the export of its day's batches (`ooh-verify --batches`, DESIGN.md section 6): each
  * body against its body_sha256, each batch received on the seal's Almaty day, the leaves in order (receive time, then
  * batch number), the Merkle root over the leaves {batch, owner, seq, body_sha256, received_at}, batch_count, and
- * record_count recounted from the bodies. Lines are read one at a time and the root is streamed, so a day of many
+ * record_count recounted from the bodies. A batch is in one leaf only: a batch number, an owner's batch_seq or a
+ * body listed twice fails (listed_twice: its plays would be counted twice), and each body's own batch_seq and
+ * device_id or source_id must be its leaf's seq and owner (body_differs_from_leaf). Lines are read one at a time and the root is streamed, so a day of many
  * batches is never held twice. `onLine` is told of each line (a progress line).
  */
 export async function verifySealBatches(
@@ -228,6 +306,10 @@ export async function verifySealBatches(
   let bad = 0;
   let count = 0;
   let previous: BatchExportLine | null = null;
+  // What each earlier line was listed as: one entry per batch, so a day's export is held once as keys, not bodies.
+  const batchNumbers = new Set<number>();
+  const ownerSeqs = new Map<string, number>();
+  const bodies = new Map<string, number>();
   const fail = (subject: string, reason: string, facts?: Check<BatchCheckName>['facts']) => {
     bad += 1;
     checks.push({ name: 'batches', state: 'failed', reason, subject, ...(facts ? { facts } : {}) });
@@ -260,9 +342,27 @@ export async function verifySealBatches(
     ) {
       fail(subject, 'out_of_order', { after_batch: previous.batch });
     }
-    const counted = playsInBody(line.owner, body);
-    if (counted === null) fail(subject, 'body_not_a_batch');
-    else plays += counted;
+    const parsed = parseBody(body);
+    const counted = parsed === null ? null : playsInBody(line.owner, parsed);
+    if (parsed === null || counted === null) fail(subject, 'body_not_a_batch');
+    else {
+      plays += counted;
+      const field = bodyDiffersFromLeaf(line, parsed);
+      if (field !== null)
+        fail(subject, 'body_differs_from_leaf', { field, owner: line.owner, seq: line.seq });
+    }
+    const ownerSeq = `${line.owner} ${line.seq}`;
+    const twice = batchNumbers.has(line.batch)
+      ? { same: 'batch number', as_batch: line.batch }
+      : ownerSeqs.has(ownerSeq)
+        ? { same: 'owner and batch_seq', as_batch: ownerSeqs.get(ownerSeq)! }
+        : bodies.has(line.body_sha256)
+          ? { same: 'body', as_batch: bodies.get(line.body_sha256)! }
+          : null;
+    if (twice) fail(subject, 'listed_twice', twice);
+    batchNumbers.add(line.batch);
+    if (!ownerSeqs.has(ownerSeq)) ownerSeqs.set(ownerSeq, line.batch);
+    if (!bodies.has(line.body_sha256)) bodies.set(line.body_sha256, line.batch);
     await builder.add(
       await sha256(
         canonicalBytes({

@@ -2,6 +2,7 @@ import { base64Decode, bytesEqual } from './bytes.js';
 import { verifyCms } from './cms.js';
 import { VerificationError } from './errors.js';
 import { canonicalBytes } from './jcs.js';
+import type { SignerRole } from './signer-role.js';
 import type { Certificate, ValidityWindow } from './x509.js';
 
 /*
@@ -39,7 +40,8 @@ const fail = (code: VerificationError['code'], message: string) => ({
  * Verifies a signed document's text, in this order, the first failure naming the code:
  * 1. JSON object with a `body` → else document_malformed; a non-empty string `signature` → else document_unsigned
  *    (absent, null or empty) or document_malformed;
- * 2. the CMS (verifyCms) against `roots`, every certificate valid at `at` (not judged when null) → its code;
+ * 2. the CMS (verifyCms) against `roots`, every certificate valid at `at` (not judged when null), and, with `role`,
+ *    signed by the authority's signer of that role (an envelope or a revocation list: 'envelope') → its code;
  * 3. the signed content is exactly canonicalBytes(body) → else document_content_differs;
  * 4. `validate(body)`, when given → else document_body_invalid.
  * Never throws on bad input.
@@ -49,6 +51,7 @@ export async function verifySignedDocument<T = unknown>(
   validate: BodyValidator<T> | null,
   roots: readonly Certificate[],
   at: Date | null,
+  role?: SignerRole,
 ): Promise<SignedDocumentResult<T>> {
   let parsed: unknown;
   try {
@@ -64,7 +67,7 @@ export async function verifySignedDocument<T = unknown>(
   if (typeof signature !== 'string') return fail('document_malformed', 'the signature is not a string');
   if (typeof body !== 'object' || body === null)
     return fail('document_malformed', 'the document has no body');
-  const cms = await verifyCms(signature, { roots, at });
+  const cms = await verifyCms(signature, { roots, at, ...(role === undefined ? {} : { role }) });
   if (!cms.ok) return cms;
   let expected: Uint8Array;
   try {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { cmsSign, inclusionPath, merkleRoot as syncMerkleRoot } from '@ooh/crypto';
+import { almatyDate } from '@ooh/protocol';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { createPki, issueLeaf } from '../../crypto/test/helpers/pki.js';
 import {
@@ -18,13 +19,14 @@ import {
 const sha256 = (bytes: Uint8Array | string) => new Uint8Array(createHash('sha256').update(bytes).digest());
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
 const ZERO = '0'.repeat(64);
-const device = `device:${'1'.repeat(8)}-1111-4111-8111-${'1'.repeat(12)}`;
+const deviceId = `${'1'.repeat(8)}-1111-4111-8111-${'1'.repeat(12)}`;
+const device = `device:${deviceId}`;
 
 /** Two batches received on 2030-06-01 (Almaty), as the batch export lists them. */
 function exportLines(): string[] {
   const bodies = [
-    { events: [{ kind: 'play' }, { kind: 'play' }, { kind: 'error' }] },
-    { events: [{ kind: 'play' }] },
+    { device_id: deviceId, batch_seq: 1, events: [{ kind: 'play' }, { kind: 'play' }, { kind: 'error' }] },
+    { device_id: deviceId, batch_seq: 2, events: [{ kind: 'play' }] },
   ];
   return bodies.map((body, i) => {
     const bytes = Buffer.from(JSON.stringify(body));
@@ -51,6 +53,8 @@ let root: Certificate;
 let otherRoot: Certificate;
 let seal: SealDocument;
 let previous: SealDocument;
+let sign: (content: Uint8Array, signingTime: Date) => Promise<Uint8Array>;
+let envelopeSign: (content: Uint8Array, signingTime: Date) => Promise<Uint8Array>;
 
 async function makeSeal(
   day: string,
@@ -68,7 +72,9 @@ async function makeSeal(
   };
   const leaves = [sha256('approval leaf'), sha256(canonicalBytes(leaf)), sha256('another leaf')];
   const merkle_root = hex(syncMerkleRoot(leaves));
-  const head = { day, block_height: 7, leaf_count: 3, merkle_root, anchor_sha256: 'a'.repeat(64) };
+  // The leaf is recorded when the seal is made: in the block of the day it was signed, after `day`.
+  const blockDay = almatyDate(new Date(signed_at));
+  const head = { day: blockDay, block_height: 7, leaf_count: 3, merkle_root, anchor_sha256: 'a'.repeat(64) };
   const digest = await blockDigest(head);
   return {
     day,
@@ -76,13 +82,13 @@ async function makeSeal(
     body,
     signature,
     ledger: {
-      day,
+      day: blockDay,
       status: 'digested',
       block_height: 7,
       digest,
       proof: {
         v: 1,
-        day,
+        day: blockDay,
         leaf,
         leaf_sha256: hex(leaves[1]!),
         index: 1,
@@ -101,11 +107,24 @@ beforeAll(async () => {
   root = parsePem(pki.rootPem)[0]!;
   otherRoot = parsePem((await createPki('Other')).rootPem)[0]!;
   const signer = await issueLeaf(pki, 'signing', { subject: 'CN=Seal Signer, O=City' });
-  const sign = (content: Uint8Array, signingTime: Date) =>
+  sign = (content: Uint8Array, signingTime: Date) =>
     cmsSign({
       content,
       signerCertificatePem: signer.pem,
       signerKey: signer.keys.privateKey,
+      signingTime,
+      extraCertificatesPem: [pki.issuingPem],
+    });
+  // The authority's other signer, under the same issuing CA, with the same key usage.
+  const envelopeSigner = await issueLeaf(pki, 'signing', {
+    subject: 'CN=OOH Approval Envelope Signer, O=City',
+    serialHex: '1002',
+  });
+  envelopeSign = (content: Uint8Array, signingTime: Date) =>
+    cmsSign({
+      content,
+      signerCertificatePem: envelopeSigner.pem,
+      signerKey: envelopeSigner.keys.privateKey,
       signingTime,
       extraCertificatesPem: [pki.issuingPem],
     });
@@ -187,6 +206,70 @@ describe('verifySeal', () => {
   });
 });
 
+describe('verifySeal holds every unsigned field to its signed twin (audit H)', () => {
+  test('a genuine seal shown under another day fails: body.day is the day shown, the day asked and the chain', async () => {
+    // The host serves the real chain shifted by ten days: the outer day is unsigned.
+    const shifted = { ...seal, day: '2030-06-11' };
+    const shiftedPrevious = { ...previous, day: '2030-06-10' };
+    const checks = await verifySeal(shifted, [root], shiftedPrevious);
+    expect(checks[1]).toMatchObject({
+      name: 'content',
+      state: 'failed',
+      reason: 'another_day',
+      facts: { body_day: '2030-06-01', document_day: '2030-06-11' },
+    });
+    expect(checks[2]).toMatchObject({ name: 'chain', state: 'failed', reason: 'previous_not_day_before' });
+    expect(verdictOf(checks)).toBe('failed');
+    // Relabelled whole (outer day and all): the page asked for another day than the one signed.
+    expect((await verifySeal(seal, [root], previous, { day: '2030-06-11' }))[1]).toMatchObject({
+      state: 'failed',
+      reason: 'another_day',
+      facts: { day: '2030-06-11', body_day: '2030-06-01' },
+    });
+    expect(summary(await verifySeal(seal, [root], previous, { day: '2030-06-01' }))).toEqual([
+      'signature:ok:verified',
+      'content:ok:matches',
+      'chain:ok:links_previous',
+      'ledger:ok:digested',
+    ]);
+    // The previous seal is judged by its signed day too, not by its label.
+    const olderBody = { ...previous.body, day: '2030-05-30' };
+    const older = { ...previous, body: olderBody };
+    const linked = {
+      ...seal,
+      body: { ...seal.body, prev_seal_sha256: hex(sha256(canonicalBytes(olderBody))) },
+    };
+    expect((await verifySeal(linked, [root], older))[2]).toMatchObject({
+      state: 'failed',
+      reason: 'previous_not_day_before',
+    });
+  });
+
+  test('a seal signed before its day ended, and its leaf in a block of that day, fail', async () => {
+    // Signed at 11:00 Almaty on the day it seals, by the real seal signer, chained to the real previous seal.
+    const early = await makeSeal('2030-06-01', seal.body, '2030-06-01T11:00:00+05:00', sign);
+    const checks = await verifySeal(early, [root], previous);
+    expect(summary(checks)).toEqual([
+      'signature:failed:signed_before_day_end',
+      'content:ok:matches',
+      'chain:ok:links_previous',
+      'ledger:failed:leaf_before_day_end',
+    ]);
+    expect(checks[0]!.facts).toMatchObject({ day_end: '2030-06-01T19:00:00.000Z' });
+    // One second after midnight in Almaty is after the day.
+    const justAfter = await makeSeal('2030-06-01', seal.body, '2030-06-02T00:00:01+05:00', sign);
+    expect(verdictOf(await verifySeal(justAfter, [root], previous))).toBe('ok');
+  });
+
+  test("a seal signed with the envelope signer's certificate fails signer_role", async () => {
+    const forged = await makeSeal('2030-06-01', seal.body, seal.signed_at, envelopeSign);
+    const checks = await verifySeal(forged, [root], previous);
+    expect(checks[0]).toMatchObject({ name: 'signature', state: 'failed', reason: 'signer_role' });
+    expect(String(checks[0]!.facts?.['detail'])).toContain('OOH Approval Envelope Signer');
+    expect(verdictOf(checks)).toBe('failed');
+  });
+});
+
 describe('verdictOf', () => {
   const ok = (name: Check['name']): Check => ({ name, state: 'ok', reason: 'x' });
   test('only the ledger pending is amber, not a failure; a failure anywhere is red', () => {
@@ -228,9 +311,9 @@ describe("verifySealBatches (the CLI's --batches)", () => {
   test('a changed body, a batch of another day, a line out of order, a missing line and junk each fail', async () => {
     const lines = exportLines();
     const changed = JSON.parse(lines[1]!) as Record<string, unknown>;
-    changed['body'] = Buffer.from(JSON.stringify({ events: [{ kind: 'play' }, { kind: 'play' }] })).toString(
-      'base64',
-    );
+    changed['body'] = Buffer.from(
+      JSON.stringify({ device_id: deviceId, batch_seq: 2, events: [{ kind: 'play' }, { kind: 'play' }] }),
+    ).toString('base64');
     expect(summary(await verifySealBatches(seal, [lines[0]!, JSON.stringify(changed)]))).toEqual([
       'batches:failed:body_sha256_differs',
       'root:ok:root_recomputed',
@@ -251,5 +334,48 @@ describe("verifySealBatches (the CLI's --batches)", () => {
     expect(summary(await verifySealBatches(seal, [lines[0]!, '{"x":1}', lines[1]!]))).toContain(
       'batches:failed:not_a_batch_line',
     );
+  });
+
+  test('a batch listed twice fails, whichever of its number, owner and seq, or body repeats (audit H)', async () => {
+    const [first, second] = exportLines().map((l) => JSON.parse(l) as Record<string, unknown>);
+    // The same batch (owner, seq, body) under a second batch number: its plays counted twice, the counts made to fit.
+    const again = { ...first!, batch: 12, received_at: '2030-06-01T07:00:00.000000Z' };
+    const lines = [first!, second!, again].map((l) => JSON.stringify(l));
+    const twice = {
+      ...seal,
+      body: { ...seal.body, batch_count: 3, record_count: 5, root: batchRoot(lines) },
+    };
+    const checks = await verifySealBatches(twice, lines);
+    expect(summary(checks)).toEqual([
+      'batches:failed:listed_twice',
+      'root:ok:root_recomputed',
+      'batch_count:ok:batch_count_recounted',
+      'record_count:ok:record_count_recounted',
+    ]);
+    expect(checks[0]).toMatchObject({
+      subject: 'batch 12',
+      facts: { same: 'owner and batch_seq', as_batch: 10 },
+    });
+    const sameNumber = JSON.stringify({ ...second!, batch: 10 });
+    expect(summary(await verifySealBatches(seal, [lines[0]!, sameNumber]))).toContain(
+      'batches:failed:listed_twice',
+    );
+  });
+
+  test("a body whose own batch_seq or device_id is not its leaf's fails body_differs_from_leaf", async () => {
+    const [first, second] = exportLines().map((l) => JSON.parse(l) as Record<string, unknown>);
+    const withBody = (line: Record<string, unknown>, body: unknown) => {
+      const bytes = Buffer.from(JSON.stringify(body));
+      return JSON.stringify({ ...line, body: bytes.toString('base64'), body_sha256: hex(sha256(bytes)) });
+    };
+    const events = [{ kind: 'play' }];
+    const otherSeq = withBody(second!, { device_id: deviceId, batch_seq: 7, events });
+    const checks = await verifySealBatches(seal, [JSON.stringify(first), otherSeq]);
+    expect(checks[0]).toMatchObject({ reason: 'body_differs_from_leaf', facts: { field: 'batch_seq' } });
+    const otherDevice = withBody(second!, { device_id: deviceId.replace(/^1/, '2'), batch_seq: 2, events });
+    expect((await verifySealBatches(seal, [JSON.stringify(first), otherDevice]))[0]).toMatchObject({
+      reason: 'body_differs_from_leaf',
+      facts: { field: 'device_id' },
+    });
   });
 });

@@ -96,4 +96,29 @@ describe('verifySignedDocument', () => {
     );
     expect(invalid.ok ? 'ok' : invalid.error.code).toBe('document_body_invalid');
   });
+
+  test("asked for the envelope signer's role, a list signed by the seal signer fails signer_role (audit H)", async () => {
+    const signWith = async (subject: string, serialHex: string) => {
+      const signer = await issueLeaf(pki, 'signing', { subject, serialHex });
+      const signature = await cmsSign({
+        content: canonicalBytes(body),
+        signerCertificatePem: signer.pem,
+        signerKey: signer.keys.privateKey,
+        signingTime: AT,
+        extraCertificatesPem: [pki.issuingPem],
+      });
+      return JSON.stringify({ v: 1, body, signature: Buffer.from(signature).toString('base64') });
+    };
+    const bySealSigner = await signWith('CN=OOH Stats Seal Signer, O=City', '2001');
+    const refused = await verifySignedDocument(bySealSigner, isListBody, [root], AT, 'envelope');
+    expect(refused.ok ? 'ok' : refused.error.code).toBe('signer_role');
+    // Without a role asked, any signer of the authority (the agent's use, unchanged).
+    expect((await verifySignedDocument(bySealSigner, isListBody, [root], AT)).ok).toBe(true);
+    const byEnvelopeSigner = await signWith('CN=OOH Approval Envelope Signer, O=City', '2002');
+    expect((await verifySignedDocument(byEnvelopeSigner, isListBody, [root], AT, 'envelope')).ok).toBe(true);
+    // A name that only contains the role's words is not the role.
+    const lookalike = await signWith('CN=Envelope Signer Backup, O=City', '2003');
+    const notRole = await verifySignedDocument(lookalike, isListBody, [root], AT, 'envelope');
+    expect(notRole.ok ? 'ok' : notRole.error.code).toBe('signer_role');
+  });
 });

@@ -683,6 +683,10 @@ export const en = {
   'seal.reason.anchored': 'included in a ledger block anchored outside the platform.',
   'seal.reason.signed_at_differs': 'the signing time inside the signature is not the seal’s signed_at.',
   'seal.reason.previous_not_day_before': 'the previous seal given is not of the day before.',
+  'seal.reason.another_day': 'the seal signed is of another day than the one shown.',
+  'seal.reason.signed_before_day_end': 'the seal was signed before its day ended.',
+  'seal.reason.leaf_before_day_end':
+    'the ledger holds the seal in a block of its own day, before that day ended.',
   'seal.reason.env_differs': 'the previous day’s seal is of another environment.',
   'seal.reason.leaf_signed_at_differs': 'the ledger entry names another signing time than the seal’s.',
   // The codes of @ooh/verify (VerificationError) a failed signature check carries as its reason.
@@ -708,6 +712,7 @@ export const en = {
   'verify.code.cms_content_type': 'the signature’s content is not of the data type.',
   'verify.code.cms_message_digest': 'the signed content was changed after signing.',
   'verify.code.cms_bad_signature': 'the signature does not verify with the signer’s key.',
+  'verify.code.signer_role': 'signed by another of the authority’s signers than the one for this document.',
   'verify.code.document_malformed': 'not a signed document (a body and a signature).',
   'verify.code.document_unsigned': 'the document carries no signature.',
   'verify.code.document_content_differs': 'the signed content is not the document’s body.',

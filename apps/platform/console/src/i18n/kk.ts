@@ -684,6 +684,9 @@ export const kk: Dictionary = {
   'seal.reason.anchored': 'платформадан тыс бекітілген тізілім блогына енгізілген.',
   'seal.reason.signed_at_differs': 'қолтаңба ішіндегі қол қою уақыты мөрдің signed_at мәнімен сәйкес емес.',
   'seal.reason.previous_not_day_before': 'берілген алдыңғы мөр алдыңғы күнге жатпайды.',
+  'seal.reason.another_day': 'қол қойылған мөр көрсетілген күнге емес, басқа күнге жатады.',
+  'seal.reason.signed_before_day_end': 'мөрге оның күні аяқталмай тұрып қол қойылған.',
+  'seal.reason.leaf_before_day_end': 'тізілім мөрді өз күнінің блогында, күн аяқталмай тұрып сақтайды.',
   'seal.reason.env_differs': 'алдыңғы күннің мөрі басқа ортаға жатады.',
   'seal.reason.leaf_signed_at_differs': 'тізілім жазбасы мөрдікінен басқа қол қою уақытын көрсетеді.',
   // The codes of @ooh/verify (VerificationError) a failed signature check carries as its reason.
@@ -708,6 +711,7 @@ export const kk: Dictionary = {
   'verify.code.cms_content_type': 'қолтаңба мазмұны data түріне жатпайды.',
   'verify.code.cms_message_digest': 'қол қойылған мазмұн қол қойылғаннан кейін өзгертілген.',
   'verify.code.cms_bad_signature': 'қолтаңба қол қоюшының кілтімен тексеруден өтпейді.',
+  'verify.code.signer_role': 'органның осы құжатқа арналмаған басқа қол қоюшысы қол қойған.',
   'verify.code.document_malformed': 'бұл қол қойылған құжат емес (body және signature).',
   'verify.code.document_unsigned': 'құжатта қолтаңба жоқ.',
   'verify.code.document_content_differs': 'қол қойылған мазмұн құжаттың денесі емес.',

@@ -687,6 +687,9 @@ export const ru: Dictionary = {
   'seal.reason.anchored': 'включена в блок реестра, закреплённый вне платформы.',
   'seal.reason.signed_at_differs': 'время подписи внутри подписи не совпадает с signed_at печати.',
   'seal.reason.previous_not_day_before': 'переданная предыдущая печать относится не к предыдущему дню.',
+  'seal.reason.another_day': 'подписанная печать относится к другому дню, чем показанный.',
+  'seal.reason.signed_before_day_end': 'печать подписана до окончания её дня.',
+  'seal.reason.leaf_before_day_end': 'реестр содержит печать в блоке её же дня, до окончания этого дня.',
   'seal.reason.env_differs': 'печать предыдущего дня относится к другой среде.',
   'seal.reason.leaf_signed_at_differs': 'запись реестра называет другое время подписи, чем у печати.',
   // The codes of @ooh/verify (VerificationError) a failed signature check carries as its reason.
@@ -713,6 +716,7 @@ export const ru: Dictionary = {
   'verify.code.cms_content_type': 'содержимое подписи не относится к типу data.',
   'verify.code.cms_message_digest': 'подписанное содержимое изменено после подписи.',
   'verify.code.cms_bad_signature': 'подпись не проходит проверку ключом подписанта.',
+  'verify.code.signer_role': 'подписано другим подписантом органа, не предназначенным для этого документа.',
   'verify.code.document_malformed': 'это не подписанный документ (body и signature).',
   'verify.code.document_unsigned': 'у документа нет подписи.',
   'verify.code.document_content_differs': 'подписанное содержимое — не тело документа.',

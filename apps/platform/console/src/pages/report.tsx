@@ -668,7 +668,7 @@ function SealRow(props: { seal: CampaignReport['seals'][number]; utc: boolean; r
       if ((await sha256Hex(root.der)) !== props.rootSha256) throw new Error(t('reports.rootDiffers'));
       const previous =
         seal.body.prev_seal_sha256 === '0'.repeat(64) ? 'none' : await publicSeal(addDays(s.receive_day, -1));
-      setChecks(await verifySeal(seal, [root], previous));
+      setChecks(await verifySeal(seal, [root], previous, { day: s.receive_day }));
     } catch (e) {
       setError(e);
     } finally {

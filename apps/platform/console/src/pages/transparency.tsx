@@ -561,7 +561,7 @@ function SealRow(props: {
     setError(null);
     try {
       const previous = seal.body.prev_seal_sha256 === '0'.repeat(64) ? 'none' : await props.previous();
-      const found = await verifySeal(seal, [props.root.certificate], previous);
+      const found = await verifySeal(seal, [props.root.certificate], previous, { day: props.day });
       setChecks(found);
       // Issue 23: with witness keys pinned, the seal's block must be anchored by a quorum of them; with a TSA
       // certificate pinned, it must carry an RFC 3161 timestamp of its digest by that TSA.

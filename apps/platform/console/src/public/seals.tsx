@@ -62,7 +62,7 @@ function SealDay(props: { day: string; seal: StatsSeal | null; previous: StatsSe
     if (!seal || !anchor) return;
     let current = true;
     const previous = seal.body.prev_seal_sha256 === '0'.repeat(64) ? 'none' : props.previous;
-    verifySeal(seal, [anchor], previous).then(
+    verifySeal(seal, [anchor], previous, { day: props.day }).then(
       (result) => current && setChecks(result),
       (e: unknown) => current && setError(e),
     );

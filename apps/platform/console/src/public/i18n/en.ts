@@ -101,6 +101,9 @@ export const en = {
   'reason.anchor_differs': 'it does not name the digest of the block before it.',
   'reason.signed_at_differs': 'the signing time inside the signature is not the seal’s signed_at.',
   'reason.previous_not_day_before': 'the previous seal given is not of the day before.',
+  'reason.another_day': 'the seal signed is of another day than the one shown.',
+  'reason.signed_before_day_end': 'the seal was signed before its day ended.',
+  'reason.leaf_before_day_end': 'the ledger holds the seal in a block of its own day, before that day ended.',
   'reason.env_differs': 'the previous day’s seal is of another environment.',
   'reason.leaf_signed_at_differs': 'the ledger entry names another signing time than the seal’s.',
   // The codes of @ooh/verify (VerificationError) a failed signature check carries as its reason.
@@ -126,6 +129,7 @@ export const en = {
   'code.cms_content_type': 'the signature’s content is not of the data type.',
   'code.cms_message_digest': 'the signed content was changed after signing.',
   'code.cms_bad_signature': 'the signature does not verify with the signer’s key.',
+  'code.signer_role': 'signed by another of the authority’s signers than the one for this document.',
   'code.document_malformed': 'not a signed document (a body and a signature).',
   'code.document_unsigned': 'the document carries no signature.',
   'code.document_content_differs': 'the signed content is not the document’s body.',

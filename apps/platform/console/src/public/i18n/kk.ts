@@ -99,6 +99,9 @@ export const kk: Record<PublicMessageKey, string> = {
   'reason.anchor_differs': 'ол алдыңғы блоктың дайджесін атамайды.',
   'reason.signed_at_differs': 'қолтаңба ішіндегі қол қою уақыты мөрдің signed_at мәнімен сәйкес емес.',
   'reason.previous_not_day_before': 'берілген алдыңғы мөр алдыңғы күнге жатпайды.',
+  'reason.another_day': 'қол қойылған мөр көрсетілген күнге емес, басқа күнге жатады.',
+  'reason.signed_before_day_end': 'мөрге оның күні аяқталмай тұрып қол қойылған.',
+  'reason.leaf_before_day_end': 'тізілім мөрді өз күнінің блогында, күн аяқталмай тұрып сақтайды.',
   'reason.env_differs': 'алдыңғы күннің мөрі басқа ортаға жатады.',
   'reason.leaf_signed_at_differs': 'тізілім жазбасы мөрдікінен басқа қол қою уақытын көрсетеді.',
   // The codes of @ooh/verify (VerificationError) a failed signature check carries as its reason.
@@ -123,6 +126,7 @@ export const kk: Record<PublicMessageKey, string> = {
   'code.cms_content_type': 'қолтаңба мазмұны data түріне жатпайды.',
   'code.cms_message_digest': 'қол қойылған мазмұн қол қойылғаннан кейін өзгертілген.',
   'code.cms_bad_signature': 'қолтаңба қол қоюшының кілтімен тексеруден өтпейді.',
+  'code.signer_role': 'органның осы құжатқа арналмаған басқа қол қоюшысы қол қойған.',
   'code.document_malformed': 'бұл қол қойылған құжат емес (body және signature).',
   'code.document_unsigned': 'құжатта қолтаңба жоқ.',
   'code.document_content_differs': 'қол қойылған мазмұн құжаттың денесі емес.',

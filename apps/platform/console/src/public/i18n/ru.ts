@@ -99,6 +99,9 @@ export const ru: Record<PublicMessageKey, string> = {
   'reason.anchor_differs': 'он не называет дайджест предыдущего блока.',
   'reason.signed_at_differs': 'время подписи внутри подписи не совпадает с signed_at печати.',
   'reason.previous_not_day_before': 'переданная предыдущая печать относится не к предыдущему дню.',
+  'reason.another_day': 'подписанная печать относится к другому дню, чем показанный.',
+  'reason.signed_before_day_end': 'печать подписана до окончания её дня.',
+  'reason.leaf_before_day_end': 'реестр содержит печать в блоке её же дня, до окончания этого дня.',
   'reason.env_differs': 'печать предыдущего дня относится к другой среде.',
   'reason.leaf_signed_at_differs': 'запись реестра называет другое время подписи, чем у печати.',
   // The codes of @ooh/verify (VerificationError) a failed signature check carries as its reason.
@@ -124,6 +127,7 @@ export const ru: Record<PublicMessageKey, string> = {
   'code.cms_content_type': 'содержимое подписи не относится к типу data.',
   'code.cms_message_digest': 'подписанное содержимое изменено после подписи.',
   'code.cms_bad_signature': 'подпись не проходит проверку ключом подписанта.',
+  'code.signer_role': 'подписано другим подписантом органа, не предназначенным для этого документа.',
   'code.document_malformed': 'это не подписанный документ (body и signature).',
   'code.document_unsigned': 'у документа нет подписи.',
   'code.document_content_differs': 'подписанное содержимое — не тело документа.',
