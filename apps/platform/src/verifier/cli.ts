@@ -395,6 +395,11 @@ async function readArgumentFile(
 
 /** Why the verify host could not be read, from the network error under fetch's "fetch failed". */
 function unreachable(from: string, error: SourceError): string {
+  if (error.status !== undefined) {
+    // It answered, but as a host that failed (5xx) or is still too busy (429): nothing was checked.
+    const path = error.message.replace(/^GET (\S+):.*$/, '$1');
+    return `ooh-verify: could not read the verify host ${from}: it answered HTTP ${error.status} to ${path}, so no verdict is given (exit 2, not a failed check); try again later`;
+  }
   let cause: unknown = error.cause;
   while ((cause as { cause?: unknown })?.cause !== undefined && !(cause as { code?: unknown }).code) {
     cause = (cause as { cause?: unknown }).cause;

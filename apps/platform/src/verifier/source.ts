@@ -11,10 +11,18 @@ export interface PublicSource {
   get(path: string): Promise<{ status: number; body: Buffer }>;
 }
 
+/**
+ * The verify host could not be read: unreachable, an answer too large, or an answer that says the host itself failed
+ * (5xx, or still 429 after the retries). The CLI exits 2 for it ("a host it cannot read"): it is not a check that
+ * failed, which exit 1 keeps meaning.
+ */
 export class SourceError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /** The HTTP status the host answered with, when it answered. */
+  readonly status: number | undefined;
+  constructor(message: string, options?: { cause?: unknown; status?: number }) {
     super(message, options);
     this.name = 'SourceError';
+    this.status = options?.status;
   }
 }
 
@@ -57,6 +65,14 @@ export function httpSource(
             Number.isFinite(seconds) && seconds >= 0 ? Math.min(seconds, MAX_RETRY_AFTER_SECONDS) : 1;
           await sleep(wait * 1000);
           continue;
+        }
+        // A host that is down behind its proxy (5xx), or still busy after the retries, has said nothing about the
+        // data: "could not read the verify host" (exit 2), never "a check failed" (exit 1), which would be read as
+        // tampering. A 4xx is an answer about the data (404: no such seal) and is the checks' to judge.
+        if (response.status >= 500 || response.status === 429) {
+          throw new SourceError(`GET ${base}${path}: answered HTTP ${response.status}`, {
+            status: response.status,
+          });
         }
         return { status: response.status, body };
       }
