@@ -29,7 +29,8 @@ const USAGE = `usage: platform [run] [--test-clock] [--config FILE]
            and a manifest of every file's SHA-256; written as TARGET.partial and renamed when whole. With
            DATABASE_URL the database is the server's to back up (pg_basebackup): secrets and media only
   restore  checks every file of BACKUP against its manifest, then copies it into an empty or absent DATA_DIR
-           (never over anything); the next platform run replays the database's WAL and serves the copy
+           (never over anything), starts the copy's database once and moves its approval and submission
+           numbers and revocation list version past what the lost time after the backup could have used
 
 Environment: API_PORT AGENTS_PORT DEVICES_PORT VERIFY_PORT HOST DATA_DIR DATABASE_URL
              PLATFORM_ENV (test|prod) LOG_LEVEL LOG_FORMAT (json|pretty) CONFIG_FILE
@@ -145,9 +146,9 @@ async function main(argv: string[]): Promise<number> {
     });
     console.error(
       summary.manifest.database.kind === 'embedded'
-        ? `restored into ${summary.dataDir}; the next platform run replays the database's WAL, then serves it`
-        : `restored the secrets and media files into ${summary.dataDir}; the database is DATABASE_URL's: restore ` +
-            "it with the server's own tools before starting the platform",
+        ? `restored into ${summary.dataDir}; the next platform run serves it`
+        : `restored the secrets and media files into ${summary.dataDir}, and advanced the numbers of DATABASE_URL's ` +
+            'database (restored with its own tools first)',
     );
     return 0;
   }
