@@ -40,7 +40,11 @@ export function describeCheck(
   const root = rootOrigin === 'fetched' ? 'the root fetched from the server (not pinned)' : 'the pinned root';
   const message = (): string => {
     if (check.subject?.startsWith('ledger anchoring')) return anchoring();
-    if (check.name === 'signature' && check.state === 'failed' && check.reason !== 'signed_at_differs')
+    if (
+      check.name === 'signature' &&
+      check.state === 'failed' &&
+      !['signed_at_differs', 'signed_before_day_end'].includes(check.reason)
+    )
       return signatureRefused();
     if (check.subject?.startsWith('ledger leaf of seal') && check.state === 'ok')
       return `inclusion path (sides derived from index ${f('index')} of ${f('leaf_count')}) leads to merkle_root; kind stats_seal, manifest_sha256 is the SHA-256 of the seal body, signed_at is the seal signed_at, leaf_sha256 and the block digest recomputed (block ${f('block_height')}, ${check.reason})`;
@@ -65,6 +69,8 @@ export function describeCheck(
         return `CMS signature verifies against ${root} (signer ${f('signer')})`;
       case 'signed_at_differs':
         return `signed_at ${f('signed_at')} differs from the signing time ${f('signing_time')}`;
+      case 'signed_before_day_end':
+        return `signed_at ${f('signed_at')} is before its Almaty day ended (${f('day_end')}): a seal is made once, after its day ends`;
       case 'matches':
         return 'the signed content is the canonical JSON of body';
       case 'content_differs':
@@ -87,6 +93,10 @@ export function describeCheck(
       case 'env_differs':
         return `its env differs from the env of seal ${f('seal')}`;
       // The seal's ledger leaf.
+      case 'leaf_before_day_end':
+        return `its leaf is in the ledger block of ${f('block_day')}, not of a day after ${f('day')}: the seal was made before its day ended`;
+      case 'ledger_withheld':
+        return `ledger is null, but the ledger head (${f('head_day')}, height ${f('head_height')}) is past the block of ${f('leaf_day')} that holds the ${f('leaf_kind')} leaf: the host withholds the ledger proof (not pending: running again later would not help)`;
       case 'not_digested': {
         const text = 'ledger is null: the block holding the seal is digested the day after the seal was made';
         return check.state === 'failed' ? text : `${text}; run again later for the ledger proof`;
@@ -136,6 +146,10 @@ export function describeCheck(
         return 'not a ledger head document';
       case 'head_unreadable':
         return `answered HTTP ${f('status')}`;
+      case 'head_beyond_bound':
+        return `claims block height ${f('block_height')}, more than the ${f('bound')} blocks (a hundred years of daily blocks) this verifier walks: the chain was not walked`;
+      case 'head_height_not_its_day':
+        return `height ${f('block_height')} on ${f('day')} does not fit ${of()} block (height ${f('seal_height')} on ${f('seal_day')}): with one block a day the head is as many blocks above it as days after it; the chain was not walked`;
       case 'head_below_seal_block':
         return `head height ${f('block_height')} is below the height ${f('seal_height')} of ${of()} block`;
       case 'head_differs':
@@ -177,12 +191,24 @@ export function describeCheck(
         return "manifest_sha256 differs from the SHA-256 of the approval's manifest";
       case 'leaf_revoked_at_differs':
         return `revoked_at ${f('leaf_revoked_at')} differs from the approval's ${f('revoked_at')}`;
+      case 'revocation_withheld':
+        return `holds the revocation of ${f('approval_number')} at ${f('leaf_revoked_at')} (index ${f('index')}), but the document shows it ${f('status')} and not revoked: the verify host hides a revocation`;
+      case 'ledger_revoked_at_differs':
+        return `holds a revocation of ${f('approval_number')} at ${f('leaf_revoked_at')} (index ${f('index')}), not at the document's ${f('revoked_at')}`;
+      case 'ledger_issues_other_manifest':
+        return `holds an approval leaf of ${f('approval_number')} (index ${f('index')}) with manifest_sha256 ${f('leaf_manifest_sha256')}, not ${f('manifest_sha256')}`;
+      case 'ledger_leaves_agree':
+        return `the ${f('blocks')} ledger block(s) walked hold ${f('issues')} issue and ${f('revocations')} revocation leaf(s) of it, each as the document says`;
       case 'revocation_leaf_but_not_revoked':
         return 'the ledger holds a revocation of an approval the document says is not revoked';
       case 'no_revocation_list':
         return 'none published yet (404): no approval has been revoked';
       case 'revocation_list_missing':
-        return 'not published (404), though the approval is revoked';
+        return f('revoked') === '1'
+          ? 'not published (404), though the approval is revoked'
+          : `not published (404), though the ledger holds ${f('ledger_revocations')} revocation(s)`;
+      case 'revocation_list_stale':
+        return `version ${f('version')} (issued ${f('issued_at')}) does not name ${f('first_unlisted')}, revoked at ${f('first_revoked_at')} in ledger block ${f('block')} (${f('unlisted')} revocation(s) of the ledger missing): a list older than the ledger`;
       case 'not_in_revocation_list':
         return `version ${f('version')} (issued ${f('issued_at')}), signed under ${root}, does not name ${f('approval_number')}`;
       case 'listed_but_not_revoked':
@@ -232,6 +258,10 @@ export function describeCheck(
         return `out of order after batch ${f('after_batch')} (leaves go by receive time, then batch number)`;
       case 'body_not_a_batch':
         return 'its body is not a batch with an events or records array';
+      case 'listed_twice':
+        return `listed twice: its ${f('same')} is also batch ${f('as_batch')}'s, so its plays would be counted twice`;
+      case 'body_differs_from_leaf':
+        return `its body's ${f('field')} is not its leaf's (owner ${f('owner')}, seq ${f('seq')})`;
       case 'bodies_match':
         return `${f('batches')} batch line(s): every body matches its body_sha256, in leaf order`;
       case 'root_recomputed':
@@ -249,6 +279,8 @@ export function describeCheck(
     }
   };
   function signatureRefused(): string {
+    if (check.reason === 'signer_role')
+      return `CMS signature verifies against ${root}, but by the wrong signer: ${f('detail')}`;
     return `CMS signature does not verify against ${root}: ${f('detail')}`;
   }
   function anchoring(): string {

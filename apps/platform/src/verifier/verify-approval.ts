@@ -21,6 +21,7 @@ import {
   checkBlockChain,
   fetchBlock,
   getJson,
+  ledgerWithheld,
   type VerifyProgress,
   type VerifyReport,
 } from './verify-seal.js';
@@ -39,8 +40,13 @@ import {
  * 3. when it is revoked: the leaf of its revocation the same way, with its revoked_at; and the signed revocation list
  *    (CMS against the pinned root, over the canonical JSON of its body) names it with that time; when it is not, the
  *    list does not name it;
- * 4. with the envelope file a player holds (`--envelope`): its signature against the pinned root, and its body is the
+ * 4. the leaves of every block walked: none revokes the approval unless the document shows that revocation, none
+ *    issues its number with another manifest, and the revocation list names every revocation the chain holds (a host
+ *    that hides a revocation behind an older signed list is caught here); a null ledger position once the head is
+ *    past the block that must hold the leaf is withheld, not pending;
+ * 5. with the envelope file a player holds (`--envelope`): its signature against the pinned root, and its body is the
  *    manifest the ledger holds.
+ * Envelopes and revocation lists must be signed by the authority's envelope signer, not its seal signer (signer_role).
  */
 
 export interface VerifyApprovalOptions {
@@ -203,6 +209,9 @@ async function checkLeaf(
       proof ? ` (block ${proof.day}, index ${proof.index})` : ''
     }`;
   if (info === null) {
+    // The leaf is recorded when the approval is issued (signed_at) or revoked (revoked_at).
+    const leafDay = almatyDate(new Date(expected.revoked_at ?? expected.signed_at));
+    if (await ledgerWithheld(options.source, leafDay, subjectOf(), { leaf_kind: what }, checks)) return null;
     checks.add({
       name: 'ledger',
       state: options.requireLedger ? 'failed' : 'pending',
@@ -269,10 +278,116 @@ async function checkLeaf(
   return holds ? block : null;
 }
 
-/** The signed revocation list names the approval exactly when (and as) it is revoked. */
+/** A revocation leaf of the ledger: which approval, when, and the block holding it. */
+interface RevocationLeaf {
+  approval_number: string;
+  revoked_at: string;
+  day: string;
+  index: number;
+}
+
+/** What the leaves of the blocks walked say of approvals (every block from the head down to the first). */
+interface LeavesOnChain {
+  blocks: number;
+  revocations: RevocationLeaf[];
+  /** The approval leaves of the number checked. */
+  issues: { manifest_sha256: string; day: string; index: number }[];
+}
+
+function collectLeaves(number: string): { seen: LeavesOnChain; onBlock: (block: LedgerBlock) => void } {
+  const seen: LeavesOnChain = { blocks: 0, revocations: [], issues: [] };
+  const days = new Set<string>();
+  return {
+    seen,
+    onBlock(block) {
+      if (days.has(block.day)) return;
+      days.add(block.day);
+      seen.blocks += 1;
+      for (const { index, leaf } of block.leaves) {
+        if (leaf.kind === 'revocation' && leaf.approval_number !== null && leaf.revoked_at !== null) {
+          seen.revocations.push({
+            approval_number: leaf.approval_number,
+            revoked_at: leaf.revoked_at,
+            day: block.day,
+            index,
+          });
+        }
+        if (leaf.kind === 'approval' && leaf.approval_number === number)
+          seen.issues.push({ manifest_sha256: leaf.manifest_sha256, day: block.day, index });
+      }
+    },
+  };
+}
+
+/**
+ * The ledger is the record no host can take back: a revocation leaf of this approval in a block walked must be the
+ * revocation the document shows, and an approval leaf of its number must carry its manifest. A host that serves the
+ * approval as never revoked (with an older, genuinely signed revocation list) is caught here.
+ */
+function checkLeavesOnChain(
+  doc: ApprovalPublicStatus,
+  manifestSha256: string,
+  seen: LeavesOnChain,
+  checks: Checks,
+): void {
+  const number = doc.approval_number;
+  let failed = false;
+  for (const leaf of seen.revocations.filter((r) => r.approval_number === number)) {
+    if (doc.revoked_at !== null && sameInstant(leaf.revoked_at, doc.revoked_at)) continue;
+    failed = true;
+    checks.add({
+      name: 'ledger',
+      state: 'failed',
+      reason: doc.revoked_at === null ? 'revocation_withheld' : 'ledger_revoked_at_differs',
+      subject: `ledger block ${leaf.day}`,
+      facts: {
+        approval_number: number,
+        index: leaf.index,
+        leaf_revoked_at: leaf.revoked_at,
+        revoked_at: String(doc.revoked_at),
+        status: doc.status,
+      },
+    });
+  }
+  for (const issue of seen.issues.filter((i) => i.manifest_sha256 !== manifestSha256)) {
+    failed = true;
+    checks.add({
+      name: 'ledger',
+      state: 'failed',
+      reason: 'ledger_issues_other_manifest',
+      subject: `ledger block ${issue.day}`,
+      facts: {
+        approval_number: number,
+        index: issue.index,
+        leaf_manifest_sha256: issue.manifest_sha256,
+        manifest_sha256: manifestSha256,
+      },
+    });
+  }
+  if (!failed) {
+    checks.add({
+      name: 'ledger',
+      state: 'ok',
+      reason: 'ledger_leaves_agree',
+      subject: `ledger leaves of ${number}`,
+      facts: {
+        blocks: seen.blocks,
+        revocations: seen.revocations.filter((r) => r.approval_number === number).length,
+        issues: seen.issues.length,
+      },
+    });
+  }
+}
+
+/**
+ * The signed revocation list names the approval exactly when (and as) it is revoked, and it is not older than the
+ * ledger: every revocation leaf of the blocks walked is in it (each list holds every revocation before it, and is
+ * published in the revocation's own transaction), so an older list served in place of the newest fails.
+ */
 async function checkRevocationList(
   doc: ApprovalPublicStatus,
   roots: Certificate[],
+  onChain: readonly RevocationLeaf[],
   options: VerifyApprovalOptions,
   checks: Checks,
 ): Promise<void> {
@@ -281,9 +396,15 @@ async function checkRevocationList(
   if (status === 404) {
     // "null before the first": no list until an approval is revoked.
     checks.add(
-      doc.revoked_at === null
+      doc.revoked_at === null && onChain.length === 0
         ? { name: 'content', state: 'ok', reason: 'no_revocation_list', subject }
-        : { name: 'content', state: 'failed', reason: 'revocation_list_missing', subject },
+        : {
+            name: 'content',
+            state: 'failed',
+            reason: 'revocation_list_missing',
+            subject,
+            facts: { revoked: doc.revoked_at === null ? 0 : 1, ledger_revocations: onChain.length },
+          },
     );
     return;
   }
@@ -296,6 +417,7 @@ async function checkRevocationList(
     (value: unknown): value is RevocationListBody => Value.Check(RevocationListBody, value),
     roots,
     null,
+    'envelope',
   );
   if (!verified.ok) {
     checks.add({
@@ -310,6 +432,27 @@ async function checkRevocationList(
   const list = verified.body;
   const entries = list.revoked.filter((r) => r.approval_number === doc.approval_number);
   const facts = { version: list.version, issued_at: list.issued_at, approval_number: doc.approval_number };
+  const unlisted = onChain.filter(
+    (leaf) =>
+      !list.revoked.some(
+        (r) => r.approval_number === leaf.approval_number && sameInstant(r.revoked_at, leaf.revoked_at),
+      ),
+  );
+  if (unlisted.length > 0) {
+    checks.add({
+      name: 'content',
+      state: 'failed',
+      reason: 'revocation_list_stale',
+      subject,
+      facts: {
+        ...facts,
+        unlisted: unlisted.length,
+        first_unlisted: unlisted[0]!.approval_number,
+        first_revoked_at: unlisted[0]!.revoked_at,
+        block: unlisted[0]!.day,
+      },
+    });
+  }
   if (doc.revoked_at === null) {
     checks.add(
       entries.length === 0
@@ -352,6 +495,7 @@ async function checkEnvelope(
     (value: unknown): value is ApprovalManifest => Value.Check(ApprovalManifest, value),
     roots,
     null,
+    'envelope',
   );
   if (!verified.ok) {
     checks.add({
@@ -398,6 +542,7 @@ export async function verifyApproval(options: VerifyApprovalOptions): Promise<Ve
   }
   const manifestSha256 = await checkManifest(doc, checks);
   checkStatus(doc, options.now ?? Date.now(), checks);
+  const leaves = collectLeaves(doc.approval_number);
   if (manifestSha256 !== null && doc.manifest !== null) {
     const blocks: LedgerBlock[] = [];
     const issued = await checkLeaf(
@@ -437,12 +582,19 @@ export async function verifyApproval(options: VerifyApprovalOptions): Promise<Ve
     }
     if (blocks.length > 0) {
       options.progress?.phase('reading the ledger');
-      const chained = await checkBlockChain(blocks, `approval ${doc.approval_number}'s`, options, checks);
+      const chained = await checkBlockChain(
+        blocks,
+        `approval ${doc.approval_number}'s`,
+        options,
+        checks,
+        leaves.onBlock,
+      );
+      checkLeavesOnChain(doc, manifestSha256, leaves.seen, checks);
       const newest = blocks.reduce((a, b) => (b.block_height > a.block_height ? b : a));
       await checkAnchoring(newest, chained, options, checks);
     }
   }
-  await checkRevocationList(doc, roots, options, checks);
+  await checkRevocationList(doc, roots, leaves.seen.revocations, options, checks);
   if (options.envelopeText !== undefined) {
     await checkEnvelope(options.envelopeText, manifestSha256, roots, doc.approval_number, checks);
   } else {

@@ -1,5 +1,11 @@
 import type { Progress } from '@ooh/progress';
-import { addDays, isCalendarDate, type StatsSeal, StatsSeal as StatsSealSchema } from '@ooh/protocol';
+import {
+  addDays,
+  almatyDate,
+  isCalendarDate,
+  type StatsSeal,
+  StatsSeal as StatsSealSchema,
+} from '@ooh/protocol';
 import {
   type AnchorSource,
   type Block,
@@ -19,7 +25,12 @@ import {
   verifySeal as verifySealDocument,
 } from '@ooh/verify';
 import { Value } from '@sinclair/typebox/value';
-import { type LedgerBlock, LedgerBlock as LedgerBlockSchema, LedgerBlockHead } from '../ledger/schema.js';
+import {
+  type LedgerBlock,
+  LedgerBlock as LedgerBlockSchema,
+  LedgerBlockHead,
+  type LedgerBlockHead as LedgerBlockHeadValue,
+} from '../ledger/schema.js';
 import type { PublicSource } from './source.js';
 
 /*
@@ -146,7 +157,7 @@ async function checkSealChain(
     const stop = !first && options.chainDepth !== undefined && followed >= options.chainDepth;
     const day = addDays(current.day, -1);
     const previous = first || stop ? null : await fetchSeal(options.source, day, checks);
-    const own = await verifySealDocument(current, roots, previous ?? 'none');
+    const own = await verifySealDocument(current, roots, previous ?? 'none', { day: current.day });
     const subject = `seal ${current.day}`;
     for (const check of own) {
       if (check.name === 'ledger') {
@@ -257,6 +268,53 @@ async function checkBlock(
   };
 }
 
+/** The ledger head as the verify host serves it: null when there is none yet (404: no block digested). */
+async function readHead(
+  source: PublicSource,
+): Promise<{ head: LedgerBlockHeadValue | null } | { failed: string; status: number }> {
+  const { status, value } = await getJson(source, '/v1/ledger/head');
+  if (status === 404) return { head: null };
+  // getJson's -1: an answer that is not JSON.
+  if (status !== 200 && status !== -1) return { failed: 'head_unreadable', status };
+  if (!Value.Check(LedgerBlockHead, value)) return { failed: 'not_a_head', status };
+  return { head: value };
+}
+
+/**
+ * A leaf recorded on `leafDay` is in the block of that day, or of the next one when it committed as that block was
+ * being digested (ledger/repository.ts unblockedLeavesUpTo). Once the head is past that day's block, a null ledger
+ * position is withheld, not pending (DESIGN.md section 6: "ledger stays null until the block holding the seal is
+ * digested", and no longer). Adds the failed check and returns true then; false while it may still be pending.
+ */
+export async function ledgerWithheld(
+  source: PublicSource,
+  leafDay: string,
+  subject: string,
+  facts: Record<string, string | number>,
+  checks: Checks,
+): Promise<boolean> {
+  const read = await readHead(source);
+  if ('failed' in read) {
+    checks.add({
+      name: 'ledger',
+      state: 'failed',
+      reason: read.failed,
+      subject: 'ledger head',
+      facts: { status: read.status },
+    });
+    return true;
+  }
+  if (read.head === null || read.head.day <= leafDay) return false;
+  checks.add({
+    name: 'ledger',
+    state: 'failed',
+    reason: 'ledger_withheld',
+    subject,
+    facts: { ...facts, leaf_day: leafDay, head_day: read.head.day, head_height: read.head.block_height },
+  });
+  return true;
+}
+
 async function checkLedger(
   seal: StatsSeal,
   ledgerCheck: SealCheck,
@@ -265,6 +323,9 @@ async function checkLedger(
 ): Promise<void> {
   const ledger = seal.ledger;
   if (!ledger) {
+    // The seal's leaf is recorded when it is signed: on the Almaty day of signed_at.
+    const leafDay = almatyDate(new Date(seal.signed_at));
+    if (await ledgerWithheld(options.source, leafDay, 'ledger', { leaf_kind: 'stats_seal' }, checks)) return;
     checks.add({
       ...ledgerCheck,
       state: options.requireLedger ? 'failed' : ledgerCheck.state,
@@ -312,15 +373,30 @@ async function checkLedger(
 }
 
 /**
+ * The most ledger blocks the verifier walks: a hundred years of daily blocks. A head that claims more is refused
+ * before any block is fetched, so a hostile host cannot keep the verifier walking (and fetching) without end.
+ */
+export const MAX_LEDGER_BLOCKS = 36_525;
+
+const DAY_MS = 86_400_000;
+/** Whole days from `from` to `to` (calendar days YYYY-MM-DD). */
+const daysBetween = (from: string, to: string): number =>
+  Math.round((Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / DAY_MS);
+
+/**
  * Walks the chain of blocks from the head down to the first, each checked by @ooh/verify's verifyBlock against the
  * one below it. True when the chain holds through every block of `targets` (the blocks holding the leaves checked:
  * the seal's, or an approval's issue and revocation); a failure is recorded. `of` names whose blocks they are.
+ * `onBlock` is given every block read (the approval verifier reads their leaves). The walk is bounded: the head's
+ * height must be at most MAX_LEDGER_BLOCKS and fit its day (one block a day, heights consecutive: DESIGN.md
+ * section 6), else it is refused without walking.
  */
 export async function checkBlockChain(
   targets: readonly LedgerBlock[],
   of: string,
   options: Pick<VerifySealOptions, 'source' | 'progress'>,
   checks: Checks,
+  onBlock: (block: LedgerBlock) => void = () => {},
 ): Promise<boolean> {
   const byDay = new Map(targets.map((b) => [b.day, b]));
   const highest = targets.reduce((a, b) => (b.block_height > a.block_height ? b : a));
@@ -342,9 +418,22 @@ export async function checkBlockChain(
       seal_height: highest.block_height,
       of,
     });
+  if (value.block_height > MAX_LEDGER_BLOCKS)
+    return head('head_beyond_bound', { block_height: value.block_height, bound: MAX_LEDGER_BLOCKS });
+  // One block a day: the head is as many blocks above the highest target as it is days after it.
+  const gap = daysBetween(highest.day, value.day);
+  if (value.block_height - highest.block_height !== gap)
+    return head('head_height_not_its_day', {
+      block_height: value.block_height,
+      day: value.day,
+      seal_height: highest.block_height,
+      seal_day: highest.day,
+      of,
+    });
   let upper: LedgerBlock | null =
     byDay.get(value.day) ?? (await fetchBlock(options.source, value.day, checks));
   if (!upper) return false;
+  onBlock(upper);
   if (upper.digest !== value.digest) return head('head_differs', { digest: value.digest, day: value.day });
   const passed = new Set<string>(byDay.has(upper.day) ? [upper.day] : []);
   let walked = 1;
@@ -363,6 +452,7 @@ export async function checkBlockChain(
       return false;
     }
     if (lower === 'none') break;
+    onBlock(lower);
     if (byDay.has(lower.day)) passed.add(lower.day);
     upper = lower;
     walked += 1;

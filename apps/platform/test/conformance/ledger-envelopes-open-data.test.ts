@@ -847,7 +847,7 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
       });
       expect(moved.ok).toBe(false);
       expect(failures(moved).join('\n')).toMatch(/^ledger leaf of approval .*: manifest_sha256 differs/m);
-      // The revocation hidden: the signed revocation list still names it.
+      // The revocation hidden: the ledger and the signed revocation list still name it.
       const hidden = await verifyApproval({
         now: nowMs(),
         number: a.number,
@@ -860,7 +860,9 @@ describe('approval envelopes, the revocation list and the public ledger (DESIGN.
         }),
       });
       expect(hidden.ok).toBe(false);
+      // The ledger blocks walked hold its revocation leaf, and the signed revocation list still names it.
       expect(hidden.checks.filter((c) => c.state === 'failed').map((c) => c.reason)).toEqual([
+        'revocation_withheld',
         'listed_but_not_revoked',
       ]);
       // The status: "valid" for an approval whose first day has not come (Almaty, by the verifier's clock).

@@ -110,6 +110,26 @@ describe('seals of a real platform, verified as the browser does', () => {
     });
   });
 
+  test('the real seals relabelled as other days fail, as the pages check them with the day they show (audit H)', async () => {
+    const root = parsePem(rootPem)[0]!;
+    // The chain served shifted by nine days: each document's outer day is unsigned.
+    const shifted19 = { ...seal19, day: '2026-11-28' };
+    const shifted20 = { ...seal20, day: '2026-11-29' };
+    const shifted = await verifySeal(shifted20, [root], shifted19, { day: '2026-11-29' });
+    expect(shifted.map((c) => `${c.name}:${c.state}:${c.reason}`)).toEqual([
+      'signature:ok:verified',
+      'content:failed:another_day',
+      'chain:failed:previous_not_day_before',
+      'ledger:ok:digested',
+    ]);
+    // A seal of the 20th served whole as the seal of the 29th: the page's day is not the signed day.
+    expect((await verifySeal(seal20, [root], seal19, { day: '2026-11-29' }))[1]).toMatchObject({
+      state: 'failed',
+      reason: 'another_day',
+      facts: { day: '2026-11-29', body_day: '2026-11-20' },
+    });
+  });
+
   test('a flipped byte anywhere in the signature is refused', async () => {
     const root = parsePem(rootPem)[0]!;
     const der = Buffer.from(seal20.signature, 'base64');
