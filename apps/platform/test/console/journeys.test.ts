@@ -533,7 +533,7 @@ describe('console journeys in Chromium', () => {
     await expect.poll(() => page.locator('.switch-row').textContent()).toMatch(/^Publish open dataPublished/);
     expect(await page.getByRole('switch', { name: 'Publish open data' }).isChecked()).toBe(true);
     // Published: read from the public dictionary, with its text on disclosure.
-    await page.getByText('As published in the open data dictionary, version 2:').waitFor();
+    await page.getByText('As published in the open data dictionary, version 3:').waitFor();
     expect(await rules.textContent()).toContain('Largest share of one party70 %');
     await page
       .getByText(/^A published value needs plays of at least min_operators \(3\) operators/)
