@@ -14,7 +14,15 @@ import {
   readCertificate,
   splitPemChain,
 } from '@ooh/crypto';
-import { type ChainResult, parsePem, parsePems, verifyChain } from '@ooh/verify';
+import {
+  type ChainResult,
+  parsePem,
+  parsePems,
+  SIGNER_ROLE_NAMES,
+  type SignerRole,
+  signerRoleOf,
+  verifyChain,
+} from '@ooh/verify';
 
 /**
  * The authority's PKI (DESIGN.md sections 2 and 4): a root CA (the public trust anchor of envelopes,
@@ -225,7 +233,12 @@ export async function readAuthority(source: AuthoritySource, now: Date): Promise
         };
   const rootPem = await readText(files.rootCert);
   const chainPem = splitPemChain(await readText(files.chainCerts));
-  const signer = async (certFile: string, keyFile: string, what: string): Promise<Signer> => {
+  const signer = async (
+    certFile: string,
+    keyFile: string,
+    what: string,
+    role: SignerRole,
+  ): Promise<Signer> => {
     const certPem = await readText(certFile);
     const keyPem = await readText(keyFile);
     let key: KeyObject;
@@ -243,10 +256,19 @@ export async function readAuthority(source: AuthoritySource, now: Date): Promise
       );
     }
     if (info.isCa) throw new AuthorityError('authority_invalid', `${what}: ${certFile} is a CA certificate`);
+    const leaf = parsePem(info.pem)[0]!;
+    // Verifiers tell the two signers apart by name (@ooh/verify signer-role.ts): a mounted certificate named
+    // otherwise would sign what no verifier accepts.
+    if (signerRoleOf(leaf) !== role) {
+      throw new AuthorityError(
+        'authority_invalid',
+        `${what}: the common name of ${certFile} (${leaf.subjectCommonName ?? 'none'}) must end in "${SIGNER_ROLE_NAMES[role]}": verifiers accept a ${what} by that name only`,
+      );
+    }
     let chain: ChainResult;
     try {
       chain = await verifyChain({
-        leaf: parsePem(info.pem)[0]!,
+        leaf,
         pool: parsePems(chainPem),
         roots: parsePem(rootPem),
         at: now,
@@ -266,7 +288,7 @@ export async function readAuthority(source: AuthoritySource, now: Date): Promise
   return {
     rootPem,
     chainPem,
-    envelopeSigner: await signer(files.envelopeCert, files.envelopeKey, 'envelope signer'),
-    sealSigner: await signer(files.sealCert, files.sealKey, 'seal signer'),
+    envelopeSigner: await signer(files.envelopeCert, files.envelopeKey, 'envelope signer', 'envelope'),
+    sealSigner: await signer(files.sealCert, files.sealKey, 'seal signer', 'seal'),
   };
 }

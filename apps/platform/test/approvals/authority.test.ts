@@ -115,6 +115,26 @@ describe('authority PKI', () => {
     });
   });
 
+  test('a mounted signer named for the other role is refused: no verifier would accept what it signs', async () => {
+    const dir = path.join(tmp, 'roles');
+    await createAuthorityFiles(dir, NOW);
+    // The seal signer's certificate and key mounted as the envelope signer: they match and chain to the root.
+    const source = authoritySource('/nowhere', {
+      AUTHORITY_ROOT_CERT: path.join(dir, GENERATED_FILES.rootCert),
+      AUTHORITY_CHAIN_CERTS: path.join(dir, GENERATED_FILES.issuingCert),
+      AUTHORITY_ENVELOPE_CERT: path.join(dir, GENERATED_FILES.sealCert),
+      AUTHORITY_ENVELOPE_KEY: path.join(dir, GENERATED_FILES.sealKey),
+      AUTHORITY_SEAL_CERT: path.join(dir, GENERATED_FILES.sealCert),
+      AUTHORITY_SEAL_KEY: path.join(dir, GENERATED_FILES.sealKey),
+    });
+    await expect(readAuthority(source, NOW)).rejects.toMatchObject({
+      code: 'authority_invalid',
+      message: expect.stringMatching(
+        /^envelope signer: the common name of .* \(OOH Stats Seal Signer\) must end in "Envelope Signer"/,
+      ),
+    });
+  });
+
   test('a key that does not match its certificate is refused', async () => {
     const dir = path.join(tmp, 'mismatch');
     await createAuthorityFiles(dir, NOW);
