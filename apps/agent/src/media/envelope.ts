@@ -171,7 +171,8 @@ export class EnvelopeVerifier {
     const roots = this.pinnedRoots();
     if (!roots) return { ok: false, reason: 'the pinned authority root cannot be read' };
     // No `at`: the dates of the chain are judged at each check from the window kept.
-    const result = await this.verifyDocument(text, isManifest, roots, null);
+    // Signed by the envelope signer, not the seal signer (@ooh/verify signer-role.ts).
+    const result = await this.verifyDocument(text, isManifest, roots, null, 'envelope');
     if (!result.ok) return { ok: false, reason: reasonOf(result.error) };
     return { ok: true, manifest: result.body, window: result.window };
   }

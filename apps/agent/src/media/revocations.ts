@@ -58,7 +58,8 @@ export async function verifyRevocationList(
   } catch {
     return { ok: false, code: 'malformed' };
   }
-  const result = await verifySignedDocument(text, isListBody, roots, now);
+  // Revocation lists are signed by the envelope signer, never the seal signer (@ooh/verify signer-role.ts).
+  const result = await verifySignedDocument(text, isListBody, roots, now, 'envelope');
   return result.ok ? { ok: true, body: result.body } : { ok: false, code: result.error.code };
 }
 

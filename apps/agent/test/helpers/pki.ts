@@ -53,7 +53,7 @@ export async function createTestPki(now: Date = new Date()): Promise<TestPki> {
   });
   const signerKeys = generateEs256KeyPair();
   const signerPem = await issueCertificate({
-    subject: 'CN=Test Approval Signer, O=City',
+    subject: 'CN=Test Approval Envelope Signer, O=City',
     publicKey: signerKeys.publicKey,
     issuerCertificatePem: issuingPem,
     issuerKey: issuingKeys.privateKey,

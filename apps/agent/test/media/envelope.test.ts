@@ -86,11 +86,32 @@ describe('envelope verification (DESIGN.md §4, §9)', () => {
     if (tampered.status === 'refused') expect(tampered.reason).toMatch(/\(cms_message_digest\)$/);
   });
 
+  it('BAD_SIGNATURE for an envelope signed by the authority seal signer: the roles stay apart', async () => {
+    const keys = generateEs256KeyPair();
+    const certificatePem = await issueCertificate({
+      subject: 'CN=Test Stats Seal Signer, O=City',
+      publicKey: keys.publicKey,
+      issuerCertificatePem: pki.authorityIssuing.certificatePem,
+      issuerKey: pki.authorityIssuing.key,
+      notBefore: new Date('2026-01-01T00:00:00Z'),
+      notAfter: new Date('2036-01-01T00:00:00Z'),
+      serialHex: randomSerialHex(),
+      usage: 'signing',
+    });
+    const sealSigned = await signEnvelope(pki, manifestFor(sha), undefined, {
+      certificatePem,
+      key: keys.privateKey,
+    });
+    const verdict = await check(sealSigned);
+    expect(verdict).toMatchObject({ status: 'refused', code: 'BAD_SIGNATURE' });
+    if (verdict.status === 'refused') expect(verdict.reason).toMatch(/\(signer_role\)$/);
+  });
+
   it('judges the dates of the whole chain: a signer expired before now is BAD_SIGNATURE, one not yet valid waits', async () => {
     const signerValid = async (notBefore: string, notAfter: string): Promise<SignerMaterial> => {
       const keys = generateEs256KeyPair();
       const certificatePem = await issueCertificate({
-        subject: 'CN=Short-lived Approval Signer, O=City',
+        subject: 'CN=Short-lived Approval Envelope Signer, O=City',
         publicKey: keys.publicKey,
         issuerCertificatePem: pki.authorityIssuing.certificatePem,
         issuerKey: pki.authorityIssuing.key,
