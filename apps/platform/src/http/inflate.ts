@@ -118,28 +118,26 @@ export async function inflateBounded(
  * a core's worth of libuv's pool, and one event loop serves all four hosts. Beyond the slots a few wait their turn;
  * beyond those, 503 service_unavailable with Retry-After (the sender resends the same bytes: nothing was stored).
  *
- * The places are shared fairly between callers (an organisation): one caller holds at most `perCaller` of them,
- * inflating and waiting together, and the one over its share is answered 429 rate_limited with Retry-After (spec
- * Errors: "rate limit exceeded; Retry-After gives seconds to wait"), so one operator's flood of gzip batches
- * cannot turn every other operator away. A freed slot goes to the waiting caller that inflates the fewest bodies
- * at that moment (the oldest among equals), so a caller alone may use every slot, and a newcomer does not wait
- * behind another caller's queue.
+ * The places are shared fairly between callers (an organisation), and none is left idle for fairness' sake:
+ * - a caller alone may take every place (an operator's CMS sending many batches at once is not throttled here);
+ * - when every place is taken and a caller comes that holds at least two places fewer than the caller holding the
+ *   most, that caller's newest waiting body is turned away, 429 rate_limited with Retry-After (spec Errors: "rate
+ *   limit exceeded; Retry-After gives seconds to wait"; nothing was stored, it resends the same bytes), and the
+ *   newcomer takes its place; otherwise the newcomer gets the 503. So one operator's flood of gzip batches cannot
+ *   turn every other operator away, and the places end up shared about evenly between those who want them;
+ * - a freed slot goes to the waiting caller that inflates the fewest bodies at that moment (the oldest among
+ *   equals), so a newcomer does not wait behind another caller's queue.
  */
 export class Slots {
   private used = 0;
-  private readonly waiting: { caller: string; start: () => void }[] = [];
+  private readonly waiting: { caller: string; start: () => void; refuse: (error: Error) => void }[] = [];
   /** Per caller: the slots it inflates in and the places it holds (inflating + waiting). */
   private readonly callers = new Map<string, { inflating: number; places: number }>();
 
   constructor(
     readonly size: number,
     readonly maxWaiting: number,
-    readonly perCaller: number,
-  ) {
-    if (!(perCaller >= 1 && perCaller <= size + maxWaiting)) {
-      throw new RangeError(`perCaller must be from 1 to ${size + maxWaiting}, not ${perCaller}`);
-    }
-  }
+  ) {}
 
   /** Places `caller` holds now (inflating and waiting). */
   placesOf(caller: string): number {
@@ -148,16 +146,6 @@ export class Slots {
 
   acquire(caller: string): Promise<() => void> {
     const mine = this.callers.get(caller) ?? { inflating: 0, places: 0 };
-    if (mine.places >= this.perCaller) {
-      return Promise.reject(
-        new ProblemError(
-          'rate_limited',
-          `${mine.places} compressed bodies of this organisation are being inflated or waiting, its share of ` +
-            'this server; send it again once one is answered',
-          { headers: { 'retry-after': '1' } },
-        ),
-      );
-    }
     if (this.used < this.size) {
       this.used += 1;
       mine.inflating += 1;
@@ -165,7 +153,7 @@ export class Slots {
       this.callers.set(caller, mine);
       return Promise.resolve(this.releaser(caller));
     }
-    if (this.waiting.length >= this.maxWaiting) {
+    if (this.waiting.length >= this.maxWaiting && !this.makeRoomFor(mine.places)) {
       return Promise.reject(
         new ProblemError(
           'service_unavailable',
@@ -178,9 +166,41 @@ export class Slots {
     }
     mine.places += 1;
     this.callers.set(caller, mine);
-    return new Promise((resolve) =>
-      this.waiting.push({ caller, start: () => resolve(this.releaser(caller)) }),
+    return new Promise((resolve, reject) =>
+      this.waiting.push({ caller, start: () => resolve(this.releaser(caller)), refuse: reject }),
     );
+  }
+
+  /**
+   * Every place is taken: turns away the newest waiting body of the caller holding the most places, if it holds at
+   * least two more than a caller holding `places` (so that callers with about equal shares do not push each other
+   * out). True when a place was freed.
+   */
+  private makeRoomFor(places: number): boolean {
+    let heaviest: string | null = null;
+    let most = -1;
+    for (const entry of this.waiting) {
+      const held = this.callers.get(entry.caller)!.places;
+      if (held > most) {
+        heaviest = entry.caller;
+        most = held;
+      }
+    }
+    if (heaviest === null || most < places + 2) return false;
+    let newest = -1;
+    for (const [index, entry] of this.waiting.entries()) if (entry.caller === heaviest) newest = index;
+    const [entry] = this.waiting.splice(newest, 1);
+    const theirs = this.callers.get(heaviest)!;
+    theirs.places -= 1;
+    entry!.refuse(
+      new ProblemError(
+        'rate_limited',
+        `another organisation needs a place: this organisation holds ${most} of the ${this.size + this.maxWaiting} ` +
+          "places of this server's for compressed bodies; send it again in a moment",
+        { headers: { 'retry-after': '1' } },
+      ),
+    );
+    return true;
   }
 
   private releaser(caller: string): () => void {
@@ -219,11 +239,8 @@ export class Slots {
   }
 }
 
-/**
- * Two at once per process (a worker per core: PLATFORM_WORKERS), eight waiting; one organisation holds at most four
- * of the ten places (both slots and two waiting), so six stay open to the others.
- */
-export const inflations = new Slots(2, 8, 4);
+/** Two at once per process (a worker per core: PLATFORM_WORKERS), eight waiting, shared fairly (Slots). */
+export const inflations = new Slots(2, 8);
 
 /**
  * The exact bytes of a stored batch body (migration 062): a body kept as the gzip bytes it came in is restored

@@ -159,21 +159,21 @@ describe('no body is read for a caller without a credential', () => {
 
 describe('inflation slots', () => {
   test('two at once, eight waiting, then 503 service_unavailable with Retry-After; a release lets the next in', async () => {
-    // Ten places among three callers, none over its share of four.
-    const slots = new Slots(2, 8, 4);
-    const callers = ['a', 'a', 'b', 'b', 'c', 'c', 'c', 'c'];
-    const held = [await slots.acquire('a'), await slots.acquire('b')];
+    // One caller alone may take every place: nothing is held back for callers who are not there.
+    const slots = new Slots(2, 8);
+    const held = [await slots.acquire('a'), await slots.acquire('a')];
     let started = 0;
-    const waiting = callers.map((caller) =>
-      slots.acquire(caller).then((release) => {
+    const waiting = Array.from({ length: 8 }, () =>
+      slots.acquire('a').then((release) => {
         started += 1;
         return release;
       }),
     );
-    await expect(slots.acquire('d')).rejects.toMatchObject({
+    await expect(slots.acquire('a')).rejects.toMatchObject({
       code: 'service_unavailable',
       headers: { 'retry-after': '1' },
     });
+    expect(slots.placesOf('a')).toBe(10);
     expect(started).toBe(0);
     held[0]!();
     held[0]!(); // releasing twice frees one slot only
@@ -183,50 +183,67 @@ describe('inflation slots', () => {
     held[1]!();
     for (const next of waiting.slice(1)) (await next)();
     expect(started).toBe(8);
-    // All free again: two at once without waiting, for one caller alone too.
-    const again = [await slots.acquire('a'), await slots.acquire('a')];
-    for (const release of again) release();
     expect(slots.placesOf('a')).toBe(0);
+    // Ten callers holding one place each: an eleventh finds no one to make room, 503.
+    const ten = await Promise.all(Array.from({ length: 2 }, (_, i) => slots.acquire(`c${i}`)));
+    const queued = Array.from({ length: 8 }, (_, i) => slots.acquire(`c${i + 2}`));
+    await expect(slots.acquire('c10')).rejects.toMatchObject({ code: 'service_unavailable' });
+    for (const release of ten) release();
+    for (const next of queued) (await next)();
   });
 
-  test('one caller holds at most its share of the places: beyond it 429 rate_limited, the others still get in', async () => {
-    const slots = new Slots(2, 8, 4);
+  test('a flood takes every free place, and gives its newest waiting one back, 429 rate_limited, to another caller', async () => {
+    const slots = new Slots(2, 8);
     const flood = [await slots.acquire('flooder'), await slots.acquire('flooder')];
-    const queued = [slots.acquire('flooder'), slots.acquire('flooder')];
-    await expect(slots.acquire('flooder')).rejects.toMatchObject({
-      code: 'rate_limited',
-      headers: { 'retry-after': '1' },
-    });
-    // Six places are left to the others, not to the flooder.
-    const others = Array.from({ length: 6 }, (_, i) => slots.acquire(`other-${i % 2}`));
-    await expect(slots.acquire('third')).rejects.toMatchObject({ code: 'service_unavailable' });
-    expect(slots.placesOf('flooder')).toBe(4);
-    // Freed slots go to whoever inflates the fewest, not to the flooder's older entries.
-    const order: string[] = [];
-    const track = (name: string, p: Promise<() => void>) =>
-      p.then((release) => {
-        order.push(name);
-        return release;
-      });
-    const tracked = [
-      ...queued.map((p, i) => track(`flooder-${i}`, p)),
-      ...others.map((p, i) => track(`other-${i % 2}`, p)),
-    ];
-    flood[0]!();
+    const outcomes: string[] = [];
+    const queued = Array.from({ length: 8 }, (_, i) =>
+      slots.acquire('flooder').then(
+        (release) => {
+          outcomes.push(`flooder-${i} started`);
+          return release;
+        },
+        (error: { code: string; headers: Record<string, string> }) => {
+          outcomes.push(`flooder-${i} ${error.code} ${error.headers['retry-after']}`);
+          return null;
+        },
+      ),
+    );
+    await expect(slots.acquire('flooder')).rejects.toMatchObject({ code: 'service_unavailable' });
+    // Another caller: the flooder's newest waiting body is turned away and the other takes its place.
+    const other = slots.acquire('other');
     await new Promise((resolve) => setImmediate(resolve));
-    expect(order).toEqual(['other-0']);
+    expect(outcomes).toEqual(['flooder-7 rate_limited 1']);
+    expect(slots.placesOf('flooder')).toBe(9);
+    expect(slots.placesOf('other')).toBe(1);
+    // A third: the flooder, still holding the most by two or more, gives up another.
+    const third = slots.acquire('third');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(outcomes).toEqual(['flooder-7 rate_limited 1', 'flooder-6 rate_limited 1']);
+    // A freed slot goes to whoever inflates the fewest, the oldest among equals: the other before the flooder's
+    // older bodies; then, the flooder inflating none, its oldest; then the third.
+    flood[0]!();
+    const otherRelease = await other;
+    expect(outcomes).toHaveLength(2);
     flood[1]!();
     await new Promise((resolve) => setImmediate(resolve));
-    // Now the flooder inflates none, as other-1: the older of their entries, the flooder's, goes.
-    expect(order).toEqual(['other-0', 'flooder-0']);
-    // Everyone is served in the end.
-    for (const next of tracked) (await next)();
-    expect(order).toHaveLength(8);
+    expect(outcomes.at(-1)).toBe('flooder-0 started');
+    otherRelease();
+    const thirdRelease = await third;
+    expect(outcomes).toHaveLength(3);
+    thirdRelease();
+    for (const next of queued) (await next)?.();
+    expect(outcomes.filter((o) => o.endsWith('started'))).toHaveLength(6);
     expect(slots.placesOf('flooder')).toBe(0);
   });
 
-  test('a share outside 1 to the number of places is refused', () => {
-    expect(() => new Slots(2, 8, 0)).toThrow(RangeError);
-    expect(() => new Slots(2, 8, 11)).toThrow(RangeError);
+  test('callers with about equal shares do not push each other out', async () => {
+    const slots = new Slots(2, 8);
+    const held = [await slots.acquire('a'), await slots.acquire('b')];
+    const queued = ['a', 'a', 'a', 'a', 'b', 'b', 'b', 'b'].map((caller) => slots.acquire(caller));
+    // a and b hold five each; a sixth from a finds b holding no more than it: 503, nobody turned away.
+    await expect(slots.acquire('a')).rejects.toMatchObject({ code: 'service_unavailable' });
+    expect([slots.placesOf('a'), slots.placesOf('b')]).toEqual([5, 5]);
+    for (const release of held) release();
+    for (const next of queued) (await next)();
   });
 });

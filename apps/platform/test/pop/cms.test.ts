@@ -580,11 +580,11 @@ describe('sizes, encodings and counts', () => {
     source,
   }) => {
     // Issue "Trust under attack", item 3: "bound how many inflations run at once". The route must go through the
-    // process's slots: take them all (2 inflating, 8 waiting, by three other callers within their shares) and the
-    // next gzip body is turned away at once.
+    // process's slots: take them all (2 inflating, 8 waiting, by ten other callers holding one place each, so that
+    // none holds enough to give one up) and the next gzip body is turned away at once.
     const body = cmsBody(source, 0, [cmsPlay('screen-1', 1)]);
-    const held = [await inflations.acquire('caller-a'), await inflations.acquire('caller-b')];
-    const queued = ['a', 'a', 'a', 'b', 'b', 'b', 'c', 'c'].map((c) => inflations.acquire(`caller-${c}`));
+    const held = [await inflations.acquire('caller-0'), await inflations.acquire('caller-1')];
+    const queued = Array.from({ length: 8 }, (_, i) => inflations.acquire(`caller-${i + 2}`));
     try {
       const refused = await postCms(servers, source, body, { gzip: true });
       problemOf(refused, 503, 'service_unavailable');
@@ -603,7 +603,7 @@ describe('sizes, encodings and counts', () => {
     expect(await batchCount(db, sourceOwner(source))).toBe(2);
   });
 
-  test("one operator's flood of gzip batches takes its share of the inflation slots only: 429 beyond it, the other operator is served", async ({
+  test("one operator's flood of gzip batches takes the free inflation places, and gives one back (429) to another operator, who is served next", async ({
     db,
     servers,
     platform,
@@ -616,7 +616,7 @@ describe('sizes, encodings and counts', () => {
     const other = await createOperator(platform, 1);
     const otherSource = await registerSource(platform, other);
     // Two of the flooder's batches inflating (held here so that they stay in the slots), then ten more at once
-    // through the route: the total bound (2 inflating, 8 waiting) would take eight of them.
+    // through the route: alone, it may take all eight waiting places; the last two get 503.
     const inflating = [await inflations.acquire(flooder.id), await inflations.acquire(flooder.id)];
     const settled: { seq: number; statusCode: number; body: string; retryAfter: unknown }[] = [];
     const flood = Array.from({ length: 10 }, (_, seq) =>
@@ -632,30 +632,32 @@ describe('sizes, encodings and counts', () => {
     );
     let otherAnswer: Promise<Awaited<ReturnType<typeof postCms>>> | null = null;
     try {
-      // Its share is four places (its two inflating and two waiting): the other eight are refused at once.
-      await vi.waitFor(() => expect(settled).toHaveLength(8), { timeout: 10_000, interval: 20 });
+      await vi.waitFor(() => expect(settled).toHaveLength(2), { timeout: 10_000, interval: 20 });
       for (const refused of settled) {
-        expect(refused.statusCode, refused.body).toBe(429);
-        expect(JSON.parse(refused.body)).toMatchObject({ code: 'rate_limited' });
+        expect(refused.statusCode, refused.body).toBe(503);
+        expect(JSON.parse(refused.body)).toMatchObject({ code: 'service_unavailable' });
         expect(refused.retryAfter).toBe('1');
       }
-      // The other operator's gzip batch still finds a place, and the next free slot is its own (it inflates none,
-      // the flooder one), ahead of the flooder's waiting batches.
+      expect(inflations.placesOf(flooder.id)).toBe(10);
+      // The other operator's gzip batch: the flooder's newest waiting batch is turned away, 429 rate_limited, and
+      // the other takes its place; the next free slot is the other's (it inflates none, the flooder two).
       otherAnswer = postCms(servers, otherSource, cmsBody(otherSource, 0, []), { gzip: true });
-      await vi.waitFor(() => expect(inflations.placesOf(other.id)).toBe(1), {
-        timeout: 10_000,
-        interval: 20,
-      });
+      await vi.waitFor(() => expect(settled).toHaveLength(3), { timeout: 10_000, interval: 20 });
+      const givenBack = settled[2]!;
+      expect(givenBack.statusCode, givenBack.body).toBe(429);
+      expect(JSON.parse(givenBack.body)).toMatchObject({ code: 'rate_limited' });
+      expect(givenBack.retryAfter).toBe('1');
+      expect(inflations.placesOf(other.id)).toBe(1);
       inflating[0]!();
       expect(answerOf(await otherAnswer)).toMatchObject({ batch_seq: 0, duplicate: false });
     } finally {
       for (const release of inflating) release();
       await Promise.all([...flood, ...(otherAnswer ? [otherAnswer] : [])]);
     }
-    // The flooder's two waiting batches were taken once a slot was free; the refused ones stored nothing.
+    // The flooder's seven batches still waiting were taken once slots were free; the refused ones stored nothing.
     const served = (await Promise.all(flood)).filter((res) => res.statusCode === 200);
-    expect(served).toHaveLength(2);
-    expect(await batchCount(db, `source:${flooderSource.id}`)).toBe(2);
+    expect(served).toHaveLength(7);
+    expect(await batchCount(db, `source:${flooderSource.id}`)).toBe(7);
     expect(await batchCount(db, `source:${otherSource.id}`)).toBe(1);
     expect(inflations.placesOf(flooder.id)).toBe(0);
   });
