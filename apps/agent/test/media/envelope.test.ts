@@ -86,42 +86,37 @@ describe('envelope verification (DESIGN.md §4, §9)', () => {
     if (tampered.status === 'refused') expect(tampered.reason).toMatch(/\(cms_message_digest\)$/);
   });
 
-  it('BAD_SIGNATURE for an envelope signed by the authority seal signer: the roles stay apart', async () => {
+  /** A signer issued by the test authority's issuing CA, named `name`, valid between the two dates. */
+  async function authoritySigner(name: string, notBefore: string, notAfter: string): Promise<SignerMaterial> {
     const keys = generateEs256KeyPair();
     const certificatePem = await issueCertificate({
-      subject: 'CN=Test Stats Seal Signer, O=City',
+      subject: `CN=${name}, O=City`,
       publicKey: keys.publicKey,
       issuerCertificatePem: pki.authorityIssuing.certificatePem,
       issuerKey: pki.authorityIssuing.key,
-      notBefore: new Date('2026-01-01T00:00:00Z'),
-      notAfter: new Date('2036-01-01T00:00:00Z'),
+      notBefore: new Date(notBefore),
+      notAfter: new Date(notAfter),
       serialHex: randomSerialHex(),
       usage: 'signing',
     });
-    const sealSigned = await signEnvelope(pki, manifestFor(sha), undefined, {
-      certificatePem,
-      key: keys.privateKey,
-    });
+    return { certificatePem, key: keys.privateKey };
+  }
+
+  it('BAD_SIGNATURE for an envelope signed by the authority seal signer: the roles stay apart', async () => {
+    const sealSigner = await authoritySigner(
+      'Test Stats Seal Signer',
+      '2026-01-01T00:00:00Z',
+      '2036-01-01T00:00:00Z',
+    );
+    const sealSigned = await signEnvelope(pki, manifestFor(sha), undefined, sealSigner);
     const verdict = await check(sealSigned);
     expect(verdict).toMatchObject({ status: 'refused', code: 'BAD_SIGNATURE' });
     if (verdict.status === 'refused') expect(verdict.reason).toMatch(/\(signer_role\)$/);
   });
 
   it('judges the dates of the whole chain: a signer expired before now is BAD_SIGNATURE, one not yet valid waits', async () => {
-    const signerValid = async (notBefore: string, notAfter: string): Promise<SignerMaterial> => {
-      const keys = generateEs256KeyPair();
-      const certificatePem = await issueCertificate({
-        subject: 'CN=Short-lived Approval Envelope Signer, O=City',
-        publicKey: keys.publicKey,
-        issuerCertificatePem: pki.authorityIssuing.certificatePem,
-        issuerKey: pki.authorityIssuing.key,
-        notBefore: new Date(notBefore),
-        notAfter: new Date(notAfter),
-        serialHex: randomSerialHex(),
-        usage: 'signing',
-      });
-      return { certificatePem, key: keys.privateKey };
-    };
+    const signerValid = (notBefore: string, notAfter: string) =>
+      authoritySigner('Short-lived Approval Envelope Signer', notBefore, notAfter);
     const expired = await signerValid('2026-01-02T00:00:00Z', '2026-11-21T08:59:59Z');
     expect(
       await check(await signEnvelope(pki, manifestFor(sha), new Date('2026-06-01T00:00:00Z'), expired)),

@@ -50,6 +50,25 @@ describe('shipping to the signed channel', () => {
     return path;
   }
 
+  /**
+   * The platform holds a batch 1 of this device with other bytes than this agent's (an agent whose database was
+   * replaced by an older copy, say): the same key signed a tamper record under batch_seq 1.
+   */
+  async function platformHoldsAnotherBatchOne(): Promise<void> {
+    const earlier = createShippingFixture({
+      dir: sub('earlier'),
+      agentsUrl: platform.agentsUrl,
+      deviceId: fx.deviceId,
+      keys: fx.keys,
+    });
+    try {
+      earlier.log.appendStatus({ kind: 'tamper', at: new Date() });
+      expect(await earlier.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 1 });
+    } finally {
+      await earlier.close();
+    }
+  }
+
   it('sends a signed batch, stores the answer, and only then counts the records as sent', async () => {
     logPlays(fx.log, 3);
     const outcome = await fx.shipper.sendOnce();
@@ -269,20 +288,7 @@ describe('shipping to the signed channel', () => {
   });
 
   it('a batch_conflict that none of the earlier signings explains still stops shipping', async () => {
-    // Batch 1 of this device is held by the platform with other bytes (an agent whose database was replaced by an
-    // older copy).
-    const earlier = createShippingFixture({
-      dir: sub('earlier'),
-      agentsUrl: platform.agentsUrl,
-      deviceId: fx.deviceId,
-      keys: fx.keys,
-    });
-    try {
-      earlier.log.appendStatus({ kind: 'tamper', at: new Date() });
-      expect(await earlier.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 1 });
-    } finally {
-      await earlier.close();
-    }
+    await platformHoldsAnotherBatchOne();
     logPlays(fx.log, 1);
     // This agent's batch 1 was signed twice (a stale_request from an injected answer, here): both are sent.
     fx.http.failNext(1, 401, 'stale_request');
@@ -467,20 +473,7 @@ describe('shipping to the signed channel', () => {
   });
 
   it('stops and alerts on batch_conflict instead of looping', async () => {
-    // The platform already holds a batch 1 of this device with other bytes (an agent whose database was replaced
-    // by an older copy, say): the same key signed a tamper record under batch_seq 1.
-    const earlier = createShippingFixture({
-      dir: sub('earlier'),
-      agentsUrl: platform.agentsUrl,
-      deviceId: fx.deviceId,
-      keys: fx.keys,
-    });
-    try {
-      earlier.log.appendStatus({ kind: 'tamper', at: new Date() });
-      expect(await earlier.shipper.sendOnce()).toMatchObject({ kind: 'answered', batchSeq: 1 });
-    } finally {
-      await earlier.close();
-    }
+    await platformHoldsAnotherBatchOne();
     logPlays(fx.log, 1);
     const controller = new AbortController();
     await fx.shipper.run(controller.signal);
