@@ -286,6 +286,15 @@ export function postToTarget(
   timeoutMs: number,
 ): Promise<PostResult> {
   return new Promise((resolve, reject) => {
+    // Settled exactly once, and the deadline stands until then: whatever the receiver does (answers, closes without
+    // an answer, switches protocols), the send ends within timeoutMs.
+    let settled = false;
+    const settle = (done: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      done();
+    };
     const client = url.protocol === 'https:' ? https : http;
     const request = client.request(
       url,
@@ -309,7 +318,9 @@ export function postToTarget(
         const chunks: Buffer[] = [];
         let length = 0;
         const finish = () =>
-          resolve({ status: response.statusCode ?? 0, excerpt: Buffer.concat(chunks).toString('utf8') });
+          settle(() =>
+            resolve({ status: response.statusCode ?? 0, excerpt: Buffer.concat(chunks).toString('utf8') }),
+          );
         response.on('data', (chunk: Buffer) => {
           if (length < MAX_ANSWER_BYTES) chunks.push(chunk.subarray(0, MAX_ANSWER_BYTES - length));
           length += chunk.length;
@@ -330,11 +341,16 @@ export function postToTarget(
     request.on('timeout', () =>
       request.destroy(Object.assign(new Error('timeout'), { name: 'TimeoutError' })),
     );
-    request.on('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
+    // 101 Switching Protocols: Node hands the socket over and raises no error, and the request closes without a
+    // response. It is the receiver's answer, and not a 2xx: the socket is closed and the status is the outcome.
+    request.on('upgrade', (response, socket) => {
+      socket.destroy();
+      settle(() => resolve({ status: response.statusCode ?? 101, excerpt: '' }));
     });
-    request.on('close', () => clearTimeout(timer));
+    request.on('error', (error) => settle(() => reject(error)));
+    request.on('close', () =>
+      settle(() => reject(new Error('the receiver closed the connection without an answer'))),
+    );
     request.end(body);
   });
 }

@@ -91,19 +91,25 @@ async function attempt(
     // lease.
     const target = await within(resolveTarget(url, policy), timeoutMs);
     if (!target.ok) throw new Error(`target refused: ${target.reason}`);
-    const response = await postToTarget(
-      url,
-      target,
-      delivery.body,
-      {
-        'content-type': 'application/json',
-        'user-agent': 'ooh-platform-webhooks/1',
-        'x-event-id': delivery.eventId,
-        'x-event-type': delivery.eventType,
-        'x-signature': signatureOf(delivery.body, delivery.secret),
-        'x-delivery-attempt': String(delivery.attempts),
-      },
-      Math.max(1, Math.round(deadline - performance.now())),
+    const remainingMs = Math.max(1, Math.round(deadline - performance.now()));
+    // postToTarget ends within its timeout whatever the receiver does; `within` holds this attempt to it all the
+    // same, so that no receiver can keep a send (and a place of MAX_IN_FLIGHT) beyond its lease.
+    const response = await within(
+      postToTarget(
+        url,
+        target,
+        delivery.body,
+        {
+          'content-type': 'application/json',
+          'user-agent': 'ooh-platform-webhooks/1',
+          'x-event-id': delivery.eventId,
+          'x-event-type': delivery.eventType,
+          'x-signature': signatureOf(delivery.body, delivery.secret),
+          'x-delivery-attempt': String(delivery.attempts),
+        },
+        remainingMs,
+      ),
+      remainingMs + 1000,
     );
     status = response.status;
     if (status >= 200 && status < 300) {
@@ -229,7 +235,9 @@ export function startDeliveries(
     stop: async () => {
       stopped = true;
       await claiming?.catch(() => {});
-      await Promise.all([...going]);
+      // Every send ends within its timeout; a stop never waits longer than that (a send still going then is
+      // abandoned: its lease runs out and another instance, or the next start, sends it again).
+      await within(Promise.all([...going]), timeoutMs + 5000).catch(() => {});
     },
   };
 }

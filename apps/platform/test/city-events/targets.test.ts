@@ -1,5 +1,10 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import {
+  type AddressInfo,
+  createServer as createTcpServer,
+  type Socket,
+  type Server as TcpServer,
+} from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   isPrivateAddress,
@@ -198,11 +203,15 @@ describe('a delivery', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     return (server.address() as AddressInfo).port;
   };
+  const rawServers: TcpServer[] = [];
+  const rawSockets: Socket[] = [];
   afterAll(async () => {
     for (const server of servers) {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
     }
+    for (const socket of rawSockets) socket.destroy();
+    for (const server of rawServers) await new Promise((resolve) => server.close(resolve));
   });
 
   test('connects to the address it checked, never looking the name up again (DNS rebinding)', async () => {
@@ -240,6 +249,53 @@ describe('a delivery', () => {
     );
     expect(result.status).toBe(302);
     expect(paths).toEqual(['/hook']);
+  });
+
+  /** A receiver that writes `answer` to every connection once the request has arrived, then does `after`. */
+  const rawReceiver = async (answer: string, after: 'hold' | 'close'): Promise<number> => {
+    const server: TcpServer = createTcpServer((socket) => {
+      rawSockets.push(socket);
+      socket.once('data', () => {
+        socket.write(answer);
+        if (after === 'close') socket.end();
+      });
+      socket.on('error', () => {});
+    });
+    rawServers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return (server.address() as AddressInfo).port;
+  };
+
+  test('a receiver answering 101 Switching Protocols: the 101 is its answer, and the send ends', async () => {
+    // Node hands an upgraded socket over without an error or a response: the send used to wait for ever, holding a
+    // place of the process's sends and its stop (audit K finding 1).
+    const port = await rawReceiver(
+      'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n',
+      'hold',
+    );
+    const started = performance.now();
+    const result = await postToTarget(
+      new URL(`http://127.0.0.1:${port}/hook`),
+      { address: '127.0.0.1', family: 4 },
+      '{}',
+      {},
+      5000,
+    );
+    expect(result).toEqual({ status: 101, excerpt: '' });
+    expect(performance.now() - started).toBeLessThan(4000);
+  });
+
+  test('a receiver closing the connection without an answer: the send fails at once', async () => {
+    const port = await rawReceiver('', 'close');
+    await expect(
+      postToTarget(
+        new URL(`http://127.0.0.1:${port}/hook`),
+        { address: '127.0.0.1', family: 4 },
+        '{}',
+        {},
+        5000,
+      ),
+    ).rejects.toThrow();
   });
 
   test('gives up on a target that does not answer in time', async () => {
