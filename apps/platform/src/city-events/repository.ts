@@ -288,6 +288,15 @@ export async function insertSubscription(
  * of every event). Serialised per organisation by an advisory lock, so two requests at once cannot pass the limit
  * together. Returns null when the limit is reached.
  */
+/** How many live webhook subscriptions an operator holds. */
+export async function liveOperatorSubscriptions(db: Db, organisationId: string): Promise<number> {
+  const { rows } = await db.query<{ live: number }>(
+    'SELECT count(*)::int AS live FROM webhook_subscriptions WHERE organisation_id = $1 AND deleted_at IS NULL',
+    [organisationId],
+  );
+  return rows[0]?.live ?? 0;
+}
+
 export async function insertOperatorSubscription(
   db: Db,
   subscription: { url: string; secret: string; types: string[]; organisationId: string },

@@ -14,6 +14,7 @@ import {
   EVENT_TYPES,
   type EventType,
   insertOperatorSubscription,
+  liveOperatorSubscriptions,
   insertSubscription,
   listDeliveries,
   listEvents,
@@ -243,6 +244,17 @@ export function createCityEventsFeature(options: CityEventsFeatureOptions = {}):
                 })),
               );
             }
+          }
+          // The limit first, before any name lookup: an operator at its limit starts none (checked again, under
+          // the organisation's lock, when the row is written).
+          if (
+            owner !== null &&
+            (await liveOperatorSubscriptions(ctx.db, owner)) >= MAX_OPERATOR_SUBSCRIPTIONS
+          ) {
+            throw new ProblemError(
+              'state_conflict',
+              `an organisation holds at most ${MAX_OPERATOR_SUBSCRIPTIONS} webhook subscriptions: remove one first`,
+            );
           }
           const url = await subscriptionUrl(b.url, ctx.config.settings);
           const generated = b.secret === undefined ? generateSecret() : null;

@@ -1,6 +1,9 @@
 import { validationFailed } from '../http/problem.js';
 import { resolveTarget, targetPolicy } from './targets.js';
 
+/** How long a registration waits for the name servers. */
+export const REGISTRATION_LOOKUP_MS = 5000;
+
 /**
  * The URL of a new webhook subscription, as every subscription route takes it (the console's and the exchange
  * partners'): a URL, without credentials, whose target is a public address unless WEBHOOK_ALLOWED_TARGETS names it
@@ -17,7 +20,18 @@ export async function subscriptionUrl(text: string, settings: NodeJS.ProcessEnv)
   if (url.username || url.password) {
     throw validationFailed([{ path: '/url', code: 'not_allowed', message: 'no credentials in the URL' }]);
   }
-  const target = await resolveTarget(url, targetPolicy(settings));
+  // Bounded (audit K finding 2): a name server that does not answer holds a registration no longer than this; the
+  // name is then taken as one that does not resolve yet, which every delivery checks again.
+  let timer: NodeJS.Timeout | undefined;
+  const target = await Promise.race([
+    resolveTarget(url, targetPolicy(settings)),
+    new Promise<{ ok: false; why: 'unresolvable'; reason: string }>((resolve) => {
+      timer = setTimeout(
+        () => resolve({ ok: false, why: 'unresolvable', reason: 'no answer in time' }),
+        REGISTRATION_LOOKUP_MS,
+      );
+    }),
+  ]).finally(() => clearTimeout(timer));
   if (!target.ok && target.why !== 'unresolvable') {
     throw validationFailed([{ path: '/url', code: 'not_allowed', message: target.reason }]);
   }

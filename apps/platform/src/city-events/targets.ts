@@ -1,4 +1,5 @@
 import { lookup, Resolver } from 'node:dns/promises';
+import { readFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
@@ -216,15 +217,46 @@ async function addressesOf(
       (r) => r.status === 'rejected' && (r.reason as NodeJS.ErrnoException).code === 'ETIMEOUT',
     );
     if (timedOut) throw (timedOut as PromiseRejectedResult).reason;
+    const failed = [v4, v6].find((r) => r.status === 'rejected');
+    const failure = failed
+      ? (failed as PromiseRejectedResult).reason
+      : Object.assign(new Error('no address'), { code: 'ENODATA' });
     // The city's chosen name servers had no address for it: not /etc/hosts then (WEBHOOK_NAME_SERVERS).
-    if (nameServers !== null) {
-      const failed = [v4, v6].find((r) => r.status === 'rejected');
-      throw failed
-        ? (failed as PromiseRejectedResult).reason
-        : Object.assign(new Error('no address'), { code: 'ENODATA' });
-    }
+    if (nameServers !== null) throw failure;
+    // Only a name the name servers say does not exist may be a name of /etc/hosts, which is read here, never
+    // through getaddrinfo: whoever owns a name could answer the first query and leave the C library's repeat
+    // unanswered, holding one of the threads the platform's file, zlib and crypto work share for its full timeouts
+    // (audit K finding 2). A name server failing otherwise (SERVFAIL, REFUSED, a bad answer) is the failure.
+    const code = (failure as NodeJS.ErrnoException).code;
+    if (code !== 'ENOTFOUND' && code !== 'ENODATA') throw failure;
+    const fromHosts = await hostsFileAddresses(host);
+    if (fromHosts.length === 0) throw failure;
+    return fromHosts;
   }
   return lookup(host, { all: true, verbatim: true });
+}
+
+/** The addresses /etc/hosts gives `host` (case-insensitive), read from the file itself; none if it cannot be read. */
+export async function hostsFileAddresses(
+  host: string,
+  file = '/etc/hosts',
+): Promise<{ address: string; family: number }[]> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch {
+    return [];
+  }
+  const wanted = host.toLowerCase().replace(/\.$/, '');
+  const found: { address: string; family: number }[] = [];
+  for (const line of text.split('\n')) {
+    const [address, ...names] = line.replace(/#.*/, '').trim().split(/\s+/);
+    if (!address || names.length === 0) continue;
+    const family = net.isIP(address.replace(/%.*$/, ''));
+    if (family === 0) continue;
+    if (names.some((name) => name.toLowerCase() === wanted)) found.push({ address, family });
+  }
+  return found;
 }
 
 export type TargetCheck =

@@ -2,9 +2,12 @@ import { createSocket, type Socket } from 'node:dgram';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { resolveTarget, targetPolicy } from '../../src/city-events/targets.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { hostsFileAddresses, resolveTarget, targetPolicy } from '../../src/city-events/targets.js';
 import { deliverDueWebhooks } from '../../src/city-events/webhooks.js';
-import { apiCall, startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { apiCall, createOrganisation, startTestPlatform, type TestPlatform } from '../support/platform.js';
 
 /*
  * WEBHOOK_NAME_SERVERS: the name servers a receiver's name is asked of. Real UDP name servers on loopback: one that
@@ -208,6 +211,28 @@ describe('deliveries while a receiver’s name server never answers', () => {
     return rows[0]!.id;
   }
 
+  test('an operator at its limit of subscriptions is refused before any name is looked up (audit K finding 2)', async () => {
+    const operator = await createOrganisation(p, 'operator', ['console:fleet']);
+    for (let i = 0; i < 10; i++) {
+      const made = await apiCall(p.servers.api, operator.key, 'POST', '/api/v1/console/webhooks', {
+        url: `http://127.0.0.1:9/hook-${i}`,
+        types: ['alert_opened'],
+      });
+      expect(made.statusCode, made.body).toBe(201);
+    }
+    const before = dns.queries();
+    const started = performance.now();
+    const refused = await apiCall(p.servers.api, operator.key, 'POST', '/api/v1/console/webhooks', {
+      url: 'https://hooks.partner.example/eleventh',
+      types: ['alert_opened'],
+    });
+    expect(refused.statusCode, refused.body).toBe(409);
+    expect(refused.json()).toMatchObject({ code: 'state_conflict' });
+    // The silent name server was not asked: before, the 409 came after its resolver's tries (about 4 s).
+    expect(dns.queries()).toBe(before);
+    expect(performance.now() - started).toBeLessThan(2_000);
+  }, 30_000);
+
   test('the delivery to the silent name’s receiver fails with a timeout; the other subscription’s is delivered', async () => {
     const stuck = await subscriptionWithDelivery('https://hooks.partner.example/ooh');
     const fine = await subscriptionWithDelivery(receiverUrl);
@@ -227,4 +252,28 @@ describe('deliveries while a receiver’s name server never answers', () => {
     expect((await deliveries(fine))[0]!.delivered_at).not.toBeNull();
     expect(dns.queries()).toBeGreaterThanOrEqual(1);
   }, 30_000);
+});
+
+describe('/etc/hosts, read by the platform itself (never getaddrinfo, audit K finding 2)', () => {
+  test('a name is found as the hosts file gives it, case and a final dot aside; comments and other names are not', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'ooh-hosts-'));
+    const file = path.join(dir, 'hosts');
+    writeFileSync(
+      file,
+      [
+        '# a comment naming receiver.lan 10.9.9.9',
+        '127.0.0.1\tlocalhost',
+        '192.0.2.10  receiver.lan  receiver   # the receiver',
+        'fe80::1%eth0 receiver.lan',
+        'not-an-address receiver.lan',
+        '',
+      ].join('\n'),
+    );
+    expect(await hostsFileAddresses('Receiver.LAN.', file)).toEqual([
+      { address: '192.0.2.10', family: 4 },
+      { address: 'fe80::1%eth0', family: 6 },
+    ]);
+    expect(await hostsFileAddresses('other.lan', file)).toEqual([]);
+    expect(await hostsFileAddresses('receiver.lan', path.join(dir, 'missing'))).toEqual([]);
+  });
 });
