@@ -120,7 +120,10 @@ export async function makeCheckpoints(
   return made;
 }
 
-/** Keeps a cosignature a witness returned, as @ooh/verify read and verified it (acceptCosignature). */
+/**
+ * Keeps a cosignature a witness returned, as @ooh/verify read and verified it (acceptCosignature). The first one kept
+ * for a size stays: a later answer of the same witness never replaces a line already published and counted.
+ */
 export async function storeCosignature(
   db: Db | DbClient,
   size: number,
@@ -131,8 +134,7 @@ export async function storeCosignature(
   await db.query(
     `INSERT INTO ledger_cosignatures (size, witness, key_id, line, cosigned_at, received_at)
      VALUES ($1, $2, $3, $4, $5, $6)
-     ON CONFLICT (size, witness, key_id) DO UPDATE SET line = EXCLUDED.line, cosigned_at = EXCLUDED.cosigned_at,
-       received_at = EXCLUDED.received_at`,
+     ON CONFLICT (size, witness, key_id) DO NOTHING`,
     [size, sig.name, sig.id, sig.line, cosignedAt, receivedAt],
   );
 }

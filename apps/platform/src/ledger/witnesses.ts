@@ -1,6 +1,12 @@
 import { randomInt } from 'node:crypto';
 import { type BackoffPolicy, backoffDelayMs } from '@ooh/protocol';
-import { checkSignature, type NoteSignature, parseNote, type Vkey } from '@ooh/verify';
+import {
+  COSIGNATURE_SKEW_SECONDS,
+  checkSignature,
+  type NoteSignature,
+  parseNote,
+  type Vkey,
+} from '@ooh/verify';
 import type { PlatformContext } from '../context.js';
 import type { Db } from '../db/pool.js';
 import { readAtMost } from '../http/read-at-most.js';
@@ -103,17 +109,24 @@ export async function submitToWitness(
   if (!newest) return { outcome: 'up_to_date', size: 0 };
   let resyncs = 0;
   let last: Submission = { outcome: 'up_to_date', size: 0 };
+  /** The size a 409 said the witness holds: the next request's `old`, never recorded as cosigned (only a verified
+   * cosignature is). Null until a 409 of this pass. */
+  let claimed: number | null = null;
   for (;;) {
     const { rows } = await ctx.db.query<{ cosigned_size: number }>(
       'SELECT cosigned_size FROM ledger_witnesses WHERE vkey = $1',
       [witness.vkey.text],
     );
-    const oldSize = rows[0]?.cosigned_size ?? 0;
-    if (oldSize >= newest.size) {
-      return last.outcome === 'cosigned' ? last : { outcome: 'up_to_date', size: oldSize };
+    const cosignedSize = rows[0]?.cosigned_size ?? 0;
+    if (claimed === null && cosignedSize >= newest.size) {
+      return last.outcome === 'cosigned' ? last : { outcome: 'up_to_date', size: cosignedSize };
     }
+    const oldSize: number = claimed ?? cosignedSize;
     // A witness that never cosigned gets the newest checkpoint with old size 0 and no proof (tlog-witness: "If the
-    // old size is zero, the consistency proof MUST be empty"); one behind gets at most 63 blocks at a time.
+    // old size is zero, the consistency proof MUST be empty"); one behind gets at most 63 blocks at a time. One that
+    // says it holds our newest size gets that checkpoint again with old = its size and no proof (tlog-witness: "If the
+    // old size matches the checkpoint size, the witness MUST check that the root hashes are also identical"): it
+    // cosigns our head, or answers 422 for another head of that size.
     const target = oldSize === 0 ? newest.size : Math.min(newest.size, oldSize + MAX_PROOF_LINES);
     const checkpoint: CheckpointRow | null =
       target === newest.size ? newest : await findCheckpoint(ctx.db, target);
@@ -137,8 +150,10 @@ export async function submitToWitness(
       if (!answer.contentType.startsWith('text/x.tlog.size') || !Number.isSafeInteger(size)) {
         return { outcome: 'failed', error: 'HTTP 409 without a text/x.tlog.size body' };
       }
+      // A 409 naming the very `old` we sent contradicts itself ("if it doesn't match ... 409"): a failure, never a
+      // size taken as cosigned.
       if (size === oldSize || resyncs >= MAX_RESYNCS)
-        return { outcome: 'failed', error: `HTTP 409: witness at ${size}` };
+        return { outcome: 'failed', error: `HTTP 409: witness at ${size}, asked with old ${oldSize}` };
       if (size > newest.size) {
         return {
           outcome: 'failed',
@@ -146,18 +161,15 @@ export async function submitToWitness(
         };
       }
       resyncs += 1;
-      await ctx.db.query('UPDATE ledger_witnesses SET cosigned_size = $2 WHERE vkey = $1', [
-        witness.vkey.text,
-        size,
-      ]);
+      claimed = size;
       continue;
     }
     if (answer.status !== 200) {
       return { outcome: 'failed', error: `HTTP ${answer.status}: ${answer.body.trim().slice(0, 200)}` };
     }
-    const cosigned = await acceptCosignature(checkpoint, answer.body, witness.vkey);
-    if ('error' in cosigned) return { outcome: 'failed', error: cosigned.error };
     const now = ctx.clock.now();
+    const cosigned = await acceptCosignature(checkpoint, answer.body, witness.vkey, now);
+    if ('error' in cosigned) return { outcome: 'failed', error: cosigned.error };
     await storeCosignature(ctx.db, checkpoint.size, cosigned.signature, cosigned.at, now);
     await ctx.db.query(
       `UPDATE ledger_witnesses SET cosigned_size = $2, last_cosigned_at = $3, failures = 0, next_attempt_at = NULL,
@@ -165,6 +177,7 @@ export async function submitToWitness(
         WHERE vkey = $1`,
       [witness.vkey.text, checkpoint.size, now],
     );
+    claimed = null;
     last = { outcome: 'cosigned', size: checkpoint.size };
   }
 }
@@ -173,12 +186,15 @@ export async function submitToWitness(
  * tlog-witness: "The client MUST ignore any cosignatures from unknown keys. To parse the response, the client MAY
  * concatenate it to the checkpoint, and use a note verification function configured with the witness keys it trusts."
  * That function is @ooh/verify's, the one that checks every note signature. The answer must add signature lines only:
- * the concatenated note must read as the checkpoint's own text.
+ * the concatenated note must read as the checkpoint's own text. The cosignature's time must be one every verifier
+ * accepts: not after `now` + COSIGNATURE_SKEW_SECONDS (@ooh/verify's checkCosignedCheckpoint refuses those as
+ * `future`), which also keeps it inside the range of a JavaScript Date and of a PostgreSQL timestamptz.
  */
 export async function acceptCosignature(
   checkpoint: Pick<CheckpointRow, 'note'>,
   body: string,
   vkey: Vkey,
+  now: Date,
 ): Promise<{ signature: NoteSignature; at: Date } | { error: string }> {
   const own = parseNote(checkpoint.note);
   const answered = body.endsWith('\n') ? parseNote(checkpoint.note + body) : null;
@@ -188,10 +204,20 @@ export async function acceptCosignature(
     const check = await checkSignature(own.text, sig, [vkey]);
     if (check.state === 'invalid') return { error: `a cosignature of ${vkey.name} does not verify` };
     if (check.state === 'valid' && check.timestamp !== null) {
+      if (check.timestamp > Math.floor(now.getTime() / 1000) + COSIGNATURE_SKEW_SECONDS) {
+        return {
+          error: `the cosignature of ${vkey.name} is dated ${check.timestamp}, more than ${COSIGNATURE_SKEW_SECONDS} s after this platform's clock`,
+        };
+      }
       return { signature: sig, at: new Date(check.timestamp * 1000) };
     }
   }
   return { error: `no cosignature of ${vkey.name} in the answer` };
+}
+
+/** An error text as PostgreSQL's text type takes it: a witness's answer may hold a NUL byte, which it refuses. */
+function printable(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, '?');
 }
 
 async function withWitnessLock<T>(db: Db, work: () => Promise<T>): Promise<T | 'busy'> {
@@ -239,7 +265,14 @@ export async function runWitnessJob(
       const row = rows[0]!;
       const now = ctx.clock.now();
       if (!options.force && row.next_attempt_at && row.next_attempt_at.getTime() > now.getTime()) continue;
-      const result = await submitToWitness(ctx, witness, options.transport);
+      // One witness's failure of any kind (an answer our database refuses, a bug in reading it) is that witness's
+      // failure, recorded with its backoff: the witnesses after it are still asked and markAnchored still runs.
+      let result: Submission;
+      try {
+        result = await submitToWitness(ctx, witness, options.transport);
+      } catch (error) {
+        result = { outcome: 'failed', error: `error: ${(error as Error).message ?? String(error)}` };
+      }
       if (result.outcome === 'failed') {
         const failures = row.failures + 1;
         const delay = backoffDelayMs(
@@ -249,7 +282,7 @@ export async function runWitnessJob(
         );
         await ctx.db.query(
           `UPDATE ledger_witnesses SET failures = $2, next_attempt_at = $3, last_error = $4 WHERE vkey = $1`,
-          [witness.vkey.text, failures, new Date(ctx.clock.now().getTime() + delay), result.error],
+          [witness.vkey.text, failures, new Date(ctx.clock.now().getTime() + delay), printable(result.error)],
         );
       }
       submissions.push({ witness: witness.vkey.name, result });

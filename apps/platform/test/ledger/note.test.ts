@@ -32,6 +32,8 @@ import { acceptCosignature, addCheckpointBody } from '../../src/ledger/witnesses
  */
 
 // signed-note.md, "Example": this vkey verifies this note.
+/** The platform's clock for the witness client: the cosignatures below are dated 1_764_000_000 (2025-11-24). */
+const CLOCK = new Date(1_764_000_000_000);
 const EXAMPLE_VKEY = 'example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k';
 
 // tlog-cosignature.md: "an example of a checkpoint that contains a cosignature" (its keys are not published).
@@ -119,35 +121,55 @@ describe('the platform signs, @ooh/verify verifies', () => {
     const line = cosign(text, name, witnessKey, 1_764_000_000n);
     const answer = (signature: Buffer, id = witness.id, who = name) =>
       `\u2014 ${who} ${Buffer.concat([Buffer.from(id, 'hex'), signature]).toString('base64')}\n`;
-    expect(await acceptCosignature({ note }, line.line, witness)).toEqual({
+    expect(await acceptCosignature({ note }, line.line, witness, CLOCK)).toEqual({
       signature: expect.objectContaining({ name, id: witness.id, line: line.line }),
       at: new Date(1_764_000_000_000),
     });
     // Another witness's line first is ignored (unknown key); the one of ours after it is kept.
     const other = cosign(text, 'witness.test/w8', generateKeyPairSync('ed25519').privateKey, 1_764_000_001n);
-    expect(await acceptCosignature({ note }, `${other.line}${line.line}`, witness)).toMatchObject({
+    expect(await acceptCosignature({ note }, `${other.line}${line.line}`, witness, CLOCK)).toMatchObject({
       signature: { line: line.line },
     });
     for (const at of [0, 8, 40, 71]) {
       const flipped = Buffer.from(line.signature);
       flipped[at]! ^= 0x01;
-      expect(await acceptCosignature({ note }, answer(flipped), witness), `byte ${at}`).toEqual({
+      expect(await acceptCosignature({ note }, answer(flipped), witness, CLOCK), `byte ${at}`).toEqual({
         error: `a cosignature of ${name} does not verify`,
       });
     }
     // Another key ID or another name: not the pinned witness's line at all.
-    expect(await acceptCosignature({ note }, answer(line.signature, '00000000'), witness)).toEqual({
+    expect(await acceptCosignature({ note }, answer(line.signature, '00000000'), witness, CLOCK)).toEqual({
       error: `no cosignature of ${name} in the answer`,
     });
     expect(
-      await acceptCosignature({ note }, answer(line.signature, witness.id, 'witness.test/w7'), witness),
+      await acceptCosignature(
+        { note },
+        answer(line.signature, witness.id, 'witness.test/w7'),
+        witness,
+        CLOCK,
+      ),
     ).toEqual({ error: `no cosignature of ${name} in the answer` });
     // Not signature lines: an empty answer, text, or a blank line that would make the answer a note of its own.
     for (const body of ['', 'cosigned\n', `\n${line.line}`, line.line.slice(0, -1)]) {
-      expect(await acceptCosignature({ note }, body, witness), JSON.stringify(body)).toEqual({
+      expect(await acceptCosignature({ note }, body, witness, CLOCK), JSON.stringify(body)).toEqual({
         error: 'the answer is not signature lines ("\u2014 <name> <base64>", each ending in a newline)',
       });
     }
+  });
+
+  test('the witness client refuses a cosignature dated after its clock + 300 s, as every verifier does, up to 2^63 - 1', async () => {
+    const witness = parseVkey(formatVkey(name, SIG_COSIGNATURE_V1, rawEd25519PublicKey(witnessKey)));
+    const at = (seconds: bigint) =>
+      acceptCosignature({ note }, cosign(text, name, witnessKey, seconds).line, witness, CLOCK);
+    // 300 s ahead is the verifiers' skew (COSIGNATURE_SKEW_SECONDS): kept; one second more, and any later time
+    // (beyond a JavaScript Date, beyond PostgreSQL's timestamptz), refused in words, never an Invalid Date.
+    expect(await at(1_764_000_300n)).toMatchObject({ at: new Date(1_764_000_300_000) });
+    for (const seconds of [1_764_000_301n, 8_640_000_000_001n, 2n ** 63n - 1n]) {
+      expect(await at(seconds), String(seconds)).toEqual({
+        error: `the cosignature of ${name} is dated ${Number(seconds)}, more than 300 s after this platform's clock`,
+      });
+    }
+    expect(verify.COSIGNATURE_SKEW_SECONDS).toBe(300);
   });
 
   test('the key ID the package reads from a signature line is the one the platform signed with', () => {

@@ -45,6 +45,7 @@ beforeAll(async () => {
     keyFile: path.join(p.ctx.config.dataDir, 'w1.key'),
     stateFile: path.join(p.ctx.config.dataDir, 'w1.json'),
     logVkeys: [logVkey],
+    now: p.clock.now(),
   });
   p.ctx.config.settings['LEDGER_WITNESSES'] = `${witness.vkey} ${witness.url}`;
   const device = `device:${'2'.repeat(8)}-2222-4222-8222-${'2'.repeat(12)}`;

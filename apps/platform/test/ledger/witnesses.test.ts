@@ -142,7 +142,7 @@ beforeAll(async () => {
   rootPem = (await loadAuthority(p.ctx)).rootPem;
   logVkey = ledgerVkey(ORIGIN, await loadLedgerKey(p.ctx));
   witnessFiles = { keyFile: path.join(p.dataDir, 'w1.key'), stateFile: path.join(p.dataDir, 'w1.json') };
-  useWitness(await startWitness({ name: W1, ...witnessFiles, logVkeys: [logVkey] }));
+  useWitness(await startWitness({ name: W1, ...witnessFiles, logVkeys: [logVkey], now: p.clock.now() }));
   await runSealScheduler(p.ctx);
 }, 60_000);
 
@@ -187,7 +187,11 @@ describe('checkpoints and cosignatures', () => {
     });
     const cosigned = await checkSignature(note.text, note.signatures[1]!, [parseVkey(witness.vkey)]);
     expect(cosigned).toMatchObject({ state: 'valid' });
-    expect((cosigned as { timestamp: number }).timestamp).toBeGreaterThan(Date.now() / 1000 - 120);
+    // Dated by the witness's clock, which follows the platform's (test/witness/process.ts `now`): not after it.
+    expect((cosigned as { timestamp: number }).timestamp).toBeGreaterThanOrEqual(
+      Date.parse('2026-11-18T05:00:00Z') / 1000,
+    );
+    expect((cosigned as { timestamp: number }).timestamp).toBeLessThanOrEqual(p.clock.now().getTime() / 1000);
 
     // The earlier checkpoint stays, with its own cosignature; malformed or unknown sizes are 404 problems.
     const earlier = await get('/v1/ledger/checkpoints/1');
@@ -252,7 +256,7 @@ describe('a witness that is down', () => {
 
     // Back up on another port, with its key and state; the platform has lost its record of what the witness holds
     // (0): the witness answers 409 with the size it holds, and the platform goes on from there.
-    useWitness(await startWitness({ name: W1, ...witnessFiles, logVkeys: [logVkey] }));
+    useWitness(await startWitness({ name: W1, ...witnessFiles, logVkeys: [logVkey], now: p.clock.now() }));
     await p.database.db.query('UPDATE ledger_witnesses SET cosigned_size = 0');
     p.clock.set(new Date(p.clock.now().getTime() + 3_600_000));
     const statuses: number[] = [];

@@ -17,6 +17,9 @@ export function startWitness(options: {
   keyFile: string;
   stateFile: string;
   logVkeys: string[];
+  /** The time the witness dates its cosignatures from (then moving with this computer's clock): the platform's
+   * clock in a test, since the platform refuses a cosignature dated more than 300 s after its own clock. */
+  now?: Date;
 }): Promise<WitnessProcess> {
   const args = [
     '--conditions=source',
@@ -29,6 +32,7 @@ export function startWitness(options: {
     options.keyFile,
   ];
   args.push('--state', options.stateFile, ...options.logVkeys.flatMap((v) => ['--log', v]));
+  if (options.now) args.push(`--clock-offset=${options.now.getTime() - Date.now()}`);
   const child = spawn(process.execPath, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return new Promise((resolve, reject) => {

@@ -15,7 +15,7 @@ import { cosign, formatVkey, rawEd25519PublicKey, SIG_COSIGNATURE_V1 } from '../
  * canonical JSON), each chaining to the one before by prev_digest, instead of RFC 6962 subtree hashes.
  *
  *   node --conditions=source --import tsx test/witness/witness.ts --name witness.test/w1 --key key.pem \
- *     --state state.json --log '<log vkey>' [--port 0]
+ *     --state state.json --log '<log vkey>' [--port 0] [--clock-offset <ms>]
  *
  * Prints one JSON line {"url", "vkey"} once it listens. The key file is made on first start (PKCS#8 PEM), so a
  * restarted witness keeps its key; the state file holds, per origin, the latest checkpoint it cosigned and is
@@ -32,6 +32,7 @@ const { values } = parseArgs({
     state: { type: 'string' },
     log: { type: 'string', multiple: true },
     port: { type: 'string', default: '0' },
+    'clock-offset': { type: 'string', default: '0' },
   },
 });
 if (!values.name || !values.key || !values.state || !values.log?.length) {
@@ -41,6 +42,9 @@ if (!values.name || !values.key || !values.state || !values.log?.length) {
   process.exit(2);
 }
 const name = values.name;
+/** Milliseconds added to this computer's clock when dating a cosignature: the tests' platform runs on a moved clock,
+ * and the platform refuses a cosignature dated after its own clock (as every verifier does after theirs). */
+const clockOffsetMs = Number(values['clock-offset']);
 const stateFile = values.state;
 
 function loadKey(file: string): KeyObject {
@@ -201,7 +205,7 @@ async function addCheckpoint(body: string): Promise<string> {
     );
     if (wrong) throw new Refusal(422, wrong);
   }
-  const timestamp = BigInt(Math.floor(Date.now() / 1000));
+  const timestamp = BigInt(Math.floor((Date.now() + clockOffsetMs) / 1000));
   const line = cosign(note.text, name, key, timestamp).line;
   const own = note.signatures.filter((_, i) => checks[i]!.state === 'valid').map((s) => s.line);
   // "The witness MUST persist the new checkpoint before responding."
