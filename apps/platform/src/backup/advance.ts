@@ -126,6 +126,8 @@ export function describeAdvance(advance: RestoreAdvance): string[] {
     '  hold them. Re-do every revocation made after that time first (players keep what they were told, but a player',
     '  installed now learns only from the platform), then re-issue the approvals: their old numbers are not reused,',
     '  the new ones differ, and media must be sent out again with their new envelopes.',
+    'The ledger blocks of the days after the backup will be digested again with other contents: a witness that',
+    "  cosigned them before refuses the new ones (a fork). Tell the witnesses' operators (docs/backup-restore.md).",
   ];
 }
 

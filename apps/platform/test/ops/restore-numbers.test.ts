@@ -199,4 +199,7 @@ test('after a restore no approval number, submission number or revocation list v
   expect(restored.stderr).toContain(
     `APPROVALS, REVOCATIONS AND SUBMISSIONS MADE AFTER ${new Date(stoppedAt).toISOString()} ARE NOT IN THIS DATABASE`,
   );
+  // The ledger's fork is said, for the witnesses' operators.
+  expect(restored.stderr).toContain('a witness that');
+  expect(restored.stderr).toContain('refuses the new ones (a fork)');
 }, 900_000);
