@@ -296,6 +296,23 @@ export async function runWitnessJob(
   });
 }
 
+/**
+ * How a witness's failure is logged. A witness holding another history than this ledger's (422: the checkpoint does
+ * not extend what it holds; or it holds a size beyond ours), as after a restore from a backup, is a fork: nothing
+ * later is anchored by it until someone acts, so it is an error with its own words, not the warning of a witness
+ * that is down or refuses for a while (audit J finding 4).
+ */
+export function witnessFailureLine(error: string): { level: 'error' | 'warn'; message: string } {
+  if (/^HTTP 422\b/.test(error) || /^witness holds size \d+, beyond this ledger's/.test(error)) {
+    return {
+      level: 'error',
+      message:
+        'ledger witness holds another history than this ledger (a fork, as after a restore): someone must look',
+    };
+  }
+  return { level: 'warn', message: 'ledger witness refused or down' };
+}
+
 /** The job on a chain of short timers (src/shared/ticker.ts), beside the seal scheduler, never inside it. */
 export function startWitnessJob(
   ctx: Pick<PlatformContext, 'db' | 'clock' | 'config' | 'log' | 'caches'>,
@@ -308,9 +325,10 @@ export function startWitnessJob(
     for (const { witness, result } of run.submissions) {
       if (result.outcome === 'cosigned')
         ctx.log.info({ witness, size: result.size }, 'ledger checkpoint cosigned');
-      // A 422 means the witness holds another history than ours: loud, someone must look.
-      else if (result.outcome === 'failed')
-        ctx.log.warn({ witness, error: result.error }, 'ledger witness refused or down');
+      else if (result.outcome === 'failed') {
+        const said = witnessFailureLine(result.error);
+        ctx.log[said.level]({ witness, error: result.error }, said.message);
+      }
     }
     if (run.anchored.length > 0) ctx.log.info({ blocks: run.anchored }, 'ledger blocks anchored');
   });

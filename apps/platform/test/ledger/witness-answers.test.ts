@@ -2,7 +2,12 @@ import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { parseNote } from '@ooh/verify';
 import { cosign, formatVkey, rawEd25519PublicKey, SIG_COSIGNATURE_V1 } from '../../src/ledger/note.js';
-import { runWitnessJob, type WitnessRun, type WitnessTransport } from '../../src/ledger/witnesses.js';
+import {
+  runWitnessJob,
+  type WitnessRun,
+  type WitnessTransport,
+  witnessFailureLine,
+} from '../../src/ledger/witnesses.js';
 import { runSealScheduler } from '../../src/seals/index.js';
 import {
   agentBody,
@@ -250,5 +255,20 @@ describe('a 409 naming our newest size (audit J finding 3)', () => {
     expect(resubmitted.anchored).toEqual([4]);
     expect((await cosignatures(W1.name)).map((c) => c.size)).toEqual([1, 4]);
     expect(await witnessState(W1.name)).toMatchObject({ cosigned_size: 4, failures: 0, last_error: null });
+  });
+});
+
+describe('how a witness failure is logged', () => {
+  test('a witness holding another history (422, or a size beyond ours) is an error of its own; one down is a warning', () => {
+    const fork = {
+      level: 'error',
+      message:
+        'ledger witness holds another history than this ledger (a fork, as after a restore): someone must look',
+    };
+    expect(witnessFailureLine('HTTP 422: block 5 does not extend the checkpoint held')).toEqual(fork);
+    expect(witnessFailureLine("witness holds size 4, beyond this ledger's 3")).toEqual(fork);
+    for (const down of ['HTTP 503: busy', 'connect ECONNREFUSED 10.0.0.1:443', 'timeout', 'HTTP 4220']) {
+      expect(witnessFailureLine(down)).toEqual({ level: 'warn', message: 'ledger witness refused or down' });
+    }
   });
 });
