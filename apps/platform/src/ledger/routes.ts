@@ -220,11 +220,6 @@ export function createLedgerFeature(options: LedgerOptions = {}): Feature {
         async (request, reply) => {
           limiter.take(request.ip);
           const number = request.params.number;
-          // Not an approval number's characters (a NUL, a byte PostgreSQL refuses): no such approval, as the other
-          // malformed ledger inputs are answered, and no query (it was a 422 from the database's refusal).
-          if (!/^[A-Za-z0-9-]{1,64}$/.test(number)) {
-            throw new ProblemError('not_found', 'no approval has such a number');
-          }
           const row = await findApprovalPublic(ctx.db, number);
           if (!row) throw new ProblemError('not_found', `approval ${number} does not exist`);
           const leaves = await leafIdsOfApproval(ctx.db, number);
