@@ -177,20 +177,7 @@ test.skipIf(!platformAvailable() || process.platform !== 'linux')(
     chmodSync(dir, 0o755);
     let child: ReturnType<typeof spawn> | null = null;
     try {
-      child = spawn(
-        process.execPath,
-        [
-          '--conditions=source',
-          '--import',
-          'tsx',
-          'src/cli/main.ts',
-          'run',
-          join(SIM_ROOT, 'scenarios', 'normal-day.json'),
-          '--dir',
-          dir,
-        ],
-        { cwd: SIM_ROOT, env: { ...process.env, HARDWARE_SIM_STACK: '' } },
-      );
+      child = spawnNormalDayRun(dir);
       let stderr = '';
       child.stderr!.on('data', (chunk: Buffer) => {
         stderr += chunk.toString();
@@ -221,6 +208,24 @@ test.skipIf(!platformAvailable() || process.platform !== 'linux')(
   },
   180_000,
 );
+
+/** `run` of the normal-day scenario on `dir`, as a program left running (tsx). */
+function spawnNormalDayRun(dir: string): ReturnType<typeof spawn> {
+  return spawn(
+    process.execPath,
+    [
+      '--conditions=source',
+      '--import',
+      'tsx',
+      'src/cli/main.ts',
+      'run',
+      join(SIM_ROOT, 'scenarios', 'normal-day.json'),
+      '--dir',
+      dir,
+    ],
+    { cwd: SIM_ROOT, env: { ...process.env, HARDWARE_SIM_STACK: '' } },
+  );
+}
 
 /** The CLI as a program (tsx), to its end: exit code and output. */
 async function program(
@@ -340,20 +345,7 @@ test.skipIf(!platformAvailable() || process.platform !== 'linux')(
     chmodSync(dir, 0o755);
     let first: ReturnType<typeof spawn> | null = null;
     try {
-      first = spawn(
-        process.execPath,
-        [
-          '--conditions=source',
-          '--import',
-          'tsx',
-          'src/cli/main.ts',
-          'run',
-          join(SIM_ROOT, 'scenarios', 'normal-day.json'),
-          '--dir',
-          dir,
-        ],
-        { cwd: SIM_ROOT, env: { ...process.env, HARDWARE_SIM_STACK: '' } },
-      );
+      first = spawnNormalDayRun(dir);
       first.stdout!.resume();
       first.stderr!.resume();
       const exited = new Promise<number | null>((resolve) => first!.on('close', (code) => resolve(code)));

@@ -346,6 +346,19 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
+/** `player` for structure ALM-0001 with a throwaway admin key, its api host at `api` and the other hosts unreachable. */
+function playerWithApi(api: string): ReturnType<typeof cli> {
+  return cli([
+    'player',
+    '--platform',
+    UNREACHABLE.replace('api=http://127.0.0.1:1', api),
+    '--admin-key',
+    'k',
+    '--structure',
+    'ALM-0001',
+  ]);
+}
+
 describe('hardware-sim player, without a platform that answers', () => {
   test('a --dir that is not empty, or not a folder: exit 2, named, before any call to the platform; nothing written', async () => {
     let requests = 0;
@@ -466,15 +479,7 @@ describe('hardware-sim player, without a platform that answers', () => {
 
   test('nothing listening: the structure step, connection refused, check the URL', async () => {
     const port = await closedPort();
-    const result = await cli([
-      'player',
-      '--platform',
-      UNREACHABLE.replace('api=http://127.0.0.1:1', `api=http://127.0.0.1:${port}`),
-      '--admin-key',
-      'k',
-      '--structure',
-      'ALM-0001',
-    ]);
+    const result = await playerWithApi(`api=http://127.0.0.1:${port}`);
     expect(result.code).toBe(1);
     expect(oneLine(result.stderr)).toMatch(
       new RegExp(
@@ -491,15 +496,7 @@ describe('hardware-sim player, without a platform that answers', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       const port = (server.address() as AddressInfo).port;
-      const result = await cli([
-        'player',
-        '--platform',
-        UNREACHABLE.replace('api=http://127.0.0.1:1', `api=http://127.0.0.1:${port}`),
-        '--admin-key',
-        'k',
-        '--structure',
-        'ALM-0001',
-      ]);
+      const result = await playerWithApi(`api=http://127.0.0.1:${port}`);
       expect(result.code).toBe(1);
       expect(oneLine(result.stderr)).toMatch(
         new RegExp(
@@ -512,15 +509,7 @@ describe('hardware-sim player, without a platform that answers', () => {
   });
 
   test('a name that does not resolve: the structure step, the name, check DNS', async () => {
-    const result = await cli([
-      'player',
-      '--platform',
-      UNREACHABLE.replace('api=http://127.0.0.1:1', 'api=http://ooh-platform.invalid'),
-      '--admin-key',
-      'k',
-      '--structure',
-      'ALM-0001',
-    ]);
+    const result = await playerWithApi('api=http://ooh-platform.invalid');
     expect(result.code).toBe(1);
     expect(oneLine(result.stderr)).toMatch(
       /^hardware-sim: player: structure failed: the name ooh-platform\.invalid does not resolve \((ENOTFOUND|EAI_AGAIN)\): .*DNS/,
@@ -536,15 +525,7 @@ describe('hardware-sim player, without a platform that answers', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       const port = (server.address() as AddressInfo).port;
-      const result = await cli([
-        'player',
-        '--platform',
-        UNREACHABLE.replace('api=http://127.0.0.1:1', `api=https://127.0.0.1:${port}`),
-        '--admin-key',
-        'k',
-        '--structure',
-        'ALM-0001',
-      ]);
+      const result = await playerWithApi(`api=https://127.0.0.1:${port}`);
       expect(result.code).toBe(1);
       expect(oneLine(result.stderr)).toMatch(
         /^hardware-sim: player: structure failed: this machine does not trust the TLS certificate of https:\/\/127\.0\.0\.1:\d+ \([A-Z_]+\): .*NODE_EXTRA_CA_CERTS/,
